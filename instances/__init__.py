@@ -1,0 +1,1 @@
+"""Bundled benchmark instances (package data) with provenance and known optima."""

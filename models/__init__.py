@@ -1,0 +1,1 @@
+"""Exact formulations (CP-SAT and Pyomo MILP). Built on ``opt``; see docs/architecture.md."""

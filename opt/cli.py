@@ -1,0 +1,199 @@
+"""The ``hetopt`` command line (also ``python -m opt``).
+
+Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``bench``. Bad input prints one line
+naming the file, field and value and exits 2; ``--json`` prints machine-readable output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opt.errors import InputError
+from opt.report import table
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=1, default=float))
+
+
+def _catalog(args):
+    from opt.hardware import load_catalog
+
+    return load_catalog(args.catalog)
+
+
+def _cards(args):
+    from opt.modelcard import load_cards
+
+    return load_cards(args.models_file)
+
+
+# ---- models / hardware ------------------------------------------------------------------------
+
+def cmd_models(args) -> int:
+    cards = _cards(args)
+    rows = [{"name": c.name, "layers": c.layers, "total_params": c.total_params,
+             "active_params": c.active_params, "kv_bytes_per_token": c.kv_bytes_per_token(),
+             "layer_pattern": list(c.layer_pattern), "source": c.source} for c in cards]
+    if args.json:
+        _print_json(rows)
+        return 0
+    print(table(["model", "layers", "total params", "active params", "KV bytes/token", "pattern"],
+                [[r["name"], r["layers"], r["total_params"], r["active_params"],
+                  int(r["kv_bytes_per_token"]), "/".join(r["layer_pattern"])] for r in rows]))
+    return 0
+
+
+def cmd_hardware(args) -> int:
+    cat = _catalog(args)
+    if args.json:
+        _print_json(cat.to_dict())
+        return 0
+    print(table(["device", "class", "TFLOPS", "GB/s", "memory GB", "$/h", "latency model"],
+                [[d.name, d.device_class, d.peak_flops / 1e12, d.mem_bw_bytes_per_s / 1e9,
+                  d.memory_bytes and d.memory_bytes / 1e9, d.price_usd_per_hour,
+                  d.latency_model.kind if d.latency_model else "-"] for d in cat.devices.values()]))
+    print()
+    print(table(["platform", "devices", "topology", "fabric GB/s", "latency us"],
+                [[p.name, " + ".join(f"{m.count}x{m.device}" for m in p.members), p.topology,
+                  p.fabric.bandwidth_bytes_per_s / 1e9, p.fabric.latency_s * 1e6]
+                 for p in cat.platforms.values()]))
+    print()
+    print(table(["node type", "gpu", "gpus/node", "intra GB/s", "network GB/s", "network us"],
+                [[n.name, n.gpu, n.gpus_per_node, n.intra_node.bandwidth_bytes_per_s / 1e9,
+                  n.network.bandwidth_bytes_per_s / 1e9, n.network.latency_s * 1e6]
+                 for n in cat.node_types.values()]))
+    return 0
+
+
+# ---- bounds -------------------------------------------------------------------------------------
+
+def _kv_value_rows(report: dict[str, Any]) -> None:
+    print(table(["quantity", "value"], [[k, v] for k, v in report.items()], digits=5))
+
+
+def cmd_bounds(args) -> int:
+    from opt.gains import GpuGroup, het_report, hom_report, min_gpus
+
+    cat = _catalog(args)
+    card = _cards(args)[args.model] if args.model else None
+    if args.kind == "het":
+        if args.context is not None and card is None:
+            raise InputError("--context needs --model", source="<argument>", field="context")
+        g1 = GpuGroup(cat.device(args.gpu1), price_usd_per_hour=args.price1)
+        g2 = GpuGroup(cat.device(args.gpu2), price_usd_per_hour=args.price2)
+        if card is None:  # eta and the bound need no prices
+            g1 = GpuGroup(g1.device, price_usd_per_hour=args.price1 or g1.device.price_usd_per_hour or 1.0)
+            g2 = GpuGroup(g2.device, price_usd_per_hour=args.price2 or g2.device.price_usd_per_hour or 1.0)
+            report = het_report(g1, g2)
+            report = {k: report[k] for k in ("gpu1", "gpu2", "eta", "bound")}
+        else:
+            report = het_report(g1, g2, card, args.context, args.kv_dtype)
+    else:
+        if card is None or args.context is None:
+            raise InputError("bounds hom needs --model and --context", source="<argument>",
+                             field="model")
+        dev = cat.device(args.gpu)
+        gpus = args.gpus or min_gpus(dev, card)
+        report = hom_report(GpuGroup(dev, gpus, args.price), card, args.context, args.kv_dtype)
+    if args.json:
+        _print_json(report)
+    else:
+        _kv_value_rows(report)
+    return 0
+
+
+# ---- bench --------------------------------------------------------------------------------------
+
+def cmd_bench(args) -> int:
+    from opt.bench import render, run_cases
+    from opt.suite import core_cases
+
+    cases = core_cases()
+    if args.case:
+        wanted = set(args.case)
+        unknown = wanted - {c.name for c in cases}
+        if unknown:
+            raise InputError(f"unknown bench case(s) {', '.join(sorted(unknown))}; known: "
+                             f"{', '.join(c.name for c in cases)}", source="<argument>",
+                             field="case")
+        cases = [c for c in cases if c.name in wanted]
+    out = Path(args.out)
+    done = run_cases(cases, out, resume=not args.fresh,
+                     echo=lambda s: print(s, file=sys.stderr, flush=True))
+    if args.json:
+        from dataclasses import asdict
+
+        _print_json([{"suite": c.suite, "case": c.name, "cached": cached, **asdict(r)}
+                     for c, r, cached in done])
+    else:
+        print(render(done))
+        print(f"results in {out}/ (rerun resumes; --fresh recomputes)")
+    failed = sum(not ch.passed for _, r, _ in done for ch in r.checks)
+    return 1 if failed else 0
+
+
+# ---- parser -------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hetopt", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--catalog", metavar="FILE",
+                        help="hardware JSON merged over the bundled catalog")
+    common.add_argument("--models-file", metavar="FILE",
+                        help="extra model cards: a card set, one card, or a HF config.json")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("models", parents=[common], help="list model cards")
+    s.set_defaults(func=cmd_models)
+    s = sub.add_parser("hardware", parents=[common], help="list devices, platforms, node types")
+    s.set_defaults(func=cmd_hardware)
+
+    b = sub.add_parser("bounds", help="OpWeave closed-form bounds (Theorems 3.1/3.2)")
+    bsub = b.add_subparsers(dest="kind", required=True)
+    h = bsub.add_parser("het", parents=[common], help="two GPU types: eta, bound, crossing/peak")
+    h.add_argument("--gpu1", required=True)
+    h.add_argument("--gpu2", required=True)
+    h.add_argument("--price1", type=float, help="$ per GPU-hour of gpu1 (default: catalog)")
+    h.add_argument("--price2", type=float, help="$ per GPU-hour of gpu2 (default: catalog)")
+    h.add_argument("--model")
+    h.add_argument("--context", type=float, help="mean context length s, tokens")
+    h.add_argument("--kv-dtype", help="KV cache dtype (default: the card's)")
+    h.set_defaults(func=cmd_bounds)
+    o = bsub.add_parser("hom", parents=[common], help="one GPU type: colocated vs disaggregated")
+    o.add_argument("--gpu", required=True)
+    o.add_argument("--gpus", type=int, help="GPUs per group (default: fewest that hold weights)")
+    o.add_argument("--price", type=float, help="$ per GPU-hour (default: catalog)")
+    o.add_argument("--model", required=True)
+    o.add_argument("--context", type=float, required=True, help="mean context length s, tokens")
+    o.add_argument("--kv-dtype", help="KV cache dtype (default: the card's)")
+    o.set_defaults(func=cmd_bounds)
+
+    s = sub.add_parser("bench", parents=[common], help="run the bundled benchmark suite")
+    s.add_argument("--out", default="results/bench", help="results folder (default %(default)s)")
+    s.add_argument("--fresh", action="store_true", help="recompute cases already in --out")
+    s.add_argument("--case", action="append", help="run only this case (repeatable)")
+    s.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as exc:
+        print(f"hetopt: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

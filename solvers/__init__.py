@@ -1,0 +1,1 @@
+"""Solver back ends and the single ``solve`` entry point. Built on ``opt`` and ``models``."""
