@@ -1,0 +1,16 @@
+"""Shared fixtures: the bundled catalog and cards (loaded once per session)."""
+
+import pytest
+
+from opt.hardware import bundled_catalog
+from opt.modelcard import bundled_cards
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    return bundled_catalog()
+
+
+@pytest.fixture(scope="session")
+def cards():
+    return bundled_cards()
