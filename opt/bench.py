@@ -8,7 +8,6 @@ against a baseline measured in the same run, never absolute-time assertions.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -71,7 +70,7 @@ def run_cases(cases: Sequence[BenchCase], out_dir: Path, *, resume: bool = True,
             result.runtime_s = time.perf_counter() - t0
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".json.tmp")
-            write_json(json.loads(json.dumps(asdict(result), default=float)), tmp)
+            write_json(asdict(result), tmp)
             tmp.replace(path)
         done.append((case, result, cached))
     return done

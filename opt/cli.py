@@ -1,6 +1,7 @@
 """The ``hetopt`` command line (also ``python -m opt``).
 
-Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``bench``. Bad input prints one line
+Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``build placement``, ``import dot``,
+``instances``, ``validate``, ``solve``, ``bench``. Bad input prints one line
 naming the file, field and value and exits 2; ``--json`` prints machine-readable output.
 """
 
@@ -108,6 +109,138 @@ def cmd_bounds(args) -> int:
     return 0
 
 
+# ---- placement: build, import, validate, solve ------------------------------------------------
+
+def _load_instance(ref: str):
+    """An instance file path, or the name of a bundled instance."""
+    from opt.instance import read_instance
+
+    if Path(ref).exists() or ref.endswith((".json", ".json.gz")):
+        return read_instance(ref)
+    import instances
+
+    return instances.load(ref)
+
+
+def _summary(inst) -> dict[str, Any]:
+    return {"tasks": inst.n_tasks, "edges": inst.n_edges, "devices": [d.name for d in inst.devices],
+            "blocks": len(inst.block_ids), "time_unit": inst.time_unit}
+
+
+def cmd_build_placement(args) -> int:
+    import time
+
+    from opt.builder import BuildOptions, Workload, build_placement
+
+    cat, cards = _catalog(args), _cards(args)
+    t0 = time.perf_counter()
+    inst = build_placement(cards[args.model], cat.platform(args.platform), cat,
+                           Workload(args.prefill, args.decode, args.batch),
+                           BuildOptions(layers=args.layers, tp=args.tp,
+                                        block_span=args.block_span, dtype=args.dtype,
+                                        time_unit=args.time_unit))
+    t1 = time.perf_counter()
+    inst.write(args.output)
+    info = {**_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
+            "output": args.output}
+    if args.json:
+        _print_json(info)
+    else:
+        print(f"{args.output}: {inst.n_tasks:,} tasks, {inst.n_edges:,} edges, "
+              f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
+              f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
+    return 0
+
+
+def cmd_import_dot(args) -> int:
+    from opt.dot import dot_to_instance, read_dot
+
+    inst = dot_to_instance(read_dot(args.graph), args.processors, source=args.graph)
+    inst.write(args.output)
+    if args.json:
+        _print_json({**_summary(inst), "output": args.output})
+    else:
+        print(f"{args.output}: {inst.n_tasks} tasks, {inst.n_edges} edges on "
+              f"{args.processors} processors")
+    return 0
+
+
+def cmd_instances(args) -> int:
+    import instances
+
+    rows = [instances.info(n) for n in instances.names()]
+    if args.json:
+        from dataclasses import asdict
+
+        _print_json([asdict(r) for r in rows])
+    else:
+        print(table(["name", "problem", "optimum", "lower", "upper"],
+                    [[r.name, r.problem, r.optimum, r.lower_bound, r.upper_bound] for r in rows]))
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from opt.result import read_result
+    from opt.validator import ScheduleError, validate_placement
+
+    inst = _load_instance(args.instance)
+    res = read_result(args.result)
+    if res.solution is None:
+        print(f"hetopt: {args.result}: no solution to validate (status {res.status})",
+              file=sys.stderr)
+        return 1
+    try:
+        metrics = validate_placement(inst, res.solution)
+    except ScheduleError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    if res.objective is not None and res.objective != metrics.makespan:
+        print(f"invalid: result reports objective {res.objective} but the schedule's makespan "
+              f"is {metrics.makespan}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json({"valid": True, **metrics.to_dict()})
+    else:
+        print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
+              + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
+                 f"{metrics.decode_steps} steps" if metrics.ttft is not None else ""))
+    return 0
+
+
+def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", source="<argument>",
+                             field="param")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+def cmd_solve(args) -> int:
+    from opt.result import read_result
+    from solvers import solve
+
+    inst = _load_instance(args.instance)
+    initial = read_result(args.initial).solution if args.initial else None
+    res = solve(inst, args.method, time_limit=args.time_limit, num_workers=args.workers,
+                seed=args.seed, initial_solution=initial, export_path=args.export,
+                **_parse_params(args.param))
+    if args.output:
+        res.write(args.output)
+    if args.json:
+        _print_json({k: v for k, v in res.to_dict().items() if k != "solution"})
+    else:
+        print(table(["method", "status", "objective", "lower bound", "gap", "runtime s"],
+                    [[res.method, res.status, res.objective, res.lower_bound, res.gap,
+                      res.runtime_s]]))
+    return 0
+
+
 # ---- bench --------------------------------------------------------------------------------------
 
 def cmd_bench(args) -> int:
@@ -174,6 +307,52 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--context", type=float, required=True, help="mean context length s, tokens")
     o.add_argument("--kv-dtype", help="KV cache dtype (default: the card's)")
     o.set_defaults(func=cmd_bounds)
+
+    bp = sub.add_parser("build", help="build an instance from a model, platform and workload")
+    bsub = bp.add_subparsers(dest="problem", required=True)
+    pl = bsub.add_parser("placement", parents=[common], help="P1 operator-placement instance")
+    pl.add_argument("--model", required=True)
+    pl.add_argument("--platform", required=True)
+    pl.add_argument("--prefill", type=int, required=True, help="input tokens L_in")
+    pl.add_argument("--decode", type=int, required=True, help="decode steps L_out")
+    pl.add_argument("--batch", type=int, default=1)
+    pl.add_argument("--layers", type=int, help="use only the first N layers")
+    pl.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
+    pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
+    pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
+    pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
+    pl.set_defaults(func=cmd_build_placement)
+
+    ip = sub.add_parser("import", help="import a task graph from another format")
+    isub = ip.add_subparsers(dest="format", required=True)
+    dp = isub.add_parser("dot", parents=[common], help="DOT task graph (Weight on nodes/edges)")
+    dp.add_argument("graph")
+    dp.add_argument("--processors", type=int, required=True)
+    dp.add_argument("-o", "--output", required=True)
+    dp.set_defaults(func=cmd_import_dot)
+
+    s = sub.add_parser("instances", parents=[common], help="list bundled benchmark instances")
+    s.set_defaults(func=cmd_instances)
+
+    s = sub.add_parser("validate", parents=[common],
+                       help="check a result's schedule against its instance (exit 1 if invalid)")
+    s.add_argument("instance", help="instance file or bundled instance name")
+    s.add_argument("result")
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary")
+    s.add_argument("instance", help="instance file or bundled instance name")
+    s.add_argument("--method", default="cpsat", help="cpsat | milp")
+    s.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
+    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="solver parameter passed through (repeatable)")
+    s.add_argument("--initial", metavar="RESULT", help="warm start from a result file")
+    s.add_argument("--export", metavar="MODEL", help="MILP: write the model (.mps or .lp)")
+    s.add_argument("-o", "--output", help="result file (.json or .json.gz)")
+    s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("bench", parents=[common], help="run the bundled benchmark suite")
     s.add_argument("--out", default="results/bench", help="results folder (default %(default)s)")

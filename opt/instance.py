@@ -506,10 +506,74 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
                                         f"{list(formats)}")
                 block_load[fmt][b, dindex[dname]] = pf.int(fmt)
     bindex = {b: i for i, b in enumerate(block_ids)}
+    raw_tasks = f.list("tasks")
+    raw_edges = f.list("edges", [])
+    try:  # fast path for large files; any irregularity reruns the checked path for the message
+        cols = _fast_columns(raw_tasks, raw_edges, dindex, bindex, len(devices))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        cols = _checked_columns(f, obj, dindex, bindex, len(devices))
+    ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
+    return build_instance(
+        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
+        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
+        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
+        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
+        meta=f.get("meta", {}) or {}, source=source)
+
+
+_TASK_KEYS = frozenset({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
+_EDGE_KEYS = frozenset({"src", "dst", "bytes"})
+
+
+def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict[str, int],
+                  nd: int):
+    """Columns of well-formed task and edge lists, with bulk checks (raises on anything odd)."""
+    n = len(tasks)
+    if set().union(*(t.keys() for t in tasks)) - _TASK_KEYS:
+        raise KeyError("unknown task key")
+    ids = [t["id"] for t in tasks]
+    if not all(type(i) is str and i for i in ids):
+        raise TypeError("task id")
+    rows, cols, vals = [], [], []
+    for i, t in enumerate(tasks):
+        c = t["cost"]
+        rows.extend([i] * len(c))
+        cols.extend(dindex[k] for k in c)
+        vals.extend(c.values())
+    v = np.array(vals)
+    if v.dtype.kind != "i" or (len(v) and v.min() < 0):
+        raise ValueError("durations")
+    cost = np.full((n, nd), -1, dtype=np.int64)
+    cost[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)] = v
+    task_block = np.array([-1 if t.get("block") is None else bindex[t["block"]] for t in tasks],
+                          dtype=np.int64)
+    kinds = [t.get("kind") for t in tasks]
+    phase = np.array([-1 if t.get("phase") is None else PHASES.index(t["phase"])
+                      for t in tasks], dtype=np.int8)
+    ints = []
+    for key in ("step", "layer", "shard"):
+        a = np.array([t.get(key, -1) for t in tasks])
+        if len(a) and a.dtype.kind != "i":
+            raise ValueError(key)
+        ints.append(a.astype(np.int64))
+    if edges and set().union(*(e.keys() for e in edges)) - _EDGE_KEYS:
+        raise KeyError("unknown edge key")
+    tindex = {t: i for i, t in enumerate(ids)}
+    src = np.array([tindex[e["src"]] for e in edges], dtype=np.int64)
+    dst = np.array([tindex[e["dst"]] for e in edges], dtype=np.int64)
+    nb = np.array([e.get("bytes", 0) for e in edges])
+    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0):
+        raise ValueError("bytes")
+    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
+
+
+def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
+                     nd: int):
+    """The same columns, field by field, raising an InputError that names the bad field."""
     tasks = f.items("tasks")
     n = len(tasks)
     ids, kinds = [], []
-    cost = np.full((n, len(devices)), -1, dtype=np.int64)
+    cost = np.full((n, nd), -1, dtype=np.int64)
     task_block = np.full(n, -1, dtype=np.int64)
     phase = np.full(n, -1, dtype=np.int8)
     step = np.full(n, -1, dtype=np.int64)
@@ -557,12 +621,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
         nbytes[k] = ef.int("bytes", 0, minimum=None)
         if nbytes[k] < 0:
             raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
-    return build_instance(
-        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
-        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
-        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
-        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
-        meta=f.get("meta", {}) or {}, source=source)
+    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes
 
 
 def read_instance(path: str | Path) -> PlacementInstance:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from opt.errors import InputError
 
@@ -17,26 +18,31 @@ _MISSING = object()
 def read_json(path: str | Path) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; malformed content gives an :class:`InputError`."""
     path = Path(path)
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return json.load(fh)
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        return orjson.loads(data)
     except FileNotFoundError:
         raise InputError("file not found", source=str(path)) from None
-    except json.JSONDecodeError as exc:
+    except orjson.JSONDecodeError as exc:
         raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                          source=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"cannot read: {exc}", source=str(path)) from None
 
 
 def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
-    """Write ``obj`` as JSON (gzip-compressed when the name ends in ``.gz``)."""
+    """Write ``obj`` as JSON (gzip-compressed when the name ends in ``.gz``); ``indent`` None
+    writes compact JSON, anything else two-space indentation. NaN is written as null."""
     path = Path(path)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=indent)
-        fh.write("\n")
+    opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+    if indent:
+        opts |= orjson.OPT_INDENT_2
+    data = orjson.dumps(obj, option=opts)
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=3)
+    path.write_bytes(data)
 
 
 class Fields:

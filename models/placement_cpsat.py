@@ -1,0 +1,321 @@
+"""CP-SAT model of P1 placement (SPEC §1.2), restricted to schedules without evictions.
+
+Per (task, legal device) an optional fixed-size interval sharing the task's start; no-overlap
+per device; per cross-device edge and device pair a conditional delay and — when links have
+contention — an optional transfer interval on the pair's channel (``full``) or on the source's
+uplink and the destination's downlink (``star``); per (block, device) an optional load interval
+on the device's load port that must end before any task of the block starts there; capacity as
+a knapsack over loaded blocks (nothing is evicted, so loads stay resident).
+
+Redundant constraints that make proofs fast: per-task heads and tails from the DAG with the
+cheapest durations (S[t] ≥ head, S[t] + tail ≤ Cmax), the critical path and the average-load
+bound on the makespan, per-device work ≤ Cmax, and lexicographic symmetry breaking between
+interchangeable devices (same class, capacity, costs, loads and links).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.options import SolveOptions
+from opt.instance import PlacementInstance
+from opt.result import Result
+from opt.schedule import make_solution
+
+
+def dag_heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+    """head[t]: longest path of cheapest durations into t (excl. t); tail[t]: from t (incl. t).
+    Communication is ignored (it can be 0 when tasks share a device), so both are valid bounds."""
+    dmin = np.where(inst.cost >= 0, inst.cost, np.iinfo(np.int64).max).min(axis=1)
+    order = inst.topological_order
+    head = np.zeros(inst.n_tasks, dtype=np.int64)
+    tail = dmin.copy()
+    p_off, p_idx = inst.predecessors
+    s_off, s_idx = inst.successors
+    src, dst = inst.edge_src, inst.edge_dst
+    for t in order.tolist():
+        preds = src[p_idx[p_off[t]:p_off[t + 1]]]
+        if len(preds):
+            head[t] = int((head[preds] + dmin[preds]).max())
+    for t in order[::-1].tolist():
+        succs = dst[s_idx[s_off[t]:s_off[t + 1]]]
+        if len(succs):
+            tail[t] = dmin[t] + int(tail[succs].max())
+    return head, tail
+
+
+def interchangeable_groups(inst: PlacementInstance) -> list[list[int]]:
+    """Groups (≥ 2) of devices that any schedule may permute: same class and capacity, same
+    cost and load columns, and links symmetric under swapping them."""
+    d = inst.n_devices
+    lat, bw = inst.links.latency, inst.links.bandwidth
+    loads = inst.load_duration
+
+    def same(a: int, b: int) -> bool:
+        da, db = inst.devices[a], inst.devices[b]
+        if (da.device_class, da.weight_capacity) != (db.device_class, db.weight_capacity):
+            return False
+        if not (np.array_equal(inst.cost[:, a], inst.cost[:, b])
+                and np.array_equal(loads[:, a], loads[:, b])):
+            return False
+        perm = np.arange(d)
+        perm[a], perm[b] = b, a
+        return (np.array_equal(lat, lat[np.ix_(perm, perm)])
+                and np.array_equal(bw, bw[np.ix_(perm, perm)]))
+
+    groups: list[list[int]] = []
+    for a in range(d):
+        for g in groups:
+            if same(g[0], a):
+                g.append(a)
+                break
+        else:
+            groups.append([a])
+    return [g for g in groups if len(g) > 1]
+
+
+class PlacementCpSat:
+    """The CP-SAT model and its variables (exposed for tests and warm starts)."""
+
+    def __init__(self, inst: PlacementInstance, *, symmetry_breaking: bool = True,
+                 redundant: bool = True):
+        self.inst = inst
+        m = self.model = cp_model.CpModel()
+        n, nd = inst.n_tasks, inst.n_devices
+        cost, links = inst.cost, inst.links
+        loads = inst.load_duration
+        head, tail = dag_heads_tails(inst)
+        # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
+        max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
+                                                      / float(links.bandwidth.min())))
+        horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges + loads.clip(0).sum() + 1)
+        self.horizon = horizon
+        self.cmax = m.NewIntVar(int(tail.max(initial=0)), horizon, "cmax")
+        self.start = [m.NewIntVar(int(head[t]), horizon - int(tail[t]), f"s{t}")
+                      for t in range(n)]
+        self.end = [m.NewIntVar(0, horizon, f"e{t}") for t in range(n)]
+        self.pres: dict[tuple[int, int], Any] = {}
+        dev_intervals: list[list[Any]] = [[] for _ in range(nd)]
+        work: list[list[tuple[Any, int]]] = [[] for _ in range(nd)]
+        for t in range(n):
+            legal = np.flatnonzero(cost[t] >= 0).tolist()
+            lits = []
+            for d in legal:
+                lit = m.NewConstant(1) if len(legal) == 1 else m.NewBoolVar(f"x{t}_{d}")
+                self.pres[(t, d)] = lit
+                lits.append(lit)
+                c = int(cost[t, d])
+                dev_intervals[d].append(m.NewOptionalFixedSizeIntervalVar(
+                    self.start[t], c, lit, f"iv{t}_{d}"))
+                work[d].append((lit, c))
+            m.AddExactlyOne(lits)
+            m.Add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
+                                                     for d in legal))
+            if redundant:
+                m.Add(self.end[t] + int(tail[t]) - int(cost[t][cost[t] >= 0].min()) <= self.cmax)
+        for d in range(nd):
+            if len(dev_intervals[d]) > 1:
+                m.AddNoOverlap(dev_intervals[d])
+            if redundant and work[d]:
+                m.Add(sum(c * lit for lit, c in work[d]) <= self.cmax)
+        sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
+        for t in sinks.tolist():
+            m.Add(self.cmax >= self.end[t])
+        if redundant:
+            dmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
+            m.Add(nd * self.cmax >= int(dmin.sum()))
+
+        # ---- edges: conditional delays, transfer intervals under contention ------------------
+        self.transfer_start: dict[int, Any] = {}
+        self.transfer_pair: dict[tuple[int, int, int], Any] = {}
+        channels: dict[Any, list[Any]] = {}
+        for e in range(inst.n_edges):
+            u, v, nb = int(inst.edge_src[e]), int(inst.edge_dst[e]), int(inst.edge_bytes[e])
+            m.Add(self.start[v] >= self.end[u])
+            du = np.flatnonzero(cost[u] >= 0).tolist()
+            dv = np.flatnonzero(cost[v] >= 0).tolist()
+            pairs = [(a, b, links.transfer(a, b, nb)) for a in du for b in dv if a != b]
+            pairs = [p for p in pairs if p[2] > 0]
+            if not pairs:
+                continue
+            if links.contention:
+                ts = m.NewIntVar(0, horizon, f"ts{e}")
+                self.transfer_start[e] = ts
+                m.Add(ts >= self.end[u])
+            for a, b, tr in pairs:
+                both = [self.pres[(u, a)], self.pres[(v, b)]]
+                if not links.contention:
+                    m.Add(self.start[v] >= self.end[u] + tr).OnlyEnforceIf(both)
+                    continue
+                q = m.NewBoolVar(f"q{e}_{a}_{b}")
+                m.AddBoolAnd(both).OnlyEnforceIf(q)
+                m.AddBoolOr([both[0].Not(), both[1].Not(), q])
+                self.transfer_pair[(e, a, b)] = q
+                iv = m.NewOptionalFixedSizeIntervalVar(ts, tr, q, f"tr{e}_{a}_{b}")
+                m.Add(self.start[v] >= ts + tr).OnlyEnforceIf(q)
+                keys = [(a, b)] if links.topology == "full" else [("up", a), ("down", b)]
+                for k in keys:
+                    channels.setdefault(k, []).append(iv)
+        for ivs in channels.values():
+            if len(ivs) > 1:
+                m.AddNoOverlap(ivs)
+
+        # ---- weight loads: before first use, one port per device, capacity ---------------------
+        self.load_lit: dict[tuple[int, int], Any] = {}
+        self.load_start: dict[tuple[int, int], Any] = {}
+        port: list[list[Any]] = [[] for _ in range(nd)]
+        users: dict[tuple[int, int], list[int]] = {}
+        for t in np.flatnonzero(inst.task_block >= 0).tolist():
+            b = int(inst.task_block[t])
+            for d in np.flatnonzero(cost[t] >= 0).tolist():
+                users.setdefault((b, d), []).append(t)
+        for (b, d), ts_ in users.items():
+            dur = int(loads[b, d])
+            lit = m.NewBoolVar(f"L{b}_{d}")
+            ls = m.NewIntVar(0, horizon, f"ls{b}_{d}")
+            self.load_lit[(b, d)] = lit
+            self.load_start[(b, d)] = ls
+            port[d].append(m.NewOptionalFixedSizeIntervalVar(ls, dur, lit, f"ld{b}_{d}"))
+            for t in ts_:
+                m.AddImplication(self.pres[(t, d)], lit)
+                m.Add(self.start[t] >= ls + dur).OnlyEnforceIf(self.pres[(t, d)])
+                if redundant:
+                    m.Add(self.start[t] >= dur).OnlyEnforceIf(self.pres[(t, d)])
+            m.AddBoolOr([self.pres[(t, d)] for t in ts_]).OnlyEnforceIf(lit)
+        for d in range(nd):
+            if len(port[d]) > 1:
+                m.AddNoOverlap(port[d])
+            cap = inst.devices[d].weight_capacity
+            if cap is not None:
+                items = [(int(inst.block_bytes[b]), lit) for (b, dd), lit in self.load_lit.items()
+                         if dd == d]
+                if sum(w for w, _ in items) > cap:
+                    m.Add(sum(w * lit for w, lit in items) <= cap)
+
+        # ---- symmetry breaking between interchangeable devices -----------------------------------
+        self.symmetry_groups = interchangeable_groups(inst) if symmetry_breaking else []
+        order = inst.topological_order.tolist()
+        for group in self.symmetry_groups:
+            # devices of a group are opened in order of their first task (topological index)
+            opened = {d: m.NewConstant(0) for d in group}
+            for t in order:
+                for j in range(1, len(group)):
+                    d, prev = group[j], group[j - 1]
+                    if (t, d) in self.pres:
+                        m.AddImplication(self.pres[(t, d)], opened[prev])
+                nxt = {}
+                for d in group:
+                    if (t, d) in self.pres:
+                        o = m.NewBoolVar(f"open{t}_{d}")
+                        m.AddBoolOr([opened[d], self.pres[(t, d)]]).OnlyEnforceIf(o)
+                        m.AddImplication(opened[d], o)
+                        m.AddImplication(self.pres[(t, d)], o)
+                        nxt[d] = o
+                opened.update(nxt)
+        m.Minimize(self.cmax)
+
+    # ---- warm start ---------------------------------------------------------------------------
+    def add_hint(self, solution: dict[str, Any]) -> None:
+        """Hint every decision of a SPEC §1.2a solution (device, start, transfers, loads)."""
+        inst, m = self.inst, self.model
+        names = inst.device_index
+        tdev = {}
+        for ev in solution.get("compute", ()):
+            t, d = inst.task_index[ev["task"]], names[ev["device"]]
+            tdev[t] = d
+            m.AddHint(self.start[t], int(ev["start"]))
+            m.AddHint(self.end[t], int(ev["end"]))
+        for (t, d), lit in self.pres.items():
+            if not isinstance(lit, cp_model.IntVar) or lit.Proto().domain == [1, 1]:
+                continue
+            m.AddHint(lit, int(tdev.get(t) == d))
+        starts = {(ev["src"], ev["dst"]): int(ev["start"]) for ev in solution.get("transfers", ())}
+        for e, ts in self.transfer_start.items():
+            key = (inst.task_ids[inst.edge_src[e]], inst.task_ids[inst.edge_dst[e]])
+            if key in starts:
+                m.AddHint(ts, starts[key])
+        for (e, a, b), q in self.transfer_pair.items():
+            u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
+            m.AddHint(q, int(tdev.get(u) == a and tdev.get(v) == b))
+        loaded = {(inst.block_index[ev["block"]], names[ev["device"]]): int(ev["start"])
+                  for ev in solution.get("loads", ())}
+        for key, lit in self.load_lit.items():
+            m.AddHint(lit, int(key in loaded))
+            if key in loaded:
+                m.AddHint(self.load_start[key], loaded[key])
+        ms = max((int(ev["end"]) for ev in solution.get("compute", ())), default=0)
+        m.AddHint(self.cmax, ms)
+
+    # ---- solution ------------------------------------------------------------------------------
+    def extract(self, solver: cp_model.CpSolver) -> dict[str, Any]:
+        inst = self.inst
+        dev = np.zeros(inst.n_tasks, dtype=np.int64)
+        for (t, d), lit in self.pres.items():
+            if solver.BooleanValue(lit):
+                dev[t] = d
+        start = [solver.Value(s) for s in self.start]
+        end = np.asarray(start) + inst.cost[np.arange(inst.n_tasks), dev]
+        transfer = {}
+        for e in np.flatnonzero(dev[inst.edge_src] != dev[inst.edge_dst]).tolist():
+            ts = self.transfer_start.get(e)
+            transfer[e] = solver.Value(ts) if ts is not None else int(end[inst.edge_src[e]])
+        loads = [(b, d, solver.Value(self.load_start[(b, d)]))
+                 for (b, d), lit in self.load_lit.items() if solver.BooleanValue(lit)]
+        return make_solution(inst, dev, start, transfer, loads)
+
+
+_STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
+           cp_model.INFEASIBLE: "INFEASIBLE", cp_model.UNKNOWN: "TIME_LIMIT_NO_SOLUTION",
+           cp_model.MODEL_INVALID: "ERROR"}
+
+
+def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
+    """Solve P1 exactly with CP-SAT. ``options.params`` are CP-SAT parameters (by field name)
+    except ``symmetry_breaking`` / ``redundant`` (bool) which switch model features."""
+    params = dict(options.params)
+    t0 = time.perf_counter()
+    model = PlacementCpSat(inst, symmetry_breaking=bool(params.pop("symmetry_breaking", True)),
+                           redundant=bool(params.pop("redundant", True)))
+    if options.initial_solution is not None:
+        model.add_hint(options.initial_solution)
+    solver = cp_model.CpSolver()
+    sp = solver.parameters
+    if options.time_limit_s is not None:
+        sp.max_time_in_seconds = float(options.time_limit_s)
+    sp.num_workers = int(options.num_workers)
+    sp.random_seed = int(options.seed)
+    for key, value in params.items():
+        setattr(sp, key, value)
+    build_s = time.perf_counter() - t0
+    code = solver.Solve(model.model)
+    status = _STATUS.get(code, "ERROR")
+    solution = model.extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    lb = None
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        lb = float(math.ceil(solver.BestObjectiveBound() - 1e-6))
+    proto = model.model.Proto()
+    return Result(
+        problem="placement", method="cpsat", status=status,
+        objective=float(solver.ObjectiveValue()) if solution is not None else None,
+        lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
+        params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
+                **options.params},
+        solution=solution,
+        stats={"no_evictions": True, "build_s": build_s, "solve_s": solver.WallTime(),
+               "branches": solver.NumBranches(), "conflicts": solver.NumConflicts(),
+               "variables": len(proto.variables), "constraints": len(proto.constraints),
+               "symmetry_groups": [[inst.devices[d].name for d in g]
+                                   for g in model.symmetry_groups],
+               "solver": f"ortools {cp_model.__name__} {_ortools_version()}",
+               "warm_start": options.initial_solution is not None})
+
+
+def _ortools_version() -> str:
+    from importlib.metadata import version
+
+    return version("ortools")

@@ -1,0 +1,72 @@
+"""The single entry point: ``solve(instance, solver=..., time_limit=..., num_workers=...,
+seed=..., initial_solution=..., **params)``.
+
+Every result passes the independent validator before it is returned: the objective is the
+validator's recomputed makespan and the gap is computed from the proven lower bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from models.options import SolveOptions
+from opt.errors import InputError, UnknownNameError
+from opt.instance import PlacementInstance
+from opt.result import Result
+from opt.validator import ScheduleError, certify_placement, validate_placement
+
+
+def _cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from models.placement_cpsat import solve_placement_cpsat
+
+    return solve_placement_cpsat(inst, options)
+
+
+def _milp(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from models.placement_milp import solve_placement_milp
+
+    return solve_placement_milp(inst, options)
+
+
+#: Placement back ends by method name (exact models; heuristics register here too).
+PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]] = {
+    "cpsat": _cpsat,
+    "milp": _milp,
+}
+
+
+def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: float | None = 60.0,
+          num_workers: int = 1, seed: int = 0, initial_solution: dict[str, Any] | Result | None = None,
+          export_path: str | None = None, **params: Any) -> Result:
+    """Solve ``instance`` with method ``solver`` and return a certified :class:`Result`.
+
+    time_limit: seconds (None = no limit); num_workers: threads; seed: random seed;
+    initial_solution: a solution dict or a Result to warm-start from (validated first);
+    export_path: MILP only, write the model as .mps/.lp; params: passed to the back end
+    untouched (e.g. CP-SAT parameter names, HiGHS option names).
+    """
+    if not isinstance(instance, PlacementInstance):
+        raise InputError(f"expected a PlacementInstance, got {type(instance).__name__}",
+                         field="instance")
+    if solver not in PLACEMENT_METHODS:
+        raise UnknownNameError("method", solver, PLACEMENT_METHODS)
+    if num_workers < 1:
+        raise InputError(f"num_workers must be ≥ 1, got {num_workers}", field="num_workers")
+    if time_limit is not None and time_limit <= 0:
+        raise InputError(f"time_limit must be > 0 seconds, got {time_limit}", field="time_limit")
+    if isinstance(initial_solution, Result):
+        initial_solution = initial_solution.solution
+    if initial_solution is not None:
+        try:
+            validate_placement(instance, initial_solution)
+        except ScheduleError as exc:
+            raise InputError(f"invalid initial solution: {exc}", field="initial_solution") from None
+    if export_path is not None and solver != "milp":
+        raise InputError("export is available for the MILP only (--method milp)",
+                         field="export")
+    options = SolveOptions(time_limit_s=time_limit, num_workers=num_workers, seed=seed,
+                           initial_solution=initial_solution, params=dict(params),
+                           export_path=export_path)
+    result = PLACEMENT_METHODS[solver](instance, options)
+    return certify_placement(instance, result)
