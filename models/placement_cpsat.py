@@ -24,29 +24,9 @@ from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
 from opt.instance import PlacementInstance
+from opt.lower_bounds import heads_tails
 from opt.result import Result
 from opt.schedule import make_solution
-
-
-def dag_heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
-    """head[t]: longest path of cheapest durations into t (excl. t); tail[t]: from t (incl. t).
-    Communication is ignored (it can be 0 when tasks share a device), so both are valid bounds."""
-    dmin = np.where(inst.cost >= 0, inst.cost, np.iinfo(np.int64).max).min(axis=1)
-    order = inst.topological_order
-    head = np.zeros(inst.n_tasks, dtype=np.int64)
-    tail = dmin.copy()
-    p_off, p_idx = inst.predecessors
-    s_off, s_idx = inst.successors
-    src, dst = inst.edge_src, inst.edge_dst
-    for t in order.tolist():
-        preds = src[p_idx[p_off[t]:p_off[t + 1]]]
-        if len(preds):
-            head[t] = int((head[preds] + dmin[preds]).max())
-    for t in order[::-1].tolist():
-        succs = dst[s_idx[s_off[t]:s_off[t + 1]]]
-        if len(succs):
-            tail[t] = dmin[t] + int(tail[succs].max())
-    return head, tail
 
 
 def interchangeable_groups(inst: PlacementInstance) -> list[list[int]]:
@@ -86,10 +66,11 @@ class PlacementCpSat:
                  redundant: bool = True):
         self.inst = inst
         m = self.model = cp_model.CpModel()
+        self.constants: set[int] = set()
         n, nd = inst.n_tasks, inst.n_devices
         cost, links = inst.cost, inst.links
         loads = inst.load_duration
-        head, tail = dag_heads_tails(inst)
+        head, tail = heads_tails(inst)
         # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
@@ -106,7 +87,7 @@ class PlacementCpSat:
             legal = np.flatnonzero(cost[t] >= 0).tolist()
             lits = []
             for d in legal:
-                lit = m.NewConstant(1) if len(legal) == 1 else m.NewBoolVar(f"x{t}_{d}")
+                lit = self._const(1) if len(legal) == 1 else m.NewBoolVar(f"x{t}_{d}")
                 self.pres[(t, d)] = lit
                 lits.append(lit)
                 c = int(cost[t, d])
@@ -187,6 +168,35 @@ class PlacementCpSat:
                 if redundant:
                     m.Add(self.start[t] >= dur).OnlyEnforceIf(self.pres[(t, d)])
             m.AddBoolOr([self.pres[(t, d)] for t in ts_]).OnlyEnforceIf(lit)
+        if redundant:
+            # every used block is loaded somewhere; its first copy is ready at avail[b], which
+            # no user can precede (whatever its device): cmax ≥ avail[b] + longest tail of a user
+            for b in sorted({b for b, _ in users}):
+                devs = [d for (bb, d) in self.load_lit if bb == b]
+                m.AddBoolOr([self.load_lit[(b, d)] for d in devs])
+                ready = []
+                for d in devs:
+                    r = m.NewIntVar(0, horizon, f"ready{b}_{d}")
+                    m.Add(r == self.load_start[(b, d)] + int(loads[b, d])).OnlyEnforceIf(
+                        self.load_lit[(b, d)])
+                    m.Add(r == horizon).OnlyEnforceIf(self.load_lit[(b, d)].Not())
+                    ready.append(r)
+                avail = m.NewIntVar(int(loads[b, devs].min()), horizon, f"avail{b}")
+                m.AddMinEquality(avail, ready)
+                for d in devs:
+                    # the users of b on d run one at a time after b is ready there
+                    m.Add(self.cmax >= self.load_start[(b, d)] + int(loads[b, d])
+                          + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
+                          ).OnlyEnforceIf(self.load_lit[(b, d)])
+                block_users = sorted({t for d in devs for t in users[(b, d)]})
+                for t in block_users:
+                    m.Add(self.start[t] >= avail)
+                m.Add(self.cmax >= avail + int(max(tail[t] for t in block_users)))
+            for d in range(nd):
+                items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
+                         if dd == d]
+                if items:
+                    m.Add(sum(w * lit for w, lit in items) <= self.cmax)
         for d in range(nd):
             if len(port[d]) > 1:
                 m.AddNoOverlap(port[d])
@@ -202,7 +212,7 @@ class PlacementCpSat:
         order = inst.topological_order.tolist()
         for group in self.symmetry_groups:
             # devices of a group are opened in order of their first task (topological index)
-            opened = {d: m.NewConstant(0) for d in group}
+            opened = {d: self._const(0) for d in group}
             for t in order:
                 for j in range(1, len(group)):
                     d, prev = group[j], group[j - 1]
@@ -219,37 +229,41 @@ class PlacementCpSat:
                 opened.update(nxt)
         m.Minimize(self.cmax)
 
+    def _const(self, value: int):
+        var = self.model.NewConstant(value)
+        self.constants.add(var.Index())
+        return var
+
     # ---- warm start ---------------------------------------------------------------------------
     def add_hint(self, solution: dict[str, Any]) -> None:
-        """Hint every decision of a SPEC §1.2a solution (device, start, transfers, loads)."""
-        inst, m = self.inst, self.model
+        """Hint the primary decisions of a SPEC §1.2a solution: device and start of every task,
+        which blocks are loaded where and when. (Hinting the derived transfer variables as well
+        crashed OR-Tools 9.15 in our tests; CP-SAT completes the rest itself.)"""
+        inst = self.inst
         names = inst.device_index
+        hinted: set[int] = set()
+
+        def hint(var, value: int) -> None:
+            # one hint per variable (constants are shared); never hint the fixed constants
+            idx = var.Index()
+            if idx in hinted or idx in self.constants:
+                return
+            hinted.add(idx)
+            self.model.AddHint(var, value)
+
         tdev = {}
         for ev in solution.get("compute", ()):
             t, d = inst.task_index[ev["task"]], names[ev["device"]]
             tdev[t] = d
-            m.AddHint(self.start[t], int(ev["start"]))
-            m.AddHint(self.end[t], int(ev["end"]))
+            hint(self.start[t], int(ev["start"]))
         for (t, d), lit in self.pres.items():
-            if not isinstance(lit, cp_model.IntVar) or lit.Proto().domain == [1, 1]:
-                continue
-            m.AddHint(lit, int(tdev.get(t) == d))
-        starts = {(ev["src"], ev["dst"]): int(ev["start"]) for ev in solution.get("transfers", ())}
-        for e, ts in self.transfer_start.items():
-            key = (inst.task_ids[inst.edge_src[e]], inst.task_ids[inst.edge_dst[e]])
-            if key in starts:
-                m.AddHint(ts, starts[key])
-        for (e, a, b), q in self.transfer_pair.items():
-            u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
-            m.AddHint(q, int(tdev.get(u) == a and tdev.get(v) == b))
+            hint(lit, int(tdev.get(t) == d))
         loaded = {(inst.block_index[ev["block"]], names[ev["device"]]): int(ev["start"])
                   for ev in solution.get("loads", ())}
         for key, lit in self.load_lit.items():
-            m.AddHint(lit, int(key in loaded))
+            hint(lit, int(key in loaded))
             if key in loaded:
-                m.AddHint(self.load_start[key], loaded[key])
-        ms = max((int(ev["end"]) for ev in solution.get("compute", ())), default=0)
-        m.AddHint(self.cmax, ms)
+                hint(self.load_start[key], loaded[key])
 
     # ---- solution ------------------------------------------------------------------------------
     def extract(self, solver: cp_model.CpSolver) -> dict[str, Any]:

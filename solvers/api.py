@@ -29,20 +29,40 @@ def _milp(inst: PlacementInstance, options: SolveOptions) -> Result:
     return solve_placement_milp(inst, options)
 
 
+def _heft(inst: PlacementInstance, options: SolveOptions) -> Result:
+    import time
+
+    from heuristics.list_scheduler import heft
+    from opt.lower_bounds import placement_lower_bound
+
+    t0 = time.perf_counter()
+    solution = heft(inst)
+    return Result(problem="placement", method="heft", status="FEASIBLE",
+                  lower_bound=float(placement_lower_bound(inst)),
+                  runtime_s=time.perf_counter() - t0, seed=options.seed, solution=solution,
+                  stats={"lower_bound_kind": "critical path / average work / first weight"})
+
+
 #: Placement back ends by method name (exact models; heuristics register here too).
 PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]] = {
     "cpsat": _cpsat,
     "milp": _milp,
+    "heft": _heft,
 }
+#: Methods that take a warm start (the others ignore ``initial_solution``).
+EXACT_METHODS = frozenset({"cpsat", "milp"})
 
 
 def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: float | None = 60.0,
           num_workers: int = 1, seed: int = 0, initial_solution: dict[str, Any] | Result | None = None,
-          export_path: str | None = None, **params: Any) -> Result:
+          warm_start: str | None = "heft", export_path: str | None = None,
+          **params: Any) -> Result:
     """Solve ``instance`` with method ``solver`` and return a certified :class:`Result`.
 
     time_limit: seconds (None = no limit); num_workers: threads; seed: random seed;
     initial_solution: a solution dict or a Result to warm-start from (validated first);
+    warm_start: for exact methods without ``initial_solution``, the heuristic whose schedule
+    seeds the search ("heft", or None for a cold start);
     export_path: MILP only, write the model as .mps/.lp; params: passed to the back end
     untouched (e.g. CP-SAT parameter names, HiGHS option names).
     """
@@ -65,8 +85,20 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
     if export_path is not None and solver != "milp":
         raise InputError("export is available for the MILP only (--method milp)",
                          field="export")
+    warm_name = "initial_solution" if initial_solution is not None else None
+    if initial_solution is None and solver in EXACT_METHODS and warm_start is not None:
+        if warm_start != "heft":
+            raise UnknownNameError("warm start", warm_start, ["heft"])
+        from heuristics.list_scheduler import heft
+
+        try:
+            initial_solution = heft(instance)
+            warm_name = "heft"
+        except InputError:
+            initial_solution = None  # e.g. capacities HEFT cannot satisfy without evictions
     options = SolveOptions(time_limit_s=time_limit, num_workers=num_workers, seed=seed,
                            initial_solution=initial_solution, params=dict(params),
                            export_path=export_path)
     result = PLACEMENT_METHODS[solver](instance, options)
+    result.stats["warm_start"] = warm_name
     return certify_placement(instance, result)
