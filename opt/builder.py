@@ -158,13 +158,13 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
             name = f"L{layer}.{kind}" + (f"#{shard}" if shard >= 0 else "")
             return tpl.add(name, kind, layer, shard, family, (kind, layer, shard))
 
-        def fam(kind):
+        def fam(kind, shard=-1):
             f = probe[kind].family
             if f is None:
                 return None
             span = layer // opt.block_span
             lo, hi = span * opt.block_span, min((span + 1) * opt.block_span, n_layers) - 1
-            return f"L{lo}-{hi}_{f}"
+            return f"L{lo}-{hi}_{f}" + (f"#{shard}" if shard >= 0 else "")
 
         shards = range(tp) if tp > 1 else [-1]
         norm = add("attn_norm")
@@ -172,9 +172,9 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         add_attn = None
         o_list = []
         for s in shards:
-            q = add("q_proj", s, fam("q_proj"))
-            k = add("k_proj", s, fam("k_proj"))
-            v = add("v_proj", s, fam("v_proj"))
+            q = add("q_proj", s, fam("q_proj", s))
+            k = add("k_proj", s, fam("k_proj", s))
+            v = add("v_proj", s, fam("v_proj", s))
             kvw = add("kv_write", s)
             qk = add("qk", s)
             sm = add("softmax", s)
@@ -189,7 +189,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
                 g = add("attn_gate", s)
                 tpl.edges += [(sv, g, ("out", sv)), (q, g, ("out", q))]
                 last = g
-            o = add("o_proj", s, fam("o_proj"))
+            o = add("o_proj", s, fam("o_proj", s))
             tpl.edges.append((last, o, ("out", last)))
             o_list.append(o)
         add_attn = add("add_attn")
@@ -206,10 +206,10 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         if card.moe is None:
             downs = []
             for s in shards:
-                gt = add("gate_proj", s, fam("gate_proj"))
-                up = add("up_proj", s, fam("up_proj"))
+                gt = add("gate_proj", s, fam("gate_proj", s))
+                up = add("up_proj", s, fam("up_proj", s))
                 act = add("act", s)
-                dn = add("down_proj", s, fam("down_proj"))
+                dn = add("down_proj", s, fam("down_proj", s))
                 tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
                               (gt, act, ("out", gt)), (up, act, ("out", up)),
                               (act, dn, ("out", act))]
@@ -223,10 +223,10 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
                                    if k.startswith(("expert", "shared")) and k.endswith("_gate")})
             for ek in expert_kinds:
                 for s in shards:
-                    gt = add(f"{ek}_gate", s, fam(f"{ek}_gate"))
-                    up = add(f"{ek}_up", s, fam(f"{ek}_up"))
+                    gt = add(f"{ek}_gate", s, fam(f"{ek}_gate", s))
+                    up = add(f"{ek}_up", s, fam(f"{ek}_up", s))
                     act = add(f"{ek}_act", s)
-                    dn = add(f"{ek}_down", s, fam(f"{ek}_down"))
+                    dn = add(f"{ek}_down", s, fam(f"{ek}_down", s))
                     tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
                                   (gt, act, ("out", gt)), (up, act, ("out", up)),
                                   (act, dn, ("out", act))]
@@ -353,7 +353,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
 
     # ---- blocks -----------------------------------------------------------------------------------
     block_ids = sorted({f for f in tpl.family if f is not None},
-                       key=lambda b: (int(b.split("-")[0][1:]), b))
+                       key=lambda b: (int(b.split("-")[0][1:]), b))  # by first layer, then name
     bindex = {b: i for i, b in enumerate(block_ids)}
     block_bytes = np.zeros(len(block_ids), dtype=np.float64)
     for k, f in enumerate(tpl.family):

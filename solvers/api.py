@@ -13,6 +13,7 @@ from typing import Any
 from models.options import SolveOptions
 from opt.errors import InputError, UnknownNameError
 from opt.instance import PlacementInstance
+from opt.lower_bounds import placement_lower_bound
 from opt.result import Result
 from opt.validator import ScheduleError, certify_placement, validate_placement
 
@@ -101,4 +102,15 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
                            export_path=export_path)
     result = PLACEMENT_METHODS[solver](instance, options)
     result.stats["warm_start"] = warm_name
+    if result.solution is None and result.status == "TIME_LIMIT_NO_SOLUTION" and \
+            initial_solution is not None:
+        # the solver stopped before reporting a solution: the warm start is the best known one
+        result.solution = initial_solution
+        result.status = "FEASIBLE"
+        result.stats["incumbent"] = "warm start (the solver found none within the limit)"
+    if result.status not in ("INFEASIBLE", "ERROR"):
+        analytic = float(placement_lower_bound(instance))
+        if result.lower_bound is None or analytic > result.lower_bound:
+            result.lower_bound = analytic
+            result.stats["lower_bound_source"] = "analytic (critical path / work / first load)"
     return certify_placement(instance, result)
