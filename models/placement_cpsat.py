@@ -276,8 +276,11 @@ class PlacementCpSat:
         end = np.asarray(start) + inst.cost[np.arange(inst.n_tasks), dev]
         transfer = {}
         for e in np.flatnonzero(dev[inst.edge_src] != dev[inst.edge_dst]).tolist():
+            u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
+            # only transfers of positive length have a constrained start in the model
+            modelled = (e, int(dev[u]), int(dev[v])) in self.transfer_pair
             ts = self.transfer_start.get(e)
-            transfer[e] = solver.Value(ts) if ts is not None else int(end[inst.edge_src[e]])
+            transfer[e] = solver.Value(ts) if (ts is not None and modelled) else int(end[u])
         loads = [(b, d, solver.Value(self.load_start[(b, d)]))
                  for (b, d), lit in self.load_lit.items() if solver.BooleanValue(lit)]
         return make_solution(inst, dev, start, transfer, loads)
