@@ -274,21 +274,29 @@ def _topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray |
 
 
 def _cycle_member(inst: PlacementInstance) -> int:
-    """Some task on a cycle (for the error message)."""
+    """A task on a cycle (for the error message): peel tasks without predecessors, then walk
+    back through remaining predecessors until a task repeats."""
     n = inst.n_tasks
     indeg = np.bincount(inst.edge_dst, minlength=n)
     alive = np.ones(n, bool)
-    changed = True
-    while changed:  # peel sources until only cycles (and what they feed) remain
-        changed = False
+    while True:
         srcs = np.flatnonzero(alive & (indeg == 0))
-        if len(srcs):
-            changed = True
-            alive[srcs] = False
-            mask = np.isin(inst.edge_src, srcs)
-            np.subtract.at(indeg, inst.edge_dst[mask], 1)
-            indeg[srcs] = -1
-    return int(np.flatnonzero(alive)[0])
+        if not len(srcs):
+            break
+        alive[srcs] = False
+        mask = np.isin(inst.edge_src, srcs)
+        np.subtract.at(indeg, inst.edge_dst[mask], 1)
+    # every remaining task has a remaining predecessor: walking back must close a cycle
+    pred: dict[int, int] = {}
+    for u, v in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
+        if alive[u] and alive[v]:
+            pred.setdefault(v, u)
+    t = int(np.flatnonzero(alive)[0])
+    seen: set[int] = set()
+    while t not in seen:
+        seen.add(t)
+        t = pred[t]
+    return t
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,6 +529,11 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
         meta=f.get("meta", {}) or {}, source=source)
 
 
+def _has_bool(values: list) -> bool:
+    """JSON true/false where an integer is required (numpy would silently read them as 1/0)."""
+    return any(type(x) is bool for x in values)
+
+
 _TASK_KEYS = frozenset({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
 _EDGE_KEYS = frozenset({"src", "dst", "bytes"})
 
@@ -541,7 +554,7 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
         cols.extend(dindex[k] for k in c)
         vals.extend(c.values())
     v = np.array(vals)
-    if v.dtype.kind != "i" or (len(v) and v.min() < 0):
+    if v.dtype.kind != "i" or (len(v) and v.min() < 0) or _has_bool(vals):
         raise ValueError("durations")
     cost = np.full((n, nd), -1, dtype=np.int64)
     cost[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)] = v
@@ -552,8 +565,9 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
                       for t in tasks], dtype=np.int8)
     ints = []
     for key in ("step", "layer", "shard"):
-        a = np.array([t.get(key, -1) for t in tasks])
-        if len(a) and a.dtype.kind != "i":
+        raw = [t.get(key, -1) for t in tasks]
+        a = np.array(raw)
+        if len(a) and (a.dtype.kind != "i" or _has_bool(raw)):
             raise ValueError(key)
         ints.append(a.astype(np.int64))
     if edges and set().union(*(e.keys() for e in edges)) - _EDGE_KEYS:
@@ -561,8 +575,9 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
     tindex = {t: i for i, t in enumerate(ids)}
     src = np.array([tindex[e["src"]] for e in edges], dtype=np.int64)
     dst = np.array([tindex[e["dst"]] for e in edges], dtype=np.int64)
-    nb = np.array([e.get("bytes", 0) for e in edges])
-    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0):
+    raw_nb = [e.get("bytes", 0) for e in edges]
+    nb = np.array(raw_nb)
+    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
         raise ValueError("bytes")
     return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
 
