@@ -168,6 +168,7 @@ class PlacementCpSat:
                 if redundant:
                     m.Add(self.start[t] >= dur).OnlyEnforceIf(self.pres[(t, d)])
             m.AddBoolOr([self.pres[(t, d)] for t in ts_]).OnlyEnforceIf(lit)
+        dmin_all = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
         if redundant:
             # every used block is loaded somewhere; its first copy is ready at avail[b], which
             # no user can precede (whatever its device): cmax ≥ avail[b] + longest tail of a user
@@ -184,6 +185,11 @@ class PlacementCpSat:
                 avail = m.NewIntVar(int(loads[b, devs].min()), horizon, f"avail{b}")
                 m.AddMinEquality(avail, ready)
                 for d in devs:
+                    # delivery time: after b is ready on d, some user runs there and its tail
+                    q = min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
+                            for t in users[(b, d)])
+                    m.Add(self.load_start[(b, d)] + int(loads[b, d]) + q <= self.cmax
+                          ).OnlyEnforceIf(self.load_lit[(b, d)])
                     # the users of b on d run one at a time after b is ready there
                     m.Add(self.cmax >= self.load_start[(b, d)] + int(loads[b, d])
                           + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
@@ -197,6 +203,17 @@ class PlacementCpSat:
                          if dd == d]
                 if items:
                     m.Add(sum(w * lit for w, lit in items) <= self.cmax)
+                # one load port with delivery times: if block k is loaded on d, the loads of
+                # all blocks whose users need at least as long afterwards (q ≥ q_k) precede the
+                # end of the last of them, which is followed by at least q_k
+                q = {b: min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
+                            for t in users[(b, d)])
+                     for (b, dd) in self.load_lit if dd == d}
+                for bk, qk in q.items():
+                    group = [b for b, qb in q.items() if qb >= qk]
+                    if len(group) > 1:
+                        m.Add(sum(int(loads[b, d]) * self.load_lit[(b, d)] for b in group) + qk
+                              <= self.cmax).OnlyEnforceIf(self.load_lit[(bk, d)])
         for d in range(nd):
             if len(port[d]) > 1:
                 m.AddNoOverlap(port[d])

@@ -577,6 +577,17 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
         loads_d = [b for b, dd in li if dd == d and prep.load[b][d] > 0]
         if len(loads_d) > 1:
             m.device_work.add(sum(prep.load[b][d] * m.L[b, d] for b in loads_d) <= m.Cmax)
+        # one load port with delivery times: when block k is loaded on d, the loads of all
+        # blocks whose users need at least q_k afterwards end no earlier than their total
+        # duration, and the last of them is followed by at least q_k
+        q = {b: min(dur[t][d] + tail[t] for t in prep.block_tasks[b] if d in legal[t])
+             for b in loads_d}
+        for bk, qk in q.items():
+            group = [b for b, qb in q.items() if qb >= qk]
+            if len(group) > 1:
+                total = sum(prep.load[b][d] for b in group)
+                m.device_work.add(sum(prep.load[b][d] * m.L[b, d] for b in group) + qk
+                                  <= m.Cmax + (total + qk) * (1 - m.L[bk, d]))
 
     # ---- symmetry breaking: devices of a group open in order of their lowest task index ------
     groups = interchangeable_device_groups(inst)

@@ -111,3 +111,68 @@ def test_python_dash_m_opt():
     proc = subprocess.run([sys.executable, "-m", "opt", "bounds", "het", "--gpu1", "H100",
                            "--gpu2", "L40S", "--json"], capture_output=True, text=True, check=True)
     assert round(json.loads(proc.stdout)["eta"], 2) == 1.42
+
+
+# ---- placement commands ------------------------------------------------------------------------
+
+def test_build_solve_validate_round_trip(capsys, tmp_path):
+    inst = tmp_path / "inst.json.gz"
+    res = tmp_path / "res.json"
+    code, out, _ = run(capsys, "build", "placement", "--model", "dops-qwen-1.8b", "--platform",
+                       "HP32", "--prefill", "8", "--decode", "1", "--layers", "1", "-o", str(inst),
+                       "--json")
+    assert code == 0 and json.loads(out)["tasks"] == 2 * (3 + 16)
+    code, out, _ = run(capsys, "solve", str(inst), "--method", "heft", "-o", str(res), "--json")
+    assert code == 0 and json.loads(out)["status"] == "FEASIBLE"
+    code, out, _ = run(capsys, "validate", str(inst), str(res))
+    assert code == 0 and out.startswith("valid: makespan")
+    # a tampered result is rejected with exit 1 and the rule
+    data = json.loads(res.read_text())
+    data["solution"]["compute"][1]["start"] -= 1
+    data["solution"]["compute"][1]["end"] -= 1
+    res.write_text(json.dumps(data))
+    code, _, err = run(capsys, "validate", str(inst), str(res))
+    assert code == 1 and "rule" in err
+
+
+def test_solve_bundled_instance_by_name_and_export(capsys, tmp_path):
+    res = tmp_path / "r.json"
+    lp = tmp_path / "model.lp"
+    code, out, _ = run(capsys, "solve", "heft-topcuoglu-2002", "--method", "milp",
+                       "--time-limit", "30", "--export", str(lp), "-o", str(res), "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["status"] == "OPTIMAL" and r["objective"] == 73
+    assert lp.exists() and "min \nobj:" in lp.read_text() and "s.t." in lp.read_text()
+    code, out, _ = run(capsys, "validate", "heft-topcuoglu-2002", str(res), "--json")
+    assert code == 0 and json.loads(out)["makespan"] == 73
+
+
+def test_solve_passes_params_and_reports_bad_ones(capsys):
+    code, out, _ = run(capsys, "solve", "sinnen-Nodes_7_OutTree-p2", "--param",
+                       "symmetry_breaking=false", "--param", "max_time_in_seconds=20", "--json")
+    assert code == 0 and json.loads(out)["objective"] == 28
+    code, _, err = run(capsys, "solve", "sinnen-Nodes_7_OutTree-p2", "--param", "oops")
+    assert code == 2 and "KEY=VALUE" in err
+    code, _, err = run(capsys, "solve", "no-such-instance")
+    assert code == 2 and "heft-topcuoglu-2002" in err
+
+
+def test_import_dot(capsys, tmp_path):
+    from pathlib import Path
+
+    dot = Path(__file__).resolve().parent.parent / "instances" / "data" / "sinnen-dot" / \
+        "Nodes_7_OutTree.dot"
+    out_file = tmp_path / "g.json"
+    code, out, _ = run(capsys, "import", "dot", str(dot), "--processors", "4", "-o", str(out_file))
+    assert code == 0 and "7 tasks" in out
+    code, out, _ = run(capsys, "solve", str(out_file), "--json")
+    assert json.loads(out)["objective"] == 22
+
+
+def test_bad_instance_file_is_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": 1, "problem": "placement", "devices": [
+        {"name": "A", "class": "cpu"}], "tasks": [{"id": "t", "cost": {"A": -3}}]}))
+    code, _, err = run(capsys, "solve", str(bad))
+    assert code == 2 and err.count("\n") == 1 and str(bad) in err and "negative" in err
