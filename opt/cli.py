@@ -246,8 +246,9 @@ def cmd_solve(args) -> int:
 def cmd_bench(args) -> int:
     from opt.bench import render, run_cases
     from opt.suite import core_cases
+    from solvers.bench import placement_cases
 
-    cases = core_cases()
+    cases = core_cases() + placement_cases()
     if args.case:
         wanted = set(args.case)
         unknown = wanted - {c.name for c in cases}

@@ -1,0 +1,105 @@
+"""Placement cases of the default ``hetopt bench`` suite (exact models, HEFT, builder scale)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import instances
+from opt.bench import BenchCase, CaseResult, Check
+from opt.builder import BuildOptions, Workload, build_placement
+from opt.hardware import bundled_catalog
+from opt.instance import read_instance
+from opt.modelcard import bundled_cards
+from solvers.api import solve
+
+SUITE = "placement"
+
+
+def references_case() -> CaseResult:
+    """Every bundled instance with a known optimum: CP-SAT, MILP and HEFT."""
+    rows, checks = [], []
+    for name in instances.names("placement"):
+        inst, info = instances.load(name), instances.info(name)
+        cp = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
+        mi = solve(inst, "milp", time_limit=30, num_workers=1, seed=0)
+        he = solve(inst, "heft")
+        rows.append([name, inst.n_tasks, info.optimum, cp.objective, cp.status, cp.runtime_s,
+                     mi.objective, mi.status, mi.runtime_s, he.objective,
+                     100 * (he.objective / info.optimum - 1)])
+        checks.append(Check(f"{name}: CP-SAT proves the optimum", (cp.status, cp.objective),
+                            ("OPTIMAL", info.optimum),
+                            cp.status == "OPTIMAL" and cp.objective == info.optimum))
+        checks.append(Check(f"{name}: MILP proves the optimum", (mi.status, mi.objective),
+                            ("OPTIMAL", info.optimum),
+                            mi.status == "OPTIMAL" and mi.objective == info.optimum))
+        checks.append(Check(f"{name}: HEFT >= optimum", he.objective, f">= {info.optimum}",
+                            he.objective >= info.optimum))
+        if name == "heft-topcuoglu-2002":
+            checks.append(Check("HEFT on the HEFT paper example", he.objective, 80,
+                                he.objective == 80))
+    return CaseResult("bundled placement instances: exact optima and HEFT's gap",
+                      ["instance", "tasks", "optimum", "cpsat", "status", "s", "milp", "status",
+                       "s", "heft", "heft gap %"], rows, checks)
+
+
+def small_llm_case() -> CaseResult:
+    """A 1-layer Llama-2-7B slice on HP32 (prefill 16 + 1 decode step): both models agree."""
+    cat, cards = bundled_catalog(), bundled_cards()
+    inst = build_placement(cards["llama-2-7b"], cat.platform("HP32"), cat, Workload(16, 1, 1),
+                           BuildOptions(layers=1))
+    rows, res = [], {}
+    for method in ("cpsat", "milp", "heft"):
+        r = solve(inst, method, time_limit=60, num_workers=2, seed=0)
+        res[method] = r
+        rows.append([method, r.status, r.objective, r.lower_bound, r.gap, r.runtime_s])
+    opt = res["cpsat"].objective
+    checks = [Check("CP-SAT and MILP prove the same optimum",
+                    (res["cpsat"].status, res["milp"].status, opt, res["milp"].objective),
+                    "both OPTIMAL, equal",
+                    res["cpsat"].status == res["milp"].status == "OPTIMAL"
+                    and opt == res["milp"].objective),
+              Check("HEFT >= optimum", res["heft"].objective, f">= {opt}",
+                    res["heft"].objective >= opt)]
+    return CaseResult(f"small LLM instance ({inst.n_tasks} tasks, time unit ns)",
+                      ["method", "status", "objective", "lower bound", "gap", "time s"], rows,
+                      checks)
+
+
+def full_size_case() -> CaseResult:
+    """Build, write and read the DOPS full-size workload (Llama-2-7B, HP64, 1024/1024, b16)."""
+    cat, cards = bundled_catalog(), bundled_cards()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    inst = build_placement(cards["llama-2-7b"], cat.platform("HP64"), cat,
+                           Workload(1024, 1024, 16))
+    build_s = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "full.json.gz"
+        t0 = time.perf_counter()
+        inst.write(path)
+        write_s = time.perf_counter() - t0
+        size = path.stat().st_size
+        t0 = time.perf_counter()
+        back = read_instance(path)
+        read_s = time.perf_counter() - t0
+    rows = [[inst.n_tasks, inst.n_edges, len(inst.block_ids), build_s, peak / 2**20, write_s,
+             read_s, size / 2**20]]
+    checks = [Check("full-size workload has ≈ 560 k tasks", inst.n_tasks, "1025 × 515 = 527,875",
+                    inst.n_tasks == 1025 * 515),
+              Check("written and read back unchanged", back.n_edges, inst.n_edges,
+                    back.n_tasks == inst.n_tasks and back.n_edges == inst.n_edges
+                    and bool((back.cost == inst.cost).all()))]
+    return CaseResult("builder at DOPS full size (one core; shared machine: times are noisy)",
+                      ["tasks", "edges", "blocks", "build s", "build peak MiB", "write s",
+                       "read s", "file MiB"], rows, checks)
+
+
+def placement_cases() -> list[BenchCase]:
+    return [BenchCase(SUITE, "references", references_case),
+            BenchCase(SUITE, "small-llm-exact", small_llm_case),
+            BenchCase(SUITE, "full-size-build", full_size_case)]
