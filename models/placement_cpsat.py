@@ -23,40 +23,10 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
-from opt.instance import PlacementInstance
+from opt.instance import PlacementInstance, interchangeable_devices
 from opt.lower_bounds import heads_tails
 from opt.result import Result
 from opt.schedule import make_solution
-
-
-def interchangeable_groups(inst: PlacementInstance) -> list[list[int]]:
-    """Groups (≥ 2) of devices that any schedule may permute: same class and capacity, same
-    cost and load columns, and links symmetric under swapping them."""
-    d = inst.n_devices
-    lat, bw = inst.links.latency, inst.links.bandwidth
-    loads = inst.load_duration
-
-    def same(a: int, b: int) -> bool:
-        da, db = inst.devices[a], inst.devices[b]
-        if (da.device_class, da.weight_capacity) != (db.device_class, db.weight_capacity):
-            return False
-        if not (np.array_equal(inst.cost[:, a], inst.cost[:, b])
-                and np.array_equal(loads[:, a], loads[:, b])):
-            return False
-        perm = np.arange(d)
-        perm[a], perm[b] = b, a
-        return (np.array_equal(lat, lat[np.ix_(perm, perm)])
-                and np.array_equal(bw, bw[np.ix_(perm, perm)]))
-
-    groups: list[list[int]] = []
-    for a in range(d):
-        for g in groups:
-            if same(g[0], a):
-                g.append(a)
-                break
-        else:
-            groups.append([a])
-    return [g for g in groups if len(g) > 1]
 
 
 class PlacementCpSat:
@@ -225,7 +195,7 @@ class PlacementCpSat:
                     m.Add(sum(w * lit for w, lit in items) <= cap)
 
         # ---- symmetry breaking between interchangeable devices -----------------------------------
-        self.symmetry_groups = interchangeable_groups(inst) if symmetry_breaking else []
+        self.symmetry_groups = interchangeable_devices(inst) if symmetry_breaking else []
         order = inst.topological_order.tolist()
         for group in self.symmetry_groups:
             # devices of a group are opened in order of their first task (topological index)

@@ -49,7 +49,7 @@ from pyomo.version import version as pyomo_version
 
 from models.options import SolveOptions
 from opt.errors import InputError
-from opt.instance import PlacementInstance
+from opt.instance import PlacementInstance, interchangeable_devices
 from opt.result import Result
 from opt.schedule import make_solution
 from opt.validator import ScheduleError, validate_placement
@@ -137,35 +137,6 @@ def _serial_horizon(inst: PlacementInstance, prep: _Prep) -> int:
     work = sum(max(prep.dur[t][d] for d in prep.legal[t]) for t in range(inst.n_tasks))
     comm = sum(max(tr.values(), default=0) for tr in prep.trans)
     return int(loads + work + comm)
-
-
-def interchangeable_device_groups(inst: PlacementInstance) -> list[list[int]]:
-    """Groups (≥ 2) of devices any schedule may permute: same class, capacity, cost and load
-    columns, and link matrices invariant under swapping them."""
-    lat, bw, loads = inst.links.latency, inst.links.bandwidth, inst.load_duration
-    nd = inst.n_devices
-
-    def same(a: int, b: int) -> bool:
-        da, db = inst.devices[a], inst.devices[b]
-        if (da.device_class, da.weight_capacity) != (db.device_class, db.weight_capacity):
-            return False
-        if not (np.array_equal(inst.cost[:, a], inst.cost[:, b])
-                and np.array_equal(loads[:, a], loads[:, b])):
-            return False
-        perm = np.arange(nd)
-        perm[a], perm[b] = b, a
-        return bool(np.array_equal(lat, lat[np.ix_(perm, perm)])
-                    and np.array_equal(bw, bw[np.ix_(perm, perm)]))
-
-    groups: list[list[int]] = []
-    for a in range(nd):
-        for g in groups:
-            if same(g[0], a):
-                g.append(a)
-                break
-        else:
-            groups.append([a])
-    return [g for g in groups if len(g) > 1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -590,7 +561,7 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
                                   <= m.Cmax + (total + qk) * (1 - m.L[bk, d]))
 
     # ---- symmetry breaking: devices of a group open in order of their lowest task index ------
-    groups = interchangeable_device_groups(inst)
+    groups = interchangeable_devices(inst)
     m.symmetry = pyo.ConstraintList()
     for g in groups:
         for a, b in zip(g, g[1:]):
