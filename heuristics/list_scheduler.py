@@ -8,18 +8,48 @@ ordered device pair; ``star``: the source's uplink and the destination's downlin
 have contention; weight loads are booked on the device's load port the first time a block is
 needed there; a device whose capacity the load would exceed is not eligible (this scheduler
 never evicts). The result is a SPEC §1.2a solution dict.
+
+The bookkeeping lives in :class:`ScheduleState` (evaluate a candidate device, commit a choice,
+optionally evict least-recently-used blocks), shared by HEFT, the static policies and Bifocal
+(``heuristics.bifocal``). It works on plain Python lists precomputed once per instance (task
+durations deduplicated by cost row, transfer durations deduplicated by payload size), so a
+full-size DOPS instance (~half a million tasks) is scheduled in tens of seconds.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 import numpy as np
 
 from opt.errors import InputError
 from opt.instance import PlacementInstance
 from opt.schedule import make_solution
+
+_FIRST = itemgetter(0)
+
+
+def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique rows, inverse) of an int64 matrix; hashes rows first (much faster than
+    ``np.unique(axis=0)`` on hundreds of thousands of rows), verifying there is no collision.
+    The order of the unique rows is unspecified."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.ndim != 2 or a.shape[0] == 0:
+        u, inv = np.unique(a.reshape(a.shape[0], -1), axis=0, return_inverse=True)
+        return u, inv.reshape(-1)
+    rng = np.random.default_rng(12345)
+    w = rng.integers(1, 2 ** 61, size=a.shape[1], dtype=np.int64) | 1
+    with np.errstate(over="ignore"):
+        key = (a * w[None, :]).sum(axis=1) if a.shape[1] else np.zeros(a.shape[0], np.int64)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    rows = a[first]
+    if np.array_equal(rows[inv], a):
+        return rows, inv
+    u, inv = np.unique(a, axis=0, return_inverse=True)  # hash collision: exact fallback
+    return u, inv.reshape(-1)
 
 
 class _Timeline:
@@ -34,14 +64,21 @@ class _Timeline:
         self.last = 0
 
     def earliest(self, ready: int, dur: int) -> int:
-        if not self.insertion or not self.starts:
-            return max(ready, self.last)
+        if ready >= self.last:
+            return ready
+        if not self.insertion:
+            return self.last
+        starts = self.starts
         i = bisect.bisect_right(self.ends, ready)
         t = ready
-        while i < len(self.starts):
-            if t + dur <= self.starts[i]:
+        n = len(starts)
+        ends = self.ends
+        while i < n:
+            if t + dur <= starts[i]:
                 return t
-            t = max(t, self.ends[i])
+            e = ends[i]
+            if e > t:
+                t = e
             i += 1
         return t
 
@@ -50,12 +87,269 @@ class _Timeline:
             return
         end = start + dur
         if not self.insertion:
-            self.last = max(self.last, end)
+            if end > self.last:
+                self.last = end
+            return
+        if start >= self.last:
+            self.starts.append(start)
+            self.ends.append(end)
+            self.last = end
             return
         i = bisect.bisect_left(self.starts, start)
         self.starts.insert(i, start)
         self.ends.insert(i, end)
-        self.last = max(self.last, end)
+        if end > self.last:
+            self.last = end
+
+
+class ScheduleState:
+    """Partial schedule of a list scheduler: device timelines (with insertion), channel
+    bookings (contention: ``full`` one channel per ordered pair, ``star`` uplink + downlink),
+    one load port per device, resident blocks and their capacity.
+
+    Per task: ``ready(t, d, info)`` gives the data-ready time on d (inputs and transfers),
+    ``evaluate(t, d, dur, info)`` the start/finish on d, ``commit(t, d, info)`` books the
+    choice; ``info = pred_info(t)`` is computed once per task. With ``evict=True`` a load that
+    does not fit evicts least-recently-used blocks of the device at the load's start (only
+    blocks whose last scheduled use there started strictly before it; the load is delayed
+    when needed); otherwise such a device is not eligible.
+    """
+
+    def __init__(self, inst: PlacementInstance, *, insertion: bool = True, evict: bool = False,
+                 cost_types: tuple[np.ndarray, np.ndarray] | None = None):
+        self.inst = inst
+        n, nd = inst.n_tasks, inst.n_devices
+        self.n, self.nd = n, nd
+        self.insertion, self.evict = insertion, evict
+        # task durations, deduplicated by cost row
+        rows, inv = cost_types if cost_types is not None else unique_rows(inst.cost)
+        self.ttype: list[int] = inv.tolist()
+        self.type_dur: list[list[int]] = rows.tolist()
+        self.type_legal: list[list[int]] = [[d for d in range(nd) if r[d] >= 0]
+                                            for r in self.type_dur]
+        # predecessors (CSR by destination, edge order) and transfer durations by payload
+        p_off, p_idx = inst.predecessors
+        self.p_off: list[int] = p_off.tolist()
+        self.p_edge: list[int] = p_idx.tolist()
+        self.esrc: list[int] = inst.edge_src.tolist()
+        if inst.n_edges:
+            ub, binv = np.unique(inst.edge_bytes, return_inverse=True)
+            table = [r.ravel().tolist() for r in inst.links.transfer_durations(ub)]
+            self.etr: list[list[int]] = [table[k] for k in binv.reshape(-1).tolist()]
+        else:
+            self.etr = []
+        links = inst.links
+        self.contention = bool(links.contention)
+        self.star = links.topology == "star"
+        self.up0, self.down0 = nd * nd, nd * nd + nd
+        self.chan = [0] * (nd * nd + 2 * nd)
+        # blocks
+        self.block: list[int] = inst.task_block.tolist()
+        self.bbytes: list[int] = inst.block_bytes.tolist()
+        self.loadd: list[list[int]] = inst.load_duration.tolist()
+        self.cap: list[int | None] = [d.weight_capacity for d in inst.devices]
+        # dynamic state
+        self.dev = [-1] * n
+        self.start = [0] * n
+        self.end = [0] * n
+        self.tl = [_Timeline(insertion) for _ in range(nd)]
+        self.port_free = [0] * nd
+        self.resident = [0] * nd
+        self.res_ready: list[dict[int, int]] = [{} for _ in range(nd)]  # block -> load end
+        self.last_use: list[dict[int, int]] = [{} for _ in range(nd)]  # block -> last start
+        self.transfer_start: dict[int, int] = {}
+        self.load_events: list[tuple[int, int, int]] = []
+        self.evictions: list[tuple[int, int, int]] = []
+        self.scheduled = 0
+
+    # ---- evaluation ---------------------------------------------------------------------------
+    def pred_info(self, t: int) -> list[tuple[int, int, list[int], int]]:
+        """(end, device, transfer row, edge) of t's predecessors, by end time (stable)."""
+        dev, end, esrc, etr = self.dev, self.end, self.esrc, self.etr
+        out = []
+        for e in self.p_edge[self.p_off[t]:self.p_off[t + 1]]:
+            u = esrc[e]
+            du = dev[u]
+            if du < 0:
+                raise InputError(f"priority order is not topological at task "
+                                 f"'{self.inst.task_ids[t]}'", field="order")
+            out.append((end[u], du, etr[e], e))
+        if len(out) > 1:
+            out.sort(key=_FIRST)
+        return out
+
+    def ready(self, d: int, info) -> int:
+        """Time all inputs of the task are on d (transfers planned against booked channels)."""
+        nd = self.nd
+        ready = 0
+        if not self.contention:
+            for eu, du, row, _ in info:
+                if du != d:
+                    eu += row[du * nd + d]
+                if eu > ready:
+                    ready = eu
+            return ready
+        chan = self.chan
+        loc = None
+        star = self.star
+        for eu, du, row, _ in info:
+            if du == d:
+                if eu > ready:
+                    ready = eu
+                continue
+            dur = row[du * nd + d]
+            ts = eu
+            if dur > 0:
+                if star:
+                    k1, k2 = self.up0 + du, self.down0 + d
+                    if loc is None:
+                        loc = {}
+                        c1, c2 = chan[k1], chan[k2]
+                    else:
+                        c1, c2 = loc.get(k1, chan[k1]), loc.get(k2, chan[k2])
+                    if c1 > ts:
+                        ts = c1
+                    if c2 > ts:
+                        ts = c2
+                    loc[k1] = loc[k2] = ts + dur
+                else:
+                    k = du * nd + d
+                    if loc is None:
+                        loc = {}
+                        c = chan[k]
+                    else:
+                        c = loc.get(k, chan[k])
+                    if c > ts:
+                        ts = c
+                    loc[k] = ts + dur
+            ts += dur
+            if ts > ready:
+                ready = ts
+        return ready
+
+    def load_plan(self, b: int, d: int):
+        """None when block b is resident on d; else (load start, victims) or False when it
+        cannot be loaded (capacity; victims are evicted at the load start)."""
+        if b in self.res_ready[d]:
+            return None
+        ls = self.port_free[d]
+        cap = self.cap[d]
+        size = self.bbytes[b]
+        if cap is None or self.resident[d] + size <= cap:
+            return ls, ()
+        if not self.evict or size > cap:
+            return False
+        need = self.resident[d] + size - cap
+        lu = self.last_use[d]
+        victims = []
+        freed = 0
+        latest = -1
+        for blk, used in sorted(lu.items(), key=lambda kv: (kv[1], kv[0])):
+            victims.append(blk)
+            freed += self.bbytes[blk]
+            if used > latest:
+                latest = used
+            if freed >= need:
+                break
+        if freed < need:
+            return False
+        return max(ls, latest + 1), victims
+
+    def evaluate(self, t: int, d: int, dur: int, info):
+        """(start, finish, data_ready, ready) of t on d, or None if d is not eligible (its
+        block does not fit). ``ready`` includes the block's load, ``data_ready`` only inputs."""
+        ready = data = self.ready(d, info)
+        b = self.block[t]
+        if b >= 0:
+            lp = self.load_plan(b, d)
+            if lp is None:
+                r = self.res_ready[d][b]
+            elif lp is False:
+                return None
+            else:
+                r = lp[0] + self.loadd[b][d]
+            if r > ready:
+                ready = r
+        s = self.tl[d].earliest(ready, dur)
+        return s, s + dur, data, ready
+
+    # ---- commit -------------------------------------------------------------------------------
+    def commit(self, t: int, d: int, info) -> int:
+        """Book t on d (transfers, load and evictions, compute); returns the start."""
+        nd = self.nd
+        dur = self.type_dur[self.ttype[t]][d]
+        ready = 0
+        chan = self.chan
+        contention, star = self.contention, self.star
+        tstart = self.transfer_start
+        for eu, du, row, e in info:
+            if du == d:
+                if eu > ready:
+                    ready = eu
+                continue
+            tdur = row[du * nd + d]
+            ts = eu
+            if contention and tdur > 0:
+                if star:
+                    k1, k2 = self.up0 + du, self.down0 + d
+                    ts = max(ts, chan[k1], chan[k2])
+                    chan[k1] = max(chan[k1], ts + tdur)
+                    chan[k2] = max(chan[k2], ts + tdur)
+                else:
+                    k = du * nd + d
+                    if chan[k] > ts:
+                        ts = chan[k]
+                    chan[k] = ts + tdur
+            tstart[e] = ts
+            if ts + tdur > ready:
+                ready = ts + tdur
+        b = self.block[t]
+        if b >= 0:
+            lp = self.load_plan(b, d)
+            if lp is False:
+                raise InputError(f"task '{self.inst.task_ids[t]}' fits on no device: its block "
+                                 f"'{self.inst.block_ids[b]}' exceeds every remaining capacity",
+                                 field="capacity")
+            if lp is None:
+                r = self.res_ready[d][b]
+            else:
+                ls, victims = lp
+                for v in victims:
+                    del self.res_ready[d][v]
+                    del self.last_use[d][v]
+                    self.resident[d] -= self.bbytes[v]
+                    self.evictions.append((v, d, ls))
+                r = ls + self.loadd[b][d]
+                self.res_ready[d][b] = r
+                self.port_free[d] = r
+                self.resident[d] += self.bbytes[b]
+                self.load_events.append((b, d, ls))
+            if r > ready:
+                ready = r
+        tl = self.tl[d]
+        s = tl.earliest(ready, dur)
+        tl.book(s, dur)
+        self.dev[t] = d
+        self.start[t] = s
+        self.end[t] = s + dur
+        if b >= 0:
+            lu = self.last_use[d]
+            if lu.get(b, -1) < s:
+                lu[b] = s
+        self.scheduled += 1
+        return s
+
+    def solution(self) -> dict:
+        if self.scheduled != self.n or min(self.dev, default=0) < 0:
+            raise InputError("priority order does not cover every task", field="order")
+        return make_solution(self.inst, self.dev, self.start, self.transfer_start,
+                             self.load_events, self.evictions)
+
+    def no_device_error(self, t: int) -> InputError:
+        b = self.block[t]
+        return InputError(f"task '{self.inst.task_ids[t]}' fits on no device: its block "
+                          f"'{self.inst.block_ids[b]}' exceeds every remaining capacity",
+                          field="capacity")
 
 
 def upward_rank(inst: PlacementInstance) -> np.ndarray:
@@ -72,14 +366,24 @@ def upward_rank(inst: PlacementInstance) -> np.ndarray:
         mean_comm = lat.mean() + inst.edge_bytes * inv_bw.mean()
     else:
         mean_comm = np.zeros(inst.n_edges)
-    rank = mean_cost.copy()
+    mc = mean_cost.tolist()
+    comm = np.asarray(mean_comm, dtype=np.float64).tolist()
+    rank = list(mc)
     s_off, s_idx = inst.successors
-    dst = inst.edge_dst
+    s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
+    dst = inst.edge_dst.tolist()
     for t in inst.topological_order[::-1].tolist():
-        es = s_idx[s_off[t]:s_off[t + 1]]
-        if len(es):
-            rank[t] = mean_cost[t] + float(np.max(mean_comm[es] + rank[dst[es]]))
-    return rank
+        lo, hi = s_off_l[t], s_off_l[t + 1]
+        if lo == hi:
+            continue
+        best = None
+        for j in range(lo, hi):
+            e = s_idx_l[j]
+            v = comm[e] + rank[dst[e]]
+            if best is None or v > best:
+                best = v
+        rank[t] = mc[t] + best
+    return np.array(rank, dtype=np.float64)
 
 
 def priority_order(inst: PlacementInstance, priority: np.ndarray) -> list[int]:
@@ -91,17 +395,19 @@ def priority_order(inst: PlacementInstance, priority: np.ndarray) -> list[int]:
     s_off, s_idx = inst.successors
     dst = inst.edge_dst.tolist()
     s_idx_l, s_off_l = s_idx.tolist(), s_off.tolist()
-    heap = [(-float(priority[t]), t) for t in range(n) if indeg[t] == 0]
+    neg = [-float(x) for x in np.asarray(priority, dtype=np.float64).tolist()]
+    heap = [(neg[t], t) for t in range(n) if indeg[t] == 0]
     heapq.heapify(heap)
     out = []
+    push, pop = heapq.heappush, heapq.heappop
     while heap:
-        _, t = heapq.heappop(heap)
+        _, t = pop(heap)
         out.append(t)
         for j in range(s_off_l[t], s_off_l[t + 1]):
             v = dst[s_idx_l[j]]
             indeg[v] -= 1
             if indeg[v] == 0:
-                heapq.heappush(heap, (-float(priority[v]), v))
+                push(heap, (neg[v], v))
     return out
 
 
@@ -113,101 +419,33 @@ def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: b
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
     finish time. ``candidates(t, legal)`` may narrow the legal devices (static policies); when
     it leaves no eligible device, all legal ones are tried."""
-    n, nd = inst.n_tasks, inst.n_devices
-    cost = inst.cost
-    links = inst.links
-    loads = inst.load_duration
-    cap = [d.weight_capacity for d in inst.devices]
-    contention = links.contention
-    star = links.topology == "star"
-    dev_tl = [_Timeline(insertion) for _ in range(nd)]
-    port_free = [0] * nd
-    resident = [0] * nd
-    chan: dict[tuple, int] = {}
-    loaded: dict[tuple[int, int], int] = {}  # (block, device) -> ready time
-    dev = np.full(n, -1, dtype=np.int64)
-    start = np.zeros(n, dtype=np.int64)
-    end = np.zeros(n, dtype=np.int64)
-    transfer_start: dict[int, int] = {}
-    load_events: list[tuple[int, int, int]] = []
-    p_off, p_idx = inst.predecessors
-    src = inst.edge_src
-    nbytes = inst.edge_bytes
-    block = inst.task_block
-    seen = np.zeros(n, dtype=bool)
-
-    def chan_keys(a: int, b: int) -> tuple:
-        return (("up", a), ("down", b)) if star else ((a, b),)
-
+    st = ScheduleState(inst, insertion=insertion, evict=False)
+    ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
+    evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
+    seen = [False] * inst.n_tasks
     for t in order:
         t = int(t)
-        es = p_idx[p_off[t]:p_off[t + 1]].tolist()
-        if any(not seen[src[e]] for e in es):
-            raise InputError(f"priority order is not topological at task '{inst.task_ids[t]}'",
+        if seen[t]:
+            raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice",
                              field="order")
-        legal = np.flatnonzero(cost[t] >= 0).tolist()
-        cands = candidates(t, legal) if candidates else legal
-        b = int(block[t])
-        best = None
+        info = pred_info(t)
+        ty = ttype[t]
+        durs = type_dur[ty]
+        legal = type_legal[ty]
+        cands = candidates(t, list(legal)) if candidates else legal
+        best_f = best_d = None
         for attempt in (cands, legal):
             for d in attempt:
-                if b >= 0 and (b, d) not in loaded and cap[d] is not None and \
-                        resident[d] + int(inst.block_bytes[b]) > cap[d]:
-                    continue
-                ready = 0
-                local: dict[tuple, int] = {}
-                tr_plan = []
-                for e in sorted(es, key=lambda e: end[src[e]]):
-                    u = int(src[e])
-                    if dev[u] == d:
-                        ready = max(ready, int(end[u]))
-                        continue
-                    dur = links.transfer(int(dev[u]), d, int(nbytes[e]))
-                    ts = int(end[u])
-                    keys = chan_keys(int(dev[u]), d)
-                    if contention and dur > 0:
-                        for k in keys:
-                            ts = max(ts, local.get(k, chan.get(k, 0)))
-                        for k in keys:
-                            local[k] = ts + dur
-                    tr_plan.append((e, ts, dur, keys))
-                    ready = max(ready, ts + dur)
-                load_plan = None
-                if b >= 0:
-                    if (b, d) in loaded:
-                        ready = max(ready, loaded[(b, d)])
-                    else:
-                        ls = port_free[d]
-                        load_plan = ls
-                        ready = max(ready, ls + int(loads[b, d]))
-                s = dev_tl[d].earliest(ready, int(cost[t, d]))
-                f = s + int(cost[t, d])
-                if best is None or f < best[0]:
-                    best = (f, d, s, tr_plan, load_plan)
-            if best is not None:
+                r = evaluate(t, d, durs[d], info)
+                if r is not None and (best_f is None or r[1] < best_f):
+                    best_f, best_d = r[1], d
+            if best_d is not None:
                 break
-        if best is None:
-            raise InputError(f"task '{inst.task_ids[t]}' fits on no device: its block "
-                             f"'{inst.block_ids[b]}' exceeds every remaining capacity",
-                             field="capacity")
-        f, d, s, tr_plan, load_plan = best
-        dev[t], start[t], end[t] = d, s, f
+        if best_d is None:
+            raise st.no_device_error(t)
+        commit(t, best_d, info)
         seen[t] = True
-        dev_tl[d].book(s, int(cost[t, d]))
-        for e, ts, dur, keys in tr_plan:
-            transfer_start[e] = ts
-            if contention and dur > 0:
-                for k in keys:
-                    chan[k] = max(chan.get(k, 0), ts + dur)
-        if load_plan is not None:
-            dur = int(loads[b, d])
-            loaded[(b, d)] = load_plan + dur
-            port_free[d] = load_plan + dur
-            resident[d] += int(inst.block_bytes[b])
-            load_events.append((b, d, load_plan))
-    if not seen.all():
-        raise InputError("priority order does not cover every task", field="order")
-    return make_solution(inst, dev, start, transfer_start, load_events)
+    return st.solution()
 
 
 def heft(inst: PlacementInstance) -> dict:

@@ -1,7 +1,7 @@
 """The ``hetopt`` command line (also ``python -m opt``).
 
 Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``build placement``, ``import dot``,
-``instances``, ``validate``, ``solve``, ``bench``. Bad input prints one line
+``instances``, ``validate``, ``solve``, ``sweep placement``, ``bench``. Bad input prints one line
 naming the file, field and value and exits 2; ``--json`` prints machine-readable output.
 """
 
@@ -241,6 +241,53 @@ def cmd_solve(args) -> int:
     return 0
 
 
+# ---- sweep --------------------------------------------------------------------------------------
+
+def _method_names() -> list[str]:
+    """Registered placement methods (solvers imported lazily: the core does not depend on them)."""
+    try:
+        from solvers.api import PLACEMENT_METHODS
+    except ImportError:  # a broken optional back end must not take the whole CLI down
+        return ["cpsat", "milp", "heft", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"]
+    return list(PLACEMENT_METHODS)
+
+
+def cmd_sweep_placement(args) -> int:
+    from opt.sweep import Progress, grid, render, run_sweep
+    from solvers.api import PLACEMENT_METHODS, solve
+
+    unknown = [m for m in dict.fromkeys(args.methods) if m not in PLACEMENT_METHODS]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(PLACEMENT_METHODS)}", source="<argument>",
+                         field="methods")
+    cat, cards = _catalog(args), _cards(args)
+    workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
+    methods = list(dict.fromkeys(args.methods))
+    out = Path(args.out)
+
+    def solve_one(inst, method):
+        return solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
+                     seed=args.seed)
+
+    progress = Progress(len(workloads) * len(methods), stream=sys.stderr)
+    done = run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=cards,
+                     layers=args.layers, tp=args.tp, resume=not args.fresh, progress=progress)
+    records = [rec for rec, _ in done]
+    if args.json:
+        from opt.sweep import geomean_speedups
+
+        _print_json({"records": [{**rec, "cached": cached} for rec, cached in done],
+                     "geomean_speedup_vs_pd": geomean_speedups(records)
+                     if "pd" in methods else None})
+    else:
+        print(render(records))
+        n_cached = sum(cached for _, cached in done)
+        print(f"{len(records)} results ({n_cached} reused) in {out}/ "
+              f"(rerun resumes; --fresh recomputes)")
+    return 0
+
+
 # ---- bench --------------------------------------------------------------------------------------
 
 def cmd_bench(args) -> int:
@@ -344,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary")
     s.add_argument("instance", help="instance file or bundled instance name")
-    s.add_argument("--method", default="cpsat", help="cpsat | milp")
+    methods_help = " | ".join(_method_names())
+    s.add_argument("--method", default="cpsat", help=f"{methods_help} (default %(default)s)")
     s.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--seed", type=int, default=0)
@@ -354,6 +402,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--export", metavar="MODEL", help="MILP: write the model (.mps or .lp)")
     s.add_argument("-o", "--output", help="result file (.json or .json.gz)")
     s.set_defaults(func=cmd_solve)
+
+    sw = sub.add_parser("sweep", help="solve a grid of workloads with several methods")
+    swsub = sw.add_subparsers(dest="problem", required=True)
+    s = swsub.add_parser("placement", parents=[common],
+                         help="P1 placement: every model x platform x workload x method")
+    s.add_argument("--models", nargs="+", required=True, metavar="M")
+    s.add_argument("--platforms", nargs="+", required=True, metavar="P")
+    s.add_argument("--prefill", type=int, nargs="+", required=True, metavar="L_IN",
+                   help="input tokens (one or more)")
+    s.add_argument("--decode", type=int, nargs="+", required=True, metavar="L_OUT",
+                   help="decode steps (one or more)")
+    s.add_argument("--batch", type=int, nargs="+", default=[1], metavar="B",
+                   help="batch sizes (default 1)")
+    s.add_argument("--methods", nargs="+", required=True, metavar="METHOD",
+                   help=f"placement methods: {methods_help}; speedups are over pd when "
+                        f"it is among them")
+    s.add_argument("--layers", type=int, help="use only the first N layers")
+    s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    s.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds per exact solve (default 60)")
+    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default="results/sweep", help="results folder (default %(default)s)")
+    s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    s.set_defaults(func=cmd_sweep_placement)
 
     s = sub.add_parser("bench", parents=[common], help="run the bundled benchmark suite")
     s.add_argument("--out", default="results/bench", help="results folder (default %(default)s)")

@@ -30,18 +30,51 @@ def _milp(inst: PlacementInstance, options: SolveOptions) -> Result:
     return solve_placement_milp(inst, options)
 
 
-def _heft(inst: PlacementInstance, options: SolveOptions) -> Result:
+def _heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions,
+                      schedule: Callable[[], dict[str, Any]], **stats: Any) -> Result:
+    """Run a heuristic ``schedule()`` and wrap it: FEASIBLE with the cheap certified bound."""
     import time
 
-    from heuristics.list_scheduler import heft
     from opt.lower_bounds import placement_lower_bound
 
     t0 = time.perf_counter()
-    solution = heft(inst)
-    return Result(problem="placement", method="heft", status="FEASIBLE",
+    solution = schedule()
+    return Result(problem="placement", method=method, status="FEASIBLE",
                   lower_bound=float(placement_lower_bound(inst)),
-                  runtime_s=time.perf_counter() - t0, seed=options.seed, solution=solution,
-                  stats={"lower_bound_kind": "critical path / average work / first weight"})
+                  runtime_s=time.perf_counter() - t0, seed=options.seed,
+                  params=dict(options.params), solution=solution,
+                  stats={"lower_bound_kind": "critical path / average work / first weight",
+                         **stats})
+
+
+def _heft(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from heuristics.list_scheduler import heft
+
+    return _heuristic_result(inst, "heft", options, lambda: heft(inst))
+
+
+def _bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from heuristics.bifocal import BifocalParams, bifocal_schedule
+
+    params = BifocalParams.from_dict(options.params)  # unknown names → InputError
+    stats: dict[str, Any] = {}
+    result = _heuristic_result(inst, "bifocal", options,
+                               lambda: bifocal_schedule(inst, params, stats=stats))
+    result.stats.update(stats)
+    return result
+
+
+def _static(policy: str) -> Callable[[PlacementInstance, SolveOptions], Result]:
+    """The back end of static policy ``policy`` (DOPS Table 1, heuristics.static_policies)."""
+
+    def backend(inst: PlacementInstance, options: SolveOptions) -> Result:
+        from heuristics.static_policies import POLICIES, static_schedule
+
+        return _heuristic_result(inst, policy, options, lambda: static_schedule(inst, policy),
+                                 policy=POLICIES[policy].description)
+
+    backend.__name__ = backend.__qualname__ = f"_static_{policy.replace('+', '_')}"
+    return backend
 
 
 #: Placement back ends by method name (exact models; heuristics register here too).
@@ -49,6 +82,12 @@ PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]
     "cpsat": _cpsat,
     "milp": _milp,
     "heft": _heft,
+    "bifocal": _bifocal,
+    "pd": _static("pd"),
+    "af": _static("af"),
+    "pd+linear": _static("pd+linear"),
+    "pd+attn": _static("pd+attn"),
+    "pd+ffn": _static("pd+ffn"),
 }
 #: Methods that take a warm start (the others ignore ``initial_solution``).
 EXACT_METHODS = frozenset({"cpsat", "milp"})

@@ -1,0 +1,321 @@
+"""``hetopt sweep placement``: solve a grid of LLM workloads with several placement methods.
+
+For every workload (model × platform × prefill × decode × batch) the P1 instance is built once
+(:mod:`opt.builder`) and solved with each method; one JSON record per (workload, method) is
+written as soon as it finishes, to ``<out>/<model>/<platform>/p<prefill>-d<decode>-b<batch>/
+<method>.json``, so an interrupted sweep resumes where it stopped (``resume=False`` recomputes).
+A record is reused only if it was built with the same ``layers`` and ``tp``.
+
+The core never imports the solvers: the caller passes ``solve(instance, method) -> Result``
+(the CLI wraps :func:`solvers.solve`). Durations in records are integer ticks of ``time_unit``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from opt.errors import InputError
+from opt.jsonio import read_json, write_json
+from opt.report import table
+from opt.units import TIME_UNITS
+
+#: Fields every record carries (besides the workload's).
+RECORD_FIELDS = ("method", "status", "makespan", "ttft", "decode_time", "mean_tpot",
+                 "lower_bound", "runtime_s", "time_unit", "tasks", "layers", "tp")
+BASELINE = "pd"
+
+
+@dataclass(frozen=True)
+class SweepWorkload:
+    model: str
+    platform: str
+    prefill: int
+    decode: int
+    batch: int
+
+    @property
+    def tag(self) -> str:
+        return f"p{self.prefill}-d{self.decode}-b{self.batch}"
+
+    def folder(self, out: Path) -> Path:
+        return Path(out) / self.model / self.platform / self.tag
+
+    def label(self) -> str:
+        return f"{self.model} {self.platform} {self.tag}"
+
+
+def _unique(items: Iterable) -> list:
+    return list(dict.fromkeys(items))
+
+
+def grid(models: Sequence[str], platforms: Sequence[str], prefill: Sequence[int],
+         decode: Sequence[int], batch: Sequence[int]) -> list[SweepWorkload]:
+    """Every combination, in the order given (duplicates dropped)."""
+    return [SweepWorkload(*c) for c in itertools.product(
+        _unique(models), _unique(platforms), _unique(prefill), _unique(decode), _unique(batch))]
+
+
+def record_path(out: Path, wl: SweepWorkload, method: str) -> Path:
+    return wl.folder(out) / f"{method}.json"
+
+
+# ---- progress ------------------------------------------------------------------------------------
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+class Progress:
+    """A dependency-free progress bar: ``[12/64] 18% eta 3m12s <label>``.
+
+    On a terminal the line is redrawn in place (``\\r``); otherwise one line per item. The ETA is
+    the mean time of the items computed so far times the items left (cached items are free)."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, tty: bool | None = None):
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.done = 0
+        self.computed = 0
+        self.busy_s = 0.0
+        self.t0 = time.perf_counter()
+        self._width = 0
+
+    def _emit(self, text: str) -> None:
+        if self.tty:
+            pad = max(0, self._width - len(text))
+            self._width = len(text)
+            self.stream.write("\r" + text + " " * pad)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def start(self, label: str) -> None:
+        """Announce item ``done + 1`` (about to run)."""
+        pct = 100 * self.done // self.total if self.total else 100
+        left = self.total - self.done
+        eta = _duration(self.busy_s / self.computed * left) if self.computed else "?"
+        self._emit(f"[{self.done + 1}/{self.total}] {pct}% eta {eta} {label}")
+
+    def finish_item(self, seconds: float | None) -> None:
+        """One item done; ``seconds`` None for a cached item."""
+        self.done += 1
+        if seconds is not None:
+            self.computed += 1
+            self.busy_s += seconds
+
+    def abort(self) -> None:
+        """End the in-place line so an error message starts on a fresh line."""
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._width = 0
+
+    def close(self) -> None:
+        text = (f"[{self.done}/{self.total}] 100% done in "
+                f"{_duration(time.perf_counter() - self.t0)} ({self.computed} computed, "
+                f"{self.done - self.computed} cached)")
+        self._emit(text)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ---- the sweep -----------------------------------------------------------------------------------
+
+SolveFn = Callable[[Any, str], Any]  # (PlacementInstance, method) -> certified Result
+
+
+def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layers: int | None,
+                tp: int, wall_s: float) -> dict[str, Any]:
+    """The JSON record of one (workload, method) solve."""
+    metrics = (result.stats or {}).get("metrics") or {}
+    return {"model": wl.model, "platform": wl.platform, "prefill": wl.prefill,
+            "decode": wl.decode, "batch": wl.batch, "method": method, "status": result.status,
+            "makespan": result.objective, "ttft": metrics.get("ttft"),
+            "decode_time": metrics.get("decode_time"), "mean_tpot": metrics.get("mean_tpot"),
+            "lower_bound": result.lower_bound, "runtime_s": result.runtime_s,
+            "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
+            "layers": layers, "tp": tp}
+
+
+@dataclass
+class _Failed:
+    """Stands in for a Result when a method rejects a workload (recorded as status ERROR)."""
+
+    error: str
+    status: str = "ERROR"
+    objective: None = None
+    lower_bound: None = None
+    runtime_s: float = 0.0
+    stats: None = None
+
+
+def _reusable(rec: Any, layers: int | None, tp: int) -> bool:
+    """A finished record of the same build (ERROR records are retried)."""
+    return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
+        and "makespan" in rec and rec.get("status") not in (None, "ERROR")
+
+
+def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
+              solve: SolveFn, *, catalog, cards, layers: int | None = None, tp: int = 1,
+              resume: bool = True, progress: Progress | None = None
+              ) -> list[tuple[dict[str, Any], bool]]:
+    """Solve every workload with every method; returns (record, was_cached) pairs in grid order.
+
+    Each record is written (atomically) as soon as its solve finishes. ``catalog`` and ``cards``
+    resolve platform and model names (names and sizes are checked before anything runs)."""
+    from opt.builder import Workload
+
+    methods = _unique(methods)
+    for wl in workloads:  # fail on a bad name before hours of solving, not in the middle
+        card = cards[wl.model]
+        catalog.platform(wl.platform)
+        Workload(wl.prefill, wl.decode, wl.batch)
+        if layers is not None and not 1 <= layers <= card.layers:
+            raise InputError(f"layers must be in 1..{card.layers} for model '{card.name}', "
+                             f"got {layers}", field="layers")
+    if tp < 1:
+        raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
+    try:
+        return _run(workloads, methods, Path(out), solve, catalog, cards, layers, tp, resume,
+                    progress)
+    except BaseException:
+        if progress:
+            progress.abort()
+        raise
+
+
+def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress):
+    from opt.builder import BuildOptions, Workload, build_placement
+
+    done: list[tuple[dict[str, Any], bool]] = []
+    for wl in workloads:
+        inst = None
+        for method in methods:
+            path = record_path(out, wl, method)
+            if progress:
+                progress.start(f"{wl.label()} {method}")
+            rec = None
+            if resume and path.exists():
+                try:
+                    rec = read_json(path)
+                except InputError:
+                    rec = None  # a torn or foreign file: recompute it
+                if not _reusable(rec, layers, tp):
+                    rec = None
+            if rec is not None:
+                done.append((rec, True))
+                if progress:
+                    progress.finish_item(None)
+                continue
+            t0 = time.perf_counter()
+            if inst is None:
+                inst = build_placement(cards[wl.model], catalog.platform(wl.platform), catalog,
+                                       Workload(wl.prefill, wl.decode, wl.batch),
+                                       BuildOptions(layers=layers, tp=tp))
+            try:
+                result = solve(inst, method)
+            except InputError as exc:  # e.g. a heuristic that cannot fit the weights
+                rec = {**make_record(wl, method, _Failed(str(exc)), inst, layers=layers, tp=tp,
+                                     wall_s=time.perf_counter() - t0), "error": str(exc)}
+            else:
+                rec = make_record(wl, method, result, inst, layers=layers, tp=tp,
+                                  wall_s=time.perf_counter() - t0)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            write_json(rec, tmp)
+            tmp.replace(path)
+            done.append((rec, False))
+            if progress:
+                progress.finish_item(time.perf_counter() - t0)
+    if progress:
+        progress.close()
+    return done
+
+
+# ---- summaries -----------------------------------------------------------------------------------
+
+def geomean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def _key(rec: dict[str, Any]) -> tuple:
+    return (rec["model"], rec["platform"], rec["prefill"], rec["decode"], rec["batch"])
+
+
+def speedups(records: Sequence[dict[str, Any]], baseline: str = BASELINE
+             ) -> dict[tuple, float | None]:
+    """(workload key, method) → baseline makespan / method makespan (None when either has no
+    schedule or the baseline is not in the sweep)."""
+    base = {_key(r): r.get("makespan") for r in records if r["method"] == baseline}
+    out = {}
+    for r in records:
+        b, m = base.get(_key(r)), r.get("makespan")
+        out[(_key(r), r["method"])] = b / m if b and m else None
+    return out
+
+
+def geomean_speedups(records: Sequence[dict[str, Any]], baseline: str = BASELINE
+                     ) -> list[dict[str, Any]]:
+    """Per (model, method): geometric-mean speedup over ``baseline`` across the model's
+    workloads (platforms included) where both have a schedule."""
+    sp = speedups(records, baseline)
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        groups.setdefault((r["model"], r["method"]), [])
+        s = sp[(_key(r), r["method"])]
+        if s is not None:
+            groups[(r["model"], r["method"])].append(s)
+    return [{"model": m, "method": meth, "workloads": len(v), "geomean_speedup": geomean(v)}
+            for (m, meth), v in groups.items()]
+
+
+def _ms(value: float | None, unit: str) -> float | None:
+    return None if value is None else value * TIME_UNITS[unit] / 1e-3
+
+
+def render(records: Sequence[dict[str, Any]], baseline: str = BASELINE) -> str:
+    """The per-workload table (total latency, TTFT, decode time in ms, speedup over the
+    baseline when it is in the sweep) and the per-model geomean speedups."""
+    has_base = any(r["method"] == baseline for r in records)
+    sp = speedups(records, baseline)
+    headers = ["model", "platform", "workload", "method", "status", "total ms", "TTFT ms",
+               "decode ms", "runtime s"]
+    if has_base:
+        headers.append(f"speedup vs {baseline.upper()}")
+    rows = []
+    for r in records:
+        unit = r.get("time_unit", "ns")
+        row = [r["model"], r["platform"], f"p{r['prefill']}-d{r['decode']}-b{r['batch']}",
+               r["method"], r["status"], _ms(r.get("makespan"), unit), _ms(r.get("ttft"), unit),
+               _ms(r.get("decode_time"), unit), r.get("runtime_s")]
+        if has_base:
+            row.append(sp[(_key(r), r["method"])])
+        rows.append(row)
+    parts = [table(headers, rows)]
+    if has_base:
+        g = geomean_speedups(records, baseline)
+        parts += ["", f"geomean speedup over {baseline.upper()} per model and method:",
+                  table(["model", "method", "workloads", f"geomean speedup vs "
+                                                         f"{baseline.upper()}"],
+                        [[x["model"], x["method"], x["workloads"], x["geomean_speedup"]]
+                         for x in g])]
+    else:
+        parts += ["", f"(no speedups: method '{baseline}' is not in the sweep)"]
+    return "\n".join(parts)
