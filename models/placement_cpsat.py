@@ -294,7 +294,12 @@ def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions) -> Res
     sp.num_workers = int(options.num_workers)
     sp.random_seed = int(options.seed)
     for key, value in params.items():
-        setattr(sp, key, value)
+        if isinstance(value, (list, tuple)):  # repeated fields, e.g. subsolvers
+            field = getattr(sp, key)
+            field.clear()
+            field.extend(value)
+        else:
+            setattr(sp, key, value)
     build_s = time.perf_counter() - t0
     code = solver.Solve(model.model)
     status = _STATUS.get(code, "ERROR")
