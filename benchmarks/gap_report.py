@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from opt.builder import BuildOptions, Workload, build_placement
+from instances.generated import LlmCase, gap_case
 from opt.errors import InputError
 from opt.hardware import bundled_catalog
 from opt.jsonio import read_json, write_json
@@ -41,7 +40,6 @@ from opt.modelcard import bundled_cards
 from opt.report import table
 from solvers.api import EXACT_METHODS, PLACEMENT_METHODS, solve
 
-MODELS = ("llama-2-7b", "dops-qwen-1.8b", "qwen-1.8b", "mixtral-8x7b")
 EXACT = "cpsat"
 BASELINE = "pd"
 #: Bifocal ablation: (label, params), each step switching one more term on.
@@ -53,40 +51,19 @@ ABLATION = (
 )
 
 
-def random_case(seed: int) -> dict[str, Any]:
-    """A random instance (seeded). HP32 with at most one decode
-    step (two already take CP-SAT minutes on some cards), HP0 (a single device, trivial) with two
-    (one for the MoE card, whose steps are larger): 19–57 tasks, most 38–50."""
-    rng = random.Random(seed)
-    model = rng.choice(MODELS)
-    platform = rng.choice(("HP32", "HP32", "HP32", "HP32", "HP0"))
-    if platform == "HP32":
-        decode = rng.choice((0, 1, 1, 1))
-    else:
-        decode = 1 if model == "mixtral-8x7b" else 2
-    return {"model": model, "platform": platform, "prefill": rng.choice((8, 16, 24, 32)),
-            "decode": decode, "batch": rng.randint(1, 4), "layers": 1}
-
-
 def report_cases(n: int) -> list[dict[str, Any]]:
     """The report's ``n`` distinct instances: seeds 1000, 1001, ... skipping repeated draws."""
     cases: list[dict[str, Any]] = []
     seen: set[tuple] = set()
     seed = 1000
     while len(cases) < n:
-        case = random_case(seed)
+        case = gap_case(seed).to_dict()
         key = tuple(sorted(case.items()))
         if key not in seen:
             seen.add(key)
             cases.append({**case, "seed": seed})
         seed += 1
     return cases
-
-
-def build_case(case: dict[str, Any], catalog, cards):
-    return build_placement(cards[case["model"]], catalog.platform(case["platform"]), catalog,
-                           Workload(case["prefill"], case["decode"], case["batch"]),
-                           BuildOptions(layers=case["layers"]))
 
 
 def default_methods() -> list[str]:
@@ -122,7 +99,7 @@ def run_instance(index: int, case: dict[str, Any], jobs: list[tuple[str, str, di
     todo = [j for j in jobs if j[0] not in results]
     if not todo:
         return data
-    inst = build_case(case, catalog, cards)
+    inst = LlmCase(**{k: v for k, v in case.items() if k != "seed"}).build(catalog, cards)
     data["tasks"] = inst.n_tasks
     data["time_unit"] = inst.time_unit
     for label, method, params in todo:

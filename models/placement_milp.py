@@ -43,7 +43,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyomo.environ as pyo
 from pyomo.version import version as pyomo_version
 

@@ -202,7 +202,6 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
             tpl.edges.append((o_list[0], add_attn, ("out", o_list[0])))
         fnorm = add("ffn_norm")
         tpl.edges.append((add_attn, fnorm, ("out", add_attn)))
-        add_ffn_deps: list[tuple[int, Any]] = []
         if card.moe is None:
             downs = []
             for s in shards:

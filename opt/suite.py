@@ -152,7 +152,7 @@ def speed_case(cat: Catalog, cards: CardSet) -> CaseResult:
         tv = vectorised()
         times_v.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        tl = looped(steps)
+        looped(steps)
         times_l.append((time.perf_counter() - t0) * l_out / steps)
     tl_check = looped(4)
     tv_check = 0.0

@@ -5,43 +5,17 @@ HP32 with prefill and 1–2 decode steps, some MoE, some with tensor-parallel sh
 the default suite; the full set of 20 is marked ``slow`` (``pytest -m slow``).
 """
 
-import random
-
 import pytest
 
-from opt.builder import BuildOptions, Workload, build_placement
-from opt.hardware import bundled_catalog
-from opt.modelcard import bundled_cards
+from instances.generated import agreement_case
 from opt.validator import validate_placement
 from solvers import solve
-
-MODELS = ("llama-2-7b", "dops-qwen-1.8b", "mixtral-8x7b", "qwen-1.8b")
-
-
-def random_llm_case(seed: int) -> dict:
-    """Sizes the MILP can still prove (≈ 30–55 tasks): tp shards only on a prefill-only
-    step, two decode steps only on the single-device HP0."""
-    rng = random.Random(seed)
-    platform = rng.choice(("HP0", "HP32", "HP32"))
-    tp = rng.choice((1, 1, 2))
-    decode = 0 if tp == 2 else rng.choice((1, 2) if platform == "HP0" else (1,))
-    return {"model": rng.choice(MODELS), "platform": platform,
-            "prefill": rng.choice((8, 16, 32)), "decode": decode,
-            "batch": rng.choice((1, 2, 4)), "tp": tp}
-
-
-def build_case(case: dict):
-    cat, cards = bundled_catalog(), bundled_cards()
-    return build_placement(cards[case["model"]], cat.platform(case["platform"]), cat,
-                           Workload(case["prefill"], case["decode"], case["batch"]),
-                           BuildOptions(layers=1, tp=case["tp"]))
-
 
 def check_agreement(seed: int, time_limit: float = 60.0) -> bool:
     """Both proven: equal optima. One proven: the other's bound and objective bracket it.
     Returns whether both proved optimality."""
-    case = random_llm_case(seed)
-    inst = build_case(case)
+    case = agreement_case(seed)
+    inst = case.build()
     a = solve(inst, "cpsat", time_limit=time_limit, num_workers=2, seed=seed)
     b = solve(inst, "milp", time_limit=time_limit, num_workers=2, seed=seed)
     for res in (a, b):
