@@ -1,8 +1,9 @@
 """The ``hetopt`` command line (also ``python -m opt``).
 
-Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``build placement``, ``import dot``,
-``instances``, ``validate``, ``solve``, ``sweep placement``, ``bench``. Bad input prints one line
-naming the file, field and value and exits 2; ``--json`` prints machine-readable output.
+Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``verify-bounds``,
+``build placement``, ``import dot``, ``instances``, ``validate``, ``solve``, ``sweep placement``,
+``bench``. Bad input prints one line naming the file, field and value and exits 2; ``--json``
+prints machine-readable output.
 """
 
 from __future__ import annotations
@@ -107,6 +108,29 @@ def cmd_bounds(args) -> int:
     else:
         _kv_value_rows(report)
     return 0
+
+
+def cmd_verify_bounds(args) -> int:
+    from opt.verify import (CLAIMS, cad_feasibility, cad_feasibility_summary,
+                            verify_closed_forms)
+
+    results = verify_closed_forms(samples=args.samples, seed=args.seed)
+    cad = cad_feasibility()
+    if args.json:
+        _print_json({"samples": args.samples, "seed": args.seed,
+                     "claims": [r.to_dict() for r in results], "cad_feasibility": cad})
+    else:
+        print(table(["claim", "samples", "pass", "fail", "worst margin", "statement"],
+                    [[r.claim, r.samples, r.passed, r.failed, r.worst_margin,
+                      CLAIMS.get(r.claim, "")] for r in results], digits=3))
+        print()
+        print("CAD feasible (ordered catalog GPU pairs, groups sized to hold the weights):")
+        print(table(["model", "pairs", "mu=1", "mu=2", "mu=4"],
+                    [[s["model"], s["pairs"], s["feasible_mu1"], s["feasible_mu2"],
+                      s["feasible_mu4"]] for s in cad_feasibility_summary(cad)]))
+        failed = [r.claim for r in results if r.failed]
+        print(f"\n{'FAILED: ' + ', '.join(failed) if failed else 'all claims hold'}")
+    return 1 if any(r.failed for r in results) else 0
 
 
 # ---- placement: build, import, validate, solve ------------------------------------------------
@@ -355,6 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--context", type=float, required=True, help="mean context length s, tokens")
     o.add_argument("--kv-dtype", help="KV cache dtype (default: the card's)")
     o.set_defaults(func=cmd_bounds)
+
+    s = sub.add_parser("verify-bounds", parents=[common],
+                       help="check Theorems 3.1/3.2 and CAD numerically (exit 1 if any fails)")
+    s.add_argument("--samples", type=int, default=2000,
+                   help="random GPU types / pairs (default %(default)s)")
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=cmd_verify_bounds)
 
     bp = sub.add_parser("build", help="build an instance from a model, platform and workload")
     bsub = bp.add_subparsers(dest="problem", required=True)

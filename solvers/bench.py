@@ -68,6 +68,35 @@ def small_llm_case() -> CaseResult:
                       checks)
 
 
+def heuristic_gap_case(n: int = 6) -> CaseResult:
+    """Every heuristic against CP-SAT's proven optimum on seeded small LLM instances (the first
+    ``n`` of the gap report's family; ``benchmarks/gap_report.py`` runs 30)."""
+    from instances.generated import gap_case
+    from solvers.api import EXACT_METHODS, PLACEMENT_METHODS
+
+    heuristics = [m for m in PLACEMENT_METHODS if m not in EXACT_METHODS]
+    gaps: dict[str, list[float]] = {m: [] for m in heuristics}
+    checks, proven = [], 0
+    for seed in range(1000, 1000 + n):
+        inst = gap_case(seed).build()
+        opt = solve(inst, "cpsat", time_limit=30, num_workers=2, seed=0)
+        if opt.status != "OPTIMAL":
+            continue
+        proven += 1
+        for m in heuristics:
+            r = solve(inst, m)
+            gaps[m].append(r.objective / opt.objective - 1)
+            if r.objective < opt.objective:
+                checks.append(Check(f"seed {seed}: {m} >= optimum", r.objective,
+                                    f">= {opt.objective}", False))
+    checks.append(Check(f"no heuristic below the proven optimum ({proven} instances)", proven,
+                        f"{proven} proven", all(c.passed for c in checks)))
+    rows = [[m, len(g), 100 * sum(g) / len(g) if g else None, 100 * max(g) if g else None,
+             sum(x == 0 for x in g)] for m, g in gaps.items()]
+    return CaseResult(f"heuristic gaps to proven optima ({proven} of {n} small LLM instances)",
+                      ["method", "instances", "mean gap %", "max gap %", "optimal"], rows, checks)
+
+
 def full_size_case() -> CaseResult:
     """Build, write and read the DOPS full-size workload (Llama-2-7B, HP64, 1024/1024, b16)."""
     cat, cards = bundled_catalog(), bundled_cards()
@@ -102,4 +131,5 @@ def full_size_case() -> CaseResult:
 def placement_cases() -> list[BenchCase]:
     return [BenchCase(SUITE, "references", references_case),
             BenchCase(SUITE, "small-llm-exact", small_llm_case),
+            BenchCase(SUITE, "heuristic-gaps", heuristic_gap_case),
             BenchCase(SUITE, "full-size-build", full_size_case)]
