@@ -1,9 +1,9 @@
 """The ``hetopt`` command line (also ``python -m opt``).
 
 Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``verify-bounds``,
-``build placement``, ``import dot``, ``instances``, ``validate``, ``solve``, ``sweep placement``,
-``bench``. Bad input prints one line naming the file, field and value and exits 2; ``--json``
-prints machine-readable output.
+``plot-bounds``, ``build placement``, ``import dot``, ``instances``, ``validate``, ``solve``,
+``sweep placement``, ``bench``. Bad input prints one line naming the file, field and value
+and exits 2; ``--json`` prints machine-readable output.
 """
 
 from __future__ import annotations
@@ -131,6 +131,26 @@ def cmd_verify_bounds(args) -> int:
         failed = [r.claim for r in results if r.failed]
         print(f"\n{'FAILED: ' + ', '.join(failed) if failed else 'all claims hold'}")
     return 1 if any(r.failed for r in results) else 0
+
+
+def cmd_plot_bounds(args) -> int:
+    from opt.plots import plot_cad_regions, plot_het_gain, plot_hom_gain
+
+    cat, cards = _catalog(args), _cards(args)
+    out = Path(args.out)
+    results = {
+        "hom_gain": plot_hom_gain(out / "hom_gain.png", gpu=args.gpu1, catalog=cat, cards=cards),
+        "het_gain": plot_het_gain(out / "het_gain.png", gpu1=args.gpu1, gpu2=args.gpu2,
+                                  model=args.model, price2=args.price2, price1=args.price1,
+                                  catalog=cat, cards=cards),
+        "cad_regions": plot_cad_regions(out / "cad_regions.png", catalog=cat, cards=cards),
+    }
+    if args.json:
+        _print_json(results)
+    else:
+        for r in results.values():
+            print(r["path"])
+    return 0
 
 
 # ---- placement: build, import, validate, solve ------------------------------------------------
@@ -385,6 +405,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random GPU types / pairs (default %(default)s)")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_verify_bounds)
+
+    s = sub.add_parser("plot-bounds", parents=[common],
+                       help="plot G_hom, G_het and CAD feasibility (PNG; needs hetopt[plot])")
+    s.add_argument("--out", required=True, metavar="DIR", help="directory for the three PNGs")
+    s.add_argument("--gpu1", default="H100", help="GPU of the G_hom plot and first G_het type")
+    s.add_argument("--gpu2", default="H20", help="second G_het type (default %(default)s)")
+    s.add_argument("--price1", type=float, help="$ per GPU-hour of gpu1 (default: catalog)")
+    s.add_argument("--price2", type=float,
+                   help="$ per GPU-hour of gpu2 (default: catalog, else the tight price "
+                        "c1/c2 = sqrt(b1 F1/(b2 F2)))")
+    s.add_argument("--model", default="qwen3-235b-a22b", help="model of the G_het plot")
+    s.set_defaults(func=cmd_plot_bounds)
 
     bp = sub.add_parser("build", help="build an instance from a model, platform and workload")
     bsub = bp.add_subparsers(dest="problem", required=True)
