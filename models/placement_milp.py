@@ -49,6 +49,7 @@ from pyomo.version import version as pyomo_version
 from models.options import SolveOptions
 from opt.errors import InputError
 from opt.instance import PlacementInstance, interchangeable_devices
+from opt.lower_bounds import heads_tails
 from opt.result import Result
 from opt.schedule import make_solution
 from opt.validator import ScheduleError, validate_placement
@@ -109,17 +110,14 @@ def _prepare(inst: PlacementInstance) -> _Prep:
         if b >= 0:
             block_tasks[b].append(t)
     load_devices = {b: sorted({d for t in ts for d in legal[t]}) for b, ts in block_tasks.items()}
-    head = [0] * n
-    for t in topo:
-        h = min(load[tblock[t]][d] for d in legal[t]) if tblock[t] >= 0 else 0
-        for u in preds[t]:
-            h = max(h, head[u] + pmin[u])
-        head[t] = h
-    tail = [0] * n
+    # the same heads/tails as every other bound (first-weight releases included); the MILP
+    # uses tails that exclude the task itself
+    head_a, tail_a = heads_tails(inst)
+    head = head_a.tolist()
+    tail = [int(x) - p for x, p in zip(tail_a.tolist(), pmin)]
     reach = [0] * n
     for t in reversed(topo):
         for v in succs[t]:
-            tail[t] = max(tail[t], pmin[v] + tail[v])
             reach[t] |= reach[v] | (1 << v)
     links = inst.links
     trans = [{(a, b): links.transfer(a, b, nb) for a in legal[u] for b in legal[v]}
