@@ -7,6 +7,11 @@ uplink and the destination's downlink (``star``); per (block, device) an optiona
 on the device's load port that must end before any task of the block starts there; capacity as
 a knapsack over loaded blocks (nothing is evicted, so loads stay resident).
 
+P2 (``formats`` given, SPEC §2): per block a format choice (exactly one of the allowed
+formats; fixed blocks keep theirs), each load interval's length the chosen format's load
+duration on its device, and the memory budget as a knapsack over the formats' storage. The
+redundant constraints then use each block's cheapest allowed load per device (a relaxation).
+
 Redundant constraints that make proofs fast: per-task heads and tails from the DAG with the
 cheapest durations (S[t] ≥ head, S[t] + tail ≤ Cmax), the critical path and the average-load
 bound on the makespan, per-device work ≤ Cmax, and lexicographic symmetry breaking between
@@ -17,13 +22,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
+from opt.errors import InputError
 from opt.instance import PlacementInstance, interchangeable_devices
+from opt.layout import allowed_formats, relaxed_instance
 from opt.lower_bounds import heads_tails
 from opt.result import Result
 from opt.schedule import make_solution
@@ -33,18 +41,25 @@ class PlacementCpSat:
     """The CP-SAT model and its variables (exposed for tests and warm starts)."""
 
     def __init__(self, inst: PlacementInstance, *, symmetry_breaking: bool = True,
-                 redundant: bool = True):
+                 redundant: bool = True, formats: Sequence[str] | None = None):
         self.inst = inst
         m = self.model = cp_model.CpModel()
         self.constants: set[int] = set()
         n, nd = inst.n_tasks, inst.n_devices
         cost, links = inst.cost, inst.links
-        loads = inst.load_duration
-        head, tail = heads_tails(inst)
+        # P1: the blocks' formats are given; P2: ``loads`` is the cheapest allowed load per
+        # (block, device) (for the relaxations), the chosen format's duration is a variable
+        self.formats = None if formats is None else allowed_formats(inst, formats)
+        bound_inst = inst if formats is None else relaxed_instance(inst, self.formats)
+        loads = bound_inst.load_duration
+        load_max = loads if formats is None else np.max(
+            [inst.block_load[f] for f in self.formats], axis=0)
+        head, tail = heads_tails(bound_inst)
         # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
-        horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges + loads.clip(0).sum() + 1)
+        horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges
+                      + load_max.clip(0).sum() + 1)
         self.horizon = horizon
         self.cmax = m.NewIntVar(int(tail.max(initial=0)), horizon, "cmax")
         self.start = [m.NewIntVar(int(head[t]), horizon - int(tail[t]), f"s{t}")
@@ -119,22 +134,37 @@ class PlacementCpSat:
         # ---- weight loads: before first use, one port per device, capacity ---------------------
         self.load_lit: dict[tuple[int, int], Any] = {}
         self.load_start: dict[tuple[int, int], Any] = {}
+        self.load_end: dict[tuple[int, int], Any] = {}
         port: list[list[Any]] = [[] for _ in range(nd)]
         users: dict[tuple[int, int], list[int]] = {}
         for t in np.flatnonzero(inst.task_block >= 0).tolist():
             b = int(inst.task_block[t])
             for d in np.flatnonzero(cost[t] >= 0).tolist():
                 users.setdefault((b, d), []).append(t)
+        self.fmt_lit: dict[tuple[int, str], Any] = {}
+        if self.formats is not None:
+            self._format_choice(sorted({b for b, _ in users}), users)
         for (b, d), ts_ in users.items():
             dur = int(loads[b, d])
             lit = m.NewBoolVar(f"L{b}_{d}")
             ls = m.NewIntVar(0, horizon, f"ls{b}_{d}")
             self.load_lit[(b, d)] = lit
             self.load_start[(b, d)] = ls
-            port[d].append(m.NewOptionalFixedSizeIntervalVar(ls, dur, lit, f"ld{b}_{d}"))
+            if self.formats is None:
+                le = ls + dur
+                port[d].append(m.NewOptionalFixedSizeIntervalVar(ls, dur, lit, f"ld{b}_{d}"))
+            else:
+                opts = [(f, int(inst.block_load[f][b, d])) for f in self.formats
+                        if (b, f) in self.fmt_lit]
+                size = m.NewIntVar(min(v for _, v in opts), max(v for _, v in opts),
+                                   f"ldur{b}_{d}")
+                m.Add(size == sum(v * self.fmt_lit[(b, f)] for f, v in opts))
+                le = m.NewIntVar(0, horizon, f"le{b}_{d}")
+                port[d].append(m.NewOptionalIntervalVar(ls, size, le, lit, f"ld{b}_{d}"))
+            self.load_end[(b, d)] = le
             for t in ts_:
                 m.AddImplication(self.pres[(t, d)], lit)
-                m.Add(self.start[t] >= ls + dur).OnlyEnforceIf(self.pres[(t, d)])
+                m.Add(self.start[t] >= le).OnlyEnforceIf(self.pres[(t, d)])
                 if redundant:
                     m.Add(self.start[t] >= dur).OnlyEnforceIf(self.pres[(t, d)])
             m.AddBoolOr([self.pres[(t, d)] for t in ts_]).OnlyEnforceIf(lit)
@@ -148,7 +178,7 @@ class PlacementCpSat:
                 ready = []
                 for d in devs:
                     r = m.NewIntVar(0, horizon, f"ready{b}_{d}")
-                    m.Add(r == self.load_start[(b, d)] + int(loads[b, d])).OnlyEnforceIf(
+                    m.Add(r == self.load_end[(b, d)]).OnlyEnforceIf(
                         self.load_lit[(b, d)])
                     m.Add(r == horizon).OnlyEnforceIf(self.load_lit[(b, d)].Not())
                     ready.append(r)
@@ -158,10 +188,10 @@ class PlacementCpSat:
                     # delivery time: after b is ready on d, some user runs there and its tail
                     q = min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
                             for t in users[(b, d)])
-                    m.Add(self.load_start[(b, d)] + int(loads[b, d]) + q <= self.cmax
+                    m.Add(self.load_end[(b, d)] + q <= self.cmax
                           ).OnlyEnforceIf(self.load_lit[(b, d)])
                     # the users of b on d run one at a time after b is ready there
-                    m.Add(self.cmax >= self.load_start[(b, d)] + int(loads[b, d])
+                    m.Add(self.cmax >= self.load_end[(b, d)]
                           + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
                           ).OnlyEnforceIf(self.load_lit[(b, d)])
                 block_users = sorted({t for d in devs for t in users[(b, d)]})
@@ -196,6 +226,11 @@ class PlacementCpSat:
 
         # ---- symmetry breaking between interchangeable devices -----------------------------------
         self.symmetry_groups = interchangeable_devices(inst) if symmetry_breaking else []
+        if self.formats is not None:  # devices must also agree on every format's loads
+            self.symmetry_groups = [
+                g for g in self.symmetry_groups
+                if all(np.array_equal(inst.block_load[f][:, g[0]], inst.block_load[f][:, x])
+                       for f in self.formats for x in g[1:])]
         order = inst.topological_order.tolist()
         for group in self.symmetry_groups:
             # devices of a group are opened in order of their first task (topological index)
@@ -215,6 +250,52 @@ class PlacementCpSat:
                         nxt[d] = o
                 opened.update(nxt)
         m.Minimize(self.cmax)
+
+    def _format_choice(self, blocks: list[int], users: dict[tuple[int, int], list[int]]
+                       ) -> None:
+        """One format per block among the allowed ones it can be loaded in on every device
+        that may run one of its tasks (fixed blocks: their format); the memory budget."""
+        inst, m = self.inst, self.model
+        devs: dict[int, list[int]] = {}
+        for b, d in users:
+            devs.setdefault(b, []).append(d)
+        for b in blocks:
+            bid = inst.block_ids[b]
+            cands = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else list(self.formats)
+            cands = [f for f in cands if f in inst.block_load
+                     and all(inst.block_load[f][b, d] >= 0 for d in devs[b])]
+            if not cands:
+                raise InputError(f"block '{bid}' has no allowed format loadable on every "
+                                 f"device of its tasks", field="layout.formats")
+            lits = []
+            for f in cands:
+                lit = self._const(1) if len(cands) == 1 else m.NewBoolVar(f"fmt{b}_{f}")
+                self.fmt_lit[(b, f)] = lit
+                lits.append(lit)
+            m.AddExactlyOne(lits)
+        budget = inst.layout.memory_budget
+        if budget is not None:
+            # storage in milli-bytes (multipliers such as 1.0 and 2.0 stay exact)
+            mult = inst.layout.storage_multiplier
+            const, terms = 0, []
+            for b, bid in enumerate(inst.block_ids):
+                size = int(inst.block_bytes[b])
+                if b not in devs:  # unused block: its cheapest allowed storage
+                    fm = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else self.formats
+                    const += min(round(size * float(mult[f]) * 1000) for f in fm)
+                    continue
+                terms += [(round(size * float(mult[f]) * 1000), lit)
+                          for (bb, f), lit in self.fmt_lit.items() if bb == b]
+            m.Add(sum(c * lit for c, lit in terms) + const <= budget * 1000)
+
+    def block_formats(self, solver: cp_model.CpSolver) -> dict[str, str]:
+        """The chosen format of every block (P2), or the instance's P1 formats."""
+        inst = self.inst
+        out = dict(zip(inst.block_ids, inst.block_format))
+        for (b, f), lit in self.fmt_lit.items():
+            if solver.BooleanValue(lit):
+                out[inst.block_ids[b]] = f
+        return out
 
     def _const(self, value: int):
         var = self.model.NewConstant(value)
@@ -251,6 +332,10 @@ class PlacementCpSat:
             hint(lit, int(key in loaded))
             if key in loaded:
                 hint(self.load_start[key], loaded[key])
+        chosen = dict(zip(inst.block_ids, inst.block_format))
+        chosen.update(solution.get("formats") or {})
+        for (b, f), lit in self.fmt_lit.items():
+            hint(lit, int(chosen[inst.block_ids[b]] == f))
 
     # ---- solution ------------------------------------------------------------------------------
     def extract(self, solver: cp_model.CpSolver) -> dict[str, Any]:
@@ -270,7 +355,8 @@ class PlacementCpSat:
             transfer[e] = solver.Value(ts) if (ts is not None and modelled) else int(end[u])
         loads = [(b, d, solver.Value(self.load_start[(b, d)]))
                  for (b, d), lit in self.load_lit.items() if solver.BooleanValue(lit)]
-        return make_solution(inst, dev, start, transfer, loads)
+        return make_solution(inst, dev, start, transfer, loads,
+                             formats=self.block_formats(solver) if self.formats else None)
 
 
 _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
@@ -278,15 +364,29 @@ _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
            cp_model.MODEL_INVALID: "ERROR"}
 
 
-def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
-    """Solve P1 exactly with CP-SAT. ``options.params`` are CP-SAT parameters (by field name)
-    except ``symmetry_breaking`` / ``redundant`` (bool) which switch model features."""
+def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions, *,
+                          formats: Sequence[str] | None = None, method: str = "cpsat") -> Result:
+    """Solve P1 exactly with CP-SAT (P2 when ``formats`` is given: the formats are decided
+    too). ``options.params`` are CP-SAT parameters (by field name) except
+    ``symmetry_breaking`` / ``redundant`` (bool) which switch model features."""
     params = dict(options.params)
     t0 = time.perf_counter()
     model = PlacementCpSat(inst, symmetry_breaking=bool(params.pop("symmetry_breaking", True)),
-                           redundant=bool(params.pop("redundant", True)))
+                           redundant=bool(params.pop("redundant", True)), formats=formats)
     if options.initial_solution is not None:
         model.add_hint(options.initial_solution)
+    extra = {"no_evictions": True,
+             "symmetry_groups": [[inst.devices[d].name for d in g]
+                                 for g in model.symmetry_groups]}
+    if model.formats is not None:
+        extra["formats_allowed"] = list(model.formats)
+    return run_cpsat(model.model, params, options, t0, method, model.extract, extra)
+
+
+def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOptions, t0: float,
+              method: str, extract, extra: dict[str, Any]) -> Result:
+    """Solve a built CP-SAT model with ``options`` and CP-SAT ``params`` (repeated fields as
+    lists), and wrap the outcome: ``extract(solver)`` gives the solution dict."""
     solver = cp_model.CpSolver()
     sp = solver.parameters
     if options.time_limit_s is not None:
@@ -301,25 +401,23 @@ def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions) -> Res
         else:
             setattr(sp, key, value)
     build_s = time.perf_counter() - t0
-    code = solver.Solve(model.model)
+    code = solver.Solve(cp)
     status = _STATUS.get(code, "ERROR")
-    solution = model.extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    solution = extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     lb = None
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
         lb = float(math.ceil(solver.BestObjectiveBound() - 1e-6))
-    proto = model.model.Proto()
+    proto = cp.Proto()
     return Result(
-        problem="placement", method="cpsat", status=status,
+        problem="placement", method=method, status=status,
         objective=float(solver.ObjectiveValue()) if solution is not None else None,
         lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
         params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
                 **options.params},
         solution=solution,
-        stats={"no_evictions": True, "build_s": build_s, "solve_s": solver.WallTime(),
+        stats={**extra, "build_s": build_s, "solve_s": solver.WallTime(),
                "branches": solver.NumBranches(), "conflicts": solver.NumConflicts(),
                "variables": len(proto.variables), "constraints": len(proto.constraints),
-               "symmetry_groups": [[inst.devices[d].name for d in g]
-                                   for g in model.symmetry_groups],
                "solver": f"ortools {cp_model.__name__} {_ortools_version()}",
                "warm_start": options.initial_solution is not None})
 

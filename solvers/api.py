@@ -13,9 +13,11 @@ from typing import Any
 from models.options import SolveOptions
 from opt.errors import InputError, UnknownNameError
 from opt.instance import PlacementInstance
+from opt.layout import relaxed_instance
 from opt.lower_bounds import placement_lower_bound
 from opt.result import Result
 from opt.validator import ScheduleError, certify_placement, validate_placement
+from solvers.layout import LAYOUT_EXACT, LAYOUT_METHODS
 
 
 def _cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
@@ -90,7 +92,8 @@ PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]
     "pd+ffn": _static("pd+ffn"),
 }
 #: Methods that take a warm start (the others ignore ``initial_solution``).
-EXACT_METHODS = frozenset({"cpsat", "milp"})
+EXACT_METHODS = frozenset({"cpsat", "milp"}) | LAYOUT_EXACT
+PLACEMENT_METHODS.update(LAYOUT_METHODS)  # P2 strategies (solvers.layout): formats are decided
 
 
 def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: float | None = 60.0,
@@ -148,7 +151,9 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
         result.status = "FEASIBLE"
         result.stats["incumbent"] = "warm start (the solver found none within the limit)"
     if result.status not in ("INFEASIBLE", "ERROR"):
-        analytic = float(placement_lower_bound(instance))
+        # layout methods choose formats: bound the format-relaxed instance (opt.layout)
+        analytic = float(placement_lower_bound(relaxed_instance(instance)
+                                               if solver in LAYOUT_METHODS else instance))
         if result.lower_bound is None or analytic > result.lower_bound:
             result.lower_bound = analytic
             result.stats["lower_bound_source"] = "analytic (critical path / work / first load)"
