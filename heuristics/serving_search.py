@@ -407,13 +407,20 @@ def _owner_counts(inst: ServingInstance, owners: Sequence[int] | None) -> list[i
 
 def search(inst: ServingInstance, sequences_by_k: dict[int, list[np.ndarray]], *,
            frontier: bool = True, bounds: bool = True, objective: str = "cost",
-           microbatches: Sequence[int] | None = None, time_limit: float | None = None
-           ) -> SearchOutcome:
+           microbatches: Sequence[int] | None = None, time_limit: float | None = None,
+           incumbent: float | None = None) -> SearchOutcome:
     """Minimise cost per token (or, with ``objective="t_rtt"``, T_rtt ignoring the SLO) over
-    the given owner sequences, every owner choice and μ."""
+    the given owner sequences, every owner choice and μ.
+
+    incumbent: the objective value of a known plan ($ per token, or ticks); only strictly
+    better plans are then returned (``plan`` None means none is better).
+    time_limit: seconds; on expiry the best plan so far is returned with
+    ``stats.timed_out``."""
     t0 = time.perf_counter()
     s = _Searcher(inst, frontier=frontier, bounds=bounds, objective=objective,
                   time_limit=time_limit)
+    if incumbent is not None:
+        s.best = float(incumbent)
     mus = _microbatches(inst, microbatches)
     for k in sorted(sequences_by_k):
         s.run(sequences_by_k[k], mus)

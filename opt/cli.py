@@ -156,11 +156,11 @@ def cmd_plot_bounds(args) -> int:
 # ---- placement: build, import, validate, solve ------------------------------------------------
 
 def _load_instance(ref: str):
-    """An instance file path, or the name of a bundled instance."""
-    from opt.instance import read_instance
+    """An instance file path (any problem), or the name of a bundled instance."""
+    from opt.problems import read_problem_instance
 
     if Path(ref).exists() or ref.endswith((".json", ".json.gz")):
-        return read_instance(ref)
+        return read_problem_instance(ref)
     import instances
 
     return instances.load(ref)
@@ -193,6 +193,46 @@ def cmd_build_placement(args) -> int:
         print(f"{args.output}: {inst.n_tasks:,} tasks, {inst.n_edges:,} edges, "
               f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
               f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
+    return 0
+
+
+def _int_csv(text: str, what: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got {text!r}", source="<argument>",
+                         field=what) from None
+    if not values or min(values) < 1:
+        raise InputError(f"expected positive integers, got {text!r}", source="<argument>",
+                         field=what)
+    return values
+
+
+def cmd_build_serving(args) -> int:
+    from opt.serving import ServingGrid
+    from opt.serving_builder import ServingWorkload, build_serving_plan
+
+    cat, cards = _catalog(args), _cards(args)
+    grid = ServingGrid(max_gpus=args.max_gpus, max_owners=args.max_owners,
+                       max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
+                       batches=_int_csv(args.batches, "batches"))
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    inst = build_serving_plan(cards[args.model], cat, gpus,
+                              ServingWorkload(args.context, args.slo_ms / 1e3), grid=grid,
+                              tp_degrees=_int_csv(args.tp, "tp"),
+                              expert_parallel=not args.no_ep,
+                              memory_fraction=args.memory_fraction)
+    inst.write(args.output)
+    info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
+            "block_layers": inst.block_layers, "blocks": inst.blocks_total,
+            "configs": [c.id for c in inst.configs],
+            "microbatch_sizes": list(inst.microbatch_sizes)}
+    if args.json:
+        _print_json(info)
+    else:
+        print(f"{args.output}: {inst.model}, block of {inst.block_layers} layer(s) = "
+              f"{inst.n_ops} ops, {inst.blocks_total:g} blocks, {len(inst.configs)} "
+              f"configurations ({', '.join(info['configs'])})")
     return 0
 
 
@@ -233,6 +273,8 @@ def cmd_validate(args) -> int:
         print(f"hetopt: {args.result}: no solution to validate (status {res.status})",
               file=sys.stderr)
         return 1
+    if getattr(inst, "problem", "placement") == "serving_plan":
+        return _validate_serving(inst, res, args)
     try:
         metrics = validate_placement(inst, res.solution)
     except ScheduleError as exc:
@@ -248,6 +290,28 @@ def cmd_validate(args) -> int:
         print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
               + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
                  f"{metrics.decode_steps} steps" if metrics.ttft is not None else ""))
+    return 0
+
+
+def _validate_serving(inst, res, args) -> int:
+    from opt.serving_plan import PlanError, check_plan
+
+    try:
+        met = check_plan(inst, res.solution)
+    except PlanError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    if res.objective is not None and abs(res.objective - met.cost_usd_per_mtok) > \
+            1e-6 * max(1.0, met.cost_usd_per_mtok):
+        print(f"invalid: result reports objective {res.objective} but the plan costs "
+              f"{met.cost_usd_per_mtok} $/M tokens", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json({"valid": True, "cost_usd_per_mtok": met.cost_usd_per_mtok,
+                     "t_rtt_s": met.t_rtt_s, "gpus": met.gpus, "memory_bytes": met.memory_bytes})
+    else:
+        print(f"valid: {met.cost_usd_per_mtok:.6g} $/M tokens, T_rtt {met.t_rtt_s * 1e3:.4g} ms "
+              f"(SLO {inst.seconds(inst.tpot_slo) * 1e3:.4g} ms), {met.gpus} GPUs")
     return 0
 
 
@@ -270,19 +334,56 @@ def cmd_solve(args) -> int:
     from solvers import solve
 
     inst = _load_instance(args.instance)
+    serving = getattr(inst, "problem", "placement") == "serving_plan"
+    method = args.method or ("bnb" if serving else "cpsat")
     initial = read_result(args.initial).solution if args.initial else None
-    res = solve(inst, args.method, time_limit=args.time_limit, num_workers=args.workers,
+    res = solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
                 seed=args.seed, initial_solution=initial, export_path=args.export,
                 **_parse_params(args.param))
+    sim = None
+    if args.simulate:
+        if not serving:
+            raise InputError("--simulate applies to serving-plan instances", field="simulate")
+        if res.solution is not None:
+            from opt.serving_sim import simulate_plan
+
+            sim = simulate_plan(inst, res.solution).to_dict()
+            res.stats["simulation"] = sim
     if args.output:
         res.write(args.output)
     if args.json:
         _print_json({k: v for k, v in res.to_dict().items() if k != "solution"})
+    elif serving:
+        _print_serving_result(res)
     else:
         print(table(["method", "status", "objective", "lower bound", "gap", "runtime s"],
                     [[res.method, res.status, res.objective, res.lower_bound, res.gap,
                       res.runtime_s]]))
     return 0
+
+
+def _print_serving_result(res) -> None:
+    print(table(["method", "status", "$/M tokens", "lower bound", "T_rtt ms", "bound by",
+                 "GPUs", "runtime s"],
+                [[res.method, res.status, res.objective, res.lower_bound,
+                  res.stats.get("t_rtt_ms"), res.stats.get("bottleneck"), res.stats.get("gpus"),
+                  res.runtime_s]]))
+    sol = res.solution
+    if sol is not None:
+        owners = ", ".join(f"{o['config']} b={o['batch']} x{o['replicas']}" for o in sol["owners"])
+        print(f"plan: K={sol['owners_count']} S={sol['stages_per_block']} per block "
+              f"({sol['stages_per_token']:g} stages per token), mu={sol['microbatches']}, "
+              f"template {sol['template']}, owners: {owners}")
+    if "message" in res.stats:
+        print(res.stats["message"])
+    search = res.stats.get("search")
+    if search:
+        print(f"search: {search['space']:,} in space, {search['candidates']:,} candidates, "
+              f"{search['nodes']:,} nodes, {search['evaluations']:,} evaluations")
+    sim = res.stats.get("simulation")
+    if sim:
+        print(f"simulated T_rtt {sim.get('simulated_t_rtt_ms')} ms vs formula "
+              f"{sim.get('formula_t_rtt_ms')} ms")
 
 
 # ---- sweep --------------------------------------------------------------------------------------
@@ -433,6 +534,24 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
     pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
     pl.set_defaults(func=cmd_build_placement)
+    sp = bsub.add_parser("serving-plan", parents=[common],
+                         help="P3 serving-plan instance (OpWeave): model x GPU types x workload")
+    sp.add_argument("--model", required=True)
+    sp.add_argument("--gpus", required=True, help="comma-separated GPU types, e.g. H100,L40S")
+    sp.add_argument("--context", type=int, required=True, help="mean context s (tokens)")
+    sp.add_argument("--slo-ms", type=float, required=True, help="TPOT SLO in milliseconds")
+    sp.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
+    sp.add_argument("--no-ep", action="store_true", help="MoE: no expert-parallel configs")
+    sp.add_argument("--batches", default="1,2,4,8,16,32,64,128,256",
+                    help="per-replica batch values (default %(default)s)")
+    sp.add_argument("--max-gpus", type=int, default=32)
+    sp.add_argument("--max-owners", type=int, default=3, help="device-group types K")
+    sp.add_argument("--max-replicas", type=int, default=4, help="replicas per owner")
+    sp.add_argument("--max-microbatches", type=int, default=4)
+    sp.add_argument("--memory-fraction", type=float, default=1.0,
+                    help="usable share of GPU memory (default %(default)s)")
+    sp.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
+    sp.set_defaults(func=cmd_build_serving)
 
     ip = sub.add_parser("import", help="import a task graph from another format")
     isub = ip.add_subparsers(dest="format", required=True)
@@ -454,7 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary")
     s.add_argument("instance", help="instance file or bundled instance name")
     methods_help = " | ".join(_method_names())
-    s.add_argument("--method", default="cpsat", help=f"{methods_help} (default %(default)s)")
+    s.add_argument("--method", default=None,
+                   help=f"placement: {methods_help} (default cpsat); serving plans: "
+                        f"bnb | milp | enum | col | afd | cad (default bnb)")
     s.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--seed", type=int, default=0)
@@ -462,6 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solver parameter passed through (repeatable)")
     s.add_argument("--initial", metavar="RESULT", help="warm start from a result file")
     s.add_argument("--export", metavar="MODEL", help="MILP: write the model (.mps or .lp)")
+    s.add_argument("--simulate", action="store_true",
+                   help="serving plans: also run the discrete-event simulator on the plan")
     s.add_argument("-o", "--output", help="result file (.json or .json.gz)")
     s.set_defaults(func=cmd_solve)
 

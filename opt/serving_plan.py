@@ -132,7 +132,9 @@ def template_from_sequence(owner: np.ndarray, k: int) -> tuple[tuple[int, ...], 
     return template, [(first + j) % k for j in range(k)]
 
 
-def _as_plan(inst: ServingInstance, solution: dict[str, Any]) -> ServingPlan:
+def plan_from_solution(inst: ServingInstance, solution: dict[str, Any]) -> ServingPlan:
+    """The :class:`ServingPlan` of a SPEC §3.2 solution object (owners by config id or by
+    gpu/tp/ep); PlanError when malformed."""
     try:
         template = tuple(int(x) for x in solution["template"])
         mu = int(solution["microbatches"])
@@ -159,7 +161,7 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
     ``violations`` (empty = feasible). Structural errors (bad template, unknown configuration,
     a batch not divisible by μ, no latency table) raise :class:`PlanError`."""
     if isinstance(plan, dict):
-        plan = _as_plan(inst, plan)
+        plan = plan_from_solution(inst, plan)
     k = plan.owners_count
     mu = plan.microbatches
     if k < 1:

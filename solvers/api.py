@@ -109,9 +109,18 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
     export_path: MILP only, write the model as .mps/.lp; params: passed to the back end
     untouched (e.g. CP-SAT parameter names, HiGHS option names).
     """
+    from opt.serving import ServingInstance
+
+    if isinstance(instance, ServingInstance):  # P3: solvers.serving (bnb, milp, col, ...)
+        from solvers.serving import solve_serving
+
+        if export_path is not None:
+            raise InputError("export is available for the placement MILP only", field="export")
+        return solve_serving(instance, solver, time_limit=time_limit, num_workers=num_workers,
+                             seed=seed, initial_solution=initial_solution, **params)
     if not isinstance(instance, PlacementInstance):
-        raise InputError(f"expected a PlacementInstance, got {type(instance).__name__}",
-                         field="instance")
+        raise InputError(f"expected a PlacementInstance or ServingInstance, got "
+                         f"{type(instance).__name__}", field="instance")
     if solver not in PLACEMENT_METHODS:
         raise UnknownNameError("method", solver, PLACEMENT_METHODS)
     if num_workers < 1:

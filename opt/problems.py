@@ -1,0 +1,29 @@
+"""Read an instance of any problem by its ``"problem"`` field: ``placement`` (P1/P2) or
+``serving_plan`` (P3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opt.errors import InputError
+from opt.instance import PlacementInstance, instance_from_dict
+from opt.jsonio import read_json
+from opt.serving import ServingInstance, serving_instance_from_dict
+
+PROBLEMS = ("placement", "serving_plan")
+
+
+def instance_of(obj: object, source: str | None = None) -> PlacementInstance | ServingInstance:
+    """Build the instance a parsed JSON object describes (errors name ``source``)."""
+    problem = obj.get("problem") if isinstance(obj, dict) else None
+    if problem == "serving_plan":
+        return serving_instance_from_dict(obj, source=source)
+    if problem in (None, "placement"):
+        return instance_from_dict(obj, source=source)
+    raise InputError(f"unknown problem {problem!r}; known: {', '.join(PROBLEMS)}",
+                     source=source, field="problem")
+
+
+def read_problem_instance(path: str | Path) -> PlacementInstance | ServingInstance:
+    """Read a ``.json`` / ``.json.gz`` instance of any problem."""
+    return instance_of(read_json(path), source=str(path))
