@@ -68,7 +68,9 @@ class BuildOptions:
     """layers: use only the first k layers (small instances); tp: tensor-parallel shards;
     block_span: layers per weight block; dtype: weight precision (activations and KV fp16);
     time_unit: integer tick of the instance; experts: routed experts per MoE layer (default
-    0..k−1, deterministic top-k as in DOPS)."""
+    0..k−1, deterministic top-k as in DOPS); formats: the P2 layout formats offered (default
+    all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
+    memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited)."""
 
     layers: int | None = None
     tp: int = 1
@@ -76,6 +78,8 @@ class BuildOptions:
     dtype: str = "fp16"
     time_unit: str = "ns"
     experts: tuple[int, ...] | None = None
+    formats: tuple[str, ...] | None = None
+    memory_budget: int | None = None
 
 
 @dataclass
@@ -120,6 +124,13 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         raise InputError(f"model '{card.name}' has linear-attention layers; the placement "
                          f"builder supports full and sliding attention", field="model")
     dtype_bytes(opt.dtype)
+    formats = FORMATS if opt.formats is None else tuple(dict.fromkeys(opt.formats))
+    if "linear" not in formats or not set(formats) <= set(FORMATS):
+        raise InputError(f"formats must be among {', '.join(FORMATS)} and include linear, got "
+                         f"{', '.join(formats)}", field="formats")
+    if opt.memory_budget is not None and opt.memory_budget < 0:
+        raise InputError(f"memory_budget must be ≥ 0 bytes, got {opt.memory_budget}",
+                         field="memory_budget")
     prec = Precision(weight=opt.dtype)
     tp = opt.tp
     tick = TIME_UNITS[opt.time_unit]
@@ -363,11 +374,11 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     # gate/up/down of one expert share the expert's block: weight counted once per op above is
     # right (each op reads its own matrix); the same block name appears for all three.
     block_bytes = np.ceil(block_bytes).astype(np.int64)
-    block_load = {fmt: np.full((len(block_ids), nd), -1, dtype=np.int64) for fmt in FORMATS}
+    block_load = {fmt: np.full((len(block_ids), nd), -1, dtype=np.int64) for fmt in formats}
     for d, (_, spec) in enumerate(specs):
         if spec.device_class == "cpu":
             continue
-        for fmt in FORMATS:
+        for fmt in formats:
             try:
                 spec.conversion_chain(fmt, 1.0)
             except InputError:
@@ -393,7 +404,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
         edge_src=src_all, edge_dst=dst_all, edge_bytes=bytes_all, block_ids=block_ids,
         block_bytes=block_bytes, block_load=block_load,
-        layout=Layout(formats=FORMATS, default="linear"),
+        layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
         kind=tpl.kinds * n_steps, phase=np.repeat(phase, k_tasks),
         step=np.repeat(steps, k_tasks), layer=np.tile(np.array(tpl.layer), n_steps),
         shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)

@@ -182,7 +182,9 @@ def cmd_build_placement(args) -> int:
                            Workload(args.prefill, args.decode, args.batch),
                            BuildOptions(layers=args.layers, tp=args.tp,
                                         block_span=args.block_span, dtype=args.dtype,
-                                        time_unit=args.time_unit))
+                                        time_unit=args.time_unit,
+                                        formats=tuple(args.formats) if args.formats else None))
+    inst = _apply_budget(inst, args)
     t1 = time.perf_counter()
     inst.write(args.output)
     info = {**_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
@@ -234,6 +236,24 @@ def cmd_build_serving(args) -> int:
               f"{inst.n_ops} ops, {inst.blocks_total:g} blocks, {len(inst.configs)} "
               f"configurations ({', '.join(info['configs'])})")
     return 0
+
+
+def _apply_budget(inst, args):
+    """``inst`` with the P2 memory budget of ``--budget-gb`` / ``--budget-factor`` (if any)."""
+    from opt.layout import budget_from, with_budget
+
+    gb, factor = getattr(args, "budget_gb", None), getattr(args, "budget_factor", None)
+    if gb is None and factor is None:
+        return inst
+    return with_budget(inst, budget_from(inst, gb=gb, factor=factor))
+
+
+def _add_budget_args(p) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--budget-gb", type=float, metavar="GB",
+                   help="P2 main-memory budget for the stored weight blocks, 10^9 bytes")
+    g.add_argument("--budget-factor", type=float, metavar="F",
+                   help="P2 memory budget as F x the blocks' linear bytes (2 admits all-dual)")
 
 
 def cmd_import_dot(args) -> int:
@@ -359,6 +379,8 @@ def cmd_solve(args) -> int:
         print(table(["method", "status", "objective", "lower bound", "gap", "runtime s"],
                     [[res.method, res.status, res.objective, res.lower_bound, res.gap,
                       res.runtime_s]]))
+        if res.stats.get("message"):
+            print(res.stats["message"])
     return 0
 
 
@@ -426,6 +448,47 @@ def cmd_sweep_placement(args) -> int:
                      if "pd" in methods else None})
     else:
         print(render(records))
+        n_cached = sum(cached for _, cached in done)
+        print(f"{len(records)} results ({n_cached} reused) in {out}/ "
+              f"(rerun resumes; --fresh recomputes)")
+    return 0
+
+
+def cmd_sweep_layout(args) -> int:
+    """Layout strategies over a workload grid; resumable like ``sweep placement``."""
+    from opt.layout_sweep import format_shares, pair_speedups, render_layout
+    from opt.sweep import Progress, grid, run_sweep
+    from solvers.api import PLACEMENT_METHODS, solve
+    from solvers.layout import LAYOUT_METHODS
+
+    unknown = [m for m in dict.fromkeys(args.methods) if m not in PLACEMENT_METHODS]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; layout strategies: "
+                         f"{', '.join(LAYOUT_METHODS)}", source="<argument>", field="methods")
+    cat, cards = _catalog(args), _cards(args)
+    workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
+    methods = list(dict.fromkeys(args.methods))
+    out = Path(args.out)
+    if args.budget_gb is not None:
+        out = out / f"budget-{args.budget_gb:g}GB"
+    elif args.budget_factor is not None:
+        out = out / f"budget-x{args.budget_factor:g}"
+    params = _parse_params(args.param)
+
+    def solve_one(inst, method):  # --param goes to the WLA strategies only
+        return solve(_apply_budget(inst, args), method, time_limit=args.time_limit,
+                     num_workers=args.workers, seed=args.seed,
+                     **(params if method.startswith("bifocal/wla") else {}))
+
+    progress = Progress(len(workloads) * len(methods), stream=sys.stderr)
+    done = run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=cards,
+                     layers=args.layers, tp=args.tp, resume=not args.fresh, progress=progress)
+    records = [rec for rec, _ in done]
+    if args.json:
+        _print_json({"records": [{**rec, "cached": cached} for rec, cached in done],
+                     "speedups": pair_speedups(records), "format_mix": format_shares(records)})
+    else:
+        print(render_layout(records))
         n_cached = sum(cached for _, cached in done)
         print(f"{len(records)} results ({n_cached} reused) in {out}/ "
               f"(rerun resumes; --fresh recomputes)")
@@ -532,6 +595,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
     pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
     pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
+    pl.add_argument("--formats", nargs="+", metavar="FMT",
+                    help="P2 layout formats offered (default linear npu_opt pim_opt dual)")
+    _add_budget_args(pl)
     pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
     pl.set_defaults(func=cmd_build_placement)
     sp = bsub.add_parser("serving-plan", parents=[common],
@@ -612,6 +678,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results/sweep", help="results folder (default %(default)s)")
     s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
     s.set_defaults(func=cmd_sweep_placement)
+
+    s = swsub.add_parser("layout", parents=[common],
+                         help="P2 weight layout: layout strategies over a workload grid")
+    s.add_argument("--models", nargs="+", default=["dops-qwen-1.8b"], metavar="M")
+    s.add_argument("--platforms", nargs="+", default=["HP32"], metavar="P")
+    s.add_argument("--prefill", type=int, nargs="+", default=[8, 32, 64, 128, 1024],
+                   metavar="L_IN")
+    s.add_argument("--decode", type=int, nargs="+", default=[8, 32, 64, 128, 1024],
+                   metavar="L_OUT")
+    s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8], metavar="B")
+    s.add_argument("--methods", nargs="+", metavar="METHOD",
+                   default=["pd/linear", "pd/dual", "bifocal/linear", "bifocal/dual",
+                            "bifocal/wla"],
+                   help="layout strategies (default: the five of DOPS §6.5)")
+    s.add_argument("--layers", type=int, help="use only the first N layers")
+    s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    _add_budget_args(s)
+    s.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="passed to the WLA strategies (e.g. budget=20 evaluations)")
+    s.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds per exact solve (default 60)")
+    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default="results/layout",
+                   help="results folder (default %(default)s; a budget adds a subfolder)")
+    s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    s.set_defaults(func=cmd_sweep_layout)
 
     s = sub.add_parser("bench", parents=[common], help="run the bundled benchmark suite")
     s.add_argument("--out", default="results/bench", help="results folder (default %(default)s)")

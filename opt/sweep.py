@@ -148,7 +148,8 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "decode_time": metrics.get("decode_time"), "mean_tpot": metrics.get("mean_tpot"),
             "lower_bound": result.lower_bound, "runtime_s": result.runtime_s,
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
-            "layers": layers, "tp": tp}
+            "layers": layers, "tp": tp,
+            **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
 @dataclass
