@@ -75,10 +75,11 @@ def _fixed_format(method: str, scheduler: str, fmt: str) -> Backend:
 
             solution = static_schedule(view, "pd")
         else:
-            from heuristics.bifocal import BifocalParams, bifocal_schedule
+            from heuristics.bifocal import bifocal_schedule
+            from heuristics.wla import WlaParams
 
-            solution = bifocal_schedule(view, BifocalParams.from_dict(options.params),
-                                        stats=stats)
+            _, bp = WlaParams.split(options.params)  # Bifocal's knobs (WLA's are ignored)
+            solution = bifocal_schedule(view, bp, stats=stats)
         return Result(problem="placement", method=method, status="FEASIBLE",
                       runtime_s=time.perf_counter() - t0, seed=options.seed,
                       params=dict(options.params), solution=solution,
@@ -107,11 +108,13 @@ def _wla(method: str, dual: bool) -> Backend:
             if exc.field == "memory_budget":
                 return infeasible(method, options, str(exc), t0)
             raise
+        stats = {**out.stats(), "wla_params": asdict(p), **layout_stats(inst, out.formats)}
+        stats["sweep_record"].update(evaluations=len(out.trajectory),
+                                     stop_reason=out.stop_reason,
+                                     trajectory=[r["makespan"] for r in out.trajectory])
         return Result(problem="placement", method=method, status="FEASIBLE",
                       runtime_s=time.perf_counter() - t0, seed=options.seed,
-                      params=dict(options.params), solution=out.solution,
-                      stats={**out.stats(), "wla_params": asdict(p),
-                             **layout_stats(inst, out.formats)})
+                      params=dict(options.params), solution=out.solution, stats=stats)
 
     backend.__name__ = backend.__qualname__ = "_wla_dual" if dual else "_wla"
     return backend
