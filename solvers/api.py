@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from models.options import SolveOptions
+from opt.certified_bounds import certified_lower_bound
 from opt.errors import InputError, UnknownNameError
 from opt.instance import PlacementInstance
 from opt.layout import relaxed_instance
-from opt.lower_bounds import placement_lower_bound
 from opt.result import Result
 from opt.validator import ScheduleError, certify_placement, validate_placement
 from solvers.layout import LAYOUT_EXACT, LAYOUT_METHODS
@@ -37,15 +37,16 @@ def _heuristic_result(inst: PlacementInstance, method: str, options: SolveOption
     """Run a heuristic ``schedule()`` and wrap it: FEASIBLE with the cheap certified bound."""
     import time
 
-    from opt.lower_bounds import placement_lower_bound
+    from opt.certified_bounds import certified_lower_bound
 
     t0 = time.perf_counter()
     solution = schedule()
+    runtime_s = time.perf_counter() - t0
     return Result(problem="placement", method=method, status="FEASIBLE",
-                  lower_bound=float(placement_lower_bound(inst)),
-                  runtime_s=time.perf_counter() - t0, seed=options.seed,
+                  lower_bound=float(certified_lower_bound(inst).value),
+                  runtime_s=runtime_s, seed=options.seed,
                   params=dict(options.params), solution=solution,
-                  stats={"lower_bound_kind": "critical path / average work / first weight",
+                  stats={"lower_bound_kind": "certified (opt.certified_bounds)",
                          **stats})
 
 
@@ -161,9 +162,9 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
         result.stats["incumbent"] = "warm start (the solver found none within the limit)"
     if result.status not in ("INFEASIBLE", "ERROR"):
         # layout methods choose formats: bound the format-relaxed instance (opt.layout)
-        analytic = float(placement_lower_bound(relaxed_instance(instance)
-                                               if solver in LAYOUT_METHODS else instance))
-        if result.lower_bound is None or analytic > result.lower_bound:
-            result.lower_bound = analytic
-            result.stats["lower_bound_source"] = "analytic (critical path / work / first load)"
+        cert = certified_lower_bound(relaxed_instance(instance)
+                                     if solver in LAYOUT_METHODS else instance)
+        if result.lower_bound is None or cert.value > result.lower_bound:
+            result.lower_bound = float(cert.value)
+            result.stats["lower_bound_source"] = f"certified ({cert.best}, opt.certified_bounds)"
     return certify_placement(instance, result)
