@@ -120,14 +120,73 @@ def _wla(method: str, dual: bool) -> Backend:
     return backend
 
 
+def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]
+                      ) -> tuple[str, dict[str, Any]] | None:
+    """The best eviction-free schedule within ``formats`` and the budget among Bifocal/WLA
+    (with ``dual`` when allowed), Bifocal/Dual and HEFT/Linear: (name, solution) or None."""
+    from heuristics.bifocal import bifocal_schedule
+    from heuristics.list_scheduler import heft
+    from heuristics.wla import WlaParams, wla
+
+    cands: list[tuple[str, Any]] = []
+    if "linear" in formats:
+        cands.append(("bifocal/wla", lambda: wla(inst, WlaParams(dual="dual" in formats)).solution))
+        cands.append(("heft/linear", lambda: heft(with_formats(inst, uniform(inst, "linear")))))
+    if "dual" in formats and fits_budget(inst, uniform(inst, "dual")):
+        cands.append(("bifocal/dual",
+                      lambda: bifocal_schedule(with_formats(inst, uniform(inst, "dual")))))
+    best = None
+    for name, make in cands:
+        try:
+            sol = make()
+        except InputError:
+            continue  # e.g. capacities the heuristic cannot meet
+        if sol.get("evictions") or any(f not in formats for f in sol["formats"].values()) \
+                or not fits_budget(inst, sol["formats"]):
+            continue
+        ms = max((c["end"] for c in sol["compute"]), default=0)
+        if best is None or ms < best[0]:
+            best = (ms, name, sol)
+    return None if best is None else (best[1], best[2])
+
+
 def _cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
+    """Joint model, warm-started from the best layout heuristic unless an initial solution
+    is given; the warm start is kept when CP-SAT returns nothing better within the limit."""
+    from dataclasses import replace
+
     from models.layout_cpsat import solve_layout_cpsat
+    from opt.layout import allowed_formats
 
     t0 = time.perf_counter()
-    msg = budget_message(inst)
+    params = dict(options.params)
+    formats = allowed_formats(inst, params.get("formats"))
+    msg = budget_message(inst, formats)
     if msg is not None:
         return infeasible("cpsat-layout", options, msg, t0)
-    return solve_layout_cpsat(inst, options)
+    warm_kind = params.pop("warm", "heuristic")
+    if warm_kind not in ("heuristic", "none"):
+        raise InputError(f"parameter 'warm' must be heuristic or none, got {warm_kind!r}",
+                         field="params.warm")
+    options = replace(options, params=params)
+    if options.initial_solution is not None:
+        warm = ("initial_solution", options.initial_solution)
+    else:
+        warm = layout_warm_start(inst, formats) if warm_kind == "heuristic" else None
+    if warm is not None:
+        options = replace(options, initial_solution=warm[1])
+    res = solve_layout_cpsat(inst, options)
+    res.stats["layout_warm_start"] = None if warm is None else warm[0]
+    if warm is not None and not warm[1].get("evictions"):
+        ms = max((c["end"] for c in warm[1]["compute"]), default=0)
+        if res.solution is None or ms < (res.objective or float("inf")):
+            res.solution = warm[1]
+            res.objective = float(ms)
+            res.status = "FEASIBLE"
+            res.stats["incumbent"] = f"warm start {warm[0]} (CP-SAT found nothing better)"
+    if res.solution is not None:
+        res.stats.update(layout_stats(inst, res.solution["formats"]))
+    return res
 
 
 def _cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
@@ -137,7 +196,10 @@ def _cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
     msg = budget_message(inst)
     if msg is not None:
         return infeasible("cpsat-formats", options, msg, t0)
-    return solve_format_only(inst, options)
+    res = solve_format_only(inst, options)
+    if res.solution is not None:
+        res.stats.update(layout_stats(inst, res.solution["formats"]))
+    return res
 
 
 #: Layout strategies by method name (merged into ``solvers.api.PLACEMENT_METHODS``).
@@ -151,5 +213,6 @@ LAYOUT_METHODS: dict[str, Backend] = {
     "cpsat-layout": _cpsat_layout,
     "cpsat-formats": _cpsat_formats,
 }
-#: Layout methods that take a warm start (``solvers.solve`` seeds them like the P1 models).
-LAYOUT_EXACT = frozenset({"cpsat-layout"})
+#: Layout methods ``solvers.solve`` should seed with HEFT: none, ``cpsat-layout`` picks its
+#: own warm start (:func:`layout_warm_start`).
+LAYOUT_EXACT: frozenset[str] = frozenset()
