@@ -49,8 +49,8 @@ def small(args: argparse.Namespace) -> int:
     ratios_old: list[float] = []
     bugs = 0
     named: list[tuple[str, Any, int | None]] = []
-    for entry in instances.entries("placement"):
-        named.append((entry.name, instances.load(entry.name), entry.optimum))
+    for info, inst in instances.iter_instances("placement"):
+        named.append((info.name, inst, info.optimum))
     seen: set[tuple] = set()
     seed = 1000
     while len([n for n in named if n[0].startswith("gap")]) < args.cases:
