@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from opt.serving import ServingInstance, lcm_all
-from opt.serving_plan import Owner, ServingPlan, template_from_sequence
+from opt.serving_plan import Owner, ServingPlan, boundary_occurrences, template_from_sequence
 
 #: Per-layer owner patterns of the baselines over the builder's five ops per layer
 #: (qkv, attn, o_proj, ffn_in, ffn_out).
@@ -103,6 +103,7 @@ class _Role:
     busy: np.ndarray      # [C, MB] ticks per token
     send: np.ndarray      # [MB] transfer durations it sends along the path per token
     out: np.ndarray       # [MB] NIC out serialisation per token
+    inn: np.ndarray       # [MB] NIC in serialisation per token (at its own b̂)
     weights: float        # resident bytes per replica
     kv: float             # KV bytes per request
 
@@ -111,7 +112,6 @@ class _Role:
 class _Seq:
     owner: np.ndarray
     roles: list[_Role]
-    inflow: np.ndarray    # [sender, receiver, MB]: NIC in serialisation, by the sender's b̂
 
 
 def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
@@ -124,23 +124,23 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
     kv_op = np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64) * cnt
     send = np.zeros((k, nmb), dtype=np.int64)
     out = np.zeros((k, nmb), dtype=np.int64)
-    inflow = np.zeros((k, k, nmb), dtype=np.int64)
+    inn = np.zeros((k, nmb), dtype=np.int64)
     if k > 1:
         for i in range(n):
             nxt = (i + 1) % n
             if owner[i] == owner[nxt]:
                 continue
-            occ = int(cnt[nxt]) if i < n - 1 else inst.blocks_run - 1
+            occ = boundary_occurrences(inst, i)
             if occ <= 0:
                 continue
             s, r = owner[i], owner[nxt]
             send[s] += occ * inst.transfer_duration[:, i]
             out[s] += occ * inst.transfer_busy[:, i]
-            inflow[s, r] += occ * inst.transfer_busy[:, i]
+            inn[r] += occ * inst.transfer_busy[:, i]
         if last != first:
             send[last] += inst.token_transfer_duration
             out[last] += inst.token_transfer_busy
-            inflow[last, first] += inst.token_transfer_busy
+            inn[first] += inst.token_transfer_busy
     roles = []
     for m in range(k):
         mask = owner == m
@@ -153,8 +153,8 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
             busy = busy + inst.head_duration[:, :, 1]
             if not (inst.tied_embeddings and last == first):
                 weights += inst.lm_head_weight_bytes
-        roles.append(_Role(busy, send[m], out[m], weights, float(kv_op[mask].sum())))
-    return _Seq(owner, roles, inflow)
+        roles.append(_Role(busy, send[m], out[m], inn[m], weights, float(kv_op[mask].sum())))
+    return _Seq(owner, roles)
 
 
 @dataclass
@@ -166,7 +166,7 @@ class _Cands:
     mb: np.ndarray
     busy: np.ndarray
     send: np.ndarray
-    out: np.ndarray
+    out: np.ndarray       # busier NIC direction of one replica per token
     rate: np.ndarray      # $/s per request of one replica: price / b
     tp: np.ndarray
 
@@ -194,7 +194,7 @@ def _candidates(inst: ServingInstance, role: _Role, mu: int, frontier: bool
         ok = role.weights + b * role.kv <= cap
         for c in np.flatnonzero(ok & (tps <= inst.grid.max_gpus)):
             rows.append((c, b, mb, int(role.busy[c, mb]), int(role.send[mb]),
-                         int(role.out[mb]), price[c] / b, tps[c]))
+                         max(int(role.out[mb]), int(role.inn[mb])), price[c] / b, tps[c]))
     if not rows:
         empty = np.zeros(0, dtype=np.int64)
         return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty), raw
@@ -347,20 +347,17 @@ class _Searcher:
         busy_max = np.zeros(nl, dtype=np.int64)
         out_max = np.zeros(nl, dtype=np.int64)
         rate = np.zeros(nl)
-        inflow = np.zeros((k, nl), dtype=np.int64)
         for m, j in enumerate(chosen):
             c = cands[m]
             path += int(c.busy[j] + c.send[j])
             busy_max = np.maximum(busy_max, int(c.busy[j]))
             out_max = np.maximum(out_max, int(c.out[j]))
             rate += float(c.rate[j])
-            inflow += seq.inflow[m, :, int(c.mb[j])][:, None]
         path += last.busy + last.send
         busy_max = np.maximum(busy_max, last.busy)
         out_max = np.maximum(out_max, last.out)
         rate += last.rate
-        inflow += seq.inflow[k - 1][:, last.mb]
-        t = np.maximum.reduce([path, mu * busy_max, mu * out_max, mu * inflow.max(axis=0)])
+        t = np.maximum.reduce([path, mu * busy_max, mu * out_max])
         # replicas and GPUs with the global batch B = lcm of the owners' batches
         bs = [int(cands[m].batch[j]) for m, j in enumerate(chosen)]
         lcm = np.array([lcm_all(bs + [int(b)]) for b in last.batch], dtype=np.int64)

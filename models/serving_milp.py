@@ -42,7 +42,10 @@ for at least one op, tp_j·B/b_j ≤ max GPUs). Times are the instance's integer
 - ``e[i,m,b]`` ∈ [0,1] ≥ Σ_{j: b_j=b} x[i,m,j] − y[i+1,m]: owner m sends the boundary
   activation after op i at its microbatch b/μ (boundaries with zero occurrences omitted; K ≥ 2).
   Only lower-bounded: every e appears with non-negative coefficients in ``T ≥ …`` rows, so the
-  minimal T equals the true T_rtt;
+  minimal T equals the true T_rtt; ``g[i,m,b]`` ≥ Σ_{j: b_j=b} x[i+1,m,j] − y[i,m] likewise
+  marks owner m *receiving* that boundary at its own microbatch (NIC-in is charged per
+  receiving replica), and ``h[b]`` ≥ Σ_{j: b_j=b} x[0,0,j] − y[last_op,0] the token ids
+  reaching owner 0 from another LM-head owner;
 - busy_m = Σ_j busy_mj, busy_mj = Σ_i op_count_i·op_duration[c_j, b_j/μ, i]·x[i,m,j] +
   embedding (owner 0, via z[0,j]) + LM head (via x[last_op, m, j]); the receiver of owner
   m's boundary transfers is m+1 mod K, the token ids go from the LM-head owner (m ≠ 0, via
@@ -76,7 +79,7 @@ import pyomo.environ as pyo
 
 from models.placement_milp import _SCHEDULER_CLASH, _run_highs
 from opt.serving import ServingInstance, lcm_all
-from opt.serving_plan import (REPORT_RTOL, Owner, PlanError, PlanMetrics, ServingPlan,
+from opt.serving_plan import (REPORT_RTOL, Owner, boundary_occurrences, PlanError, PlanMetrics, ServingPlan,
                               evaluate_plan, plan_from_solution, template_from_sequence)
 
 #: HiGHS tolerances: an owner's busy time reaches ~SLO, so y within the default 1e-6 integrality
@@ -262,12 +265,28 @@ def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
     out_by_b: dict[tuple[int, int], Any] = {(mm, b): 0 for mm in M for b in batch_vals}
     nic_in: list[Any] = [0 for _ in M]
     if k > 1:
-        occ = [cnt[i + 1] for i in range(n - 1)] + [inst.blocks_run - 1]
+        occ = [boundary_occurrences(inst, i) for i in range(n)]
         bidx = [i for i in I if occ[i] > 0]
         md.e = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
         md.e_def = pyo.Constraint(
             bidx, M, batch_vals, rule=lambda mod, i, mm, b:
             mod.e[i, mm, b] >= xb(mod, i, mm, b) - mod.y[(i + 1) % n, mm])
+        # receiving side: owner m receives boundary i at its own batch b (its replica's b̂)
+        md.g = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
+        md.g_def = pyo.Constraint(
+            bidx, M, batch_vals, rule=lambda mod, i, mm, b:
+            mod.g[i, mm, b] >= xb(mod, (i + 1) % n, mm, b) - mod.y[i, mm])
+        # token ids reach owner 0 (embedding) at its batch when the LM-head owner is another
+        md.h = pyo.Var(batch_vals, bounds=(0, 1))
+        md.h_def = pyo.Constraint(
+            batch_vals, rule=lambda mod, b: mod.h[b] >= xb(mod, 0, 0, b) - mod.y[last, 0])
+        for mm in M:
+            for b in batch_vals:
+                mb = mb_of_b[b]
+                nic_in[mm] = nic_in[mm] + sum(
+                    ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.g[i, mm, b] for i in bidx)
+        for b in batch_vals:
+            nic_in[0] = nic_in[0] + ts * int(inst.token_transfer_busy[mb_of_b[b]]) * md.h[b]
         for mm in M:
             for b in batch_vals:
                 mb = mb_of_b[b]
@@ -275,12 +294,10 @@ def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
                           for i in bidx)
                 o_b = sum(ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.e[i, mm, b]
                           for i in bidx)
-                nic_in[(mm + 1) % k] = nic_in[(mm + 1) % k] + o_b
                 if mm != 0:  # token ids from the LM-head owner back to owner 0
                     s_b = s_b + ts * int(inst.token_transfer_duration[mb]) * xb(md, last, mm, b)
                     tok = ts * int(inst.token_transfer_busy[mb]) * xb(md, last, mm, b)
                     o_b = o_b + tok
-                    nic_in[0] = nic_in[0] + tok
                 send[mm] = send[mm] + s_b
                 out_by_b[mm, b] = o_b
 

@@ -516,14 +516,50 @@ def cmd_sweep_layout(args) -> int:
     return 0
 
 
+def cmd_sweep_serving(args) -> int:
+    from opt.serving import ServingGrid
+    from opt.serving_sweep import cells, render, run_serving_sweep
+    from opt.sweep import Progress
+    from solvers.serving import SERVING_METHODS
+    from solvers import solve
+
+    unknown = [m for m in dict.fromkeys(args.methods) if m not in SERVING_METHODS]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(SERVING_METHODS)}", source="<argument>", field="methods")
+    todo = cells(args.models, args.gpus, args.contexts, args.slo_ms)
+    grid = ServingGrid(max_gpus=args.max_gpus, max_owners=args.max_owners,
+                       max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
+                       batches=_int_csv(args.batches, "batches"))
+    out = Path(args.out)
+
+    def solve_one(inst, method):
+        return solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
+                     seed=args.seed)
+
+    progress = Progress(len(todo) * len(dict.fromkeys(args.methods)), stream=sys.stderr)
+    done = run_serving_sweep(todo, args.methods, out, solve_one, catalog=_catalog(args),
+                             cards=_cards(args), grid=grid, tp_degrees=_int_csv(args.tp, "tp"),
+                             resume=not args.fresh, progress=progress)
+    records = [rec for rec, _ in done]
+    if args.json:
+        _print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})
+    else:
+        print(render(records))
+        print(f"{len(records)} results ({sum(c for _, c in done)} reused) in {out}/ "
+              f"(rerun resumes; --fresh recomputes)")
+    return 0
+
+
 # ---- bench --------------------------------------------------------------------------------------
 
 def cmd_bench(args) -> int:
     from opt.bench import render, run_cases
     from opt.suite import core_cases
     from solvers.bench import placement_cases
+    from solvers.serving_bench import serving_cases
 
-    cases = core_cases() + placement_cases()
+    cases = core_cases() + placement_cases() + serving_cases()
     if args.case:
         wanted = set(args.case)
         unknown = wanted - {c.name for c in cases}
@@ -708,6 +744,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results/sweep", help="results folder (default %(default)s)")
     s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
     s.set_defaults(func=cmd_sweep_placement)
+    s = swsub.add_parser("serving", parents=[common],
+                         help="P3 serving plans: model x GPU mix x context x SLO x method")
+    s.add_argument("--models", nargs="+", required=True, metavar="M")
+    s.add_argument("--gpus", nargs="+", required=True, metavar="MIX",
+                   help="GPU mixes, each comma-separated (H100 H100,L40S H100,A100)")
+    s.add_argument("--contexts", type=int, nargs="+", required=True, metavar="S")
+    s.add_argument("--slo-ms", type=float, nargs="+", required=True, metavar="MS")
+    s.add_argument("--methods", nargs="+", default=["col", "afd", "cad", "bnb"],
+                   metavar="METHOD", help="bnb | milp | col | afd | cad (default: all but milp)")
+    s.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
+    s.add_argument("--batches", default="1,2,4,8,16,32,64,128,256")
+    s.add_argument("--max-gpus", type=int, default=32)
+    s.add_argument("--max-owners", type=int, default=3)
+    s.add_argument("--max-replicas", type=int, default=4)
+    s.add_argument("--max-microbatches", type=int, default=4)
+    s.add_argument("--time-limit", type=float, default=600.0, help="seconds per solve")
+    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default="results/serving", help="results folder (default %(default)s)")
+    s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    s.set_defaults(func=cmd_sweep_serving)
 
     s = swsub.add_parser("layout", parents=[common],
                          help="P2 weight layout: layout strategies over a workload grid")

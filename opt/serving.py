@@ -183,7 +183,7 @@ class ServingInstance:
     @property
     def last_op(self) -> int:
         """Index (within the block) of the last op a token runs before the LM head."""
-        return (self.partial_ops if self.partial_layers else self.n_ops) - 1
+        return (self.partial_ops if self.partial_ops else self.n_ops) - 1
 
     def config_index(self, config_id: str) -> int:
         for k, c in enumerate(self.configs):

@@ -12,8 +12,11 @@ Quantities (integers in the instance's ``time_unit``; per microbatch of owner m,
 
 - ``busy[m]`` = Σ op durations owner m runs per token (its share of one round trip);
 - ``path`` = Σ_m busy[m] + Σ transfer durations along the token (K > 1 only);
-- ``net_out[m]``/``net_in[m]`` = serialisation time of the transfers leaving / entering owner
-  m's NIC per token (full duplex: the two directions are separate endpoints);
+- ``net_out[m]``/``net_in[m]`` = serialisation time of the transfers leaving / entering one
+  replica of owner m per token, at that replica's own b̂_m (full duplex: the two directions are
+  separate endpoints; a replica sends and receives the activations of its own b̂_m requests
+  whatever the other owners' batches — an owner with a larger batch aggregates several
+  senders' microbatches);
 - ``T_rtt = max(path, μ·max busy, μ·max net_out, μ·max net_in)`` — SPEC §3.2;
 - memory per replica of owner m: its ops' weights (every block) + b_m · its ops' KV bytes;
 - ``CPT = T_rtt · Σ_m c_m / b_m`` ($ per token), reported in $ per million tokens.
@@ -90,6 +93,13 @@ class PlanMetrics:
     def cost_usd_per_mtok(self) -> float:
         return self.cost_usd_per_token * 1e6
 
+
+
+def boundary_occurrences(inst: ServingInstance, i: int) -> int:
+    """How many times per token the boundary after block op i is crossed: the times op i + 1
+    runs, and for the block boundary (i = N − 1) the times op 0 runs after a previous block."""
+    cnt = inst.op_count
+    return int(cnt[i + 1]) if i < inst.n_ops - 1 else int(cnt[0]) - 1
 
 
 def owner_sequence(n_ops: int, template: tuple[int, ...], k: int) -> np.ndarray:
@@ -202,20 +212,19 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
             nxt = (i + 1) % n
             if owner[i] == owner[nxt]:
                 continue
-            occ = int(cnt[nxt]) if i < n - 1 else inst.blocks_run - 1
+            occ = boundary_occurrences(inst, i)
             if occ <= 0:
                 continue
-            mb = mb_idx[owner[i]]
+            mb, mb_r = mb_idx[owner[i]], mb_idx[owner[nxt]]
             path += occ * int(inst.transfer_duration[mb, i])
-            busy_t = occ * int(inst.transfer_busy[mb, i])
-            net_out[owner[i]] += busy_t
-            net_in[owner[nxt]] += busy_t
+            net_out[owner[i]] += occ * int(inst.transfer_busy[mb, i])
+            net_in[owner[nxt]] += occ * int(inst.transfer_busy[mb_r, i])
             boundaries += occ
         if last != first:
             mb = mb_idx[last]
             path += int(inst.token_transfer_duration[mb])
             net_out[last] += int(inst.token_transfer_busy[mb])
-            net_in[first] += int(inst.token_transfer_busy[mb])
+            net_in[first] += int(inst.token_transfer_busy[mb_idx[first]])
     compute_terms = tuple(int(mu * b) for b in busy)
     t_rtt = max(path, max(compute_terms), int(mu * net_out.max()), int(mu * net_in.max()))
 

@@ -31,14 +31,11 @@ What is simulated
   taking its queued jobs first-come-first-served by ready time, ties broken by stream index.
   Events at the same instant are all applied before any resource picks its next job.
 
-NIC accounting (``nic``):
-- ``"formula"`` (default): the receiver's endpoint is busy as long as the sender's
-  (``transfer_busy`` at the *sender's* b̂), exactly the checker's ``net_in`` — so every
-  resource's work per round equals the formula's term and the provable inequalities hold;
-- ``"replica"``: each receiving replica deserialises its own share, ``transfer_busy`` at the
-  *receiver's* b̂ (with different batches per owner one receiver gathers from several senders
-  or one sender feeds several receivers). This is the physically consistent per-replica load;
-  the formula's ``net_in`` differs from it when owners' batches differ.
+NIC accounting: each receiving replica deserialises its own share, ``transfer_busy`` at the
+*receiver's* b̂ (with different batches per owner one receiver gathers from several senders
+or one sender feeds several receivers) — the per-replica load the checker's ``net_in`` uses,
+so every resource's work per round equals the formula's term (``nic="formula"``, the default);
+``nic="sender"`` charges the receiver at the sender's b̂ instead, for comparison.
 
 Not simulated: KV-cache / memory pressure, request arrivals and completions (a full batch
 decodes forever at the workload's mean context), replica skew, contention on the network core
@@ -69,7 +66,7 @@ from opt.serving import ServingInstance
 from opt.serving_plan import (PlanError, PlanMetrics, ServingPlan, evaluate_plan, owner_sequence,
                               plan_from_solution)
 
-NIC_MODELS = ("formula", "replica")
+NIC_MODELS = ("formula", "sender")
 
 # Event kinds of the loop (heap entries: (time, order, kind, a, b)).
 _EV_READY = 0        # stream b's current step becomes ready at resource a
@@ -163,7 +160,7 @@ def token_chain(inst: ServingInstance, plan: ServingPlan, nic: str = "formula") 
         src.append(a)
         dst.append(b)
         b_out.append(busy_a)
-        b_in.append(busy_b if nic == "replica" else busy_a)
+        b_in.append(busy_a if nic == "sender" else busy_b)
         lat.append(total - busy_a)
 
     def add_segment(m: int, d: int) -> None:
@@ -395,7 +392,7 @@ def simulate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any], *,
     and compare with the checker's formula (module docstring for the model).
 
     tokens: tokens every microbatch stream completes (≥ warmup + 1); warmup: leading tokens
-    of each stream excluded from the measurement; nic: ``"formula"`` or ``"replica"`` NIC-in
+    of each stream excluded from the measurement; nic: ``"formula"`` or ``"sender"`` NIC-in
     accounting. Raises :class:`PlanError` on a structurally invalid plan and ValueError on bad
     arguments. Plans violating memory / SLO / GPU limits are simulated all the same."""
     if isinstance(plan, dict):

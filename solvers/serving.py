@@ -163,7 +163,7 @@ def _milp_backend(inst: ServingInstance, *, time_limit: float | None,
 
     t0 = time.perf_counter()
     out = solve_serving_milp(inst, time_limit=time_limit, threads=num_workers, seed=seed,
-                             **params)
+                             initial_plan=incumbent, **params)
     stats = {"space": "full template space", **dict(out.stats)}
     if out.plan is None:
         if out.status == "INFEASIBLE":

@@ -72,7 +72,10 @@ def _assert_provable(inst: ServingInstance, plan: ServingPlan, rep: SimReport) -
             met.busy + met.net_out + met.net_in
         assert chain.path == met.path
         assert rep.lower_bound == met.t_rtt
-        if mu == 1:  # one stream never waits for itself: exactly the path
+        if mu == 1 and len({o.batch for o in plan.owners}) == 1:
+            # one stream never waits for itself: exactly the path (with unequal batches a
+            # receiver deserialises its own, larger share, which the path's u_j — one
+            # microbatch at the sender's b̂, SPEC §3.2 — does not include)
             assert rep.interval_min == rep.interval_max == met.path == met.t_rtt
             assert rep.t_rtt_sim == met.t_rtt
 
@@ -203,7 +206,7 @@ def _random_case(draw: st.DrawFn) -> tuple[ServingInstance, ServingPlan]:
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_random_case(), st.sampled_from(["formula", "replica"]))
+@given(_random_case(), st.sampled_from(["formula", "sender"]))
 def test_random_plans_satisfy_the_provable_bounds(case: tuple[ServingInstance, ServingPlan],
                                                  nic: str) -> None:
     inst, plan = case
@@ -238,7 +241,7 @@ def test_builder_plans_close_to_the_formula(builder_plans) -> None:
         assert 1.0 - 1e-9 <= rep.ratio <= 1.6, (name, rep.ratio)
         if plan.owners_count == 1 and plan.microbatches == 1:
             assert rep.ratio == 1.0, name
-        rep2 = simulate_plan(inst, plan, nic="replica")
+        rep2 = simulate_plan(inst, plan, nic="sender")
         _assert_provable(inst, plan, rep2)
         assert rep2.t_rtt_sim >= rep.lower_bound * (1 - 1e-9), name
 
