@@ -404,8 +404,9 @@ def _print_serving_result(res) -> None:
               f"{search['nodes']:,} nodes, {search['evaluations']:,} evaluations")
     sim = res.stats.get("simulation")
     if sim:
-        print(f"simulated T_rtt {sim.get('simulated_t_rtt_ms')} ms vs formula "
-              f"{sim.get('formula_t_rtt_ms')} ms")
+        print(f"simulated T_rtt {sim['t_rtt_sim_s'] * 1e3:.4g} ms vs formula "
+              f"{sim['t_rtt_formula_s'] * 1e3:.4g} ms (ratio {sim['ratio']:.3f}; the formula "
+              f"stays the objective)")
 
 
 def cmd_bound(args) -> int:
