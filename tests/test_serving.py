@@ -17,7 +17,7 @@ from opt.cli import main
 from opt.errors import InputError
 from opt.hardware import bundled_catalog
 from opt.modelcard import bundled_cards
-from opt.serving import ServingGrid, ServingInstance, serving_instance_from_dict
+from opt.serving import ServingInstance, serving_instance_from_dict
 from opt.serving_builder import ServingWorkload, build_serving_plan
 from opt.serving_plan import (Owner, PlanError, ServingPlan, check_plan, evaluate_plan,
                               owner_sequence, plan_solution, template_from_sequence)
