@@ -20,6 +20,11 @@ Modelling choices (documented; each is a switch or a clear default):
   all-reduce's duration includes its data movement, so its edges carry 0 bytes (latency only).
 - Legality: NPU/GPU run every compute op; PIM all but router, combine, embed, lm_head; the
   all-reduce only the host (the fabric).
+- Quantisation and sparsity (SPEC §1.4, DOPS §4.1): ``BuildOptions.precision`` sets weight /
+  activation / KV bytes per element (int4 = 4 bits + an fp16 scale per 128-element group) and
+  so block sizes, load durations, op bytes and edge payloads; ``BuildOptions.sparsity`` scales
+  FLOPs and bytes as documented in :class:`opt.operators.Sparsity` (prefill uses the prefill
+  activation ratio, decode steps the decode one). Model cards are never modified.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from opt.hardware import FORMATS, Catalog, PlatformSpec
 from opt.instance import Device, Layout, PlacementInstance, build_instance, make_links
 from opt.latency import ring_allreduce_s, star_allreduce_s
 from opt.modelcard import ModelCard
-from opt.operators import Op, Precision, head_ops, layer_ops
+from opt.operators import Op, Precision, Sparsity, head_ops, layer_ops
 from opt.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
 
 PIM_ILLEGAL = frozenset({"router", "combine", "embed", "lm_head"})
@@ -66,8 +71,11 @@ class Workload:
 @dataclass(frozen=True)
 class BuildOptions:
     """layers: use only the first k layers (small instances); tp: tensor-parallel shards;
-    block_span: layers per weight block; dtype: weight precision (activations and KV fp16);
-    time_unit: integer tick of the instance; experts: routed experts per MoE layer (default
+    block_span: layers per weight block; dtype: weight precision (activations and KV fp16)
+    when ``precision`` is None; precision: weight / activation / KV precision
+    (:class:`opt.operators.Precision`; overrides ``dtype``, which must then be left at fp16 or
+    agree with ``precision.weight``); sparsity: weight / per-phase activation / attention
+    sparsity ratios (:class:`opt.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: routed experts per MoE layer (default
     0..k−1, deterministic top-k as in DOPS); formats: the P2 layout formats offered (default
     all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
     memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited)."""
@@ -80,6 +88,34 @@ class BuildOptions:
     experts: tuple[int, ...] | None = None
     formats: tuple[str, ...] | None = None
     memory_budget: int | None = None
+    precision: Precision | None = None
+    sparsity: Sparsity | None = None
+
+    def resolved_precision(self) -> Precision:
+        """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
+        if self.precision is None:
+            dtype_bytes(self.dtype)
+            return Precision(weight=self.dtype)
+        if not isinstance(self.precision, Precision):
+            raise InputError(f"precision must be a Precision, got {self.precision!r}",
+                             field="precision")
+        if self.dtype not in ("fp16", self.precision.weight):
+            raise InputError(f"dtype '{self.dtype}' disagrees with precision.weight "
+                             f"'{self.precision.weight}'", field="dtype")
+        return self.precision.check()
+
+
+#: Precision DOPS runs each model in (§6.1: Mixtral-8x7B and Llama-2-70B in INT8 on HP128;
+#: every other model fp16). Our reading of "INT8": weights, activations and KV cache int8.
+PAPER_PRECISION: dict[str, Precision] = {
+    "mixtral-8x7b": Precision(weight="int8", activation="int8", kv="int8"),
+    "llama-2-70b": Precision(weight="int8", activation="int8", kv="int8"),
+}
+
+
+def paper_precision(model: str) -> Precision:
+    """The precision DOPS uses for ``model`` (:data:`PAPER_PRECISION`, else fp16)."""
+    return PAPER_PRECISION.get(model, Precision())
 
 
 @dataclass
@@ -123,7 +159,12 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     if any(card.layer_type(layer) == "linear" for layer in range(n_layers)):
         raise InputError(f"model '{card.name}' has linear-attention layers; the placement "
                          f"builder supports full and sliding attention", field="model")
-    dtype_bytes(opt.dtype)
+    prec = opt.resolved_precision()
+    sparsity = opt.sparsity
+    if sparsity is not None:
+        if not isinstance(sparsity, Sparsity):
+            raise InputError(f"sparsity must be a Sparsity, got {sparsity!r}", field="sparsity")
+        sparsity.check()
     formats = FORMATS if opt.formats is None else tuple(dict.fromkeys(opt.formats))
     if "linear" not in formats or not set(formats) <= set(FORMATS):
         raise InputError(f"formats must be among {', '.join(FORMATS)} and include linear, got "
@@ -131,7 +172,6 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     if opt.memory_budget is not None and opt.memory_budget < 0:
         raise InputError(f"memory_budget must be ≥ 0 bytes, got {opt.memory_budget}",
                          field="memory_budget")
-    prec = Precision(weight=opt.dtype)
     tp = opt.tp
     tick = TIME_UNITS[opt.time_unit]
 
@@ -290,9 +330,10 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
 
         for layer in range(n_layers):
             pre = layer_ops(card, layer, tokens=l_in, context=l_in, batch=batch, precision=prec,
-                            experts=opt.experts)
+                            experts=opt.experts, sparsity=sparsity, phase="prefill")
             dec = layer_ops(card, layer, tokens=1, context=ctx[1:] if l_out else np.array([l_in + 1.0]),
-                            batch=batch, precision=prec, experts=opt.experts)
+                            batch=batch, precision=prec, experts=opt.experts, sparsity=sparsity,
+                            phase="decode")
             if not l_out:
                 dec = [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
                           o.weight_bytes, np.zeros(0)) for o in dec]
@@ -394,7 +435,8 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     meta = {
         "model": card.name, "platform": platform.name,
         "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
-                                                  "version": __version__, **asdict(opt)},
+                                                  "version": __version__, **asdict(opt),
+                                                  "precision": asdict(prec)},
         "kv_home": [devices[d].name for d in kv_home],
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (SPEC §5), integer ticks of time_unit",

@@ -213,7 +213,9 @@ def cmd_build_placement(args) -> int:
                            BuildOptions(layers=args.layers, tp=args.tp,
                                         block_span=args.block_span, dtype=args.dtype,
                                         time_unit=args.time_unit,
-                                        formats=tuple(args.formats) if args.formats else None))
+                                        formats=tuple(args.formats) if args.formats else None,
+                                        precision=_precision_args(args),
+                                        sparsity=_sparsity_args(args)))
     inst = _apply_budget(inst, args)
     t1 = time.perf_counter()
     inst.write(args.output)
@@ -226,6 +228,47 @@ def cmd_build_placement(args) -> int:
               f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
               f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
     return 0
+
+
+def _precision_args(args):
+    """``Precision`` from --weight-dtype/--act-dtype/--kv-dtype/--paper-precision (None when
+    none is given: the builder then uses --dtype for weights, fp16 for the rest)."""
+    from opt.builder import paper_precision
+    from opt.operators import Precision
+
+    given = {k: v for k, v in (("weight", args.weight_dtype), ("activation", args.act_dtype),
+                               ("kv", args.kv_dtype)) if v is not None}
+    if not given and not args.paper_precision:
+        return None
+    base = paper_precision(args.model) if args.paper_precision else Precision(weight=args.dtype)
+    return Precision(**{**base.__dict__, **given}).check()
+
+
+def _sparsity_args(args):
+    """``Sparsity`` from --weight-sparsity, --act-sparsity [prefill=R,decode=R | R],
+    --attn-sparsity (None when all are absent)."""
+    from opt.operators import Sparsity
+
+    if args.weight_sparsity is None and args.act_sparsity is None and args.attn_sparsity is None:
+        return None
+    act = {"prefill": 0.0, "decode": 0.0}
+    if args.act_sparsity is not None:
+        text = args.act_sparsity.strip()
+        try:
+            if "=" not in text:
+                act = dict.fromkeys(act, float(text))
+            else:
+                for part in text.split(","):
+                    key, _, value = part.partition("=")
+                    if key.strip() not in act:
+                        raise InputError(f"expected prefill=R,decode=R or one ratio R, got "
+                                         f"{text!r}", source="<argument>", field="act-sparsity")
+                    act[key.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"expected prefill=R,decode=R or one ratio R, got {text!r}",
+                             source="<argument>", field="act-sparsity") from None
+    return Sparsity(weight=args.weight_sparsity or 0.0, activation_prefill=act["prefill"],
+                    activation_decode=act["decode"], attention=args.attn_sparsity or 0.0).check()
 
 
 def _int_csv(text: str, what: str) -> tuple[int, ...]:
@@ -694,6 +737,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
     pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
     pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
+    pl.add_argument("--weight-dtype", help="weight precision (overrides --dtype)")
+    pl.add_argument("--act-dtype", help="activation precision (default fp16)")
+    pl.add_argument("--kv-dtype", help="KV-cache precision (default fp16)")
+    pl.add_argument("--paper-precision", action="store_true",
+                    help="DOPS' precision for the model (int8 for mixtral-8x7b, llama-2-70b)")
+    pl.add_argument("--weight-sparsity", type=float, metavar="R",
+                    help="fraction of zero weights of the linear projections")
+    pl.add_argument("--act-sparsity", metavar="prefill=R,decode=R",
+                    help="fraction of zero GEMM input activations per phase (or one R)")
+    pl.add_argument("--attn-sparsity", type=float, metavar="R",
+                    help="fraction of (query, key) pairs skipped")
     pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
     pl.add_argument("--formats", nargs="+", metavar="FMT",
                     help="P2 layout formats offered (default linear npu_opt pim_opt dual)")

@@ -47,11 +47,31 @@ CORE_ATTENTION = frozenset({"kv_write", "qk", "softmax", "sv", "gdn_recurrence"}
 
 @dataclass(frozen=True)
 class Precision:
-    """Storage precision of weights, activations and the KV cache (names of ``DTYPE_BYTES``)."""
+    """Storage precision of weights, activations and the KV cache (names of ``DTYPE_BYTES``).
+
+    Precision changes *bytes only* (weights, activations, KV reads/writes, edge payloads, block
+    sizes and hence load durations); FLOPs are 2 per multiply-accumulate whatever the
+    precision, because each device has one peak in the latency models (an int8 MAC-rate gain is
+    not modelled; decode is memory-bound anyway). int8 is 1 byte per element; int4 is grouped
+    quantisation: 4 bits per element plus one fp16 scale (2 bytes) per group of
+    ``opt.units.INT4_GROUP`` = 128 consecutive elements, i.e. 0.5 + 2/128 = 0.515625 bytes per
+    element (no zero point: symmetric quantisation).
+    """
 
     weight: str = "fp16"
     activation: str = "fp16"
     kv: str = "fp16"
+
+    def check(self) -> Precision:
+        """Raise :class:`InputError` naming the field when a dtype name is unknown."""
+        for name in ("weight", "activation", "kv"):
+            value = getattr(self, name)
+            try:
+                dtype_bytes(value)
+            except InputError as exc:
+                raise InputError(f"unknown {name} dtype '{value}' ({exc})",
+                                 field=f"precision.{name}") from None
+        return self
 
     @property
     def w(self) -> float:
@@ -64,6 +84,91 @@ class Precision:
     @property
     def k(self) -> float:
         return dtype_bytes(self.kv)
+
+
+#: Weight families whose GEMMs take weight and activation sparsity (the layer's linear
+#: projections; not the router, the embedding or the LM head).
+SPARSE_FAMILIES = frozenset({"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"})
+
+
+@dataclass(frozen=True)
+class Sparsity:
+    """Sparsity ratios (fractions of zeros in [0, 1)) and how they change each op (DOPS §4.1).
+
+    weight: fraction of zero weights of the layer's linear projections (q/k/v/o, gate/up/down,
+        expert and shared-expert matrices), stored compressed: the block's bytes (hence its
+        load durations), the weight bytes an op reads and the GEMM FLOPs all scale by
+        (1 − weight). Index metadata is not counted (structured N:M sparsity's indices are a
+        few per cent of the kept values).
+    activation_prefill, activation_decode: fraction of zero *input* activations of those
+        GEMMs in the prefill step and in decode steps. FLOPs scale by (1 − a) (zero inputs
+        are skipped). Weight *traffic* scales by the probability that a weight row is needed
+        by at least one of the op's N = batch × tokens input rows when zeros are independent,
+        1 − a^N: a batch-1 decode GEMV skips a fraction a of the weight rows, while a prefill
+        (N in the hundreds) reads essentially all of them. The stored block (load duration)
+        is unchanged: which rows are needed depends on the input. Activation bytes and edge
+        payloads are unchanged (dense tensors).
+    attention: fraction of (query, key) pairs skipped by sparse attention: ``qk`` and ``sv``
+        FLOPs, their K/V reads and the score matrix (``qk`` output, ``softmax`` FLOPs, bytes
+        and output, ``sv`` input) scale by (1 − attention). The KV cache itself (``kv_write``,
+        and the KV payload of the edges to attention away from the KV home) stays dense.
+    """
+
+    weight: float = 0.0
+    activation_prefill: float = 0.0
+    activation_decode: float = 0.0
+    attention: float = 0.0
+
+    def check(self) -> Sparsity:
+        """Raise :class:`InputError` naming the field unless every ratio is in [0, 1)."""
+        for name in ("weight", "activation_prefill", "activation_decode", "attention"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+                    or not 0.0 <= float(value) < 1.0:
+                raise InputError(f"sparsity ratio must be in [0, 1), got {value!r}",
+                                 field=f"sparsity.{name}")
+        return self
+
+    @property
+    def dense(self) -> bool:
+        return not (self.weight or self.activation_prefill or self.activation_decode
+                    or self.attention)
+
+
+def apply_sparsity(ops: list[Op], card: ModelCard, *, tokens, batch: int, sparsity: Sparsity,
+                   phase: str, precision: Precision | None = None) -> list[Op]:
+    """``ops`` of one layer step with the ratios of ``sparsity`` applied (see
+    :class:`Sparsity`); ``phase`` ("prefill" | "decode") selects the activation ratio."""
+    if phase not in ("prefill", "decode"):
+        raise InputError(f"phase must be prefill or decode, got {phase!r}", field="phase")
+    sparsity.check()
+    if sparsity.dense:
+        return ops
+    p = precision or Precision()
+    n = batch * np.asarray(tokens, dtype=np.float64)
+    s_w = float(sparsity.weight)
+    s_a = float(sparsity.activation_prefill if phase == "prefill"
+                else sparsity.activation_decode)
+    keep_att = 1.0 - float(sparsity.attention)
+    read_frac = 1.0 - np.power(s_a, n) if s_a > 0 else 1.0
+    out = []
+    for o in ops:
+        fam = o.family or ""
+        if o.op_class == "gemm" and (fam in SPARSE_FAMILIES or fam.startswith(("expert",
+                                                                                 "shared"))):
+            wb = o.weight_bytes * (1.0 - s_w)
+            o = replace(o, flops=o.flops * (1.0 - s_w) * (1.0 - s_a),
+                        bytes=o.bytes - o.weight_bytes + wb * read_frac, weight_bytes=wb)
+        elif o.kind in ("qk", "sv") and keep_att < 1.0:
+            q_bytes = n * card.q_dim * p.a  # the query (qk) / output (sv) rows stay dense
+            o = replace(o, flops=o.flops * keep_att,
+                        bytes=q_bytes + (o.bytes - q_bytes) * keep_att,
+                        out_bytes=o.out_bytes * keep_att if o.kind == "qk" else o.out_bytes)
+        elif o.kind == "softmax" and keep_att < 1.0:
+            o = replace(o, flops=o.flops * keep_att, bytes=o.bytes * keep_att,
+                        out_bytes=o.out_bytes * keep_att)
+        out.append(o)
+    return out
 
 
 @dataclass(frozen=True)
@@ -235,8 +340,12 @@ def ffn_ops(card: ModelCard, tokens, batch, p: Precision, *, routing: str = "det
 
 def layer_ops(card: ModelCard, layer: int, *, tokens, context, batch: int,
               precision: Precision | None = None, routing: str = "deterministic",
-              experts: Sequence[int] | None = None) -> list[Op]:
-    """All ops of layer ``layer`` for one step (see the module docstring for T_q/T_kv)."""
+              experts: Sequence[int] | None = None, sparsity: Sparsity | None = None,
+              phase: str | None = None) -> list[Op]:
+    """All ops of layer ``layer`` for one step (see the module docstring for T_q/T_kv).
+
+    ``sparsity`` (:class:`Sparsity`) rescales FLOPs and bytes; ``phase`` picks its activation
+    ratio ("prefill" | "decode"; default: decode when every step has T_q = 1)."""
     p = precision or Precision()
     if batch < 1:
         raise InputError(f"batch must be ≥ 1, got {batch}", field="batch")
@@ -244,6 +353,11 @@ def layer_ops(card: ModelCard, layer: int, *, tokens, context, batch: int,
         raise InputError(f"layer {layer} out of range 0..{card.layers - 1}", field="layer")
     ops = (attention_ops(card, layer, tokens, context, batch, p)
            + ffn_ops(card, tokens, batch, p, routing=routing, experts=experts))
+    if sparsity is not None and not sparsity.dense:
+        if phase is None:
+            phase = "decode" if np.all(np.asarray(tokens) == 1) else "prefill"
+        ops = apply_sparsity(ops, card, tokens=tokens, batch=batch, sparsity=sparsity,
+                             phase=phase, precision=p)
     return _broadcast(ops, np.broadcast_shapes(np.shape(tokens), np.shape(context)))
 
 
