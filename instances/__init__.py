@@ -24,28 +24,33 @@ from importlib import resources
 from typing import Any
 
 from opt.errors import InputError, UnknownNameError
-from opt.instance import PlacementInstance, instance_from_dict
+from opt.instance import PlacementInstance
 from opt.jsonio import Fields
+from opt.problems import instance_of
+from opt.serving import ServingInstance
 
 __all__ = ["InstanceInfo", "names", "info", "load", "iter_instances"]
 
 _INDEX = "index.json"
-_PROBLEMS = ("placement",)  # problem types this module can load
+_PROBLEMS = ("placement", "serving_plan")  # problem types this module can load
 
 
 @dataclass(frozen=True)
 class InstanceInfo:
-    """One entry of ``index.json``. Bounds and optimum are in the instance's time unit;
-    ``optimum`` is None when unknown (then the bounds bracket it)."""
+    """One entry of ``index.json``. Bounds and optimum are in the objective's unit (placement:
+    makespan in the instance's time unit; serving plans: $ per million output tokens);
+    ``optimum`` is None when unknown (then the bounds bracket it). ``provenance`` says how a
+    value was obtained (solver, version, time limit, seed) when we computed it."""
 
     name: str
     file: str
     problem: str
-    optimum: int | None
-    lower_bound: int | None
-    upper_bound: int | None
+    optimum: int | float | None
+    lower_bound: int | float | None
+    upper_bound: int | float | None
     reference: str
     notes: str = ""
+    provenance: dict[str, Any] | None = None
 
 
 def _read_json(relpath: str, missing: str = "file not found") -> Any:
@@ -65,6 +70,12 @@ def _read_json(relpath: str, missing: str = "file not found") -> Any:
         raise InputError(f"cannot read: {exc}", source=source) from None
 
 
+def _float_or_none(f: Fields):
+    def read(key: str, default: Any) -> float | None:
+        return f.num(key, default, minimum=None)
+    return read
+
+
 def _read_index() -> list[InstanceInfo]:
     source = f"instances/{_INDEX}"
     obj = _read_json(_INDEX)
@@ -75,12 +86,13 @@ def _read_index() -> list[InstanceInfo]:
     for i, entry in enumerate(obj):
         f = Fields(entry, source, f"[{i}]")
         f.check_keys({"name", "file", "problem", "optimum", "lower_bound", "upper_bound",
-                      "reference", "notes"})
+                      "reference", "notes", "provenance"})
+        num = f.int if f.get("problem", "placement") == "placement" else _float_or_none(f)
         rec = InstanceInfo(
             name=f.str("name"), file=f.str("file"), problem=f.str("problem"),
-            optimum=f.int("optimum", None), lower_bound=f.int("lower_bound", None),
-            upper_bound=f.int("upper_bound", None), reference=f.str("reference"),
-            notes=f.get("notes", "") or "")
+            optimum=num("optimum", None), lower_bound=num("lower_bound", None),
+            upper_bound=num("upper_bound", None), reference=f.str("reference"),
+            notes=f.get("notes", "") or "", provenance=f.get("provenance", None))
         if rec.name in seen:
             raise f.error("name", f"duplicate instance name '{rec.name}'")
         seen.add(rec.name)
@@ -118,15 +130,16 @@ def _load(rec: InstanceInfo) -> Any:
                          source=f"instances/{_INDEX}")
     obj = _read_json(rec.file, missing=f"file not found (listed in {_INDEX} for "
                                        f"'{rec.name}')")
-    return instance_from_dict(obj, source=f"instances/{rec.file}")
+    return instance_of(obj, source=f"instances/{rec.file}")
 
 
-def load(name: str) -> PlacementInstance:
+def load(name: str) -> PlacementInstance | ServingInstance:
     """Load the bundled instance ``name`` (see :func:`names`)."""
     return _load(info(name))
 
 
-def iter_instances(problem: str | None = None) -> Iterator[tuple[InstanceInfo, PlacementInstance]]:
+def iter_instances(problem: str | None = None
+                   ) -> Iterator[tuple[InstanceInfo, PlacementInstance | ServingInstance]]:
     """Yield ``(info, instance)`` for every bundled instance (of ``problem``), index order."""
     for rec in _read_index():
         if problem is None or rec.problem == problem:

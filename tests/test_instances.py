@@ -232,18 +232,21 @@ def test_index_lists_every_data_file_and_is_well_formed():
     index = json.loads((DATA.parent / "index.json").read_text())
     keys = {"name", "file", "problem", "optimum", "lower_bound", "upper_bound", "reference",
             "notes"}
-    assert all(set(e) == keys for e in index)
+    assert all(keys <= set(e) <= keys | {"provenance"} for e in index)
     files = {e["file"] for e in index}
     assert files == {f"data/{p.name}" for p in DATA.glob("*.json")}
     assert len({e["name"] for e in index}) == len(index)
     assert instances.names() == [e["name"] for e in index]
-    assert set(instances.names("placement")) == set(instances.names())
-    assert instances.names("serving_plan") == []
+    assert set(instances.names("placement")) | set(instances.names("serving_plan")) == \
+        set(instances.names())
     expected = {"heft-topcuoglu-2002"} | {f"sinnen-{g}-p{k}" for g in REFERENCE for k in (2, 4)}
-    assert set(instances.names()) == expected
+    assert set(instances.names("placement")) == expected
+    for e in index:  # computed optima carry their provenance
+        if e["problem"] == "serving_plan":
+            assert {"solver", "versions", "time_limit_s", "seed"} <= set(e["provenance"])
 
 
-@pytest.mark.parametrize("name", instances.names())
+@pytest.mark.parametrize("name", instances.names("placement"))
 def test_load_every_instance(name):
     rec = instances.info(name)
     assert rec.name == name and rec.problem == "placement" and rec.reference
@@ -300,10 +303,12 @@ def test_heft_entry():
 
 
 def test_iter_instances():
-    pairs = list(instances.iter_instances())
-    assert [rec.name for rec, _ in pairs] == instances.names()
+    pairs = list(instances.iter_instances("placement"))
+    assert [rec.name for rec, _ in pairs] == instances.names("placement")
     assert all(inst.n_tasks > 0 for _, inst in pairs)
-    assert list(instances.iter_instances("serving_plan")) == []
+    serving = list(instances.iter_instances("serving_plan"))
+    assert [rec.name for rec, _ in serving] == instances.names("serving_plan")
+    assert all(inst.problem == "serving_plan" for _, inst in serving)
 
 
 def test_licence_is_bundled():

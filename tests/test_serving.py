@@ -307,3 +307,21 @@ def test_cli_build_solve_validate(tmp_path, capsys):
     assert main(["build", "serving-plan", "--model", "llama-2-7b", "--gpus", "H100,Z1",
                  "--context", "8192", "--slo-ms", "50", "-o", str(inst)]) == 2
     assert "Z1" in capsys.readouterr().err
+
+
+# ---- bundled instances with proven optima -----------------------------------------------------
+
+@pytest.mark.parametrize("name", __import__("instances").names("serving_plan"))
+def test_bundled_serving_instances(name):
+    import instances
+
+    rec = instances.info(name)
+    inst = instances.load(name)
+    assert rec.optimum is not None and rec.lower_bound <= rec.optimum <= rec.upper_bound
+    bnb = solve(inst, "bnb")
+    assert bnb.objective >= rec.optimum * (1 - 1e-9)       # B&B never below the optimum
+    assert bnb.objective == pytest.approx(rec.provenance["bnb_usd_per_mtok"], rel=1e-9)
+    if inst.block_layers == 1:                             # tiled space = full space
+        assert bnb.status == "OPTIMAL" and bnb.objective == pytest.approx(rec.optimum, rel=1e-9)
+    if inst.n_ops <= 10:
+        assert solve(inst, "enum").objective == pytest.approx(rec.optimum, rel=1e-9)
