@@ -503,6 +503,95 @@ def cmd_bound(args) -> int:
     return 0
 
 
+# ---- replay -------------------------------------------------------------------------------------
+
+def cmd_replay(args) -> int:
+    """Request-level serving replay (opt.replay); schedules via solvers.replay, lazily."""
+    import time
+
+    from opt.replay import (ReplayOptions, generate_trace, read_burstgpt_csv, render,
+                            run_replay, trace_summary)
+    from opt.sweep import Progress
+    from solvers.replay import check_methods, schedule_shape, shape_builder
+
+    methods = check_methods(args.methods)
+    cat, cards = _catalog(args), _cards(args)
+    card, platform = cards[args.model], cat.platform(args.platform)
+    if args.trace:
+        requests = read_burstgpt_csv(args.trace, limit=args.requests, model=args.trace_model,
+                                     time_scale=args.time_scale)
+        tag = f"{Path(args.trace).stem}-n{len(requests)}-ts{args.time_scale:g}"
+    else:
+        requests = generate_trace(args.requests or 500, mean_input=args.mean_input,
+                                  mean_output=args.mean_output, rate_per_s=args.rate,
+                                  seed=args.seed, time_scale=args.time_scale)
+        tag = (f"gen-n{len(requests)}-in{args.mean_input:g}-out{args.mean_output:g}"
+               f"-r{args.rate:g}-s{args.seed}-ts{args.time_scale:g}")
+    opts = ReplayOptions(max_batch=args.max_batch, timeout_s=args.timeout_ms / 1e3,
+                         input_buckets=tuple(args.input_buckets),
+                         output_buckets=tuple(args.output_buckets), layers=args.layers).check()
+    if args.layers is not None and not 1 <= args.layers <= card.layers:
+        raise InputError(f"layers must be in 1..{card.layers}, got {args.layers}",
+                         source="<argument>", field="layers")
+    layer_tag = f"L{args.layers}" if args.layers else "full"
+    out = Path(args.out) / card.name / platform.name / f"{tag}-{layer_tag}"
+    progress = Progress(len(methods) * 4, stream=sys.stderr)
+    t0 = time.perf_counter()
+    done = run_replay(requests, methods, out, schedule_shape,
+                      shape_builder(card, platform, cat, layers=args.layers), model=card.name,
+                      platform=platform.name, options=opts, fresh=args.fresh, progress=progress)
+    wall = time.perf_counter() - t0
+    results = [rec for rec, _ in done]
+    if args.json:
+        _print_json({"trace": trace_summary(requests), "out": str(out), "wall_s": wall,
+                     "methods": [{k: v for k, v in rec.items() if k != "per_request"}
+                                 | {"cached": cached} for rec, cached in done]})
+    else:
+        summ = trace_summary(requests)
+        print(f"trace: {summ['requests']} requests over {summ['duration_s']:.1f} s, mean input "
+              f"{summ['mean_input']:.0f}, mean output {summ['mean_output']:.0f} tokens; "
+              f"{card.name} on {platform.name} ({layer_tag} layers)")
+        print(render(results))
+        n_sched = sum(rec.get("schedules_computed", 0) for rec, cached in done if not cached)
+        print(f"replay took {wall:.1f} s ({n_sched} schedules computed); results in {out}/ "
+              f"(rerun resumes; --fresh recomputes)")
+    return 0
+
+
+# ---- scaling ------------------------------------------------------------------------------------
+
+def cmd_scaling(args) -> int:
+    """Hardware scaling HP0 → HP128 (opt.scaling): speedups, marginal returns, plots."""
+    from opt.scaling import insight_table, plot_scaling, render, run_scaling, summarise
+    from opt.sweep import Progress
+    from solvers.replay import validated_heuristic
+
+    cat, cards = _catalog(args), _cards(args)
+    n = (len(set(args.models)) * len(set(args.platforms)) * len(set(args.prefill))
+         * len(set(args.decode)) * len(set(args.batch)))
+    progress = Progress(n, stream=sys.stderr)
+    done = run_scaling(args.models, args.platforms, args.prefill, args.decode, args.batch,
+                       args.out, lambda inst, m: validated_heuristic(inst, m), catalog=cat,
+                       cards=cards, method=args.method, layers=args.layers,
+                       scale_capacity=not args.no_capacity_scaling, resume=not args.fresh,
+                       progress=progress)
+    records = [rec for rec, _ in done]
+    summary = summarise(records, args.platforms, cat)
+    insights = insight_table(summary, args.platforms)
+    plots = plot_scaling(summary, args.platforms, args.plot) if args.plot else []
+    if args.json:
+        _print_json({"summary": summary, "insights": insights, "plots": plots,
+                     "records": [{**rec, "cached": cached} for rec, cached in done]})
+    else:
+        print(render(summary, args.platforms))
+        print()
+        print(table(list(insights[0]), [list(x.values()) for x in insights]))
+        for path in plots:
+            print(f"wrote {path}")
+        print(f"{len(records)} results ({sum(c for _, c in done)} reused) in {args.out}/")
+    return 0
+
+
 # ---- sweep --------------------------------------------------------------------------------------
 
 def _method_names() -> list[str]:
@@ -816,6 +905,52 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-evaluations", type=int, default=128,
                    help="segment evaluations per shape before bucketing (default %(default)s)")
     s.set_defaults(func=cmd_bound)
+
+    s = sub.add_parser("replay", parents=[common],
+                       help="request-level serving replay of a trace (FCFS batches)")
+    s.add_argument("--model", required=True)
+    s.add_argument("--platform", required=True)
+    s.add_argument("--trace", metavar="CSV", help="BurstGPT-layout CSV (default: generate)")
+    s.add_argument("--trace-model", help="CSV: keep only rows of this Model")
+    s.add_argument("--requests", type=int, metavar="N",
+                   help="generated requests (default 500) / first N rows of the CSV")
+    s.add_argument("--mean-input", type=float, default=708.0, help="generated mean input tokens")
+    s.add_argument("--mean-output", type=float, default=286.0,
+                   help="generated mean output tokens")
+    s.add_argument("--rate", type=float, default=1.0, help="generated mean arrivals per second")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiply arrival times (< 1: more back-pressure)")
+    s.add_argument("--max-batch", type=int, default=4)
+    s.add_argument("--timeout-ms", type=float, default=10.0, help="batch timeout")
+    s.add_argument("--input-buckets", type=int, nargs="+", metavar="T",
+                   default=[64, 128, 256, 512, 1024, 2048], help="padded prefill lengths")
+    s.add_argument("--output-buckets", type=int, nargs="+", metavar="T",
+                   default=[32, 64, 128, 256, 512, 1024], help="padded decode steps")
+    s.add_argument("--methods", nargs="+", metavar="METHOD",
+                   default=["bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"],
+                   help="bifocal (no token term), pd, af, pd+linear, pd+attn, pd+ffn, heft")
+    s.add_argument("--layers", type=int, help="build with only the first N layers")
+    s.add_argument("--out", default="results/replay", help="results folder (default %(default)s)")
+    s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    s.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("scaling", parents=[common],
+                       help="hardware scaling HP0 -> HP128: speedups and marginal PIM returns")
+    s.add_argument("--models", nargs="+", default=["llama-2-7b", "llama-2-13b"], metavar="M")
+    s.add_argument("--platforms", nargs="+", default=["HP0", "HP32", "HP64", "HP128"],
+                   metavar="P", help="the ladder, smallest first (default %(default)s)")
+    s.add_argument("--prefill", type=int, nargs="+", default=[128, 512, 1024, 2048])
+    s.add_argument("--decode", type=int, nargs="+", default=[128, 256, 512, 1024])
+    s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16])
+    s.add_argument("--method", default="bifocal", help="placement heuristic (default bifocal)")
+    s.add_argument("--layers", type=int, help="use only the first N layers (reduced run)")
+    s.add_argument("--no-capacity-scaling", action="store_true",
+                   help="with --layers: keep full device capacities (default: scale by N/L)")
+    s.add_argument("--plot", metavar="DIR", help="write the heatmap and marginal-return PNGs")
+    s.add_argument("--out", default="results/scaling", help="results folder (default %(default)s)")
+    s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    s.set_defaults(func=cmd_scaling)
 
     sw = sub.add_parser("sweep", help="solve a grid of workloads with several methods")
     swsub = sw.add_subparsers(dest="problem", required=True)
