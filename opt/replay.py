@@ -19,14 +19,17 @@ Shape and padding
     server is busy for the padded makespan), and padding's cost is part of what is measured.
     The replay reports the padded tokens against the real ones.
 Decode-prefix reuse (``decode_prefix``, default on)
-    The decode steps of a batch are the same operators whatever the output length, so with
-    ``decode_prefix`` a schedule is made once per (method, B, padded prefill) at the longest
-    padded decode of the whole trace, and a batch needing d decode steps uses its first d
-    steps: token times t_0..t_d, server busy until t_d (the batch's own max output, no output
-    padding). This is an approximation (a list schedule of the shorter DAG may differ a
-    little: its priorities and weight loads look at the whole DAG); ``decode_prefix=False``
-    schedules every (B, padded prefill, padded decode) exactly. It cuts the number of
-    distinct schedules by the number of output buckets in use.
+    Steps are chained (step i+1's embed waits for step i's LM head), so a list scheduler in
+    upward-rank order schedules step by step, and the schedule of a workload with D decode
+    steps *begins with* the schedule of the same batch and prefill with d < D steps: the
+    same placements and token times t_0..t_d (tests check this equality for Bifocal without
+    its token term and the static policies; Bifocal's token term, which looks at the
+    remaining steps, would break it). With ``decode_prefix`` a batch needing d decode steps
+    reuses any cached schedule of its (method, B, padded prefill) with ≥ d steps (else it
+    schedules d padded up to its output bucket), takes t_0..t_d and keeps the server busy
+    until t_d: no output padding is paid, and the number of distinct schedules is at most
+    one per output bucket and usually far fewer. ``decode_prefix=False`` runs every batch as
+    its padded shape (the server is busy for the padded makespan).
 Schedules and their reuse
     Each distinct (method, B, padded prefill, padded decode) is scheduled once by the caller's
     ``schedule(instance, method) -> ShapeTimes`` (the core never imports the solvers; see
@@ -237,19 +240,11 @@ class Shape:
         return f"b{self.batch}-p{self.prefill}-d{self.decode}"
 
 
-def batch_shape(batch: Sequence[Request], options: ReplayOptions,
-                decode_all: int | None = None) -> Shape:
-    """The padded shape a batch is scheduled as (``decode_all``: the trace-wide decode steps
-    of the decode-prefix mode)."""
-    decode = decode_all if options.decode_prefix and decode_all is not None else \
-        bucket(max(r.output_tokens for r in batch) - 1, options.output_buckets)
+def batch_shape(batch: Sequence[Request], options: ReplayOptions) -> Shape:
+    """The padded shape of a batch: its size, longest input and longest output − 1 rounded
+    up to their buckets."""
     return Shape(len(batch), bucket(max(r.input_tokens for r in batch), options.input_buckets),
-                 decode)
-
-
-def trace_decode_steps(requests: Sequence[Request], options: ReplayOptions) -> int:
-    """Padded decode steps of the longest output of the trace."""
-    return bucket(max(r.output_tokens for r in requests) - 1, options.output_buckets)
+                 bucket(max(r.output_tokens for r in batch) - 1, options.output_buckets))
 
 
 @dataclass
@@ -295,20 +290,39 @@ class ShapeCache:
         self.reused = 0
         self.schedule_s = 0.0
 
-    def get(self, method: str, shape: Shape) -> ShapeTimes:
+    def _load(self, path: Path, decode: int) -> ShapeTimes | None:
+        try:
+            times = ShapeTimes(**read_json(path))
+        except (InputError, TypeError):
+            return None  # torn or foreign file: recompute
+        return times if len(times.token_ticks) == decode + 1 else None
+
+    def get(self, method: str, shape: Shape, *, longer_ok: bool = False) -> ShapeTimes:
+        """The schedule of ``shape``; with ``longer_ok`` any known one of the same method,
+        batch and prefill with at least as many decode steps (the shortest such)."""
         key = (method, shape)
         if key in self.memo:
             return self.memo[key]
+        if longer_ok:
+            known = [s for (m, s) in self.memo if m == method and s.batch == shape.batch
+                     and s.prefill == shape.prefill and s.decode >= shape.decode]
+            if not self.fresh and (self.folder / method).is_dir():
+                for f in (self.folder / method).glob(f"b{shape.batch}-p{shape.prefill}-d*.json"):
+                    d = f.stem.rsplit("-d", 1)[1]
+                    if d.isdigit() and int(d) >= shape.decode:
+                        known.append(Shape(shape.batch, shape.prefill, int(d)))
+            for s in sorted(set(known), key=lambda x: x.decode):
+                if (method, s) in self.memo:
+                    return self.memo[(method, s)]
+                times = self._load(self.folder / method / f"{s.tag}.json", s.decode)
+                if times is not None:
+                    self.reused += 1
+                    self.memo[(method, s)] = times
+                    return times
         path = self.folder / method / f"{shape.tag}.json"
         times = None
         if not self.fresh and path.exists():
-            try:
-                rec = read_json(path)
-                times = ShapeTimes(**rec)
-            except (InputError, TypeError):
-                times = None  # torn or foreign file: recompute
-            if times is not None and len(times.token_ticks) != shape.decode + 1:
-                times = None
+            times = self._load(path, shape.decode)
         if times is None:
             if self.progress is not None:  # the number of shapes is known only as we go
                 self.progress.total = max(self.progress.total, self.progress.done + 1)
@@ -335,7 +349,6 @@ def simulate(requests: Sequence[Request], method: str, cache: ShapeCache,
     """Serve ``requests`` (sorted by arrival) with ``method``; per-request and summary metrics
     (seconds), batches and padding (see the module docstring)."""
     reqs = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-    decode_all = trace_decode_steps(reqs, options)
     n, i, free = len(reqs), 0, 0.0
     per_req: list[dict[str, Any]] = []
     batches = []
@@ -350,8 +363,9 @@ def simulate(requests: Sequence[Request], method: str, cache: ShapeCache,
         while j < n and j - i < options.max_batch and reqs[j].arrival_s <= dispatch:
             j += 1
         batch = reqs[i:j]
-        shape = batch_shape(batch, options, decode_all)
-        st = cache.get(method, shape)
+        shape = batch_shape(batch, options)
+        st = cache.get(method, shape, longer_ok=options.decode_prefix)
+        shape = Shape(shape.batch, shape.prefill, len(st.token_ticks) - 1)  # the one used
         sec = st.seconds
         steps = max(r.output_tokens for r in batch) - 1 if options.decode_prefix \
             else shape.decode  # decode steps the batch runs (prefix mode: its own maximum)

@@ -114,7 +114,7 @@ def test_fcfs_batching_timeout_and_metrics(tmp_path):
 
 
 def test_decode_prefix_schedules_once_per_batch_and_prefill():
-    reqs = [Request(i, i * 10.0, 60, o) for i, o in enumerate((3, 9, 20, 2))]
+    reqs = [Request(i, i * 10.0, 60, o) for i, o in enumerate((20, 3, 9, 2))]
     fake = FakeSchedules()
     import tempfile
 
@@ -122,9 +122,14 @@ def test_decode_prefix_schedules_once_per_batch_and_prefill():
         [(rec, _)] = run_replay(reqs, ["x"], tmp, fake, fake.build, model="m", platform="p",
                                 options=ReplayOptions(input_buckets=(64,),
                                                       output_buckets=(4, 8, 16, 32)))
+    # the first batch needs 19 steps → d32; the later, shorter ones reuse its prefix
     assert len(fake.calls) == 1 and fake.calls[0][1] == Shape(1, 64, 32)
     per = {r["id"]: r for r in rec["per_request"]}
-    assert per[1]["e2e_s"] - per[1]["ttft_s"] == pytest.approx(8 * 0.005)
+    assert per[2]["e2e_s"] - per[2]["ttft_s"] == pytest.approx(8 * 0.005)
+    # padding: inputs 60 → 64, no output padding (each batch runs its own steps)
+    assert rec["padding_factor"] == pytest.approx((4 * 64 + 4 + 34 - 4) / (4 * 60 + 34))
+    assert [b for b in rec["shapes"]] == ["b1-p64-d32"]
+    assert per[3]["dispatch_s"] == pytest.approx(30.01)
 
 
 @pytest.mark.parametrize("method", ["bifocal", "pd", "af"])
