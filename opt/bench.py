@@ -95,3 +95,68 @@ def render(done: Sequence[tuple[BenchCase, CaseResult, bool]]) -> str:
         parts.append("")
     parts.append(f"bench: {len(done)} cases; reproduced figures: {n_pass} passed, {n_fail} failed")
     return "\n".join(parts)
+
+
+def _md_cell(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v).replace("|", "\\|")
+
+
+def markdown(done: Sequence[tuple[BenchCase, CaseResult, bool]]) -> str:
+    """The bench run as a Markdown report: a summary of every check, then each case's table."""
+    n_pass = sum(c.passed for _, r, _ in done for c in r.checks)
+    n_fail = sum(not c.passed for _, r, _ in done for c in r.checks)
+    out = ["# hetopt bench report", "",
+           f"{len(done)} cases; reproduced figures: **{n_pass} passed, {n_fail} failed**. "
+           "Times come from a shared machine: read ratios, not seconds.", "",
+           "| case | title | checks | runtime s |", "|---|---|---|---|"]
+    for case, res, cached in done:
+        ok = sum(c.passed for c in res.checks)
+        out.append(f"| {case.suite}/{case.name} | {_md_cell(res.title)} | {ok}/{len(res.checks)}"
+                   f" | {res.runtime_s:.1f}{' (cached)' if cached else ''} |")
+    for case, res, _ in done:
+        out += ["", f"## {case.suite}/{case.name}: {_md_cell(res.title)}", ""]
+        if res.headers:
+            out.append("| " + " | ".join(_md_cell(h) for h in res.headers) + " |")
+            out.append("|" + "---|" * len(res.headers))
+            for row in res.rows:
+                out.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
+        if res.checks:
+            out.append("")
+            for c in res.checks:
+                out.append(f"- {'✅' if c.passed else '❌'} {_md_cell(c.name)}: got "
+                           f"`{_md_cell(c.value)}`, reference `{_md_cell(c.expected)}`")
+        if res.notes:
+            out += ["", f"_{res.notes}_"]
+    return "\n".join(out) + "\n"
+
+
+def write_reports(done: Sequence[tuple[BenchCase, CaseResult, bool]], out_dir: Path) -> list[Path]:
+    """Write ``results.jsonl`` (one case per line), ``checks.csv`` (one reproduced figure per
+    row) and ``report.md`` into ``out_dir``; returns their paths."""
+    import csv
+    import json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl = out_dir / "results.jsonl"
+    with jsonl.open("w") as fh:
+        for case, res, cached in done:
+            fh.write(json.dumps({"suite": case.suite, "case": case.name, "cached": cached,
+                                 **asdict(res)}, default=str) + "\n")
+    checks = out_dir / "checks.csv"
+    with checks.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["suite", "case", "check", "value", "expected", "passed"])
+        for case, res, _ in done:
+            for c in res.checks:
+                w.writerow([case.suite, case.name, c.name, c.value, c.expected, c.passed])
+    report = out_dir / "report.md"
+    report.write_text(markdown(done))
+    return [jsonl, checks, report]

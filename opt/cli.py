@@ -602,9 +602,29 @@ def _method_names() -> list[str]:
     return list(PLACEMENT_METHODS)
 
 
+def _add_executor_args(p) -> None:
+    p.add_argument("--executor", choices=["serial", "process", "dask"], default=None,
+                   help="where work items run: serial (this process), process (a local pool, "
+                        "the default), dask (--scheduler, or a local Dask cluster)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="parallel workers of the process pool / local Dask cluster "
+                        "(default: the CPU count)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="Dask scheduler, e.g. tcp://host:8786 (implies --executor dask; "
+                        "needs hetopt[dist])")
+
+
+def _executor(args):
+    """The sweep executor of ``--executor`` / ``--jobs`` / ``--scheduler`` (opt.executor)."""
+    from opt.executor import make_executor
+
+    return make_executor(args.executor, args.jobs, args.scheduler, preload=("solvers",))
+
+
 def cmd_sweep_placement(args) -> int:
     from opt.sweep import Progress, grid, render, run_sweep
-    from solvers.api import PLACEMENT_METHODS, solve
+    from solvers.api import PLACEMENT_METHODS
+    from solvers.sweep_calls import SolveCall
 
     unknown = [m for m in dict.fromkeys(args.methods) if m not in PLACEMENT_METHODS]
     if unknown:
@@ -615,14 +635,12 @@ def cmd_sweep_placement(args) -> int:
     workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
     methods = list(dict.fromkeys(args.methods))
     out = Path(args.out)
-
-    def solve_one(inst, method):
-        return solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
-                     seed=args.seed)
-
+    solve_one = SolveCall(time_limit=args.time_limit, num_workers=args.workers, seed=args.seed)
     progress = Progress(len(workloads) * len(methods), stream=sys.stderr)
-    done = run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=cards,
-                     layers=args.layers, tp=args.tp, resume=not args.fresh, progress=progress)
+    with _executor(args) as executor:
+        done = run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=cards,
+                         layers=args.layers, tp=args.tp, resume=not args.fresh,
+                         progress=progress, executor=executor)
     records = [rec for rec, _ in done]
     if args.json:
         from opt.sweep import geomean_speedups
@@ -642,8 +660,9 @@ def cmd_sweep_layout(args) -> int:
     """Layout strategies over a workload grid; resumable like ``sweep placement``."""
     from opt.layout_sweep import format_shares, pair_speedups, render_layout
     from opt.sweep import Progress, grid, run_sweep
-    from solvers.api import PLACEMENT_METHODS, solve
+    from solvers.api import PLACEMENT_METHODS
     from solvers.layout import LAYOUT_METHODS
+    from solvers.sweep_calls import SolveCall
 
     unknown = [m for m in dict.fromkeys(args.methods) if m not in PLACEMENT_METHODS]
     if unknown:
@@ -658,15 +677,15 @@ def cmd_sweep_layout(args) -> int:
     elif args.budget_factor is not None:
         out = out / f"budget-x{args.budget_factor:g}"
     params = _parse_params(args.param)
-
-    def solve_one(inst, method):  # --param goes to the WLA strategies only
-        return solve(_apply_budget(inst, args), method, time_limit=args.time_limit,
-                     num_workers=args.workers, seed=args.seed,
-                     **(params if method.startswith("bifocal/wla") else {}))
-
+    # --param goes to the WLA strategies only; the budget applies to every instance
+    solve_one = SolveCall(time_limit=args.time_limit, num_workers=args.workers, seed=args.seed,
+                          params=tuple(params.items()), params_prefix="bifocal/wla",
+                          budget_gb=args.budget_gb, budget_factor=args.budget_factor)
     progress = Progress(len(workloads) * len(methods), stream=sys.stderr)
-    done = run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=cards,
-                     layers=args.layers, tp=args.tp, resume=not args.fresh, progress=progress)
+    with _executor(args) as executor:
+        done = run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=cards,
+                         layers=args.layers, tp=args.tp, resume=not args.fresh,
+                         progress=progress, executor=executor)
     records = [rec for rec, _ in done]
     if args.json:
         _print_json({"records": [{**rec, "cached": cached} for rec, cached in done],
@@ -684,7 +703,7 @@ def cmd_sweep_serving(args) -> int:
     from opt.serving_sweep import cells, render, run_serving_sweep
     from opt.sweep import Progress
     from solvers.serving import SERVING_METHODS
-    from solvers import solve
+    from solvers.sweep_calls import SolveCall
 
     unknown = [m for m in dict.fromkeys(args.methods) if m not in SERVING_METHODS]
     if unknown:
@@ -695,15 +714,13 @@ def cmd_sweep_serving(args) -> int:
                        max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
                        batches=_int_csv(args.batches, "batches"))
     out = Path(args.out)
-
-    def solve_one(inst, method):
-        return solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
-                     seed=args.seed)
-
+    solve_one = SolveCall(time_limit=args.time_limit, num_workers=args.workers, seed=args.seed)
     progress = Progress(len(todo) * len(dict.fromkeys(args.methods)), stream=sys.stderr)
-    done = run_serving_sweep(todo, args.methods, out, solve_one, catalog=_catalog(args),
-                             cards=_cards(args), grid=grid, tp_degrees=_int_csv(args.tp, "tp"),
-                             resume=not args.fresh, progress=progress)
+    with _executor(args) as executor:
+        done = run_serving_sweep(todo, args.methods, out, solve_one, catalog=_catalog(args),
+                                 cards=_cards(args), grid=grid,
+                                 tp_degrees=_int_csv(args.tp, "tp"), resume=not args.fresh,
+                                 progress=progress, executor=executor)
     records = [rec for rec, _ in done]
     if args.json:
         _print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})
@@ -717,7 +734,7 @@ def cmd_sweep_serving(args) -> int:
 # ---- bench --------------------------------------------------------------------------------------
 
 def cmd_bench(args) -> int:
-    from opt.bench import render, run_cases
+    from opt.bench import render, run_cases, write_reports
     from opt.suite import core_cases
     from solvers.bench import placement_cases
     from solvers.serving_bench import serving_cases
@@ -741,7 +758,10 @@ def cmd_bench(args) -> int:
                      for c, r, cached in done])
     else:
         print(render(done))
-        print(f"results in {out}/ (rerun resumes; --fresh recomputes)")
+    paths = write_reports(done, out)
+    if not args.json:
+        print(f"results in {out}/ (rerun resumes; --fresh recomputes); report: "
+              f"{', '.join(str(p) for p in paths)}")
     failed = sum(not ch.passed for _, r, _ in done for ch in r.checks)
     return 1 if failed else 0
 
@@ -975,6 +995,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="results/sweep", help="results folder (default %(default)s)")
     s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    _add_executor_args(s)
     s.set_defaults(func=cmd_sweep_placement)
     s = swsub.add_parser("serving", parents=[common],
                          help="P3 serving plans: model x GPU mix x context x SLO x method")
@@ -996,6 +1017,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="results/serving", help="results folder (default %(default)s)")
     s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    _add_executor_args(s)
     s.set_defaults(func=cmd_sweep_serving)
 
     s = swsub.add_parser("layout", parents=[common],
@@ -1023,6 +1045,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results/layout",
                    help="results folder (default %(default)s; a budget adds a subfolder)")
     s.add_argument("--fresh", action="store_true", help="recompute results already in --out")
+    _add_executor_args(s)
     s.set_defaults(func=cmd_sweep_layout)
 
     s = sub.add_parser("bench", parents=[common], help="run the bundled benchmark suite")

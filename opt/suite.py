@@ -172,6 +172,23 @@ def speed_case(cat: Catalog, cards: CardSet) -> CaseResult:
                       data={"sum_latency_s": tv})
 
 
+def theorem_case(samples: int = 2000) -> CaseResult:
+    """Theorems 3.1/3.2 and CAD on the closed forms (``hetopt verify-bounds``): claim ×
+    samples × pass/fail × worst margin."""
+    from opt.verify import CLAIMS, verify_closed_forms
+
+    results = verify_closed_forms(samples=samples, seed=0)
+    rows = [[r.claim, r.samples, r.passed, r.failed, r.worst_margin, CLAIMS[r.claim]]
+            for r in results]
+    checks = [Check(f"{r.claim}: {CLAIMS[r.claim]}", f"{r.failed} failures of {r.samples}", 0,
+                    r.ok) for r in results]
+    return CaseResult(f"OpWeave Theorems 3.1/3.2 and CAD on the closed forms ({samples} random "
+                      f"GPU samples + catalog pairs, every card, contexts 1K–1M)",
+                      ["claim", "samples", "pass", "fail", "worst margin", "statement"], rows,
+                      checks, notes="the detailed-cost-model side: hetopt verify-bounds "
+                                    "--detailed (docs/bounds.md)")
+
+
 def core_cases() -> list[BenchCase]:
     """The core cases, in the order they print."""
     def lazy(fn, *needs):
@@ -187,4 +204,5 @@ def core_cases() -> list[BenchCase]:
         BenchCase(SUITE, "opweave-het-peak", lazy(het_case, "cat", "cards")),
         BenchCase(SUITE, "pim-calibration", lazy(pim_case, "cat", "cards")),
         BenchCase(SUITE, "op-cost-speed", lazy(speed_case, "cat", "cards")),
+        BenchCase(SUITE, "theorems", theorem_case),
     ]

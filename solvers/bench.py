@@ -131,8 +131,50 @@ def full_size_case() -> CaseResult:
                        "read s", "file MiB"], rows, checks)
 
 
+def dops_sweep_case() -> CaseResult:
+    """A DOPS-style sweep sample: dops-qwen-1.8b on HP32, prefill {128, 512} × decode 32 ×
+    batch {1, 8} at full depth (28 layers), every P1 heuristic; speedup over PD per workload
+    and geomean (the full grid: ``hetopt sweep placement``)."""
+    from opt.sweep import geomean_speedups, grid, run_sweep, speedups
+
+    methods = ["pd", "af", "pd+linear", "pd+attn", "pd+ffn", "heft", "bifocal"]
+    workloads = grid(["dops-qwen-1.8b"], ["HP32"], [128, 512], [32], [1, 8])
+    with tempfile.TemporaryDirectory() as tmp:
+        done = run_sweep(workloads, methods, Path(tmp), lambda inst, m: solve(inst, m),
+                         catalog=bundled_catalog(), cards=bundled_cards())
+    records = [r for r, _ in done]
+    sp = speedups(records)
+    rows = []
+    for wl in workloads:
+        recs = [r for r in records if (r["prefill"], r["decode"], r["batch"]) ==
+                (wl.prefill, wl.decode, wl.batch)]
+        by = {r["method"]: r for r in recs}
+        rows.append([wl.tag, recs[0]["tasks"]]
+                    + [sp.get((_sweep_key(by[m]), m)) for m in methods[1:]]
+                    + [by["bifocal"]["lower_bound"] and
+                       1 - by["bifocal"]["lower_bound"] / by["bifocal"]["makespan"]])
+    geo = {g["method"]: g["geomean_speedup"] for g in geomean_speedups(records)}
+    rows.append(["geomean", None] + [geo.get(m) for m in methods[1:]] + [None])
+    below = [r for r in records if r["lower_bound"] is not None and r["makespan"] is not None
+             and r["makespan"] < r["lower_bound"]]
+    checks = [Check("every schedule valid (solve certifies it)",
+                    sorted({r["status"] for r in records}), ["FEASIBLE"],
+                    all(r["status"] == "FEASIBLE" for r in records)),
+              Check("no makespan below its certified lower bound", len(below), 0, not below),
+              Check("Bifocal beats PD on geomean (DOPS: 2.23 on the full 64-workload grid)",
+                    geo.get("bifocal"), "> 1", (geo.get("bifocal") or 0) > 1)]
+    return CaseResult("DOPS sweep sample: dops-qwen-1.8b, HP32, speedup over PD",
+                      ["workload", "tasks", *methods[1:], "bifocal certified gap"], rows, checks)
+
+
+def _sweep_key(rec: dict) -> tuple:
+    """The workload key of a sweep record (as ``opt.sweep.speedups`` keys it)."""
+    return tuple(rec[k] for k in ("model", "platform", "prefill", "decode", "batch"))
+
+
 def placement_cases() -> list[BenchCase]:
     return [BenchCase(SUITE, "references", references_case),
             BenchCase(SUITE, "small-llm-exact", small_llm_case),
             BenchCase(SUITE, "heuristic-gaps", heuristic_gap_case),
-            BenchCase(SUITE, "full-size-build", full_size_case)]
+            BenchCase(SUITE, "full-size-build", full_size_case),
+            BenchCase(SUITE, "dops-sweep-sample", dops_sweep_case)]

@@ -105,6 +105,14 @@ def test_bench_writes_and_resumes(capsys, tmp_path):
     assert "cached" in out and "marker from the first run" in out
     code, out, _ = run(capsys, "bench", "--out", str(out_dir), "--case", "opweave-eta", "--fresh")
     assert "marker from the first run" not in out
+    # the run's reports: JSON lines, a CSV of reproduced figures, a Markdown report
+    lines = (out_dir / "results.jsonl").read_text().splitlines()
+    assert [json.loads(x)["case"] for x in lines] == ["opweave-eta"]
+    rows = (out_dir / "checks.csv").read_text().splitlines()
+    assert rows[0] == "suite,case,check,value,expected,passed" and len(rows) > 1
+    assert all(r.endswith(",True") for r in rows[1:])
+    report = (out_dir / "report.md").read_text()
+    assert report.startswith("# hetopt bench report") and "## core/opweave-eta" in report
 
 
 def test_python_dash_m_opt():
