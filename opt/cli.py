@@ -430,9 +430,15 @@ def cmd_solve(args) -> int:
     serving = getattr(inst, "problem", "placement") == "serving_plan"
     method = args.method or ("bnb" if serving else "cpsat")
     initial = read_result(args.initial).solution if args.initial else None
+    params = _parse_params(args.param)
+    for flag, key in ((args.no_frontier, "frontier"), (args.no_bounds, "bounds")):
+        if flag:
+            if not serving:
+                raise InputError(f"--no-{key} applies to serving-plan instances",
+                                 source="<argument>", field=f"no-{key}")
+            params[key] = False
     res = solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
-                seed=args.seed, initial_solution=initial, export_path=args.export,
-                **_parse_params(args.param))
+                seed=args.seed, initial_solution=initial, export_path=args.export, **params)
     sim = None
     if args.simulate:
         if not serving:
@@ -914,6 +920,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--export", metavar="MODEL", help="MILP: write the model (.mps or .lp)")
     s.add_argument("--simulate", action="store_true",
                    help="serving plans: also run the discrete-event simulator on the plan")
+    s.add_argument("--no-frontier", action="store_true",
+                   help="serving plans, B&B: no Pareto-frontier pruning (= --param frontier=false)")
+    s.add_argument("--no-bounds", action="store_true",
+                   help="serving plans, B&B: no bound pruning (= --param bounds=false)")
     s.add_argument("-o", "--output", help="result file (.json or .json.gz)")
     s.set_defaults(func=cmd_solve)
 
