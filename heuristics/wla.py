@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -222,7 +222,3 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
         row["best"] = held
     return WlaOutcome(formats=phi, solution=sol, makespan=ms, trajectory=traj,
                       stop_reason=stop, passes=passes, time_s=time.perf_counter() - t0)
-
-
-def wla_params_dict(p: WlaParams, bp: BifocalParams) -> dict[str, Any]:
-    return {"wla": asdict(p), "bifocal": asdict(bp)}
