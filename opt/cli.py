@@ -541,11 +541,13 @@ def cmd_replay(args) -> int:
                          source="<argument>", field="layers")
     layer_tag = f"L{args.layers}" if args.layers else "full"
     out = Path(args.out) / card.name / platform.name / f"{tag}-{layer_tag}"
+    schedules = Path(args.out) / card.name / platform.name / f"schedules-{layer_tag}"
     progress = Progress(len(methods) * 4, stream=sys.stderr)
     t0 = time.perf_counter()
     done = run_replay(requests, methods, out, schedule_shape,
                       shape_builder(card, platform, cat, layers=args.layers), model=card.name,
-                      platform=platform.name, options=opts, fresh=args.fresh, progress=progress)
+                      platform=platform.name, options=opts, fresh=args.fresh, progress=progress,
+                      schedule_dir=schedules)
     wall = time.perf_counter() - t0
     results = [rec for rec, _ in done]
     if args.json:

@@ -414,19 +414,21 @@ def config_key(requests: Sequence[Request], model: str, platform: str,
 def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | Path,
                schedule: ScheduleFn, build: Callable[[Shape], Any], *, model: str,
                platform: str, options: ReplayOptions | None = None, fresh: bool = False,
-               progress: Any = None, extra_key: dict[str, Any] | None = None
-               ) -> list[tuple[dict[str, Any], bool]]:
+               progress: Any = None, extra_key: dict[str, Any] | None = None,
+               schedule_dir: str | Path | None = None) -> list[tuple[dict[str, Any], bool]]:
     """Replay ``requests`` with every method; returns (result, was_cached) per method.
 
     ``build(shape)`` makes the P1 instance of a padded shape; ``schedule(instance, method)``
     schedules it (:data:`ScheduleFn`). Results go to ``<out>/<method>.json``, schedules to
-    ``<out>/schedules/``; a rerun reuses both (``fresh`` recomputes)."""
+    ``schedule_dir`` (default ``<out>/schedules/``; schedules depend on model, platform, build
+    and shape only, so traces may share them); a rerun reuses both (``fresh`` recomputes)."""
     opts = (options or ReplayOptions()).check()
     if not requests:
         raise InputError("the trace has no requests", field="trace")
     out = Path(out)
     key = config_key(requests, model, platform, opts, extra_key)
-    cache = ShapeCache(out / "schedules", build, schedule, fresh=fresh, progress=progress)
+    cache = ShapeCache(Path(schedule_dir) if schedule_dir is not None else out / "schedules",
+                       build, schedule, fresh=fresh, progress=progress)
     results = []
     try:
         for method in dict.fromkeys(methods):
