@@ -5,6 +5,11 @@ Each (model, GPU mix, context, SLO) instance is built once (:mod:`opt.serving_bu
 solved with every method; one JSON record per (cell, method) is written as soon as it finishes,
 to ``<out>/<model>/<gpus>/s<context>-slo<ms>/<method>.json``, so a rerun skips finished cells.
 The caller passes ``solve(instance, method) -> Result`` (the core never imports solvers).
+
+Work items (:class:`ServingTask`, one per cell × method) run on an executor (:mod:`opt.executor`);
+each builds its instance inside the worker and the parent writes the record atomically as it
+arrives. A plan the checker rejects is an ``ERROR`` record (``invalid: true``): retried by a rerun,
+shown as ``ERROR`` and never counted in a comparison.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from opt.errors import InputError
-from opt.jsonio import read_json, write_json
+from opt.executor import Executor, LastBuilt, SerialExecutor, drive, write_record
+from opt.jsonio import read_json
 from opt.report import table
 from opt.serving import ServingGrid
 from opt.serving_builder import DEFAULT_TP, ServingWorkload, build_serving_plan
-from opt.sweep import Progress
+from opt.sweep import Progress, usable
 
 BASELINES = ("col", "afd", "cad")
 
@@ -65,15 +71,62 @@ def make_record(cell: ServingCell, method: str, result: Any, wall_s: float) -> d
             "plan": None if sol is None else {k: sol[k] for k in
                                               ("template", "owners", "microbatches")},
             "search": result.stats.get("search"), "message": result.stats.get("message"),
-            "runtime_s": result.runtime_s, "wall_s": wall_s}
+            "runtime_s": result.runtime_s, "wall_s": wall_s,
+            **({"invalid": True, "error": result.stats.get("checker")}
+               if result.status == "ERROR" else {})}
+
+
+@dataclass(frozen=True)
+class ServingTask:
+    """One (cell, method) work item: everything a worker needs (picklable when ``solve`` is)."""
+
+    cell: ServingCell
+    method: str
+    card: Any  # ModelCard
+    catalog: Any  # Catalog
+    grid: ServingGrid | None
+    tp_degrees: tuple[int, ...]
+    solve: Callable[[Any, str], Any]
+
+
+_BUILT = LastBuilt()  # the last instance built in this worker (methods of one cell share it)
+
+
+def run_serving_task(task: ServingTask) -> dict[str, Any]:
+    """Build the cell's instance (reused from the previous task of the same cell), solve it with
+    the task's method and return the record."""
+    cell = task.cell
+    t0 = time.perf_counter()
+    inst = _BUILT.get(("serving", cell, task.grid, task.tp_degrees, task.card, task.catalog),
+                      lambda: build_serving_plan(task.card, task.catalog, cell.gpus,
+                                                 ServingWorkload(cell.context, cell.slo_ms / 1e3),
+                                                 grid=task.grid, tp_degrees=task.tp_degrees))
+    result = task.solve(inst, task.method)
+    return make_record(cell, task.method, result, time.perf_counter() - t0)
+
+
+def _cached(path: Path) -> dict[str, Any] | None:
+    """A finished record at ``path`` (a torn file or an ERROR record is recomputed)."""
+    if not path.exists():
+        return None
+    try:
+        rec = read_json(path)
+    except InputError:
+        return None
+    ok = isinstance(rec, dict) and "cost_usd_per_mtok" in rec and rec.get("status") not in \
+        (None, "ERROR")
+    return rec if ok else None
 
 
 def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: Path,
                       solve: Callable[[Any, str], Any], *, catalog, cards,
                       grid: ServingGrid | None = None, tp_degrees: Sequence[int] = DEFAULT_TP,
-                      resume: bool = True, progress: Progress | None = None
-                      ) -> list[tuple[dict[str, Any], bool]]:
-    """Solve every cell with every method; (record, was_cached) pairs in grid order."""
+                      resume: bool = True, progress: Progress | None = None,
+                      executor: Executor | None = None) -> list[tuple[dict[str, Any], bool]]:
+    """Solve every cell with every method; (record, was_cached) pairs in grid order.
+
+    ``executor`` runs the work items (default: serially in this process); with a parallel one
+    ``solve`` must be picklable. The records do not depend on the executor (timings aside)."""
     for cell in todo:  # bad names fail before any solving
         cards[cell.model]
         for g in cell.gpus:
@@ -81,39 +134,38 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
         if cell.context < 1 or cell.slo_ms <= 0:
             raise InputError(f"context must be ≥ 1 and SLO > 0, got {cell.context} tokens, "
                              f"{cell.slo_ms} ms", field="contexts/slo")
-    done: list[tuple[dict[str, Any], bool]] = []
     try:
-        for cell in todo:
-            inst = None
-            for method in dict.fromkeys(methods):
-                path = cell.folder(out) / f"{method}.json"
-                if progress:
-                    progress.start(f"{cell.label()} {method}")
-                if resume and path.exists():
-                    try:
-                        done.append((read_json(path), True))
-                        if progress:
-                            progress.finish_item(None)
-                        continue
-                    except InputError:
-                        pass  # torn file: recompute
-                t0 = time.perf_counter()
-                if inst is None:
-                    inst = build_serving_plan(cards[cell.model], catalog, cell.gpus,
-                                              ServingWorkload(cell.context, cell.slo_ms / 1e3),
-                                              grid=grid, tp_degrees=tp_degrees)
-                rec = make_record(cell, method, solve(inst, method), time.perf_counter() - t0)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(path.name + ".tmp")
-                write_json(rec, tmp)
-                tmp.replace(path)
-                done.append((rec, False))
-                if progress:
-                    progress.finish_item(time.perf_counter() - t0)
+        return _run(todo, list(dict.fromkeys(methods)), Path(out), solve, catalog, cards, grid,
+                    tuple(tp_degrees), resume, progress, executor or SerialExecutor())
     except BaseException:
         if progress:
             progress.abort()
         raise
+
+
+def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,
+         executor):
+    slots = [(cell, method) for cell in todo for method in methods]
+    done: list[Any] = [None] * len(slots)
+    missing: list[int] = []
+    for k, (cell, method) in enumerate(slots):
+        rec = _cached(cell.folder(out) / f"{method}.json") if resume else None
+        if rec is None:
+            missing.append(k)
+            continue
+        done[k] = (rec, True)
+        if progress:
+            progress.start(f"{cell.label()} {method}")
+            progress.finish_item(None)
+    if progress:
+        progress.workers = executor.workers
+    tasks = [ServingTask(slots[k][0], slots[k][1], cards[slots[k][0].model], catalog, grid,
+                         tp_degrees, solve) for k in missing]
+    labels = [f"{t.cell.label()} {t.method}" for t in tasks]
+    for j, rec in drive(executor, run_serving_task, tasks, labels, progress):
+        cell, method = slots[missing[j]]
+        write_record(rec, cell.folder(out) / f"{method}.json")
+        done[missing[j]] = (rec, False)
     if progress:
         progress.close()
     return done
@@ -134,15 +186,17 @@ def render(records: Sequence[dict[str, Any]]) -> str:
             r = recs.get(m)
             if r is None:
                 row.append("")
+            elif r.get("status") == "ERROR" or r.get("invalid"):
+                row.append("ERROR")  # a failed solve or a plan the checker rejected
             elif r["cost_usd_per_mtok"] is None:
                 tight = r.get("tightest_t_rtt_ms")
                 row.append("infeasible" + (f" ({tight:.0f} ms)" if tight else ""))
             else:
                 row.append(f"{r['cost_usd_per_mtok']:.4f}")
         base = [recs[m]["cost_usd_per_mtok"] for m in BASELINES
-                if m in recs and recs[m]["cost_usd_per_mtok"] is not None]
+                if m in recs and usable(recs[m], "cost_usd_per_mtok")]
         others = [recs[m]["cost_usd_per_mtok"] for m in recs
-                  if m not in BASELINES and recs[m]["cost_usd_per_mtok"] is not None]
+                  if m not in BASELINES and usable(recs[m], "cost_usd_per_mtok")]
         row.append(f"{min(base) / min(others):.3f}" if base and others else "")
         rows.append(row)
     return table(["model", "GPUs", "context", "SLO ms", *[f"{m} $/Mtok" for m in methods],

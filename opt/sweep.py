@@ -8,6 +8,12 @@ A record is reused only if it was built with the same ``layers`` and ``tp``.
 
 The core never imports the solvers: the caller passes ``solve(instance, method) -> Result``
 (the CLI wraps :func:`solvers.solve`). Durations in records are integer ticks of ``time_unit``.
+
+Work items (:class:`PlacementTask`, one per workload × method) run on an executor
+(:mod:`opt.executor`: serial, a local process pool, or Dask); each builds its instance inside the
+worker and returns the record, which the parent writes atomically as it arrives. A record whose
+solve failed or whose schedule failed validation has status ``ERROR`` (and ``invalid: true`` for
+the latter); it is kept for inspection, retried by a rerun and never enters a summary.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opt.errors import InputError
-from opt.jsonio import read_json, write_json
+from opt.executor import Executor, LastBuilt, SerialExecutor, drive, write_record
+from opt.jsonio import read_json
 from opt.report import table
 from opt.units import TIME_UNITS
 
@@ -81,10 +88,13 @@ class Progress:
     """A dependency-free progress bar: ``[12/64] 18% eta 3m12s <label>``.
 
     On a terminal the line is redrawn in place (``\\r``); otherwise one line per item. The ETA is
-    the mean time of the items computed so far times the items left (cached items are free)."""
+    the mean time of the items computed so far times the items left (cached items are free),
+    divided by ``workers`` (items computed at once by a parallel executor)."""
 
-    def __init__(self, total: int, stream: TextIO | None = None, tty: bool | None = None):
+    def __init__(self, total: int, stream: TextIO | None = None, tty: bool | None = None,
+                 workers: int = 1):
         self.total = total
+        self.workers = max(1, workers)
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.done = 0
@@ -106,7 +116,8 @@ class Progress:
         """Announce item ``done + 1`` (about to run)."""
         pct = 100 * self.done // self.total if self.total else 100
         left = self.total - self.done
-        eta = _duration(self.busy_s / self.computed * left) if self.computed else "?"
+        eta = (_duration(self.busy_s / self.computed * left / min(self.workers, max(left, 1)))
+               if self.computed else "?")
         self._emit(f"[{self.done + 1}/{self.total}] {pct}% eta {eta} {label}")
 
     def finish_item(self, seconds: float | None) -> None:
@@ -170,14 +181,59 @@ def _reusable(rec: Any, layers: int | None, tp: int) -> bool:
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
 
+@dataclass(frozen=True)
+class PlacementTask:
+    """One (workload, method) work item: everything a worker needs, picklable when ``solve``
+    is (a top-level function or a frozen dataclass instance, as the CLI passes)."""
+
+    workload: SweepWorkload
+    method: str
+    card: Any  # ModelCard
+    catalog: Any  # Catalog
+    layers: int | None
+    tp: int
+    solve: SolveFn
+
+
+_BUILT = LastBuilt()  # the last instance built in this worker (methods of one workload share it)
+
+
+def run_placement_task(task: PlacementTask) -> dict[str, Any]:
+    """Build the task's instance (reused from the previous task of the same workload), solve it
+    and return its record. A method that rejects the workload (InputError) gives an ERROR record
+    with ``error``; a schedule that fails validation gives an ERROR record with ``invalid``."""
+    from opt.builder import BuildOptions, Workload, build_placement
+    from opt.validator import ScheduleError
+
+    wl, method = task.workload, task.method
+    t0 = time.perf_counter()
+    inst = _BUILT.get(("placement", wl, task.layers, task.tp, task.card, task.catalog),
+                      lambda: build_placement(task.card, task.catalog.platform(wl.platform),
+                                              task.catalog,
+                                              Workload(wl.prefill, wl.decode, wl.batch),
+                                              BuildOptions(layers=task.layers, tp=task.tp)))
+    extra: dict[str, Any] = {}
+    try:
+        result = task.solve(inst, method)
+    except InputError as exc:  # e.g. a heuristic that cannot fit the weights
+        result, extra = _Failed(str(exc)), {"error": str(exc)}
+    except ScheduleError as exc:  # the validator rejected the schedule: never a number
+        result = _Failed(f"invalid schedule: {exc}")
+        extra = {"error": result.error, "invalid": True}
+    return {**make_record(wl, method, result, inst, layers=task.layers, tp=task.tp,
+                          wall_s=time.perf_counter() - t0), **extra}
+
+
 def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
               solve: SolveFn, *, catalog, cards, layers: int | None = None, tp: int = 1,
-              resume: bool = True, progress: Progress | None = None
-              ) -> list[tuple[dict[str, Any], bool]]:
+              resume: bool = True, progress: Progress | None = None,
+              executor: Executor | None = None) -> list[tuple[dict[str, Any], bool]]:
     """Solve every workload with every method; returns (record, was_cached) pairs in grid order.
 
     Each record is written (atomically) as soon as its solve finishes. ``catalog`` and ``cards``
-    resolve platform and model names (names and sizes are checked before anything runs)."""
+    resolve platform and model names (names and sizes are checked before anything runs).
+    ``executor`` runs the work items (default: serially in this process); with a parallel one
+    ``solve`` must be picklable. The records do not depend on the executor (timings aside)."""
     from opt.builder import Workload
 
     methods = _unique(methods)
@@ -192,62 +248,62 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
         raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
     try:
         return _run(workloads, methods, Path(out), solve, catalog, cards, layers, tp, resume,
-                    progress)
+                    progress, executor or SerialExecutor())
     except BaseException:
         if progress:
             progress.abort()
         raise
 
 
-def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress):
-    from opt.builder import BuildOptions, Workload, build_placement
+def _cached(path: Path, layers: int | None, tp: int) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        rec = read_json(path)
+    except InputError:
+        return None  # a torn or foreign file: recompute it
+    return rec if _reusable(rec, layers, tp) else None
 
-    done: list[tuple[dict[str, Any], bool]] = []
-    for wl in workloads:
-        inst = None
-        for method in methods:
-            path = record_path(out, wl, method)
-            if progress:
-                progress.start(f"{wl.label()} {method}")
-            rec = None
-            if resume and path.exists():
-                try:
-                    rec = read_json(path)
-                except InputError:
-                    rec = None  # a torn or foreign file: recompute it
-                if not _reusable(rec, layers, tp):
-                    rec = None
-            if rec is not None:
-                done.append((rec, True))
-                if progress:
-                    progress.finish_item(None)
-                continue
-            t0 = time.perf_counter()
-            if inst is None:
-                inst = build_placement(cards[wl.model], catalog.platform(wl.platform), catalog,
-                                       Workload(wl.prefill, wl.decode, wl.batch),
-                                       BuildOptions(layers=layers, tp=tp))
-            try:
-                result = solve(inst, method)
-            except InputError as exc:  # e.g. a heuristic that cannot fit the weights
-                rec = {**make_record(wl, method, _Failed(str(exc)), inst, layers=layers, tp=tp,
-                                     wall_s=time.perf_counter() - t0), "error": str(exc)}
-            else:
-                rec = make_record(wl, method, result, inst, layers=layers, tp=tp,
-                                  wall_s=time.perf_counter() - t0)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            write_json(rec, tmp)
-            tmp.replace(path)
-            done.append((rec, False))
-            if progress:
-                progress.finish_item(time.perf_counter() - t0)
+
+def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
+         executor):
+    slots = [(wl, method) for wl in workloads for method in methods]
+    done: list[Any] = [None] * len(slots)
+    todo: list[int] = []
+    for k, (wl, method) in enumerate(slots):
+        rec = _cached(record_path(out, wl, method), layers, tp) if resume else None
+        if rec is None:
+            todo.append(k)
+            continue
+        done[k] = (rec, True)
+        if progress:
+            progress.start(f"{wl.label()} {method}")
+            progress.finish_item(None)
+    if progress:
+        progress.workers = executor.workers
+    tasks = [PlacementTask(slots[k][0], slots[k][1], cards[slots[k][0].model], catalog, layers,
+                           tp, solve) for k in todo]
+    labels = [f"{t.workload.label()} {t.method}" for t in tasks]
+    for j, rec in drive(executor, run_placement_task, tasks, labels, progress):
+        k = todo[j]
+        write_record(rec, record_path(out, *slots[k]))
+        done[k] = (rec, False)
     if progress:
         progress.close()
     return done
 
 
 # ---- summaries -----------------------------------------------------------------------------------
+
+#: Statuses whose numbers may enter a summary.
+SOLVED = ("OPTIMAL", "FEASIBLE")
+
+
+def usable(rec: dict[str, Any], value: str = "makespan") -> bool:
+    """True when ``rec`` may enter a summary: solved (OPTIMAL or FEASIBLE), not marked
+    ``invalid`` (a schedule or plan that failed validation) and with a ``value``."""
+    return rec.get("status") in SOLVED and not rec.get("invalid") and rec.get(value) is not None
+
 
 def geomean(values: Sequence[float]) -> float | None:
     vals = [v for v in values if v is not None and v > 0]
@@ -263,11 +319,11 @@ def _key(rec: dict[str, Any]) -> tuple:
 def speedups(records: Sequence[dict[str, Any]], baseline: str = BASELINE
              ) -> dict[tuple, float | None]:
     """(workload key, method) → baseline makespan / method makespan (None when either has no
-    schedule or the baseline is not in the sweep)."""
-    base = {_key(r): r.get("makespan") for r in records if r["method"] == baseline}
+    schedule or the baseline is not in the sweep; ERROR and invalid records never count)."""
+    base = {_key(r): r.get("makespan") for r in records if r["method"] == baseline and usable(r)}
     out = {}
     for r in records:
-        b, m = base.get(_key(r)), r.get("makespan")
+        b, m = base.get(_key(r)), (r.get("makespan") if usable(r) else None)
         out[(_key(r), r["method"])] = b / m if b and m else None
     return out
 
@@ -303,9 +359,12 @@ def render(records: Sequence[dict[str, Any]], baseline: str = BASELINE) -> str:
     rows = []
     for r in records:
         unit = r.get("time_unit", "ns")
+        ok = usable(r)  # an ERROR / invalid record is listed, marked, without numbers
         row = [r["model"], r["platform"], f"p{r['prefill']}-d{r['decode']}-b{r['batch']}",
-               r["method"], r["status"], _ms(r.get("makespan"), unit), _ms(r.get("ttft"), unit),
-               _ms(r.get("decode_time"), unit), r.get("runtime_s")]
+               r["method"], r["status"] + (" (invalid)" if r.get("invalid") else ""),
+               _ms(r.get("makespan"), unit) if ok else None,
+               _ms(r.get("ttft"), unit) if ok else None,
+               _ms(r.get("decode_time"), unit) if ok else None, r.get("runtime_s")]
         if has_base:
             row.append(sp[(_key(r), r["method"])])
         rows.append(row)
