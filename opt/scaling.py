@@ -9,8 +9,9 @@ batch) on a ladder of platforms (default HP0 → HP32 → HP64 → HP128). For e
   of PIM added: ``m_k = (S_k − S_{k−1}) / (ΔPIM GB / 32)``. With the DOPS ladder the increments
   are +32 GB, +32 GB, +64 GB, so HP64 → HP128 is charged for two 32 GB units;
 * the *highest-payoff point*: the platform at the end of the increment with the largest m_k
-  (Fig. 15's marker), and the *saturation point*: the smallest platform whose speedup is within
-  5 % of the best on the ladder.
+  (Fig. 15's marker; the first platform when no increment has m_k > 0: buying PIM does not
+  pay), and the *saturation point*: the smallest platform whose speedup is within 5 % of the
+  best on the ladder.
 
 Runs are resumable: one JSON record per (workload, platform) under
 ``<out>/<model>/<platform>/p<prefill>-d<decode>-b<batch>/<method>.json`` (the layout and record
@@ -172,6 +173,8 @@ def summarise(records: Sequence[dict[str, Any]], platforms: Sequence[str], catal
                 and units > 0 else None
         valid = {k: v for k, v in marg.items() if v is not None}
         best_inc = max(valid, key=valid.get) if valid else None
+        if best_inc is not None and valid[best_inc] <= 0:
+            best_inc = None  # no increment pays: stay on the first platform
         sp_valid = {pl: s for pl, s in speed.items() if s is not None}
         top = max(sp_valid.values()) if sp_valid else None
         sat = next((pl for pl in plats if pl in sp_valid
@@ -179,7 +182,8 @@ def summarise(records: Sequence[dict[str, Any]], platforms: Sequence[str], catal
         rows.append({"model": model, "prefill": p, "decode": d, "batch": b,
                      "makespan": {pl: ms.get(pl) for pl in plats}, "speedup": speed,
                      "marginal": marg, "best_increment": best_inc,
-                     "payoff_platform": best_inc.split("->")[1] if best_inc else None,
+                     "payoff_platform": best_inc.split("->")[1] if best_inc
+                     else (plats[0] if valid else None),
                      "saturation_platform": sat})
     rows.sort(key=lambda r: (r["model"], r["batch"], r["prefill"], r["decode"]))
     return rows

@@ -52,6 +52,10 @@ def test_summary_speedups_marginals_and_payoff():
     ins = insight_table(summarise(recs + recs2, PLATS, CAT), PLATS)
     batch_rows = {x["level"]: x for x in ins if x["factor"] == "batch"}
     assert batch_rows[1]["mean_payoff_index"] == 3 and batch_rows[4]["mean_payoff_index"] == 1
+    [none] = summarise([_rec("HP0", 1000, b=8), _rec("HP32", 1100, b=8), _rec("HP64", 1100, b=8),
+                        _rec("HP128", 1200, b=8)], PLATS, CAT)
+    assert none["best_increment"] is None and none["payoff_platform"] == "HP0"
+    assert none["saturation_platform"] == "HP0"
     missing = summarise([_rec("HP0", 1000), _rec("HP32", None)], PLATS[:2], CAT)[0]
     assert missing["speedup"]["HP32"] is None and missing["best_increment"] is None
 
