@@ -67,6 +67,19 @@ def _bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
     return result
 
 
+def _policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from heuristics.policy_search import PolicySearchParams, policy_search
+
+    params = PolicySearchParams.from_dict(options.params)  # unknown names → InputError
+    stats: dict[str, Any] = {}
+    result = _heuristic_result(inst, "policy-search", options,
+                               lambda: policy_search(inst, params,
+                                                     time_limit_s=options.time_limit_s,
+                                                     stats=stats))
+    result.stats.update(stats)
+    return result
+
+
 def _static(policy: str) -> Callable[[PlacementInstance, SolveOptions], Result]:
     """The back end of static policy ``policy`` (DOPS Table 1, heuristics.static_policies)."""
 
@@ -91,6 +104,7 @@ PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]
     "pd+linear": _static("pd+linear"),
     "pd+attn": _static("pd+attn"),
     "pd+ffn": _static("pd+ffn"),
+    "policy-search": _policy_search,
 }
 #: Methods that take a warm start (the others ignore ``initial_solution``).
 EXACT_METHODS = frozenset({"cpsat", "milp"}) | LAYOUT_EXACT
