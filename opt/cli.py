@@ -377,12 +377,21 @@ def cmd_validate(args) -> int:
         print(f"invalid: result reports objective {res.objective} but the schedule's makespan "
               f"is {metrics.makespan}", file=sys.stderr)
         return 1
+    from opt.utilisation import utilisation
+
+    util = utilisation(inst, res.solution, metrics)  # DOPS Eq. 5 co-utilisation
     if args.json:
-        _print_json({"valid": True, **metrics.to_dict()})
+        _print_json({"valid": True, **metrics.to_dict(),
+                     "class_busy": util.class_busy, "co_utilisation": util.co_utilisation,
+                     "npu_only": util.npu_only, "pim_only": util.pim_only, "idle": util.idle})
     else:
         print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
               + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
                  f"{metrics.decode_steps} steps" if metrics.ttft is not None else ""))
+        if util.co_utilisation is not None:
+            print(f"co-utilisation (NPU and PIM both computing) {util.co_utilisation:.1%}; "
+                  f"NPU only {util.npu_only:.1%}, PIM only {util.pim_only:.1%}, idle "
+                  f"{util.idle:.1%}")
     return 0
 
 
@@ -506,6 +515,57 @@ def cmd_bound(args) -> int:
                 + [["max (certified)", cert.value, f"{cert.seconds:.2f}"]]))
     print(f"certified lower bound {cert.value} {inst.time_unit} ({cert.best}), "
           f"{inst.n_tasks} tasks, {cert.seconds:.1f} s")
+    return 0
+
+
+# ---- plot ---------------------------------------------------------------------------------------
+
+def _placement_pair(args):
+    """The placement instance and result of ``plot gantt`` / ``plot utilisation``."""
+    from opt.instance import PlacementInstance
+    from opt.result import read_result
+
+    inst = _load_instance(args.instance)
+    if not isinstance(inst, PlacementInstance):
+        raise InputError("this plot applies to placement instances", field="instance")
+    res = read_result(args.result)
+    if res.solution is None:
+        raise InputError(f"no schedule to plot (status {res.status})", source=args.result,
+                         field="solution")
+    return inst, res
+
+
+def cmd_plot(args) -> int:
+    """``hetopt plot gantt|utilisation|sweep|serving`` (PNG; needs the ``plot`` extra)."""
+    from opt.validator import ScheduleError
+
+    if args.what in ("gantt", "utilisation"):
+        from opt.gantt import parse_window, plot_gantt, plot_utilisation
+
+        inst, res = _placement_pair(args)
+        window = parse_window(args.window)
+        try:
+            if args.what == "gantt":
+                info = plot_gantt(inst, res.solution, args.output, window=window,
+                                  resolution=args.resolution)
+            else:
+                info = plot_utilisation(inst, res.solution, args.output, window=window)
+        except ScheduleError as exc:
+            print(f"invalid: {exc}", file=sys.stderr)
+            return 1
+    else:
+        from opt.sweep_plots import load_records, plot_serving_costs, plot_speedup_heatmap
+
+        if args.what == "sweep":
+            info = plot_speedup_heatmap(load_records(args.results), args.output,
+                                        method=args.method, baseline=args.baseline)
+        else:
+            info = plot_serving_costs(load_records(args.results, "serving"), args.output,
+                                      methods=args.methods)
+    if args.json:
+        _print_json(info)
+    else:
+        print(f"wrote {info['path']}")
     return 0
 
 
@@ -900,6 +960,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("instances", parents=[common], help="list bundled benchmark instances")
     s.set_defaults(func=cmd_instances)
+
+    pp = sub.add_parser("plot", help="plots of results and sweeps (PNG; needs hetopt[plot])")
+    psub = pp.add_subparsers(dest="what", required=True)
+    for what, help_ in (("gantt", "per-device Gantt chart: compute, transfers, weight loads"),
+                        ("utilisation", "NPU/PIM busy over time and co-utilisation (Eq. 5)")):
+        s = psub.add_parser(what, parents=[common], help=help_)
+        s.add_argument("instance", help="placement instance file or bundled instance name")
+        s.add_argument("result", help="result file with a schedule")
+        s.add_argument("--window", metavar="START:END",
+                       help="time window in the instance's time unit (default: whole schedule)")
+        s.add_argument("--resolution", type=int, default=2000,
+                       help="gantt: pixel columns; closer events are merged (default 2000)")
+        s.add_argument("-o", "--output", required=True, help="PNG file")
+        s.set_defaults(func=cmd_plot)
+    s = psub.add_parser("sweep", parents=[common],
+                        help="speedup heat map over PD from sweep placement/layout records")
+    s.add_argument("results", help="results folder of hetopt sweep placement (or layout)")
+    s.add_argument("--method", default="bifocal", help="method whose speedup is shown")
+    s.add_argument("--baseline", default="pd", help="baseline method (default pd)")
+    s.add_argument("-o", "--output", required=True, help="PNG file")
+    s.set_defaults(func=cmd_plot)
+    s = psub.add_parser("serving", parents=[common],
+                        help="cost bars per cell and method from sweep serving records")
+    s.add_argument("results", help="results folder of hetopt sweep serving")
+    s.add_argument("--methods", nargs="+", metavar="METHOD", help="methods to show (default all)")
+    s.add_argument("-o", "--output", required=True, help="PNG file")
+    s.set_defaults(func=cmd_plot)
 
     s = sub.add_parser("validate", parents=[common],
                        help="check a result's schedule against its instance (exit 1 if invalid)")
