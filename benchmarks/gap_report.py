@@ -48,6 +48,7 @@ ABLATION = (
     ("+window", {"window": True, "phase": False, "token": False}),
     ("+phase", {"window": True, "phase": True, "token": False}),
     ("+token", {"window": True, "phase": True, "token": True}),
+    ("+prior (extension)", {"window": True, "phase": True, "token": True, "prior": True}),
 )
 
 

@@ -74,6 +74,14 @@ Capacity (SPEC rule 6)
     victim's last use must start strictly before its eviction). Evicted blocks are reloaded by a
     new load when needed again. Eviction events are part of the solution.
 
+Load-port prior (switch ``prior``, default off; an extension beyond DOPS)
+    θ starts from :func:`load_port_prior` instead of empty: blocks are spread over the load
+    ports by LPT list scheduling on their cheapest loads, and θ(b) is the class of b's port, so
+    the phase bias steers a block's first use towards a class whose port has room. On small
+    load-bound instances (1-layer slices) it halves Bifocal's gap to the proven optimum
+    (5.8 % → 3.3 % mean on 9 instances); at full DOPS size its effect is mixed (−6 % … +5 %
+    makespan on 7 workloads), so it is not the default. Needs ``phase``.
+
 "EFT only" (``window=phase=token=False``) is exactly the HEFT list schedule (insertion EFT in
 upward-rank order), except that devices whose capacity is exhausted evict instead of being
 skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted and reported).
@@ -107,6 +115,7 @@ class BifocalParams:
     alpha: float = 1.0
     r_min: float = 1.0
     p_reuse: float = 1.0
+    prior: bool = False
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
@@ -119,7 +128,7 @@ class BifocalParams:
                                  f"{', '.join(known)}", field=f"params.{name}")
         out: dict[str, Any] = {}
         for name, value in params.items():
-            if name in ("window", "phase", "token"):
+            if name in ("window", "phase", "token", "prior"):
                 if not isinstance(value, (bool, np.bool_)):
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
@@ -234,6 +243,31 @@ def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: in
     return tail, best, hs
 
 
+def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
+    """θ before any commit (switch ``prior``, an extension): blocks assigned to load ports by
+    longest-processing-time-first list scheduling — each block, longest cheapest load first,
+    goes to the legal device whose port would finish its loads earliest — and θ(b) = that
+    device's class. Balances the weight traffic over the ports, which EFT alone cannot see."""
+    nb, nd = len(inst.block_ids), inst.n_devices
+    users = np.zeros((nb, nd), dtype=bool)
+    has = np.flatnonzero(inst.task_block >= 0)
+    legal = inst.cost[has] >= 0
+    np.logical_or.at(users, inst.task_block[has], legal)
+    ld = inst.load_duration.astype(np.float64)
+    ld[(ld < 0) | ~users] = np.inf
+    order = np.argsort(-np.where(np.isfinite(ld), ld, -np.inf).min(axis=1), kind="stable")
+    port = np.zeros(nd)
+    theta = [-1] * nb
+    for b in order.tolist():
+        fin = port + ld[b]
+        if not np.isfinite(fin).any():
+            continue
+        d = int(np.argmin(fin))
+        port[d] = fin[d]
+        theta[b] = dev_cls[d]
+    return theta
+
+
 # ---------------------------------------------------------------------------------------------
 
 def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalParams | None = None,
@@ -287,6 +321,8 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     phase_l = inst.phase.tolist() if inst.phase is not None else [-1] * n
     step_l = inst.step.tolist() if inst.step is not None else [-1] * n
     theta = [-1] * nb
+    if p.phase and p.prior and nb:
+        theta = load_port_prior(inst, dcls_l)
     total_bytes = int(inst.block_bytes.sum()) if nb else 0
     holds_all = []
     for c in range(K):
