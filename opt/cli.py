@@ -803,11 +803,10 @@ def cmd_sweep_serving(args) -> int:
 
 def cmd_bench(args) -> int:
     from opt.bench import render, run_cases, write_reports
-    from opt.suite import core_cases
-    from solvers.bench import placement_cases
-    from solvers.serving_bench import serving_cases
+    from solvers.suites import suite_cases
 
-    cases = core_cases() + placement_cases() + serving_cases()
+    out = Path(args.out)
+    cases = suite_cases(args.suite, out)
     if args.case:
         wanted = set(args.case)
         unknown = wanted - {c.name for c in cases}
@@ -816,7 +815,6 @@ def cmd_bench(args) -> int:
                              f"{', '.join(c.name for c in cases)}", source="<argument>",
                              field="case")
         cases = [c for c in cases if c.name in wanted]
-    out = Path(args.out)
     done = run_cases(cases, out, resume=not args.fresh,
                      echo=lambda s: print(s, file=sys.stderr, flush=True))
     if args.json:
@@ -826,7 +824,7 @@ def cmd_bench(args) -> int:
                      for c, r, cached in done])
     else:
         print(render(done))
-    paths = write_reports(done, out)
+    paths = write_reports(done, out if args.suite == "default" else out / args.suite)
     if not args.json:
         print(f"results in {out}/ (rerun resumes; --fresh recomputes); report: "
               f"{', '.join(str(p) for p in paths)}")
@@ -1151,6 +1149,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results/bench", help="results folder (default %(default)s)")
     s.add_argument("--fresh", action="store_true", help="recompute cases already in --out")
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
+    s.add_argument("--suite", default="default",
+                   help="default (about 5 min) | opweave (full OpWeave table + detailed "
+                        "theorem check) | dops (full DOPS sweep for dops-qwen-1.8b)")
     s.set_defaults(func=cmd_bench)
     return p
 

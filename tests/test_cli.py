@@ -184,3 +184,8 @@ def test_bad_instance_file_is_one_line(capsys, tmp_path):
         {"name": "A", "class": "cpu"}], "tasks": [{"id": "t", "cost": {"A": -3}}]}))
     code, _, err = run(capsys, "solve", str(bad))
     assert code == 2 and err.count("\n") == 1 and str(bad) in err and "negative" in err
+
+
+def test_bench_suites_are_named(capsys):
+    code, _, err = run(capsys, "bench", "--suite", "nope")
+    assert code == 2 and "unknown bench suite 'nope'" in err and "opweave" in err
