@@ -178,11 +178,7 @@ class DaskExecutor(Executor):
     def __init__(self, client: Any, cluster: Any = None):
         self.client = client
         self.cluster = cluster  # ours to close (None for an external scheduler)
-        try:
-            self.workers = max(1, sum(w.get("nthreads", 1) for w in
-                                      client.scheduler_info()["workers"].values()))
-        except (KeyError, AttributeError, TypeError):
-            self.workers = 1
+        self.workers = max(1, sum(client.nthreads().values()))  # worker threads now
 
     def map_unordered(self, fn, items):
         from distributed import as_completed
