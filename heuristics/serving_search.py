@@ -210,22 +210,19 @@ def _candidates(inst: ServingInstance, role: _Role, mu: int, frontier: bool
 
 
 def _pareto(c: _Cands) -> np.ndarray:
-    """Indices of choices not dominated within their batch in (busy, rate, tp)."""
+    """Indices of choices not dominated within their batch in (busy, rate, tp); of equal
+    vectors the first is kept (vectorised pairwise comparison per batch group)."""
     keep = []
     for b in np.unique(c.batch):
         idx = np.flatnonzero(c.batch == b)
-        for i in idx:
-            dominated = False
-            for j in idx:
-                if j == i:
-                    continue
-                le = c.busy[j] <= c.busy[i] and c.rate[j] <= c.rate[i] and c.tp[j] <= c.tp[i]
-                lt = c.busy[j] < c.busy[i] or c.rate[j] < c.rate[i] or c.tp[j] < c.tp[i]
-                if le and (lt or j < i):
-                    dominated = True
-                    break
-            if not dominated:
-                keep.append(i)
+        busy, rate, tp = c.busy[idx], c.rate[idx], c.tp[idx]
+        le = ((busy[:, None] <= busy[None, :]) & (rate[:, None] <= rate[None, :])
+              & (tp[:, None] <= tp[None, :]))            # le[j, i]: j at least as good as i
+        lt = ((busy[:, None] < busy[None, :]) | (rate[:, None] < rate[None, :])
+              | (tp[:, None] < tp[None, :]))
+        earlier = np.arange(len(idx))[:, None] < np.arange(len(idx))[None, :]
+        dominated = (le & (lt | earlier)).any(axis=0)
+        keep.extend(idx[~dominated].tolist())
     return np.array(sorted(keep), dtype=np.int64)
 
 
