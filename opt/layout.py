@@ -21,6 +21,8 @@ Views (all share the task, edge and cost arrays of the original; nothing is copi
 
 from __future__ import annotations
 
+import weakref
+
 import dataclasses
 import math
 from collections import Counter
@@ -139,8 +141,26 @@ def with_formats(inst: PlacementInstance, assignment: Mapping[str, str]) -> Plac
 def relaxed_instance(inst: PlacementInstance, formats: Iterable[str] | None = None
                      ) -> PlacementInstance:
     """Every block loads in its cheapest allowed format on each device (fixed blocks in their
-    format): P1 lower bounds of this view bound every P2 schedule over ``formats`` from below."""
+    format): P1 lower bounds of this view bound every P2 schedule over ``formats`` from below.
+
+    The view is memoised per instance object and format set, so bounds cached on it (e.g.
+    :func:`opt.certified_bounds.certified_lower_bound`) are computed once per sweep instance."""
     allowed = allowed_formats(inst, formats)
+    key = tuple(allowed)
+    cached = _RELAXED.get(inst, {}).get(key)
+    if cached is not None:
+        return cached
+    view = _relaxed(inst, allowed)
+    _RELAXED.setdefault(inst, {})[key] = view
+    return view
+
+
+#: relaxed views per instance (a cache: entries die with their instance)
+_RELAXED: "weakref.WeakKeyDictionary[PlacementInstance, dict[tuple, PlacementInstance]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _relaxed(inst: PlacementInstance, allowed) -> PlacementInstance:
     nb, nd = len(inst.block_ids), inst.n_devices
     big = np.iinfo(np.int64).max
     best = np.full((nb, nd), big, dtype=np.int64)
