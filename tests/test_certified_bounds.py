@@ -26,8 +26,13 @@ from test_placement_milp import brute_force, random_instance
 
 @pytest.mark.parametrize("name", instances.names("placement"))
 def test_bundled_bound_below_optimum_and_above_old(name):
+    from opt.layout import relaxed_instance
+
     inst = instances.load(name)
-    opt = instances.info(name).optimum
+    rec = instances.info(name)
+    opt = rec.optimum if rec.optimum is not None else rec.upper_bound  # best known otherwise
+    if len(inst.layout.formats) > 1:  # P2: formats are decided; bound the relaxed view
+        inst = relaxed_instance(inst)
     cert = certified_lower_bound(inst)
     old = placement_lower_bound(inst)
     assert old <= cert.value <= opt
@@ -37,7 +42,8 @@ def test_bundled_bound_below_optimum_and_above_old(name):
 def test_bundled_bounds_are_much_tighter_than_before():
     # the chain decomposition proves the optimum of several Sinnen graphs outright
     ratios = {n: certified_lower_bound(instances.load(n)).value / instances.info(n).optimum
-              for n in instances.names("placement")}
+              for n in instances.names("placement")
+              if instances.info(n).optimum is not None and not n.startswith("p2-")}
     assert sum(r == 1.0 for r in ratios.values()) >= 6, ratios
     assert certified_lower_bound(instances.load("heft-topcuoglu-2002")).value >= 69
 
@@ -100,8 +106,9 @@ def test_bucketing_stays_below_exact_evaluation(catalog, cards):
 
 # ---- random instances against brute force -------------------------------------------------------
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 6), n_devices=st.integers(1, 3),
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 5), n_devices=st.integers(1, 3),
        contention=st.booleans(), star=st.booleans(), n_blocks=st.integers(0, 2),
        identical=st.booleans(), cap=st.sampled_from([8, 64, 20_000]))
 def test_random_bound_below_brute_force_optimum(seed, n_tasks, n_devices, contention, star,
