@@ -31,10 +31,15 @@ def test_reference_optima_cpsat(name):
 @pytest.mark.parametrize("name", instances.names("placement"))
 def test_heft_never_below_optimum(name):
     inst = instances.load(name)
+    rec = instances.info(name)
     res = solve(inst, "heft")
     assert res.status == "FEASIBLE"
-    assert res.objective >= instances.info(name).optimum
-    assert res.lower_bound <= instances.info(name).optimum
+    if rec.optimum is None:  # medium instance: its proven bound
+        assert res.objective >= rec.lower_bound
+        return
+    assert res.objective >= rec.optimum
+    if len(inst.layout.formats) == 1:  # a P2 optimum may undercut the linear-format P1 bound
+        assert res.lower_bound <= rec.optimum
 
 
 def test_heft_gives_80_on_paper_example():
