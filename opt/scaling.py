@@ -87,7 +87,8 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
 
     if len(set(platforms)) < 2:
         raise InputError("scaling needs at least two platforms", field="platforms")
-    scale = (layers is not None) if scale_capacity is None else bool(scale_capacity)
+    # capacity scaling only means something for reduced (--layers) builds
+    scale = layers is not None and (True if scale_capacity is None else bool(scale_capacity))
     wls = grid(models, platforms, prefill, decode, batch)
     for wl in wls:
         card = cards[wl.model]
@@ -121,7 +122,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             inst = build_placement(card, catalog.platform(wl.platform), catalog,
                                    Workload(wl.prefill, wl.decode, wl.batch),
                                    BuildOptions(layers=layers))
-            if scale and layers is not None:
+            if scale:
                 inst = scaled_capacity(inst, layers / card.layers)
             try:
                 result = solve(inst, method)
@@ -129,7 +130,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
                 result = _Failed(str(exc))
             rec = make_record(wl, method, result, inst, layers=layers, tp=1,
                               wall_s=time.perf_counter() - t0)
-            rec["capacity_scaled"] = scale and layers is not None
+            rec["capacity_scaled"] = scale
             if isinstance(result, _Failed):
                 rec["error"] = result.error
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -78,6 +78,12 @@ def test_run_scaling_resumes(tmp_path):
     unscaled = run_scaling(["llama-2-13b"], PLATS[:2], [16], [2], [1], tmp_path, solve,
                            scale_capacity=False, **kw)
     assert [c for _, c in unscaled] == [False] * 2  # another build: recomputed
+    full = run_scaling(["llama-2-7b"], PLATS[:2], [8], [1], [1], tmp_path, solve,
+                       catalog=CAT, cards=CARDS, scale_capacity=True)
+    assert not any(r["capacity_scaled"] for r, _ in full)  # full size: nothing to scale
+    again = run_scaling(["llama-2-7b"], PLATS[:2], [8], [1], [1], tmp_path, solve,
+                        catalog=CAT, cards=CARDS, scale_capacity=True)
+    assert [c for _, c in again] == [True] * 2
     with pytest.raises(InputError, match="platforms"):
         run_scaling(["llama-2-7b"], ["HP0"], [16], [2], [1], tmp_path, solve, **kw)
 
