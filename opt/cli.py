@@ -2,8 +2,8 @@
 
 Sub-commands: ``models``, ``hardware``, ``bounds het|hom``, ``verify-bounds``,
 ``plot-bounds``, ``build placement``, ``import dot``, ``instances``, ``validate``, ``solve``,
-``bound``, ``sweep placement``, ``replay``, ``scaling``, ``bench``. Bad input prints one line naming the file, field
-and value and exits 2; ``--json`` prints machine-readable output.
+``bound``, ``sweep placement``, ``replay``, ``scaling``, ``bench``. Bad input prints one
+line naming the file, field and value and exits 2; ``--json`` prints machine-readable output.
 """
 
 from __future__ import annotations
