@@ -310,3 +310,21 @@ def test_load_port_prior_balances_ports_and_is_optional():
     cls = [d.device_class for d in inst.devices]
     theta = load_port_prior(inst, [["npu", "pim", "cpu", "gpu"].index(c) for c in cls])
     assert min(theta) >= 0 and set(theta) == {0, 1}  # every block hinted; both classes used
+
+
+def test_evict_cost_stops_thrashing_under_capacity_pressure():
+    """``evict_cost`` (extension, default off): charging the future reloads of evicted blocks
+    cuts Bifocal's evictions under capacity pressure (llama-2-13b on HP32, batch 16)."""
+    from opt.hardware import bundled_catalog
+    from opt.modelcard import bundled_cards
+    from opt.validator import validate_placement
+
+    assert BifocalParams().evict_cost == 0.0
+    cat, cards = bundled_catalog(), bundled_cards()
+    inst = build_placement(cards["llama-2-13b"], cat.platform("HP32"), cat, Workload(128, 32, 16))
+    base = bifocal_schedule(inst)
+    aware = bifocal_schedule(inst, {"evict_cost": 1.0})
+    assert len(aware["evictions"]) * 4 <= len(base["evictions"])
+    assert validate_placement(inst, aware).makespan <= validate_placement(inst, base).makespan
+    with pytest.raises(InputError):
+        bifocal_schedule(inst, {"evict_cost": -1.0})
