@@ -172,6 +172,16 @@ class PlacementCpSat:
         if redundant:
             # every used block is loaded somewhere; its first copy is ready at avail[b], which
             # no user can precede (whatever its device): cmax ≥ avail[b] + longest tail of a user
+            # port energy: the loads on d's port run one at a time, and after the last one some
+            # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail
+            for d in range(nd):
+                keys = [(b, dd) for (b, dd) in self.load_lit if dd == d]
+                if len(keys) < 2 or self.formats is not None:
+                    continue
+                q_min = min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
+                            for k in keys for t in users[k])
+                m.Add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
+                                       for b, _ in keys) + q_min)
             for b in sorted({b for b, _ in users}):
                 devs = [d for (bb, d) in self.load_lit if bb == b]
                 m.AddBoolOr([self.load_lit[(b, d)] for d in devs])
