@@ -23,6 +23,8 @@ def references_case() -> CaseResult:
     rows, checks = [], []
     for name in instances.names("placement"):
         inst, info = instances.load(name), instances.info(name)
+        if info.optimum is None or len(inst.layout.formats) > 1:
+            continue  # medium (best-known) and P2 entries: no P1 optimum to reproduce
         cp = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
         mi = solve(inst, "milp", time_limit=30, num_workers=1, seed=0)
         he = solve(inst, "heft")
