@@ -189,3 +189,11 @@ def test_bad_instance_file_is_one_line(capsys, tmp_path):
 def test_bench_suites_are_named(capsys):
     code, _, err = run(capsys, "bench", "--suite", "nope")
     assert code == 2 and "unknown bench suite 'nope'" in err and "opweave" in err
+
+
+def test_bench_references_case_runs_on_every_bundled_entry(capsys, tmp_path):
+    """The references case must skip bundled entries without a P1 optimum (medium instances
+    with best-known values, P2 entries) instead of crashing the main job."""
+    code, out, _ = run(capsys, "bench", "--out", str(tmp_path), "--case", "references")
+    assert code == 0 and "0 failed" in out
+    assert "heft-topcuoglu-2002" in out and "p1-llama-2-7b" not in out
