@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from opt.serving import ServingInstance, lcm_all
-from opt.serving_plan import Owner, ServingPlan, boundary_occurrences, template_from_sequence
+from opt.serving_plan import (Owner, ServingPlan, crossings, resident_bytes,
+                              template_from_sequence)
 
 #: Per-layer owner patterns of the baselines over the builder's five ops per layer
 #: (qkv, attn, o_proj, ffn_in, ffn_out).
@@ -115,45 +116,33 @@ class _Seq:
 
 
 def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
+    """Per owner of ``owner``: busy time for every (config, microbatch), the transfers it
+    sends and receives per microbatch size, and its resident bytes (``opt.serving_plan``'s
+    crossing and memory rules, vectorised over the tables)."""
     k = int(owner.max()) + 1
-    n = inst.n_ops
-    cnt = inst.op_count
     first, last = int(owner[0]), int(owner[inst.last_op])
     nmb = len(inst.microbatch_sizes)
-    w_op = np.array([o.weight_bytes for o in inst.ops], dtype=np.float64) * cnt
-    kv_op = np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64) * cnt
     send = np.zeros((k, nmb), dtype=np.int64)
     out = np.zeros((k, nmb), dtype=np.int64)
     inn = np.zeros((k, nmb), dtype=np.int64)
     if k > 1:
-        for i in range(n):
-            nxt = (i + 1) % n
-            if owner[i] == owner[nxt]:
-                continue
-            occ = boundary_occurrences(inst, i)
-            if occ <= 0:
-                continue
-            s, r = owner[i], owner[nxt]
-            send[s] += occ * inst.transfer_duration[:, i]
-            out[s] += occ * inst.transfer_busy[:, i]
-            inn[r] += occ * inst.transfer_busy[:, i]
+        for i, snd, rcv, occ in crossings(inst, owner):
+            send[snd] += occ * inst.transfer_duration[:, i]
+            out[snd] += occ * inst.transfer_busy[:, i]
+            inn[rcv] += occ * inst.transfer_busy[:, i]
         if last != first:
             send[last] += inst.token_transfer_duration
             out[last] += inst.token_transfer_busy
             inn[first] += inst.token_transfer_busy
+    weights, kv = resident_bytes(inst, owner, k)
     roles = []
     for m in range(k):
-        mask = owner == m
-        busy = dur_cnt[:, :, mask].sum(axis=2)
-        weights = float(w_op[mask].sum())
+        busy = dur_cnt[:, :, owner == m].sum(axis=2)
         if m == first:
             busy = busy + inst.head_duration[:, :, 0]
-            weights += inst.embed_weight_bytes
         if m == last:
             busy = busy + inst.head_duration[:, :, 1]
-            if not (inst.tied_embeddings and last == first):
-                weights += inst.lm_head_weight_bytes
-        roles.append(_Role(busy, send[m], out[m], inn[m], weights, float(kv_op[mask].sum())))
+        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m])))
     return _Seq(owner, roles)
 
 
@@ -178,14 +167,27 @@ class _Cands:
                         ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp")))
 
 
-def _candidates(inst: ServingInstance, role: _Role, mu: int, frontier: bool
+@dataclass(frozen=True)
+class _Configs:
+    """Per configuration: replica price ($/s), usable memory (bytes), GPUs."""
+
+    price: np.ndarray
+    cap: np.ndarray
+    tp: np.ndarray
+
+    @classmethod
+    def of(cls, inst: ServingInstance) -> "_Configs":
+        return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
+                   np.array([inst.replica_memory_bytes(c) for c in inst.configs]),
+                   np.array([c.tp for c in inst.configs]))
+
+
+def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
                 ) -> tuple[_Cands, int]:
     """Memory-feasible choices (config, batch) of one owner; returns them and the raw count."""
     rows = []
     raw = 0
-    price = np.array([inst.replica_price_usd_per_s(c) for c in inst.configs])
-    cap = np.array([inst.replica_memory_bytes(c) for c in inst.configs])
-    tps = np.array([c.tp for c in inst.configs])
+    price, cap, tps = cfgs.price, cfgs.cap, cfgs.tp
     for b in inst.grid.batches:
         if b % mu or (b // mu) not in inst.microbatch_sizes:
             continue
@@ -267,6 +269,7 @@ class _Searcher:
         self.best_key: tuple | None = None
         self.stats = SearchStats()
         self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
+        self.cfgs = _Configs.of(inst)
 
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
         return t * self.tick_s * rate if self.objective == "cost" else t.astype(np.float64)
@@ -283,7 +286,7 @@ class _Searcher:
                 raw_prod = 1
                 prod = 1
                 for role in seq.roles:
-                    c, raw = _candidates(self.inst, role, mu, self.frontier)
+                    c, raw = _candidates(self.inst, self.cfgs, role, mu, self.frontier)
                     cands.append(c)
                     raw_prod *= raw
                     prod *= len(c)

@@ -102,6 +102,40 @@ def boundary_occurrences(inst: ServingInstance, i: int) -> int:
     return int(cnt[i + 1]) if i < inst.n_ops - 1 else int(cnt[0]) - 1
 
 
+def crossings(inst: ServingInstance, owner: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Every stage boundary a token crosses under the owner sequence ``owner``: (block op i
+    after which it falls, sender, receiver, occurrences per token). The token-id return from
+    the LM-head owner to the embedding owner is not included (see the module docstring)."""
+    n = inst.n_ops
+    out = []
+    for i in range(n):
+        nxt = (i + 1) % n
+        if owner[i] == owner[nxt]:
+            continue
+        occ = boundary_occurrences(inst, i)
+        if occ > 0:
+            out.append((i, int(owner[i]), int(owner[nxt]), occ))
+    return out
+
+
+def resident_bytes(inst: ServingInstance, owner: np.ndarray, k: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(weights [k], KV per request [k]) each owner holds per replica: its ops' weights and KV
+    in every block they run in, the embedding on the first op's owner and the LM head on the
+    last op's owner (stored once when tied and both are the same owner)."""
+    cnt = inst.op_count
+    weights = np.zeros(k, dtype=np.float64)
+    kv = np.zeros(k, dtype=np.float64)
+    np.add.at(weights, owner, cnt * np.array([o.weight_bytes for o in inst.ops], dtype=np.float64))
+    np.add.at(kv, owner, cnt * np.array([o.kv_bytes_per_request for o in inst.ops],
+                                        dtype=np.float64))
+    first, last = int(owner[0]), int(owner[inst.last_op])
+    weights[first] += inst.embed_weight_bytes
+    if not (inst.tied_embeddings and last == first):
+        weights[last] += inst.lm_head_weight_bytes
+    return weights, kv
+
+
 def owner_sequence(n_ops: int, template: tuple[int, ...], k: int) -> np.ndarray:
     """int64 [i]: 0-based owner of block op i under the cyclic template (rules in the module
     docstring). Raises PlanError on a malformed template."""
@@ -206,20 +240,11 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
     path = int(busy.sum())
     net_out = np.zeros(k, dtype=np.int64)
     net_in = np.zeros(k, dtype=np.int64)
-    boundaries = 0
     if k > 1:
-        for i in range(n):
-            nxt = (i + 1) % n
-            if owner[i] == owner[nxt]:
-                continue
-            occ = boundary_occurrences(inst, i)
-            if occ <= 0:
-                continue
-            mb, mb_r = mb_idx[owner[i]], mb_idx[owner[nxt]]
-            path += occ * int(inst.transfer_duration[mb, i])
-            net_out[owner[i]] += occ * int(inst.transfer_busy[mb, i])
-            net_in[owner[nxt]] += occ * int(inst.transfer_busy[mb_r, i])
-            boundaries += occ
+        for i, snd, rcv, occ in crossings(inst, owner):
+            path += occ * int(inst.transfer_duration[mb_idx[snd], i])
+            net_out[snd] += occ * int(inst.transfer_busy[mb_idx[snd], i])
+            net_in[rcv] += occ * int(inst.transfer_busy[mb_idx[rcv], i])
         if last != first:
             mb = mb_idx[last]
             path += int(inst.token_transfer_duration[mb])
@@ -239,15 +264,7 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
     if len(reqs) > 1:
         violations.append(f"replicas × batch differ between owners ({sorted(reqs)}): every owner "
                           f"must serve the same global batch")
-    weights = np.zeros(k, dtype=np.float64)
-    kv = np.zeros(k, dtype=np.float64)
-    w_op = np.array([o.weight_bytes for o in inst.ops], dtype=np.float64)
-    kv_op = np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64)
-    np.add.at(weights, owner, cnt * w_op)
-    np.add.at(kv, owner, cnt * kv_op)
-    weights[first] += inst.embed_weight_bytes
-    if not (inst.tied_embeddings and last == first):
-        weights[last] += inst.lm_head_weight_bytes
+    weights, kv = resident_bytes(inst, owner, k)
     memory = [float(weights[m] + batches[m] * kv[m]) for m in range(k)]
     capacity = [inst.replica_memory_bytes(inst.configs[c]) for c in cfg_idx]
     gpus = 0
