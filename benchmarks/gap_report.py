@@ -35,7 +35,7 @@ from typing import Any
 from instances.generated import LlmCase, gap_case
 from opt.errors import InputError
 from opt.hardware import bundled_catalog
-from opt.jsonio import read_json, write_json
+from opt.jsonio import read_json, write_json_atomic
 from opt.modelcard import bundled_cards
 from opt.report import table
 from solvers.api import EXACT_METHODS, PLACEMENT_METHODS, solve
@@ -119,10 +119,7 @@ def run_instance(index: int, case: dict[str, Any], jobs: list[tuple[str, str, di
                 print(f"  [{index:02d}] {label}: {exc}", file=sys.stderr, flush=True)
                 results[label] = {"status": "ERROR", "objective": None, "lower_bound": None,
                                   "runtime_s": 0.0, "params": params, "error": str(exc)}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        write_json(data, tmp)
-        tmp.replace(path)
+        write_json_atomic(data, path)
     return data
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opt.jsonio import read_json, write_json
+from opt.jsonio import read_json, write_json_atomic
 from opt.report import table
 
 
@@ -68,10 +68,7 @@ def run_cases(cases: Sequence[BenchCase], out_dir: Path, *, resume: bool = True,
             t0 = time.perf_counter()
             result = case.run()
             result.runtime_s = time.perf_counter() - t0
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".json.tmp")
-            write_json(asdict(result), tmp)
-            tmp.replace(path)
+            write_json_atomic(asdict(result), path)
         done.append((case, result, cached))
     return done
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from opt.errors import InputError
-from opt.jsonio import write_json
+from opt.jsonio import write_json_atomic
 
 #: Executor kinds accepted by :func:`make_executor` (and ``--executor``).
 EXECUTORS = ("serial", "process", "dask")
@@ -253,13 +253,7 @@ def write_record(record: dict[str, Any], path: Path) -> None:
     """Write ``record`` to ``path`` atomically: a temporary file in the same folder, flushed to
     disk, then renamed over ``path`` (a killed writer leaves the old file or none, never half
     a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    write_json(record, tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    write_json_atomic(record, path)
 
 
 #: Timing fields of a record: they differ between runs and executors, nothing else may.

@@ -45,6 +45,21 @@ def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
     path.write_bytes(data)
 
 
+def write_json_atomic(obj: Any, path: str | Path) -> None:
+    """:func:`write_json` to a temporary file in the same folder (created if needed), flushed
+    to disk, then renamed over ``path``: a killed writer leaves the old file or none, never half
+    a file."""
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    write_json(obj, tmp)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
 class Fields:
     """Typed access to one JSON object: ``Fields(obj, source, "devices[3]").num("memory_bytes")``.
 

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from opt.errors import InputError
-from opt.jsonio import read_json, write_json
+from opt.jsonio import read_json, write_json_atomic
 from opt.units import TIME_UNITS
 
 #: BurstGPT's CSV columns (https://github.com/HPMLL/BurstGPT).
@@ -332,10 +332,7 @@ class ShapeCache:
             wall = time.perf_counter() - t0
             self.schedule_s += wall
             self.computed += 1
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            write_json(asdict(times), tmp)
-            tmp.replace(path)
+            write_json_atomic(asdict(times), path)
             if self.progress is not None:
                 self.progress.finish_item(wall)
         else:
@@ -447,10 +444,7 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
             rec.update(key=key, wall_s=time.perf_counter() - t0,
                        schedules_computed=cache.computed - before[0],
                        schedule_s=cache.schedule_s - before[1])
-            out.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            write_json(rec, tmp)
-            tmp.replace(path)
+            write_json_atomic(rec, path)
             results.append((rec, False))
     except BaseException:
         if progress is not None:

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from opt.errors import InputError
-from opt.jsonio import read_json, write_json
+from opt.jsonio import read_json, write_json_atomic
 from opt.report import table
-from opt.sweep import SolveFn, SweepWorkload, _Failed, grid, make_record, record_path
+from opt.sweep import SolveFn, _Failed, check_workloads, grid, make_record, record_path
 
 DEFAULT_PLATFORMS = ("HP0", "HP32", "HP64", "HP128")
 #: The DOPS grid (Fig. 14): batch, prefill, decode.
@@ -90,13 +90,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
     # capacity scaling only means something for reduced (--layers) builds
     scale = layers is not None and (True if scale_capacity is None else bool(scale_capacity))
     wls = grid(models, platforms, prefill, decode, batch)
-    for wl in wls:
-        card = cards[wl.model]
-        catalog.platform(wl.platform)
-        Workload(wl.prefill, wl.decode, wl.batch)
-        if layers is not None and not 1 <= layers <= card.layers:
-            raise InputError(f"layers must be in 1..{card.layers} for model '{card.name}', "
-                             f"got {layers}", field="layers")
+    check_workloads(wls, catalog=catalog, cards=cards, layers=layers)
     out = Path(out)
     done: list[tuple[dict[str, Any], bool]] = []
     try:
@@ -133,10 +127,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             rec["capacity_scaled"] = scale
             if isinstance(result, _Failed):
                 rec["error"] = result.error
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            write_json(rec, tmp)
-            tmp.replace(path)
+            write_json_atomic(rec, path)
             done.append((rec, False))
             if progress is not None:
                 progress.finish_item(time.perf_counter() - t0)

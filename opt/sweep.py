@@ -224,6 +224,21 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
                           wall_s=time.perf_counter() - t0), **extra}
 
 
+def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
+                    layers: int | None) -> None:
+    """Fail on a bad model, platform, workload or ``layers`` before hours of solving, not in
+    the middle (:class:`InputError` naming it)."""
+    from opt.builder import Workload
+
+    for wl in workloads:
+        card = cards[wl.model]
+        catalog.platform(wl.platform)
+        Workload(wl.prefill, wl.decode, wl.batch)
+        if layers is not None and not 1 <= layers <= card.layers:
+            raise InputError(f"layers must be in 1..{card.layers} for model '{card.name}', "
+                             f"got {layers}", field="layers")
+
+
 def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
               solve: SolveFn, *, catalog, cards, layers: int | None = None, tp: int = 1,
               resume: bool = True, progress: Progress | None = None,
@@ -234,16 +249,8 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
     resolve platform and model names (names and sizes are checked before anything runs).
     ``executor`` runs the work items (default: serially in this process); with a parallel one
     ``solve`` must be picklable. The records do not depend on the executor (timings aside)."""
-    from opt.builder import Workload
-
     methods = _unique(methods)
-    for wl in workloads:  # fail on a bad name before hours of solving, not in the middle
-        card = cards[wl.model]
-        catalog.platform(wl.platform)
-        Workload(wl.prefill, wl.decode, wl.batch)
-        if layers is not None and not 1 <= layers <= card.layers:
-            raise InputError(f"layers must be in 1..{card.layers} for model '{card.name}', "
-                             f"got {layers}", field="layers")
+    check_workloads(workloads, catalog=catalog, cards=cards, layers=layers)
     if tp < 1:
         raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
     try:
