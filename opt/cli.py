@@ -689,16 +689,27 @@ def _executor(args):
     return make_executor(args.executor, args.jobs, args.scheduler, preload=("solvers",))
 
 
+def _check_methods(methods: Sequence[str], registry, *, suggest=None,
+                   label: str = "known") -> None:
+    """InputError naming every method of ``methods`` not in ``registry``."""
+    unknown = [m for m in dict.fromkeys(methods) if m not in registry]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; {label}: "
+                         f"{', '.join(suggest if suggest is not None else registry)}",
+                         source="<argument>", field="methods")
+
+
+def _print_sweep_footer(done, out: Path) -> None:
+    print(f"{len(done)} results ({sum(cached for _, cached in done)} reused) in {out}/ "
+          f"(rerun resumes; --fresh recomputes)")
+
+
 def cmd_sweep_placement(args) -> int:
     from opt.sweep import Progress, grid, render, run_sweep
     from solvers.api import PLACEMENT_METHODS
     from solvers.sweep_calls import SolveCall
 
-    unknown = [m for m in dict.fromkeys(args.methods) if m not in PLACEMENT_METHODS]
-    if unknown:
-        raise InputError(f"unknown method(s) {', '.join(unknown)}; known: "
-                         f"{', '.join(PLACEMENT_METHODS)}", source="<argument>",
-                         field="methods")
+    _check_methods(args.methods, PLACEMENT_METHODS)
     cat, cards = _catalog(args), _cards(args)
     workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
     methods = list(dict.fromkeys(args.methods))
@@ -718,9 +729,7 @@ def cmd_sweep_placement(args) -> int:
                      if "pd" in methods else None})
     else:
         print(render(records))
-        n_cached = sum(cached for _, cached in done)
-        print(f"{len(records)} results ({n_cached} reused) in {out}/ "
-              f"(rerun resumes; --fresh recomputes)")
+        _print_sweep_footer(done, out)
     return 0
 
 
@@ -732,10 +741,8 @@ def cmd_sweep_layout(args) -> int:
     from solvers.layout import LAYOUT_METHODS
     from solvers.sweep_calls import SolveCall
 
-    unknown = [m for m in dict.fromkeys(args.methods) if m not in PLACEMENT_METHODS]
-    if unknown:
-        raise InputError(f"unknown method(s) {', '.join(unknown)}; layout strategies: "
-                         f"{', '.join(LAYOUT_METHODS)}", source="<argument>", field="methods")
+    _check_methods(args.methods, PLACEMENT_METHODS, suggest=LAYOUT_METHODS,
+                   label="layout strategies")
     cat, cards = _catalog(args), _cards(args)
     workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
     methods = list(dict.fromkeys(args.methods))
@@ -760,9 +767,7 @@ def cmd_sweep_layout(args) -> int:
                      "speedups": pair_speedups(records), "format_mix": format_shares(records)})
     else:
         print(render_layout(records))
-        n_cached = sum(cached for _, cached in done)
-        print(f"{len(records)} results ({n_cached} reused) in {out}/ "
-              f"(rerun resumes; --fresh recomputes)")
+        _print_sweep_footer(done, out)
     return 0
 
 
@@ -773,10 +778,7 @@ def cmd_sweep_serving(args) -> int:
     from solvers.serving import SERVING_METHODS
     from solvers.sweep_calls import SolveCall
 
-    unknown = [m for m in dict.fromkeys(args.methods) if m not in SERVING_METHODS]
-    if unknown:
-        raise InputError(f"unknown method(s) {', '.join(unknown)}; known: "
-                         f"{', '.join(SERVING_METHODS)}", source="<argument>", field="methods")
+    _check_methods(args.methods, SERVING_METHODS)
     todo = cells(args.models, args.gpus, args.contexts, args.slo_ms)
     grid = ServingGrid(max_gpus=args.max_gpus, max_owners=args.max_owners,
                        max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
@@ -794,8 +796,7 @@ def cmd_sweep_serving(args) -> int:
         _print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})
     else:
         print(render(records))
-        print(f"{len(records)} results ({sum(c for _, c in done)} reused) in {out}/ "
-              f"(rerun resumes; --fresh recomputes)")
+        _print_sweep_footer(done, out)
     return 0
 
 
