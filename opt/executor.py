@@ -294,6 +294,38 @@ def drive(executor: Executor, fn: Callable[[Any], Any], items: Sequence[Any],
         yield i, result
 
 
+def run_records(slots: Sequence[Any], *, path_of: Callable[[Any], Path],
+                cached: Callable[[Path], dict[str, Any] | None], task_of: Callable[[Any], Any],
+                worker: Callable[[Any], dict[str, Any]], label_of: Callable[[Any], str],
+                progress: Any, executor: Executor) -> list[tuple[dict[str, Any], bool]]:
+    """The resumable sweep loop shared by the placement and serving sweeps: for every slot,
+    reuse the record ``cached(path_of(slot))`` when there is one, else run
+    ``worker(task_of(slot))`` on ``executor`` and write its record atomically as it arrives.
+    Returns (record, was_cached) pairs in slot order."""
+    done: list[Any] = [None] * len(slots)
+    missing: list[int] = []
+    for k, slot in enumerate(slots):
+        rec = cached(path_of(slot))
+        if rec is None:
+            missing.append(k)
+            continue
+        done[k] = (rec, True)
+        if progress:
+            progress.start(label_of(slot))
+            progress.finish_item(None)
+    if progress:
+        progress.workers = executor.workers
+    tasks = [task_of(slots[k]) for k in missing]
+    labels = [label_of(slots[k]) for k in missing]
+    for j, rec in drive(executor, worker, tasks, labels, progress):
+        k = missing[j]
+        write_record(rec, path_of(slots[k]))
+        done[k] = (rec, False)
+    if progress:
+        progress.close()
+    return done
+
+
 # ---- a one-entry instance cache per worker --------------------------------------------------------
 
 @dataclass

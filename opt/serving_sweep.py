@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from opt.errors import InputError
-from opt.executor import Executor, LastBuilt, SerialExecutor, drive, write_record
+from opt.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.jsonio import read_json
 from opt.report import table
 from opt.serving import ServingGrid
@@ -145,30 +145,14 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
 
 def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,
          executor):
-    slots = [(cell, method) for cell in todo for method in methods]
-    done: list[Any] = [None] * len(slots)
-    missing: list[int] = []
-    for k, (cell, method) in enumerate(slots):
-        rec = _cached(cell.folder(out) / f"{method}.json") if resume else None
-        if rec is None:
-            missing.append(k)
-            continue
-        done[k] = (rec, True)
-        if progress:
-            progress.start(f"{cell.label()} {method}")
-            progress.finish_item(None)
-    if progress:
-        progress.workers = executor.workers
-    tasks = [ServingTask(slots[k][0], slots[k][1], cards[slots[k][0].model], catalog, grid,
-                         tp_degrees, solve) for k in missing]
-    labels = [f"{t.cell.label()} {t.method}" for t in tasks]
-    for j, rec in drive(executor, run_serving_task, tasks, labels, progress):
-        cell, method = slots[missing[j]]
-        write_record(rec, cell.folder(out) / f"{method}.json")
-        done[missing[j]] = (rec, False)
-    if progress:
-        progress.close()
-    return done
+    return run_records(
+        [(cell, method) for cell in todo for method in methods],
+        path_of=lambda slot: slot[0].folder(out) / f"{slot[1]}.json",
+        cached=lambda path: _cached(path) if resume else None,
+        task_of=lambda slot: ServingTask(slot[0], slot[1], cards[slot[0].model], catalog, grid,
+                                         tp_degrees, solve),
+        worker=run_serving_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
+        progress=progress, executor=executor)
 
 
 def render(records: Sequence[dict[str, Any]]) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opt.errors import InputError
-from opt.executor import Executor, LastBuilt, SerialExecutor, drive, write_record
+from opt.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.jsonio import read_json
 from opt.report import table
 from opt.units import TIME_UNITS
@@ -274,30 +274,14 @@ def _cached(path: Path, layers: int | None, tp: int) -> dict[str, Any] | None:
 
 def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
          executor):
-    slots = [(wl, method) for wl in workloads for method in methods]
-    done: list[Any] = [None] * len(slots)
-    todo: list[int] = []
-    for k, (wl, method) in enumerate(slots):
-        rec = _cached(record_path(out, wl, method), layers, tp) if resume else None
-        if rec is None:
-            todo.append(k)
-            continue
-        done[k] = (rec, True)
-        if progress:
-            progress.start(f"{wl.label()} {method}")
-            progress.finish_item(None)
-    if progress:
-        progress.workers = executor.workers
-    tasks = [PlacementTask(slots[k][0], slots[k][1], cards[slots[k][0].model], catalog, layers,
-                           tp, solve) for k in todo]
-    labels = [f"{t.workload.label()} {t.method}" for t in tasks]
-    for j, rec in drive(executor, run_placement_task, tasks, labels, progress):
-        k = todo[j]
-        write_record(rec, record_path(out, *slots[k]))
-        done[k] = (rec, False)
-    if progress:
-        progress.close()
-    return done
+    return run_records(
+        [(wl, method) for wl in workloads for method in methods],
+        path_of=lambda slot: record_path(out, *slot),
+        cached=lambda path: _cached(path, layers, tp) if resume else None,
+        task_of=lambda slot: PlacementTask(slot[0], slot[1], cards[slot[0].model], catalog,
+                                           layers, tp, solve),
+        worker=run_placement_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
+        progress=progress, executor=executor)
 
 
 # ---- summaries -----------------------------------------------------------------------------------
