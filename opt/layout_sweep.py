@@ -14,7 +14,7 @@ from typing import Any
 
 from opt.instance import LAYOUT_FORMATS
 from opt.report import table
-from opt.sweep import geomean
+from opt.sweep import geomean, workload_key
 
 #: (numerator method, denominator method): speedup = makespan(num) / makespan(den)
 DEFAULT_PAIRS = (("pd/linear", "bifocal/wla"), ("bifocal/linear", "bifocal/wla"),
@@ -22,16 +22,12 @@ DEFAULT_PAIRS = (("pd/linear", "bifocal/wla"), ("bifocal/linear", "bifocal/wla")
                  ("pd/dual", "bifocal/dual"), ("bifocal/wla", "bifocal/wla+dual"))
 
 
-def _key(r: dict[str, Any]) -> tuple:
-    return (r["model"], r["platform"], r["prefill"], r["decode"], r["batch"])
-
-
 def makespans(records: Sequence[dict[str, Any]]) -> dict[tuple, dict[str, float]]:
     """workload key → method → makespan (only records with a schedule)."""
     out: dict[tuple, dict[str, float]] = {}
     for r in records:
         if r.get("makespan"):
-            out.setdefault(_key(r), {})[r["method"]] = float(r["makespan"])
+            out.setdefault(workload_key(r), {})[r["method"]] = float(r["makespan"])
     return out
 
 
@@ -74,14 +70,14 @@ def render_layout(records: Sequence[dict[str, Any]]) -> str:
     from opt.units import TIME_UNITS
 
     methods = list(dict.fromkeys(r["method"] for r in records))
-    unit = {_key(r): r.get("time_unit", "ns") for r in records}
+    unit = {workload_key(r): r.get("time_unit", "ns") for r in records}
     ms = makespans(records)
     rows = []
-    for key in dict.fromkeys(_key(r) for r in records):
+    for key in dict.fromkeys(workload_key(r) for r in records):
         scale = TIME_UNITS[unit[key]] / 1e-3
         row = [f"p{key[2]}-d{key[3]}-b{key[4]}"]
         row += [ms.get(key, {}).get(m, None) and ms[key][m] * scale for m in methods]
-        wla = next((r for r in records if _key(r) == key and r["method"] == "bifocal/wla"),
+        wla = next((r for r in records if workload_key(r) == key and r["method"] == "bifocal/wla"),
                    None)
         mix = (wla or {}).get("format_mix") or {}
         row.append(" ".join(f"{f}:{c}" for f, c in mix.items()))

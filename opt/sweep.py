@@ -303,7 +303,8 @@ def geomean(values: Sequence[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def _key(rec: dict[str, Any]) -> tuple:
+def workload_key(rec: dict[str, Any]) -> tuple:
+    """(model, platform, prefill, decode, batch) of a sweep record: the keys of speedups."""
     return (rec["model"], rec["platform"], rec["prefill"], rec["decode"], rec["batch"])
 
 
@@ -311,11 +312,12 @@ def speedups(records: Sequence[dict[str, Any]], baseline: str = BASELINE
              ) -> dict[tuple, float | None]:
     """(workload key, method) → baseline makespan / method makespan (None when either has no
     schedule or the baseline is not in the sweep; ERROR and invalid records never count)."""
-    base = {_key(r): r.get("makespan") for r in records if r["method"] == baseline and usable(r)}
+    base = {workload_key(r): r.get("makespan") for r in records
+            if r["method"] == baseline and usable(r)}
     out = {}
     for r in records:
-        b, m = base.get(_key(r)), (r.get("makespan") if usable(r) else None)
-        out[(_key(r), r["method"])] = b / m if b and m else None
+        b, m = base.get(workload_key(r)), (r.get("makespan") if usable(r) else None)
+        out[(workload_key(r), r["method"])] = b / m if b and m else None
     return out
 
 
@@ -327,7 +329,7 @@ def geomean_speedups(records: Sequence[dict[str, Any]], baseline: str = BASELINE
     groups: dict[tuple[str, str], list[float]] = {}
     for r in records:
         groups.setdefault((r["model"], r["method"]), [])
-        s = sp[(_key(r), r["method"])]
+        s = sp[(workload_key(r), r["method"])]
         if s is not None:
             groups[(r["model"], r["method"])].append(s)
     return [{"model": m, "method": meth, "workloads": len(v), "geomean_speedup": geomean(v)}
@@ -357,7 +359,7 @@ def render(records: Sequence[dict[str, Any]], baseline: str = BASELINE) -> str:
                _ms(r.get("ttft"), unit) if ok else None,
                _ms(r.get("decode_time"), unit) if ok else None, r.get("runtime_s")]
         if has_base:
-            row.append(sp[(_key(r), r["method"])])
+            row.append(sp[(workload_key(r), r["method"])])
         rows.append(row)
     parts = [table(headers, rows)]
     if has_base:

@@ -137,7 +137,7 @@ def dops_sweep_case() -> CaseResult:
     """A DOPS-style sweep sample: dops-qwen-1.8b on HP32, prefill {128, 512} × decode 32 ×
     batch {1, 8} at full depth (28 layers), every P1 heuristic; speedup over PD per workload
     and geomean (the full grid: ``hetopt sweep placement``)."""
-    from opt.sweep import geomean_speedups, grid, run_sweep, speedups
+    from opt.sweep import geomean_speedups, grid, run_sweep, speedups, workload_key
 
     methods = ["pd", "af", "pd+linear", "pd+attn", "pd+ffn", "heft", "bifocal"]
     workloads = grid(["dops-qwen-1.8b"], ["HP32"], [128, 512], [32], [1, 8])
@@ -152,7 +152,7 @@ def dops_sweep_case() -> CaseResult:
                 (wl.prefill, wl.decode, wl.batch)]
         by = {r["method"]: r for r in recs}
         rows.append([wl.tag, recs[0]["tasks"]]
-                    + [sp.get((_sweep_key(by[m]), m)) for m in methods[1:]]
+                    + [sp.get((workload_key(by[m]), m)) for m in methods[1:]]
                     + [by["bifocal"]["lower_bound"] and
                        1 - by["bifocal"]["lower_bound"] / by["bifocal"]["makespan"]])
     geo = {g["method"]: g["geomean_speedup"] for g in geomean_speedups(records)}
@@ -167,11 +167,6 @@ def dops_sweep_case() -> CaseResult:
                     geo.get("bifocal"), "> 1", (geo.get("bifocal") or 0) > 1)]
     return CaseResult("DOPS sweep sample: dops-qwen-1.8b, HP32, speedup over PD",
                       ["workload", "tasks", *methods[1:], "bifocal certified gap"], rows, checks)
-
-
-def _sweep_key(rec: dict) -> tuple:
-    """The workload key of a sweep record (as ``opt.sweep.speedups`` keys it)."""
-    return tuple(rec[k] for k in ("model", "platform", "prefill", "decode", "batch"))
 
 
 def placement_cases() -> list[BenchCase]:
