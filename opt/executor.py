@@ -25,6 +25,7 @@ written stay).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 import os
 import pickle
 import threading
@@ -40,7 +41,7 @@ from opt.jsonio import write_json_atomic
 EXECUTORS = ("serial", "process", "dask")
 
 
-class Executor:
+class Executor(ABC):
     """Runs ``fn(item)`` for each item and yields ``(index, result)`` as results finish.
 
     ``in_order`` is true when results arrive in submission order and each item is computed only
@@ -51,9 +52,10 @@ class Executor:
     in_order: bool = True
     workers: int = 1
 
+    @abstractmethod
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]
                       ) -> Iterator[tuple[int, Any]]:
-        raise NotImplementedError
+        """Yield ``(index, fn(items[index]))`` for every item as it finishes."""
 
     def close(self) -> None:
         """Release workers (pending items are cancelled)."""
