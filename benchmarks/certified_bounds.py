@@ -21,7 +21,6 @@ Machines here are shared and noisy: bounds and gaps are exact, timings are not (
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

@@ -37,8 +37,6 @@ def _heuristic_result(inst: PlacementInstance, method: str, options: SolveOption
     """Run a heuristic ``schedule()`` and wrap it: FEASIBLE with the cheap certified bound."""
     import time
 
-    from opt.certified_bounds import certified_lower_bound
-
     t0 = time.perf_counter()
     solution = schedule()
     runtime_s = time.perf_counter() - t0
