@@ -33,6 +33,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
+from models.formats import add_storage_budget, format_literals
 from models.placement_cpsat import run_cpsat, solve_placement_cpsat
 from opt.errors import InputError
 from opt.instance import PlacementInstance
@@ -118,30 +119,17 @@ class FormatOnlyCpSat:
         used_dev: dict[int, set[int]] = {}
         for ev in loads:
             used_dev.setdefault(bix[ev["block"]], set()).add(names[ev["device"]])
-        self.fmt_lit: dict[tuple[int, str], Any] = {}
         self.constants: set[int] = set()
-        for b, bid in enumerate(inst.block_ids):
-            cands = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else list(formats)
-            cands = [f for f in cands if f in inst.block_load
-                     and all(inst.block_load[f][b, d] >= 0 for d in used_dev.get(b, ()))]
-            if not cands:
-                raise InputError(f"block '{bid}' has no allowed format loadable where the base "
-                                 f"schedule loads it", field="formats")
-            lits = []
-            for f in cands:
-                if len(cands) == 1:
-                    lit = m.NewConstant(1)
-                    self.constants.add(lit.Index())
-                else:
-                    lit = m.NewBoolVar(f"fmt{b}_{f}")
-                self.fmt_lit[(b, f)] = lit
-                lits.append(lit)
-            m.AddExactlyOne(lits)
-        budget = inst.layout.memory_budget
-        if budget is not None:
-            mult = inst.layout.storage_multiplier
-            m.Add(sum(round(int(inst.block_bytes[b]) * float(mult[f]) * 1000) * lit
-                      for (b, f), lit in self.fmt_lit.items()) <= budget * 1000)
+
+        def constant():
+            lit = m.NewConstant(1)
+            self.constants.add(lit.Index())
+            return lit
+
+        self.fmt_lit: dict[tuple[int, str], Any] = format_literals(
+            m, inst, formats, used_dev, range(len(inst.block_ids)), constant,
+            "where the base schedule loads it")
+        add_storage_budget(m, inst, self.fmt_lit)
         # load events in base order per port, residencies and evictions
         self.loads: list[tuple[int, int, Any]] = []
         resid: dict[tuple[int, int], list[tuple[int, int, Any, Any]]] = {}

@@ -29,7 +29,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
-from opt.errors import InputError
+from models.formats import add_storage_budget, format_literals, storage_milli
 from opt.instance import PlacementInstance, interchangeable_devices
 from opt.layout import allowed_formats, relaxed_instance
 from opt.lower_bounds import heads_tails
@@ -269,34 +269,16 @@ class PlacementCpSat:
         devs: dict[int, list[int]] = {}
         for b, d in users:
             devs.setdefault(b, []).append(d)
-        for b in blocks:
-            bid = inst.block_ids[b]
-            cands = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else list(self.formats)
-            cands = [f for f in cands if f in inst.block_load
-                     and all(inst.block_load[f][b, d] >= 0 for d in devs[b])]
-            if not cands:
-                raise InputError(f"block '{bid}' has no allowed format loadable on every "
-                                 f"device of its tasks", field="layout.formats")
-            lits = []
-            for f in cands:
-                lit = self._const(1) if len(cands) == 1 else m.NewBoolVar(f"fmt{b}_{f}")
-                self.fmt_lit[(b, f)] = lit
-                lits.append(lit)
-            m.AddExactlyOne(lits)
-        budget = inst.layout.memory_budget
-        if budget is not None:
-            # storage in milli-bytes (multipliers such as 1.0 and 2.0 stay exact)
-            mult = inst.layout.storage_multiplier
-            const, terms = 0, []
-            for b, bid in enumerate(inst.block_ids):
-                size = int(inst.block_bytes[b])
-                if b not in devs:  # unused block: its cheapest allowed storage
-                    fm = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else self.formats
-                    const += min(round(size * float(mult[f]) * 1000) for f in fm)
-                    continue
-                terms += [(round(size * float(mult[f]) * 1000), lit)
-                          for (bb, f), lit in self.fmt_lit.items() if bb == b]
-            m.Add(sum(c * lit for c, lit in terms) + const <= budget * 1000)
+        self.fmt_lit.update(format_literals(m, inst, self.formats, devs, blocks,
+                                            lambda: self._const(1),
+                                            "on every device of its tasks"))
+        # unused blocks take their cheapest allowed storage
+        unused = 0
+        for b, bid in enumerate(inst.block_ids):
+            if b not in devs:
+                fm = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else self.formats
+                unused += min(storage_milli(inst, b, f) for f in fm)
+        add_storage_budget(m, inst, self.fmt_lit, unused)
 
     def block_formats(self, solver: cp_model.CpSolver) -> dict[str, str]:
         """The chosen format of every block (P2), or the instance's P1 formats."""
