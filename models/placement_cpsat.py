@@ -32,7 +32,7 @@ from models.options import SolveOptions
 from models.formats import add_storage_budget, format_literals, storage_milli
 from opt.instance import PlacementInstance, interchangeable_devices
 from opt.layout import allowed_formats, relaxed_instance
-from opt.lower_bounds import heads_tails
+from opt.lower_bounds import BIG, device_heads_tails, heads_tails
 from opt.result import Result
 from opt.schedule import make_solution
 
@@ -55,14 +55,21 @@ class PlacementCpSat:
         load_max = loads if formats is None else np.max(
             [inst.block_load[f] for f in self.formats], axis=0)
         head, tail = heads_tails(bound_inst)
+        # device-aware heads and tails (forced transfers count): dev_head[t, d], dev_tail[t, d]
+        # (``tail`` stays the device-agnostic one: ``end + tail - cheapest`` needs its shape)
+        dev_head, dev_tail = device_heads_tails(bound_inst)
+        head = np.maximum(head, np.where(inst.cost >= 0, dev_head, BIG).min(axis=1))
+        tail_any = np.maximum(tail, np.where(inst.cost >= 0, dev_tail, BIG).min(axis=1))
         # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
         horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges
                       + load_max.clip(0).sum() + 1)
         self.horizon = horizon
-        self.cmax = m.NewIntVar(int(tail.max(initial=0)), horizon, "cmax")
-        self.start = [m.NewIntVar(int(head[t]), horizon - int(tail[t]), f"s{t}")
+        path = np.where(inst.cost >= 0, dev_head + dev_tail, BIG).min(axis=1)
+        self.cmax = m.NewIntVar(int(max((head + tail_any).max(initial=0), path.max(initial=0))),
+                                horizon, "cmax")
+        self.start = [m.NewIntVar(int(head[t]), horizon - int(tail_any[t]), f"s{t}")
                       for t in range(n)]
         self.end = [m.NewIntVar(0, horizon, f"e{t}") for t in range(n)]
         self.pres: dict[tuple[int, int], Any] = {}
@@ -84,6 +91,11 @@ class PlacementCpSat:
                                                      for d in legal))
             if redundant:
                 m.Add(self.end[t] + int(tail[t]) - int(cost[t][cost[t] >= 0].min()) <= self.cmax)
+                if len(legal) > 1:  # per device: start ≥ head[t, d], start + tail[t, d] ≤ cmax
+                    m.Add(self.start[t] >= sum(int(dev_head[t, d]) * self.pres[(t, d)]
+                                               for d in legal))
+                    m.Add(self.start[t] + sum(int(dev_tail[t, d]) * self.pres[(t, d)]
+                                              for d in legal) <= self.cmax)
         for d in range(nd):
             if len(dev_intervals[d]) > 1:
                 m.AddNoOverlap(dev_intervals[d])
@@ -168,7 +180,6 @@ class PlacementCpSat:
                 if redundant:
                     m.Add(self.start[t] >= dur).OnlyEnforceIf(self.pres[(t, d)])
             m.AddBoolOr([self.pres[(t, d)] for t in ts_]).OnlyEnforceIf(lit)
-        dmin_all = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
         if redundant:
             # every used block is loaded somewhere; its first copy is ready at avail[b], which
             # no user can precede (whatever its device): cmax ≥ avail[b] + longest tail of a user
@@ -178,8 +189,7 @@ class PlacementCpSat:
                 keys = [(b, dd) for (b, dd) in self.load_lit if dd == d]
                 if len(keys) < 2 or self.formats is not None:
                     continue
-                q_min = min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
-                            for k in keys for t in users[k])
+                q_min = min(int(dev_tail[t, d]) for k in keys for t in users[k])
                 m.Add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
                                        for b, _ in keys) + q_min)
             for b in sorted({b for b, _ in users}):
@@ -196,8 +206,7 @@ class PlacementCpSat:
                 m.AddMinEquality(avail, ready)
                 for d in devs:
                     # delivery time: after b is ready on d, some user runs there and its tail
-                    q = min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
-                            for t in users[(b, d)])
+                    q = min(int(dev_tail[t, d]) for t in users[(b, d)])
                     m.Add(self.load_end[(b, d)] + q <= self.cmax
                           ).OnlyEnforceIf(self.load_lit[(b, d)])
                     # the users of b on d run one at a time after b is ready there
@@ -207,7 +216,7 @@ class PlacementCpSat:
                 block_users = sorted({t for d in devs for t in users[(b, d)]})
                 for t in block_users:
                     m.Add(self.start[t] >= avail)
-                m.Add(self.cmax >= avail + int(max(tail[t] for t in block_users)))
+                m.Add(self.cmax >= avail + int(max(tail_any[t] for t in block_users)))
             for d in range(nd):
                 items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
                          if dd == d]
@@ -216,8 +225,7 @@ class PlacementCpSat:
                 # one load port with delivery times: if block k is loaded on d, the loads of
                 # all blocks whose users need at least as long afterwards (q ≥ q_k) precede the
                 # end of the last of them, which is followed by at least q_k
-                q = {b: min(int(cost[t, d]) + int(tail[t]) - int(dmin_all[t])
-                            for t in users[(b, d)])
+                q = {b: min(int(dev_tail[t, d]) for t in users[(b, d)])
                      for (b, dd) in self.load_lit if dd == d}
                 for bk, qk in q.items():
                     group = [b for b, qb in q.items() if qb >= qk]

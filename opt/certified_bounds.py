@@ -10,6 +10,15 @@ All durations are integer ticks of the instance's ``time_unit``.
     spread evenly over all devices. Their maximum is ``placement_lower_bound``, so the
     certified bound is never weaker than it.
 
+``device_path`` — the critical path with placement (``opt.lower_bounds.device_heads_tails``)
+    ``max_t min_d (head[t, d] + tail[t, d])``: per (task, device) longest paths in which every
+    neighbour takes its best device and pays the edge's transfer when that device differs, and
+    a task with a block is released by the block's load onto that device. Forced transfers
+    (``embed`` legal only on the NPU feeding ``kv_write`` pinned to a PIM) and slow-device
+    loads then count. Relaxed: resources (devices, channels, ports, capacities). One pass over
+    the DAG per direction in Python, so only on instances of at most ``max_device_path_tasks``
+    tasks (the ``chain`` component covers the larger ones).
+
 ``work_lp`` — fractional unrelated-machines relaxation, certified by weak duality
     For any weights ``y_d ≥ 0`` with ``Σ y_d = 1``: ``makespan ≥ max_d busy_d ≥ Σ_d y_d busy_d
     = Σ_v y_σ(v) cost[v, σ(v)] ≥ Σ_v min_{d legal} y_d cost[v, d]``. This holds for every ``y``;
@@ -98,7 +107,7 @@ from typing import Any
 import numpy as np
 
 from opt.instance import PlacementInstance, interchangeable_devices
-from opt.lower_bounds import heads_tails
+from opt.lower_bounds import device_heads_tails, heads_tails
 
 BIG = np.iinfo(np.int64).max // 4
 
@@ -108,12 +117,14 @@ class BoundOptions:
     """max_assignments: device assignments enumerated per segment evaluation; max_evaluations:
     distinct segments of one shape evaluated exactly before bucketing;
     max_release_evaluations: segment re-evaluations with weight-load release times; lp: compute
-    ``work_lp`` (needs scipy's HiGHS)."""
+    ``work_lp`` (needs scipy's HiGHS); max_device_path_tasks: largest instance (tasks) that
+    gets the ``device_path`` component."""
 
     max_assignments: int = 20_000
     max_evaluations: int = 128
     max_release_evaluations: int = 4096
     lp: bool = True
+    max_device_path_tasks: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -169,6 +180,17 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
     comps.append(Component("critical_path", int((head + tail).max()),
                            t_ht + time.perf_counter() - t0,
                            {"note": "cheapest durations, communication 0, first-weight release"}))
+    dev_tail = None  # least tail over the devices, forced transfers included
+    if inst.n_tasks <= opts.max_device_path_tasks:
+        t0 = time.perf_counter()
+        dh, dt = device_heads_tails(inst)
+        legal = inst.cost >= 0
+        dev_tail = np.where(legal, dt, BIG).min(axis=1)
+        comps.append(Component("device_path",
+                               int(np.where(legal, dh + dt, BIG).min(axis=1).max()),
+                               time.perf_counter() - t0,
+                               {"note": "per-device heads and tails, forced transfers, "
+                                        "load releases per device"}))
     t0 = time.perf_counter()
     dmin = _cheapest(inst)
     comps.append(Component("work_average", -(-int(dmin.sum()) // inst.n_devices),
@@ -188,9 +210,12 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
     comps.append(Component("load_port", value, t_ht + time.perf_counter() - t0,
                            {"blocks": k}))
     t0 = time.perf_counter()
+    if dev_tail is not None:
+        tails = np.maximum(tails, dev_tail)
     value, k = load_port_bound(inst, tails)
     comps.append(Component("load_chain", value, t_chain + time.perf_counter() - t0,
-                           {"blocks": k, "note": "load ports + chain tails"}))
+                           {"blocks": k, "note": "load ports + chain tails (and device "
+                                                 "tails when computed)"}))
     best = max(comps, key=lambda c: c.value)
     res = CertifiedBound(best.value, best.name, inst.time_unit, tuple(comps),
                          time.perf_counter() - t_all)

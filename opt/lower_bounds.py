@@ -5,7 +5,11 @@ report "the strongest lower bound they can cheaply certify").
   taken as 0 (tasks could share a device) — no schedule is shorter;
 - average work: the sum of cheapest durations spread over all devices;
 - first weight: a task with a block cannot start before the fastest load of that block onto any
-  legal device of the task, so the makespan ≥ that load + the task's tail.
+  legal device of the task, so the makespan ≥ that load + the task's tail;
+- device-aware heads and tails (``device_heads_tails``): the same longest paths per (task,
+  device), where each neighbour takes its best device and pays the edge's transfer when that
+  device differs — forced transfers (a task legal only on the NPU feeding one legal only on a
+  PIM) then count.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from opt.instance import PlacementInstance
+
+BIG = np.int64(2) ** 60  # "infinite" head/tail of an illegal (task, device) pair
 
 
 def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
@@ -40,6 +46,49 @@ def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
         succs = dst[s_idx[s_off[t]:s_off[t + 1]]]
         if len(succs):
             tail[t] = dmin[t] + int(tail[succs].max())
+    return head, tail
+
+
+def device_heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+    """Per (task, device) longest-path bounds that ignore resources but not placement.
+
+    ``head[t, d]``: earliest start of t if it runs on d — the load of t's block onto d
+    (loads start at 0 or later) and, per incoming edge, the best over the predecessor's legal
+    devices d' of its head + duration + the edge's transfer d' → d (0 when d' = d).
+    ``tail[t, d]``: least time from t's start on d to the end of the schedule — t's duration
+    plus, per outgoing edge, the best over the successor's legal devices of transfer + tail.
+    Illegal (task, device) pairs hold ``BIG`` (heads) and ``BIG`` (tails); every schedule that
+    runs t on d has start ≥ head[t, d] and makespan ≥ start + tail[t, d]."""
+    n, nd = inst.n_tasks, inst.n_devices
+    legal = inst.cost >= 0
+    cost = np.where(legal, inst.cost, 0)
+    head = np.zeros((n, nd), dtype=np.int64)
+    has = np.flatnonzero(inst.task_block >= 0)
+    if len(has):
+        ld = inst.load_duration[inst.task_block[has]]
+        head[has] = np.where(ld >= 0, ld, BIG)
+    head[~legal] = BIG
+    tail = np.where(legal, cost, BIG)
+    tr = inst.links.transfer_durations(inst.edge_bytes)  # [m, d, d]
+    order = inst.topological_order
+    p_off, p_idx = inst.predecessors
+    s_off, s_idx = inst.successors
+    src, dst = inst.edge_src, inst.edge_dst
+    for t in order.tolist():
+        es = p_idx[p_off[t]:p_off[t + 1]]
+        if len(es):
+            u = src[es]
+            fin = np.where(legal[u], head[u] + cost[u], BIG)  # [k, d']
+            arrive = (fin[:, :, None] + tr[es]).min(axis=1)  # [k, d]
+            head[t] = np.maximum(head[t], arrive.max(axis=0))
+            head[t, ~legal[t]] = BIG
+    for t in order[::-1].tolist():
+        es = s_idx[s_off[t]:s_off[t + 1]]
+        if len(es):
+            v = dst[es]
+            rest = np.where(legal[v], tail[v], BIG)  # [k, d']
+            after = (tr[es] + rest[:, None, :]).min(axis=2)  # [k, d]
+            tail[t] = np.where(legal[t], cost[t] + after.max(axis=0), BIG)
     return head, tail
 
 

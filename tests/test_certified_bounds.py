@@ -155,7 +155,7 @@ def test_components_and_json():
     cert = certified_lower_bound(instances.load("sinnen-Nodes_11_OutTree-p2"))
     d = cert.to_dict()
     names = [c["name"] for c in d["components"]]
-    assert names == ["critical_path", "work_average", "work_lp", "chain", "load_port",
-                     "load_chain"]
+    assert names == ["critical_path", "device_path", "work_average", "work_lp", "chain",
+                     "load_port", "load_chain"]
     assert d["lower_bound"] == 350 and d["best"] == "chain"
     assert certified_lower_bound(instances.load("sinnen-Nodes_11_OutTree-p2")).value == 350
