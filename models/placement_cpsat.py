@@ -57,7 +57,7 @@ class PlacementCpSat:
         head, tail = heads_tails(bound_inst)
         # device-aware heads and tails (forced transfers count): dev_head[t, d], dev_tail[t, d]
         # (``tail`` stays the device-agnostic one: ``end + tail - cheapest`` needs its shape)
-        dev_head, dev_tail = device_heads_tails(bound_inst)
+        dev_head, dev_tail = device_heads_tails(bound_inst, max_assignments=256)
         head = np.maximum(head, np.where(inst.cost >= 0, dev_head, BIG).min(axis=1))
         tail_any = np.maximum(tail, np.where(inst.cost >= 0, dev_tail, BIG).min(axis=1))
         # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)

@@ -49,7 +49,7 @@ from pyomo.version import version as pyomo_version
 from models.options import SolveOptions
 from opt.errors import InputError
 from opt.instance import PlacementInstance, interchangeable_devices
-from opt.lower_bounds import heads_tails
+from opt.lower_bounds import device_heads_tails, heads_tails
 from opt.result import Result
 from opt.schedule import make_solution
 from opt.validator import ScheduleError, validate_placement
@@ -85,6 +85,8 @@ class _Prep:
     load_devices: dict[int, list[int]]  # devices where some task of the block may run
     critical_path: int
     work_bound: int
+    dev_head: list[dict[int, int]]    # per task and legal device: head with placement
+    dev_tail: list[dict[int, int]]    # per task and legal device: tail incl. t, transfers
 
 
 def _prepare(inst: PlacementInstance) -> _Prep:
@@ -113,7 +115,12 @@ def _prepare(inst: PlacementInstance) -> _Prep:
     # the same heads/tails as every other bound (first-weight releases included); the MILP
     # uses tails that exclude the task itself
     head_a, tail_a = heads_tails(inst)
-    head = head_a.tolist()
+    # device-aware ones (forced transfers, per-device load releases; opt.lower_bounds)
+    dh, dt = device_heads_tails(inst, max_assignments=256)
+    dev_head = [{d: int(dh[t, d]) for d in legal[t]} for t in range(n)]
+    dev_tail = [{d: int(dt[t, d]) for d in legal[t]} for t in range(n)]
+    head = [max(int(h), min(dev_head[t].values(), default=0))
+            for t, h in enumerate(head_a.tolist())]
     tail = [int(x) - p for x, p in zip(tail_a.tolist(), pmin)]
     reach = [0] * n
     for t in reversed(topo):
@@ -123,9 +130,11 @@ def _prepare(inst: PlacementInstance) -> _Prep:
     trans = [{(a, b): links.transfer(a, b, nb) for a in legal[u] for b in legal[v]}
              for u, v, nb in zip(src, dst, nbytes)]
     crit = max((head[t] + pmin[t] + tail[t] for t in range(n)), default=0)
+    crit = max(crit, max((min(dev_head[t][d] + dev_tail[t][d] for d in legal[t])
+                          for t in range(n)), default=0))
     work = math.ceil(sum(pmin) / inst.n_devices) if n else 0
     return _Prep(legal, cost, pmin, head, tail, topo, topo_pos, reach, src, dst, nbytes, trans,
-                 dict(block_tasks), load, load_devices, crit, work)
+                 dict(block_tasks), load, load_devices, crit, work, dev_head, dev_tail)
 
 
 def _serial_horizon(inst: PlacementInstance, prep: _Prep) -> int:
@@ -537,6 +546,12 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
     # ---- makespan and redundant cuts --------------------------------------------------------
     m.makespan = pyo.Constraint(range(n),
                                 rule=lambda _m, t: m.Cmax >= m.S[t] + p_expr(t) + tail[t])
+    # per device: S[t] ≥ head[t, d] and S[t] + tail[t, d] ≤ Cmax when t runs on d
+    multi = [t for t in range(n) if len(legal[t]) > 1]
+    m.device_head = pyo.Constraint(multi, rule=lambda _m, t: m.S[t] >= sum(
+        prep.dev_head[t][d] * m.x[t, d] for d in legal[t]))
+    m.device_tail = pyo.Constraint(multi, rule=lambda _m, t: m.Cmax >= m.S[t] + sum(
+        prep.dev_tail[t][d] * m.x[t, d] for d in legal[t]))
     m.device_work = pyo.ConstraintList()
     for d in range(nd):
         tasks_d = [t for t in range(n) if d in legal[t] and dur[t][d] > 0]
@@ -548,7 +563,7 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
         # one load port with delivery times: when block k is loaded on d, the loads of all
         # blocks whose users need at least q_k afterwards end no earlier than their total
         # duration, and the last of them is followed by at least q_k
-        q = {b: min(dur[t][d] + tail[t] for t in prep.block_tasks[b] if d in legal[t])
+        q = {b: min(prep.dev_tail[t][d] for t in prep.block_tasks[b] if d in legal[t])
              for b in loads_d}
         for bk, qk in q.items():
             group = [b for b, qb in q.items() if qb >= qk]

@@ -15,9 +15,11 @@ All durations are integer ticks of the instance's ``time_unit``.
     neighbour takes its best device and pays the edge's transfer when that device differs, and
     a task with a block is released by the block's load onto that device. Forced transfers
     (``embed`` legal only on the NPU feeding ``kv_write`` pinned to a PIM) and slow-device
-    loads then count. Relaxed: resources (devices, channels, ports, capacities). One pass over
-    the DAG per direction in Python, so only on instances of at most ``max_device_path_tasks``
-    tasks (the ``chain`` component covers the larger ones).
+    loads then count; neighbours that share a device run one at a time (small fan-ins and
+    fan-outs enumerated). Relaxed: the remaining resource conflicts (channels, ports,
+    capacities, devices beyond one task's neighbours). One pass over the DAG per direction in
+    Python, so only on instances of at most ``max_device_path_tasks`` tasks (the ``chain``
+    component covers the larger ones).
 
 ``work_lp`` — fractional unrelated-machines relaxation, certified by weak duality
     For any weights ``y_d ≥ 0`` with ``Σ y_d = 1``: ``makespan ≥ max_d busy_d ≥ Σ_d y_d busy_d
@@ -118,13 +120,15 @@ class BoundOptions:
     distinct segments of one shape evaluated exactly before bucketing;
     max_release_evaluations: segment re-evaluations with weight-load release times; lp: compute
     ``work_lp`` (needs scipy's HiGHS); max_device_path_tasks: largest instance (tasks) that
-    gets the ``device_path`` component."""
+    gets the ``device_path`` component; device_path_assignments: neighbour device choices
+    enumerated per (task, device) there (``device_heads_tails``' ``max_assignments``)."""
 
     max_assignments: int = 20_000
     max_evaluations: int = 128
     max_release_evaluations: int = 4096
     lp: bool = True
-    max_device_path_tasks: int = 20_000
+    max_device_path_tasks: int = 5_000
+    device_path_assignments: int = 256
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
     dev_tail = None  # least tail over the devices, forced transfers included
     if inst.n_tasks <= opts.max_device_path_tasks:
         t0 = time.perf_counter()
-        dh, dt = device_heads_tails(inst)
+        dh, dt = device_heads_tails(inst, opts.device_path_assignments)
         legal = inst.cost >= 0
         dev_tail = np.where(legal, dt, BIG).min(axis=1)
         comps.append(Component("device_path",
