@@ -9,6 +9,7 @@ best-known values and bounds with provenance (writes ``instances/``).
   bound (CP-SAT's, MILP's or the certified analytic bound).
 
     python benchmarks/make_placement_instances.py [--time-limit 300] [--workers 2]
+        [--only p1|p2]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _entry(name: str, inst, problem_note: str, results: list, reference: str) ->
     best = min((r for r in results if r.objective is not None), key=lambda r: r.objective)
     lb = max(r.lower_bound for r in results if r.lower_bound is not None)
     proven = best.objective <= lb
-    prov = {"solver": ", ".join(f"{r.method} ({r.status})" for r in results),
+    prov = {"solver": ", ".join(f"{_label(r)} ({r.status})" for r in results),
             "versions": _versions(), "time_limit_s": results[0].params.get("time_limit_s"),
             "seed": 0, "workers": results[0].params.get("num_workers"),
             "best_by": best.method}
@@ -54,38 +55,25 @@ def _entry(name: str, inst, problem_note: str, results: list, reference: str) ->
             "reference": reference, "notes": problem_note, "provenance": prov}
 
 
+def _label(r) -> str:
+    """The method and the solver knobs that distinguish runs of it."""
+    knobs = {k: v for k, v in r.params.items() if k not in ("time_limit_s", "num_workers")}
+    return r.method + "".join(f"[{k}={v}]" for k, v in sorted(knobs.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--only", choices=("p1", "p2"), help="rebuild one entry only")
     args = ap.parse_args(argv)
     cat, cards = bundled_catalog(), bundled_cards()
     entries = []
 
-    p2 = build_placement(cards["dops-qwen-1.8b"], cat.platform("HP32"), cat, Workload(8, 0, 1),
-                         BuildOptions(layers=1, formats=("linear", "npu_opt", "pim_opt", "dual")))
-    p2 = with_budget(p2, budget_from(p2, factor=1.5))
-    res = [solve(p2, "cpsat-layout", time_limit=args.time_limit, num_workers=args.workers,
-                 seed=0)]
-    entries.append(_entry(
-        "p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", p2,
-        "P2 (weight layout): dops-qwen-1.8b, 1 layer, HP32, prefill 8, batch 1; formats "
-        "linear/npu_opt/pim_opt/dual, budget 1.5 × linear bytes. Optimum of the joint "
-        "placement + format problem without evictions (hetopt solve NAME --method "
-        "cpsat-layout). Objective: makespan in ns.", res,
-        "DOPS (MICRO), weight-layout problem (§5.2); costs from hetopt's cost library"))
-
-    p1 = build_placement(cards["llama-2-7b"], cat.platform("HP32"), cat, Workload(64, 2, 1),
-                         BuildOptions(layers=2))
-    res = [solve(p1, m, time_limit=args.time_limit, num_workers=args.workers, seed=0)
-           for m in ("cpsat", "milp")]
-    entries.append(_entry(
-        "p1-llama-2-7b-hp32-p64-d2-l2", p1,
-        "P1 medium: llama-2-7b, 2 layers, HP32, prefill 64, 2 decode steps, batch 1 "
-        "(105 tasks): weight-load dominated, not closed by CP-SAT or the MILP within the "
-        "limit — best-known makespan and best proven bound (ns).", res,
-        "DOPS (MICRO) operator-placement problem; costs from hetopt's cost library"))
-
+    if args.only != "p1":
+        entries.append(_p2_entry(cat, cards, args))
+    if args.only != "p2":
+        entries.append(_p1_entry(cat, cards, args))
     index_path = ROOT / "index.json"
     index = json.loads(index_path.read_text())
     names = {e["name"] for e in entries}
@@ -95,6 +83,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{e['name']}: optimum {e['optimum']}, bounds [{e['lower_bound']}, "
               f"{e['upper_bound']}]", file=sys.stderr)
     return 0
+
+
+def _p2_entry(cat, cards, args) -> dict:
+    p2 = build_placement(cards["dops-qwen-1.8b"], cat.platform("HP32"), cat, Workload(8, 0, 1),
+                         BuildOptions(layers=1, formats=("linear", "npu_opt", "pim_opt", "dual")))
+    p2 = with_budget(p2, budget_from(p2, factor=1.5))
+    res = [solve(p2, "cpsat-layout", time_limit=args.time_limit, num_workers=args.workers,
+                 seed=0)]
+    return _entry(
+        "p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", p2,
+        "P2 (weight layout): dops-qwen-1.8b, 1 layer, HP32, prefill 8, batch 1; formats "
+        "linear/npu_opt/pim_opt/dual, budget 1.5 × linear bytes. Optimum of the joint "
+        "placement + format problem without evictions (hetopt solve NAME --method "
+        "cpsat-layout). Objective: makespan in ns.", res,
+        "DOPS (MICRO), weight-layout problem (§5.2); costs from hetopt's cost library")
+
+
+def _p1_entry(cat, cards, args) -> dict:
+    p1 = build_placement(cards["llama-2-7b"], cat.platform("HP32"), cat, Workload(64, 2, 1),
+                         BuildOptions(layers=2))
+    runs = [("cpsat", {}), ("cpsat", {"use_objective_lb_search": True}), ("milp", {})]
+    res = [solve(p1, m, time_limit=args.time_limit, num_workers=args.workers, seed=0, **kw)
+           for m, kw in runs]
+    return _entry(
+        "p1-llama-2-7b-hp32-p64-d2-l2", p1,
+        "P1 medium: llama-2-7b, 2 layers, HP32, prefill 64, 2 decode steps, batch 1 "
+        "(105 tasks): weight-load dominated; the best makespan and the best proven bound "
+        "(ns) of the runs in the provenance (CP-SAT, CP-SAT with objective lower-bound "
+        "search, MILP).", res,
+        "DOPS (MICRO) operator-placement problem; costs from hetopt's cost library")
 
 
 if __name__ == "__main__":

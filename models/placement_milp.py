@@ -24,7 +24,10 @@ Constraints
 - loads: L[b,d] ≥ x[t,d] for the block's tasks, L[b,d] ≤ Σ_t x[t,d],
   S[t] ≥ Ls[b,d] + load_b,d − M(1 − x[t,d]), load-port disjunctions, capacity
   Σ_b bytes_b L[b,d] ≤ weight_capacity_d;
-- Cmax ≥ S[t] + p_t(x) + tail'_t; redundant cuts Cmax ≥ critical path, Cmax ≥ ⌈Σ min work / D⌉,
+- Cmax ≥ S[t] + p_t(x) + tail'_t; per device (``opt.lower_bounds.device_heads_tails``: forced
+  transfers, per-device load releases, neighbours sharing a device)
+  S[t] ≥ Σ_d head[t,d] x[t,d] and Cmax ≥ S[t] + Σ_d tail[t,d] x[t,d]; load-port delivery
+  times; redundant cuts Cmax ≥ critical path, Cmax ≥ ⌈Σ min work / D⌉,
   Σ_t p_t,d x[t,d] ≤ Cmax and Σ_b load_b,d L[b,d] ≤ Cmax per device; lexicographic symmetry
   breaking between interchangeable devices.
 
