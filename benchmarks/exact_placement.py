@@ -1,10 +1,11 @@
 """Exact P1 models on LLM instances of growing size: time to proven optimality and final gap.
 
 For each instance (Llama-2-7B on HP32, prefill 64, batch 1; 1, 2, 4 layers × 1–4 decode steps)
-it runs CP-SAT (full model: redundant bounds incl. device heads/tails, symmetry breaking, HEFT
-warm start), the same with CP-SAT's objective lower-bound search (``cpsat-lbsearch``), CP-SAT as
-a plain textbook model (none of those: the baseline), and the MILP (Pyomo + HiGHS), each with
-the same time limit and workers, and prints a table with ratios against the baseline.
+it runs CP-SAT (full model: redundant bounds incl. device heads/tails, symmetry breaking, warm
+start from the shorter of the HEFT and Bifocal schedules), the same with CP-SAT's objective
+lower-bound search (``cpsat-lbsearch``), CP-SAT as a plain textbook model (none of those: the
+baseline), and the MILP (Pyomo + HiGHS), each with the same time limit and workers, and prints
+a table with ratios against the baseline.
 
     python benchmarks/exact_placement.py [--time-limit 60] [--workers 2] [--out results/exact]
         [--layers 1 2 4] [--decode 1 2 3 4] [--methods cpsat cpsat-lbsearch cpsat-plain milp]
