@@ -109,8 +109,9 @@ EXACT_METHODS = frozenset({"cpsat", "milp"}) | LAYOUT_EXACT
 PLACEMENT_METHODS.update(LAYOUT_METHODS)  # P2 strategies (solvers.layout): formats are decided
 
 
-#: heuristics an exact solve may start from ("best": the shorter of heft and bifocal)
-WARM_STARTS = ("heft", "bifocal", "best")
+#: heuristics an exact solve may start from ("best": the shorter of heft and bifocal;
+#: "policy-search" is slower — up to 200 schedules — and often shorter on large slices)
+WARM_STARTS = ("heft", "bifocal", "best", "policy-search")
 
 
 def _warm_start(inst: PlacementInstance, name: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -118,11 +119,13 @@ def _warm_start(inst: PlacementInstance, name: str) -> tuple[dict[str, Any] | No
     models can take: valid and without evictions (they model none). (None, None) if none is."""
     from heuristics.bifocal import BifocalParams, bifocal_schedule
     from heuristics.list_scheduler import heft
+    from heuristics.policy_search import policy_search
 
     runs = {"heft": lambda: heft(inst),
-            "bifocal": lambda: bifocal_schedule(inst, BifocalParams())}
+            "bifocal": lambda: bifocal_schedule(inst, BifocalParams()),
+            "policy-search": lambda: policy_search(inst)}
     best: tuple[int, dict[str, Any], str] | None = None
-    for key in (runs if name == "best" else [name]):
+    for key in (("heft", "bifocal") if name == "best" else (name,)):
         try:
             sol = runs[key]()
             if sol.get("evictions"):
@@ -145,7 +148,8 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
     initial_solution: a solution dict or a Result to warm-start from (validated first);
     warm_start: for exact methods without ``initial_solution``, the heuristic whose schedule
     seeds the search: "heft", "bifocal", "best" (the shorter eviction-free schedule of the two,
-    milliseconds on small instances) or None / "none" for a cold start;
+    milliseconds on small instances), "policy-search" (slower, often shorter on large slices)
+    or None / "none" for a cold start;
     export_path: MILP only, write the model as .mps/.lp; params: passed to the back end
     untouched (e.g. CP-SAT parameter names, HiGHS option names).
     """

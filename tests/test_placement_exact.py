@@ -85,6 +85,7 @@ def test_warm_start_and_cold_start_agree():
 
 def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
     from heuristics.bifocal import bifocal_schedule
+    from heuristics.policy_search import policy_search
     from opt.builder import BuildOptions, Workload, build_placement
     from opt.errors import InputError
 
@@ -97,6 +98,9 @@ def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
     assert res.stats["warm_start"] == min(spans, key=spans.get)
     assert res.objective <= min(spans.values())
     assert solve(inst, "cpsat", time_limit=1.0, warm_start="heft").stats["warm_start"] == "heft"
+    ps = solve(inst, "cpsat", time_limit=1.0, warm_start="policy-search")
+    assert ps.stats["warm_start"] == "policy-search"
+    assert ps.objective <= validate_placement(inst, policy_search(inst)).makespan
     assert solve(inst, "cpsat", time_limit=1.0, warm_start="none").stats["warm_start"] is None
     with pytest.raises(InputError, match="warm start"):
         solve(inst, "cpsat", time_limit=1.0, warm_start="lpt")
