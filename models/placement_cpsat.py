@@ -61,19 +61,23 @@ class PlacementCpSat:
             [inst.block_load[f] for f in self.formats], axis=0)
         head, tail = heads_tails(bound_inst)
         # device-aware heads and tails (forced transfers count): dev_head[t, d], dev_tail[t, d]
-        # (``tail`` stays the device-agnostic one: ``end + tail - cheapest`` needs its shape)
-        dev_head, dev_tail = device_heads_tails(bound_inst, max_assignments=256)
-        head = np.maximum(head, np.where(inst.cost >= 0, dev_head, BIG).min(axis=1))
-        tail_any = np.maximum(tail, np.where(inst.cost >= 0, dev_tail, BIG).min(axis=1))
+        # (``tail`` stays the device-agnostic one: ``end + tail - cheapest`` needs its shape;
+        # the plain model, ``redundant=False``, keeps the device-agnostic domains)
+        tail_any, cmax_lb = tail, int(tail.max(initial=0))
+        if redundant:
+            ok = inst.cost >= 0
+            dev_head, dev_tail = device_heads_tails(bound_inst, max_assignments=256)
+            head = np.maximum(head, np.where(ok, dev_head, BIG).min(axis=1))
+            tail_any = np.maximum(tail, np.where(ok, dev_tail, BIG).min(axis=1))
+            cmax_lb = int(max((head + tail_any).max(initial=0),
+                              np.where(ok, dev_head + dev_tail, BIG).min(axis=1).max(initial=0)))
         # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
         horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges
                       + load_max.clip(0).sum() + 1)
         self.horizon = horizon
-        path = np.where(inst.cost >= 0, dev_head + dev_tail, BIG).min(axis=1)
-        self.cmax = m.NewIntVar(int(max((head + tail_any).max(initial=0), path.max(initial=0))),
-                                horizon, "cmax")
+        self.cmax = m.NewIntVar(cmax_lb, horizon, "cmax")
         self.start = [m.NewIntVar(int(head[t]), horizon - int(tail_any[t]), f"s{t}")
                       for t in range(n)]
         self.end = [m.NewIntVar(0, horizon, f"e{t}") for t in range(n)]
