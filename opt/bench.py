@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from opt.jsonio import read_json, write_json_atomic
-from opt.report import table
+from opt.report import fmt, table
 
 
 @dataclass
@@ -95,15 +95,8 @@ def render(done: Sequence[tuple[BenchCase, CaseResult, bool]]) -> str:
 
 
 def _md_cell(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v).replace("|", "\\|")
+    """A Markdown table cell: the CLI tables' formatting (``opt.report.fmt``), pipes escaped."""
+    return "–" if v is None else fmt(v).replace("|", "\\|")
 
 
 def markdown(done: Sequence[tuple[BenchCase, CaseResult, bool]]) -> str:

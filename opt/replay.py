@@ -58,6 +58,7 @@ import numpy as np
 
 from opt.errors import InputError
 from opt.jsonio import read_json, write_json_atomic
+from opt.sweep import aborting
 from opt.units import TIME_UNITS
 
 #: BurstGPT's CSV columns (https://github.com/HPMLL/BurstGPT).
@@ -427,7 +428,7 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
     cache = ShapeCache(Path(schedule_dir) if schedule_dir is not None else out / "schedules",
                        build, schedule, fresh=fresh, progress=progress)
     results = []
-    try:
+    with aborting(progress):
         for method in dict.fromkeys(methods):
             path = out / f"{method.replace('/', '_')}.json"
             if not fresh and path.exists():
@@ -446,10 +447,6 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
                        schedule_s=cache.schedule_s - before[1])
             write_json_atomic(rec, path)
             results.append((rec, False))
-    except BaseException:
-        if progress is not None:
-            progress.abort()
-        raise
     if progress is not None:
         progress.close()
     return results

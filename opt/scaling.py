@@ -38,7 +38,8 @@ from typing import Any
 from opt.errors import InputError
 from opt.jsonio import read_json, write_json_atomic
 from opt.report import table
-from opt.sweep import SolveFn, _Failed, check_workloads, grid, make_record, record_path
+from opt.sweep import (SolveFn, _Failed, aborting, check_workloads, grid, make_record,
+                       record_path)
 
 DEFAULT_PLATFORMS = ("HP0", "HP32", "HP64", "HP128")
 #: The DOPS grid (Fig. 14): batch, prefill, decode.
@@ -93,7 +94,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
     check_workloads(wls, catalog=catalog, cards=cards, layers=layers)
     out = Path(out)
     done: list[tuple[dict[str, Any], bool]] = []
-    try:
+    with aborting(progress):
         for wl in wls:
             path = record_path(out, wl, method)
             if progress is not None:
@@ -131,10 +132,6 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             done.append((rec, False))
             if progress is not None:
                 progress.finish_item(time.perf_counter() - t0)
-    except BaseException:
-        if progress is not None:
-            progress.abort()
-        raise
     if progress is not None:
         progress.close()
     return done

@@ -27,7 +27,7 @@ from opt.jsonio import read_json
 from opt.report import table
 from opt.serving import ServingGrid
 from opt.serving_builder import DEFAULT_TP, ServingWorkload, build_serving_plan
-from opt.sweep import Progress, usable
+from opt.sweep import Progress, aborting, usable
 
 BASELINES = ("col", "afd", "cad")
 
@@ -134,13 +134,9 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
         if cell.context < 1 or cell.slo_ms <= 0:
             raise InputError(f"context must be ≥ 1 and SLO > 0, got {cell.context} tokens, "
                              f"{cell.slo_ms} ms", field="contexts/slo")
-    try:
+    with aborting(progress):
         return _run(todo, list(dict.fromkeys(methods)), Path(out), solve, catalog, cards, grid,
                     tuple(tp_degrees), resume, progress, executor or SerialExecutor())
-    except BaseException:
-        if progress:
-            progress.abort()
-        raise
 
 
 def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,

@@ -22,6 +22,7 @@ import itertools
 import math
 import sys
 import time
+from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,18 @@ class Progress:
             self.stream.flush()
 
 
+@contextmanager
+def aborting(progress: Progress | None):
+    """Run a block; if it raises, end the progress bar's line first so the error message
+    starts on a fresh line."""
+    try:
+        yield
+    except BaseException:
+        if progress is not None:
+            progress.abort()
+        raise
+
+
 # ---- the sweep -----------------------------------------------------------------------------------
 
 SolveFn = Callable[[Any, str], Any]  # (PlacementInstance, method) -> certified Result
@@ -253,13 +266,9 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
     check_workloads(workloads, catalog=catalog, cards=cards, layers=layers)
     if tp < 1:
         raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
-    try:
+    with aborting(progress):
         return _run(workloads, methods, Path(out), solve, catalog, cards, layers, tp, resume,
                     progress, executor or SerialExecutor())
-    except BaseException:
-        if progress:
-            progress.abort()
-        raise
 
 
 def _cached(path: Path, layers: int | None, tp: int) -> dict[str, Any] | None:
