@@ -77,10 +77,10 @@ class PlacementCpSat:
         horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges
                       + load_max.clip(0).sum() + 1)
         self.horizon = horizon
-        self.cmax = m.NewIntVar(cmax_lb, horizon, "cmax")
-        self.start = [m.NewIntVar(int(head[t]), horizon - int(tail_any[t]), f"s{t}")
+        self.cmax = m.new_int_var(cmax_lb, horizon, "cmax")
+        self.start = [m.new_int_var(int(head[t]), horizon - int(tail_any[t]), f"s{t}")
                       for t in range(n)]
-        self.end = [m.NewIntVar(0, horizon, f"e{t}") for t in range(n)]
+        self.end = [m.new_int_var(0, horizon, f"e{t}") for t in range(n)]
         self.pres: dict[tuple[int, int], Any] = {}
         dev_intervals: list[list[Any]] = [[] for _ in range(nd)]
         work: list[list[tuple[Any, int]]] = [[] for _ in range(nd)]
@@ -88,34 +88,34 @@ class PlacementCpSat:
             legal = np.flatnonzero(cost[t] >= 0).tolist()
             lits = []
             for d in legal:
-                lit = self._const(1) if len(legal) == 1 else m.NewBoolVar(f"x{t}_{d}")
+                lit = self._const(1) if len(legal) == 1 else m.new_bool_var(f"x{t}_{d}")
                 self.pres[(t, d)] = lit
                 lits.append(lit)
                 c = int(cost[t, d])
-                dev_intervals[d].append(m.NewOptionalFixedSizeIntervalVar(
+                dev_intervals[d].append(m.new_optional_fixed_size_interval_var(
                     self.start[t], c, lit, f"iv{t}_{d}"))
                 work[d].append((lit, c))
-            m.AddExactlyOne(lits)
-            m.Add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
+            m.add_exactly_one(lits)
+            m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
                                                      for d in legal))
             if redundant:
-                m.Add(self.end[t] + int(tail[t]) - int(cost[t][cost[t] >= 0].min()) <= self.cmax)
+                m.add(self.end[t] + int(tail[t]) - int(cost[t][cost[t] >= 0].min()) <= self.cmax)
                 if len(legal) > 1:  # per device: start ≥ head[t, d], start + tail[t, d] ≤ cmax
-                    m.Add(self.start[t] >= sum(int(dev_head[t, d]) * self.pres[(t, d)]
+                    m.add(self.start[t] >= sum(int(dev_head[t, d]) * self.pres[(t, d)]
                                                for d in legal))
-                    m.Add(self.start[t] + sum(int(dev_tail[t, d]) * self.pres[(t, d)]
+                    m.add(self.start[t] + sum(int(dev_tail[t, d]) * self.pres[(t, d)]
                                               for d in legal) <= self.cmax)
         for d in range(nd):
             if len(dev_intervals[d]) > 1:
-                m.AddNoOverlap(dev_intervals[d])
+                m.add_no_overlap(dev_intervals[d])
             if redundant and work[d]:
-                m.Add(sum(c * lit for lit, c in work[d]) <= self.cmax)
+                m.add(sum(c * lit for lit, c in work[d]) <= self.cmax)
         sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
         for t in sinks.tolist():
-            m.Add(self.cmax >= self.end[t])
+            m.add(self.cmax >= self.end[t])
         if redundant:
             dmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
-            m.Add(nd * self.cmax >= int(dmin.sum()))
+            m.add(nd * self.cmax >= int(dmin.sum()))
 
         # ---- edges: conditional delays, transfer intervals under contention ------------------
         self.transfer_start: dict[int, Any] = {}
@@ -123,7 +123,7 @@ class PlacementCpSat:
         channels: dict[Any, list[Any]] = {}
         for e in range(inst.n_edges):
             u, v, nb = int(inst.edge_src[e]), int(inst.edge_dst[e]), int(inst.edge_bytes[e])
-            m.Add(self.start[v] >= self.end[u])
+            m.add(self.start[v] >= self.end[u])
             du = np.flatnonzero(cost[u] >= 0).tolist()
             dv = np.flatnonzero(cost[v] >= 0).tolist()
             pairs = [(a, b, links.transfer(a, b, nb)) for a in du for b in dv if a != b]
@@ -131,26 +131,26 @@ class PlacementCpSat:
             if not pairs:
                 continue
             if links.contention:
-                ts = m.NewIntVar(0, horizon, f"ts{e}")
+                ts = m.new_int_var(0, horizon, f"ts{e}")
                 self.transfer_start[e] = ts
-                m.Add(ts >= self.end[u])
+                m.add(ts >= self.end[u])
             for a, b, tr in pairs:
                 both = [self.pres[(u, a)], self.pres[(v, b)]]
                 if not links.contention:
-                    m.Add(self.start[v] >= self.end[u] + tr).OnlyEnforceIf(both)
+                    m.add(self.start[v] >= self.end[u] + tr).only_enforce_if(both)
                     continue
-                q = m.NewBoolVar(f"q{e}_{a}_{b}")
-                m.AddBoolAnd(both).OnlyEnforceIf(q)
-                m.AddBoolOr([both[0].Not(), both[1].Not(), q])
+                q = m.new_bool_var(f"q{e}_{a}_{b}")
+                m.add_bool_and(both).only_enforce_if(q)
+                m.add_bool_or([both[0].negated(), both[1].negated(), q])
                 self.transfer_pair[(e, a, b)] = q
-                iv = m.NewOptionalFixedSizeIntervalVar(ts, tr, q, f"tr{e}_{a}_{b}")
-                m.Add(self.start[v] >= ts + tr).OnlyEnforceIf(q)
+                iv = m.new_optional_fixed_size_interval_var(ts, tr, q, f"tr{e}_{a}_{b}")
+                m.add(self.start[v] >= ts + tr).only_enforce_if(q)
                 keys = [(a, b)] if links.topology == "full" else [("up", a), ("down", b)]
                 for k in keys:
                     channels.setdefault(k, []).append(iv)
         for ivs in channels.values():
             if len(ivs) > 1:
-                m.AddNoOverlap(ivs)
+                m.add_no_overlap(ivs)
 
         # ---- weight loads: before first use, one port per device, capacity ---------------------
         self.load_lit: dict[tuple[int, int], Any] = {}
@@ -167,28 +167,28 @@ class PlacementCpSat:
             self._format_choice(sorted({b for b, _ in users}), users)
         for (b, d), ts_ in users.items():
             dur = int(loads[b, d])
-            lit = m.NewBoolVar(f"L{b}_{d}")
-            ls = m.NewIntVar(0, horizon, f"ls{b}_{d}")
+            lit = m.new_bool_var(f"L{b}_{d}")
+            ls = m.new_int_var(0, horizon, f"ls{b}_{d}")
             self.load_lit[(b, d)] = lit
             self.load_start[(b, d)] = ls
             if self.formats is None:
                 le = ls + dur
-                port[d].append(m.NewOptionalFixedSizeIntervalVar(ls, dur, lit, f"ld{b}_{d}"))
+                port[d].append(m.new_optional_fixed_size_interval_var(ls, dur, lit, f"ld{b}_{d}"))
             else:
                 opts = [(f, int(inst.block_load[f][b, d])) for f in self.formats
                         if (b, f) in self.fmt_lit]
-                size = m.NewIntVar(min(v for _, v in opts), max(v for _, v in opts),
+                size = m.new_int_var(min(v for _, v in opts), max(v for _, v in opts),
                                    f"ldur{b}_{d}")
-                m.Add(size == sum(v * self.fmt_lit[(b, f)] for f, v in opts))
-                le = m.NewIntVar(0, horizon, f"le{b}_{d}")
-                port[d].append(m.NewOptionalIntervalVar(ls, size, le, lit, f"ld{b}_{d}"))
+                m.add(size == sum(v * self.fmt_lit[(b, f)] for f, v in opts))
+                le = m.new_int_var(0, horizon, f"le{b}_{d}")
+                port[d].append(m.new_optional_interval_var(ls, size, le, lit, f"ld{b}_{d}"))
             self.load_end[(b, d)] = le
             for t in ts_:
-                m.AddImplication(self.pres[(t, d)], lit)
-                m.Add(self.start[t] >= le).OnlyEnforceIf(self.pres[(t, d)])
+                m.add_implication(self.pres[(t, d)], lit)
+                m.add(self.start[t] >= le).only_enforce_if(self.pres[(t, d)])
                 if redundant:
-                    m.Add(self.start[t] >= dur).OnlyEnforceIf(self.pres[(t, d)])
-            m.AddBoolOr([self.pres[(t, d)] for t in ts_]).OnlyEnforceIf(lit)
+                    m.add(self.start[t] >= dur).only_enforce_if(self.pres[(t, d)])
+            m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
         if redundant:
             # every used block is loaded somewhere; its first copy is ready at avail[b], which
             # no user can precede (whatever its device): cmax ≥ avail[b] + longest tail of a user
@@ -199,38 +199,38 @@ class PlacementCpSat:
                 if len(keys) < 2 or self.formats is not None:
                     continue
                 q_min = min(int(dev_tail[t, d]) for k in keys for t in users[k])
-                m.Add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
+                m.add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
                                        for b, _ in keys) + q_min)
             for b in sorted({b for b, _ in users}):
                 devs = [d for (bb, d) in self.load_lit if bb == b]
-                m.AddBoolOr([self.load_lit[(b, d)] for d in devs])
+                m.add_bool_or([self.load_lit[(b, d)] for d in devs])
                 ready = []
                 for d in devs:
-                    r = m.NewIntVar(0, horizon, f"ready{b}_{d}")
-                    m.Add(r == self.load_end[(b, d)]).OnlyEnforceIf(
+                    r = m.new_int_var(0, horizon, f"ready{b}_{d}")
+                    m.add(r == self.load_end[(b, d)]).only_enforce_if(
                         self.load_lit[(b, d)])
-                    m.Add(r == horizon).OnlyEnforceIf(self.load_lit[(b, d)].Not())
+                    m.add(r == horizon).only_enforce_if(self.load_lit[(b, d)].negated())
                     ready.append(r)
-                avail = m.NewIntVar(int(loads[b, devs].min()), horizon, f"avail{b}")
-                m.AddMinEquality(avail, ready)
+                avail = m.new_int_var(int(loads[b, devs].min()), horizon, f"avail{b}")
+                m.add_min_equality(avail, ready)
                 for d in devs:
                     # delivery time: after b is ready on d, some user runs there and its tail
                     q = min(int(dev_tail[t, d]) for t in users[(b, d)])
-                    m.Add(self.load_end[(b, d)] + q <= self.cmax
-                          ).OnlyEnforceIf(self.load_lit[(b, d)])
+                    m.add(self.load_end[(b, d)] + q <= self.cmax
+                          ).only_enforce_if(self.load_lit[(b, d)])
                     # the users of b on d run one at a time after b is ready there
-                    m.Add(self.cmax >= self.load_end[(b, d)]
+                    m.add(self.cmax >= self.load_end[(b, d)]
                           + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
-                          ).OnlyEnforceIf(self.load_lit[(b, d)])
+                          ).only_enforce_if(self.load_lit[(b, d)])
                 block_users = sorted({t for d in devs for t in users[(b, d)]})
                 for t in block_users:
-                    m.Add(self.start[t] >= avail)
-                m.Add(self.cmax >= avail + int(max(tail_any[t] for t in block_users)))
+                    m.add(self.start[t] >= avail)
+                m.add(self.cmax >= avail + int(max(tail_any[t] for t in block_users)))
             for d in range(nd):
                 items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
                          if dd == d]
                 if items:
-                    m.Add(sum(w * lit for w, lit in items) <= self.cmax)
+                    m.add(sum(w * lit for w, lit in items) <= self.cmax)
                 # one load port with delivery times: if block k is loaded on d, the loads of
                 # all blocks whose users need at least as long afterwards (q ≥ q_k) precede the
                 # end of the last of them, which is followed by at least q_k
@@ -239,17 +239,17 @@ class PlacementCpSat:
                 for bk, qk in q.items():
                     group = [b for b, qb in q.items() if qb >= qk]
                     if len(group) > 1:
-                        m.Add(sum(int(loads[b, d]) * self.load_lit[(b, d)] for b in group) + qk
-                              <= self.cmax).OnlyEnforceIf(self.load_lit[(bk, d)])
+                        m.add(sum(int(loads[b, d]) * self.load_lit[(b, d)] for b in group) + qk
+                              <= self.cmax).only_enforce_if(self.load_lit[(bk, d)])
         for d in range(nd):
             if len(port[d]) > 1:
-                m.AddNoOverlap(port[d])
+                m.add_no_overlap(port[d])
             cap = inst.devices[d].weight_capacity
             if cap is not None:
                 items = [(int(inst.block_bytes[b]), lit) for (b, dd), lit in self.load_lit.items()
                          if dd == d]
                 if sum(w for w, _ in items) > cap:
-                    m.Add(sum(w * lit for w, lit in items) <= cap)
+                    m.add(sum(w * lit for w, lit in items) <= cap)
 
         # ---- symmetry breaking between interchangeable devices -----------------------------------
         self.symmetry_groups = interchangeable_devices(inst) if symmetry_breaking else []
@@ -266,17 +266,17 @@ class PlacementCpSat:
                 for j in range(1, len(group)):
                     d, prev = group[j], group[j - 1]
                     if (t, d) in self.pres:
-                        m.AddImplication(self.pres[(t, d)], opened[prev])
+                        m.add_implication(self.pres[(t, d)], opened[prev])
                 nxt = {}
                 for d in group:
                     if (t, d) in self.pres:
-                        o = m.NewBoolVar(f"open{t}_{d}")
-                        m.AddBoolOr([opened[d], self.pres[(t, d)]]).OnlyEnforceIf(o)
-                        m.AddImplication(opened[d], o)
-                        m.AddImplication(self.pres[(t, d)], o)
+                        o = m.new_bool_var(f"open{t}_{d}")
+                        m.add_bool_or([opened[d], self.pres[(t, d)]]).only_enforce_if(o)
+                        m.add_implication(opened[d], o)
+                        m.add_implication(self.pres[(t, d)], o)
                         nxt[d] = o
                 opened.update(nxt)
-        m.Minimize(self.cmax)
+        m.minimize(self.cmax)
 
     def _format_choice(self, blocks: list[int], users: dict[tuple[int, int], list[int]]
                        ) -> None:
@@ -302,13 +302,13 @@ class PlacementCpSat:
         inst = self.inst
         out = dict(zip(inst.block_ids, inst.block_format))
         for (b, f), lit in self.fmt_lit.items():
-            if solver.BooleanValue(lit):
+            if solver.boolean_value(lit):
                 out[inst.block_ids[b]] = f
         return out
 
     def _const(self, value: int):
-        var = self.model.NewConstant(value)
-        self.constants.add(var.Index())
+        var = self.model.new_constant(value)
+        self.constants.add(var.index)
         return var
 
     # ---- warm start ---------------------------------------------------------------------------
@@ -322,11 +322,11 @@ class PlacementCpSat:
 
         def hint(var, value: int) -> None:
             # one hint per variable (constants are shared); never hint the fixed constants
-            idx = var.Index()
+            idx = var.index
             if idx in hinted or idx in self.constants:
                 return
             hinted.add(idx)
-            self.model.AddHint(var, value)
+            self.model.add_hint(var, value)
 
         tdev = {}
         for ev in solution.get("compute", ()):
@@ -351,9 +351,9 @@ class PlacementCpSat:
         inst = self.inst
         dev = np.zeros(inst.n_tasks, dtype=np.int64)
         for (t, d), lit in self.pres.items():
-            if solver.BooleanValue(lit):
+            if solver.boolean_value(lit):
                 dev[t] = d
-        start = [solver.Value(s) for s in self.start]
+        start = [solver.value(s) for s in self.start]
         end = np.asarray(start) + inst.cost[np.arange(inst.n_tasks), dev]
         transfer = {}
         for e in np.flatnonzero(dev[inst.edge_src] != dev[inst.edge_dst]).tolist():
@@ -361,9 +361,9 @@ class PlacementCpSat:
             # only transfers of positive length have a constrained start in the model
             modelled = (e, int(dev[u]), int(dev[v])) in self.transfer_pair
             ts = self.transfer_start.get(e)
-            transfer[e] = solver.Value(ts) if (ts is not None and modelled) else int(end[u])
-        loads = [(b, d, solver.Value(self.load_start[(b, d)]))
-                 for (b, d), lit in self.load_lit.items() if solver.BooleanValue(lit)]
+            transfer[e] = solver.value(ts) if (ts is not None and modelled) else int(end[u])
+        loads = [(b, d, solver.value(self.load_start[(b, d)]))
+                 for (b, d), lit in self.load_lit.items() if solver.boolean_value(lit)]
         return make_solution(inst, dev, start, transfer, loads,
                              formats=self.block_formats(solver) if self.formats else None)
 
@@ -392,14 +392,14 @@ def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions, *,
     return run_cpsat(model.model, params, options, t0, method, model.extract, extra)
 
 
-def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOptions, t0: float,
-              method: str, extract, extra: dict[str, Any]) -> Result:
-    """Solve a built CP-SAT model with ``options`` and CP-SAT ``params`` (repeated fields as
-    lists), and wrap the outcome: ``extract(solver)`` gives the solution dict."""
+def make_solver(params: dict[str, Any], options: SolveOptions, time_limit_s: float | None
+                ) -> cp_model.CpSolver:
+    """A CP-SAT solver with ``options``' workers and seed, ``time_limit_s`` (None = none) and
+    the CP-SAT ``params`` by field name (repeated fields as lists)."""
     solver = cp_model.CpSolver()
     sp = solver.parameters
-    if options.time_limit_s is not None:
-        sp.max_time_in_seconds = float(options.time_limit_s)
+    if time_limit_s is not None:
+        sp.max_time_in_seconds = float(time_limit_s)
     sp.num_workers = int(options.num_workers)
     sp.random_seed = int(options.seed)
     for key, value in params.items():
@@ -409,29 +409,37 @@ def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOption
             field.extend(value)
         else:
             setattr(sp, key, value)
+    return solver
+
+
+def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOptions, t0: float,
+              method: str, extract, extra: dict[str, Any]) -> Result:
+    """Solve a built CP-SAT model with ``options`` and CP-SAT ``params`` (repeated fields as
+    lists), and wrap the outcome: ``extract(solver)`` gives the solution dict."""
+    solver = make_solver(params, options, options.time_limit_s)
     build_s = time.perf_counter() - t0
-    code = solver.Solve(cp)
+    code = solver.solve(cp)
     status = _STATUS.get(code, "ERROR")
     solution = extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     lb = None
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
-        lb = float(math.ceil(solver.BestObjectiveBound() - 1e-6))
-    proto = cp.Proto()
+        lb = float(math.ceil(solver.best_objective_bound - 1e-6))
+    proto = cp.proto
     return Result(
         problem="placement", method=method, status=status,
-        objective=float(solver.ObjectiveValue()) if solution is not None else None,
+        objective=float(solver.objective_value) if solution is not None else None,
         lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
         params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
                 **options.params},
         solution=solution,
-        stats={**extra, "build_s": build_s, "solve_s": solver.WallTime(),
-               "branches": solver.NumBranches(), "conflicts": solver.NumConflicts(),
+        stats={**extra, "build_s": build_s, "solve_s": solver.wall_time,
+               "branches": solver.num_branches, "conflicts": solver.num_conflicts,
                "variables": len(proto.variables), "constraints": len(proto.constraints),
-               "solver": f"ortools {cp_model.__name__} {_ortools_version()}",
+               "solver": f"ortools {cp_model.__name__} {ortools_version()}",
                "warm_start": options.initial_solution is not None})
 
 
-def _ortools_version() -> str:
+def ortools_version() -> str:
     from importlib.metadata import version
 
     return version("ortools")

@@ -26,6 +26,12 @@ def _cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
     return solve_placement_cpsat(inst, options)
 
 
+def _cpsat_blocks(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from solvers.block_branching import solve_placement_blocks
+
+    return solve_placement_blocks(inst, options)
+
+
 def _milp(inst: PlacementInstance, options: SolveOptions) -> Result:
     from models.placement_milp import solve_placement_milp
 
@@ -94,6 +100,7 @@ def _static(policy: str) -> Callable[[PlacementInstance, SolveOptions], Result]:
 #: Placement back ends by method name (exact models; heuristics register here too).
 PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]] = {
     "cpsat": _cpsat,
+    "cpsat-blocks": _cpsat_blocks,
     "milp": _milp,
     "heft": _heft,
     "bifocal": _bifocal,
@@ -105,7 +112,7 @@ PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]
     "policy-search": _policy_search,
 }
 #: Methods that take a warm start (the others ignore ``initial_solution``).
-EXACT_METHODS = frozenset({"cpsat", "milp"}) | LAYOUT_EXACT
+EXACT_METHODS = frozenset({"cpsat", "cpsat-blocks", "milp"}) | LAYOUT_EXACT
 PLACEMENT_METHODS.update(LAYOUT_METHODS)  # P2 strategies (solvers.layout): formats are decided
 
 

@@ -1,0 +1,249 @@
+"""Exact P1 placement by branching on where each weight block is held (``cpsat-blocks``).
+
+Every eviction-free schedule holds each weight block ``b`` on a set ``A_b`` of devices: the
+devices that run a task of ``b`` (a copy that no task uses can be dropped without lengthening
+the schedule). The search fixes ``A_b`` one block at a time, longest loads first, in depth-first
+order. A node is the CP-SAT model of ``models.placement_cpsat`` built on the instance restricted
+to the decided sets — the tasks of ``b`` may only run on ``A_b``, and ``b`` is loaded (and used)
+on every device of ``A_b`` — with the makespan capped one tick below the incumbent's.
+
+Why it proves what the monolithic model cannot: on weight-load-dominated LLM slices the
+makespan is decided jointly by the load ports and by the decode chain that has to run where
+the blocks are. Restricting legality sharpens the model's device heads and tails
+(``opt.lower_bounds.device_heads_tails``) at every node, so CP-SAT's presolve refutes most
+nodes in a fraction of a second, while one model over every placement of the blocks leaves
+that reasoning to search.
+
+A node is solved for at most ``node_time_limit`` seconds (a leaf — every block decided — for
+the remaining time). Outcomes: infeasible under the cap → the subtree cannot beat the
+incumbent (pruned); optimal → a new incumbent, subtree done; otherwise the node's children are
+explored, each with the node's proven bound. The result is OPTIMAL when the tree is
+exhausted; at the time limit it carries the incumbent and the smallest bound of the open
+subtrees. Interchangeable devices (``opt.instance.interchangeable_devices``) are opened in
+order across the blocks, so mirror-image sets are explored once.
+
+Parameters (``params``): ``node_time_limit`` (seconds, default 0.5), ``redundant`` and
+``symmetry_breaking`` (passed to the node model); every other name is a CP-SAT parameter
+applied to each node solve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import math
+import time
+from typing import Any
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.options import SolveOptions
+from models.placement_cpsat import PlacementCpSat, make_solver, ortools_version
+from opt.errors import InputError
+from opt.instance import PlacementInstance, interchangeable_devices
+from opt.result import Result
+from opt.validator import validate_placement
+
+#: default seconds per inner node (leaves: 4× that in the first round, doubling per round)
+NODE_TIME_LIMIT_S = 0.5
+#: default share of the time limit the root (the whole model) gets to find a good incumbent
+ROOT_SHARE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A set of decided blocks (``sets[i]`` holds the block ``order[i]``) and the best proven
+    lower bound (time units) of its subtree so far."""
+
+    sets: tuple[tuple[int, ...], ...]
+    bound: float
+
+
+def block_device_sets(inst: PlacementInstance) -> dict[int, list[tuple[int, ...]]]:
+    """Per block the candidate sets of devices that may hold it: non-empty subsets of the
+    devices that can load it and run one of its tasks, leaving every task a legal device."""
+    out: dict[int, list[tuple[int, ...]]] = {}
+    legal = inst.cost >= 0
+    for b in range(len(inst.block_ids)):
+        users = np.flatnonzero(inst.task_block == b)
+        if not len(users):
+            continue
+        devs = [d for d in range(inst.n_devices)
+                if legal[users, d].any() and inst.load_duration[b, d] >= 0]
+        out[b] = [s for k in range(1, len(devs) + 1) for s in itertools.combinations(devs, k)
+                  if legal[np.ix_(users, list(s))].any(axis=1).all()]
+    return out
+
+
+class BlockBranching:
+    """The search state: instance, block order, candidate sets, incumbent and counters."""
+
+    def __init__(self, inst: PlacementInstance, options: SolveOptions):
+        self.inst, self.options = inst, options
+        params = dict(options.params)
+        total = options.time_limit_s
+        self.node_time = self._seconds(params, "node_time_limit", NODE_TIME_LIMIT_S)
+        self.leaf_time = self._seconds(params, "leaf_time_limit", 4 * self.node_time)
+        self.root_time = self._seconds(params, "root_time_limit", max(
+            self.node_time, ROOT_SHARE * (total if total is not None else 60.0)))
+        self.model_flags = {"redundant": bool(params.pop("redundant", True)),
+                            "symmetry_breaking": bool(params.pop("symmetry_breaking", True))}
+        self.cp_params = params
+        self.sets = block_device_sets(inst)
+        loads = inst.load_duration
+        # longest cheapest load first: the big blocks decide the most
+        self.order = sorted(self.sets, key=lambda b: (-int(loads[b][loads[b] >= 0].min()), b))
+        self.groups = interchangeable_devices(inst)
+        self.best: dict[str, Any] | None = None
+        self.best_span: int | None = None
+        self.best_sets: dict[int, tuple[int, ...]] = {}
+        self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
+                      "build_s": 0.0, "solve_s": 0.0}
+        if options.initial_solution is not None:
+            self._offer(options.initial_solution)
+
+    @staticmethod
+    def _seconds(params: dict[str, Any], name: str, default: float) -> float:
+        value = float(params.pop(name, default))
+        if not value > 0:
+            raise InputError(f"{name} must be > 0 seconds, got {value}", field=name)
+        return value
+
+    # ---- incumbent --------------------------------------------------------------------------
+    def _offer(self, solution: dict[str, Any]) -> None:
+        """Keep ``solution`` if its validated makespan beats the incumbent's."""
+        span = validate_placement(self.inst, solution).makespan
+        if self.best_span is None or span < self.best_span:
+            self.best, self.best_span = solution, span
+            self.stats["incumbents"] += 1
+            where: dict[int, set[int]] = {}
+            names = self.inst.device_index
+            for ev in solution["compute"]:
+                b = int(self.inst.task_block[self.inst.task_index[ev["task"]]])
+                if b >= 0:
+                    where.setdefault(b, set()).add(names[ev["device"]])
+            self.best_sets = {b: tuple(sorted(s)) for b, s in where.items()}
+
+    # ---- children ---------------------------------------------------------------------------
+    def children(self, node: Node) -> list[Node]:
+        """The node's children, the incumbent's set first, then smaller sets first."""
+        depth = len(node.sets)
+        b = self.order[depth]
+        opened = set().union(*node.sets) if node.sets else set()
+        kids = []
+        for s in self.sets[b]:
+            if self._canonical(opened, set(s)):
+                kids.append(s)
+        mine = self.best_sets.get(b)
+        kids.sort(key=lambda s: (s != mine, len(s), s))
+        return [Node(node.sets + (s,), node.bound) for s in kids]
+
+    def _canonical(self, opened: set[int], new: set[int]) -> bool:
+        """Interchangeable devices are opened in index order (one of each mirror image)."""
+        for g in self.groups:
+            for prev, d in zip(g, g[1:]):
+                if d in new and prev not in opened and prev not in new:
+                    return False
+        return True
+
+    # ---- one node ---------------------------------------------------------------------------
+    def solve_node(self, node: Node, time_limit_s: float) -> tuple[str, float]:
+        """Solve ``node`` under the incumbent cap: ("refuted" | "solved" | "open", bound)."""
+        inst = self.inst
+        t0 = time.perf_counter()
+        cost = inst.cost.copy()
+        for b, s in zip(self.order, node.sets):
+            mask = inst.task_block == b
+            for d in range(inst.n_devices):
+                if d not in s:
+                    cost[mask, d] = -1
+        sub = dataclasses.replace(inst, cost=cost)
+        model = PlacementCpSat(sub, **self.model_flags)
+        for b, s in zip(self.order, node.sets):
+            for d in s:
+                model.model.add(model.load_lit[(b, d)] == 1)
+        if self.best_span is not None:
+            model.model.add(model.cmax <= self.best_span - 1)
+            if all(self.best_sets.get(b) == s for b, s in zip(self.order, node.sets)):
+                model.add_hint(self.best)
+        solver = make_solver(self.cp_params, self.options, time_limit_s)
+        t1 = time.perf_counter()
+        code = solver.solve(model.model)
+        self.stats["build_s"] += t1 - t0
+        self.stats["solve_s"] += time.perf_counter() - t1
+        self.stats["nodes"] += 1
+        if code == cp_model.INFEASIBLE:
+            self.stats["refuted"] += 1
+            return "refuted", math.inf
+        if code == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"CP-SAT rejected a node model: {model.model.validate()}")
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            self._offer(model.extract(solver))
+        if code == cp_model.OPTIMAL:
+            self.stats["solved"] += 1
+            return "solved", math.inf
+        return "open", max(node.bound, math.ceil(solver.best_objective_bound - 1e-6))
+
+    # ---- search -----------------------------------------------------------------------------
+    def run(self) -> tuple[str, float | None]:
+        """Best-first search (lowest bound first, deeper first among equals) until every open
+        node's bound reaches the incumbent or the time runs out: (status, lower bound). A leaf
+        left open goes back with twice the time for its next attempt."""
+        total = self.options.time_limit_s
+        deadline = None if total is None else time.perf_counter() + float(total)
+        tie = itertools.count()
+        heap: list[tuple[float, int, int, Node, int]] = [(0.0, 0, next(tie), Node((), 0.0), 0)]
+        while heap:
+            bound, _, _, node, attempts = heap[0]
+            if self.best_span is not None and bound >= self.best_span:
+                break  # every open node is bounded by the incumbent: it is optimal
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                break
+            heapq.heappop(heap)
+            depth = len(node.sets)
+            leaf = depth == len(self.order)
+            limit = (self.root_time if depth == 0 else
+                     self.leaf_time * 2 ** attempts if leaf else self.node_time)
+            outcome, bound = self.solve_node(node, limit if left is None else min(limit, left))
+            if outcome != "open":
+                continue
+            node = dataclasses.replace(node, bound=bound)
+            if leaf:
+                self.stats["retries"] += 1
+                heapq.heappush(heap, (bound, -depth, next(tie), node, attempts + 1))
+            else:
+                for kid in self.children(node):
+                    heapq.heappush(heap, (bound, -depth - 1, next(tie), kid, 0))
+        open_bounds = [entry[0] for entry in heap]
+        if self.best_span is not None:
+            open_bounds = [b for b in open_bounds if b < self.best_span]
+        self.stats["open_nodes"] = len(open_bounds)
+        if not open_bounds:
+            return ("OPTIMAL", float(self.best_span)) if self.best is not None \
+                else ("INFEASIBLE", None)
+        lb = min(open_bounds)
+        return ("FEASIBLE" if self.best is not None else "TIME_LIMIT_NO_SOLUTION"), float(lb)
+
+
+def solve_placement_blocks(inst: PlacementInstance, options: SolveOptions,
+                           method: str = "cpsat-blocks") -> Result:
+    """Solve P1 exactly (without evictions) by branching on the devices that hold each weight
+    block, with a CP-SAT model per node (module docstring)."""
+    t0 = time.perf_counter()
+    search = BlockBranching(inst, options)
+    status, lb = search.run()
+    return Result(
+        problem="placement", method=method, status=status,
+        objective=None if search.best_span is None else float(search.best_span),
+        lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
+        params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
+                **options.params},
+        solution=search.best,
+        stats={"no_evictions": True, **search.stats,
+               "block_order": [inst.block_ids[b] for b in search.order],
+               "symmetry_groups": [[inst.devices[d].name for d in g] for g in search.groups],
+               "solver": f"ortools {ortools_version()}",
+               "warm_start": options.initial_solution is not None})
