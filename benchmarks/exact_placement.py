@@ -3,12 +3,14 @@
 For each instance (Llama-2-7B on HP32, prefill 64, batch 1; 1, 2, 4 layers × 1–4 decode steps)
 it runs CP-SAT (full model: redundant bounds incl. device heads/tails, symmetry breaking, warm
 start from the shorter of the HEFT and Bifocal schedules), the same with CP-SAT's objective
-lower-bound search (``cpsat-lbsearch``), CP-SAT as a plain textbook model (none of those: the
-baseline), and the MILP (Pyomo + HiGHS), each with the same time limit and workers, and prints
+lower-bound search (``cpsat-lbsearch``), the block-branching search over that model
+(``cpsat-blocks``, solvers.block_branching), CP-SAT as a plain textbook model (none of those:
+the baseline), and the MILP (Pyomo + HiGHS), each with the same time limit and workers, and prints
 a table with ratios against the baseline.
 
     python benchmarks/exact_placement.py [--time-limit 60] [--workers 2] [--out results/exact]
-        [--layers 1 2 4] [--decode 1 2 3 4] [--methods cpsat cpsat-lbsearch cpsat-plain milp]
+        [--layers 1 2 4] [--decode 1 2 3 4]
+        [--methods cpsat cpsat-lbsearch cpsat-blocks cpsat-plain milp]
         [--fresh]
 
 Results are written per (instance, method) as they finish; a rerun resumes. Machines here are
@@ -33,6 +35,8 @@ METHODS = {
     # the same model, CP-SAT searching the objective from the bound upwards: slower on the
     # easy instances, much smaller gaps on the weight-load-dominated ones
     "cpsat-lbsearch": ("cpsat", {"use_objective_lb_search": True}),
+    # branching on the devices that hold each weight block, a CP-SAT model per node
+    "cpsat-blocks": ("cpsat-blocks", {}),
     "cpsat-plain": ("cpsat", {"warm_start": None, "redundant": False,
                               "symmetry_breaking": False}),
     "milp": ("milp", {}),

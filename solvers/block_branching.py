@@ -100,7 +100,8 @@ class BlockBranching:
         self.best_span: int | None = None
         self.best_sets: dict[int, tuple[int, ...]] = {}
         self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
-                      "build_s": 0.0, "solve_s": 0.0}
+                      "build_s": 0.0, "solve_s": 0.0,
+                      "by_depth": {}}
         if options.initial_solution is not None:
             self._offer(options.initial_solution)
 
@@ -174,17 +175,25 @@ class BlockBranching:
         self.stats["build_s"] += t1 - t0
         self.stats["solve_s"] += time.perf_counter() - t1
         self.stats["nodes"] += 1
+        outcome = self._outcome(solver, code, model)
+        row = self.stats["by_depth"].setdefault(len(node.sets), {})
+        row[outcome] = row.get(outcome, 0) + 1
+        return outcome, (math.inf if outcome != "open" else
+                         max(node.bound, math.ceil(solver.best_objective_bound - 1e-6)))
+
+    def _outcome(self, solver: cp_model.CpSolver, code: int,
+                 model: PlacementCpSat) -> str:
         if code == cp_model.INFEASIBLE:
             self.stats["refuted"] += 1
-            return "refuted", math.inf
+            return "refuted"
         if code == cp_model.MODEL_INVALID:
             raise RuntimeError(f"CP-SAT rejected a node model: {model.model.validate()}")
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             self._offer(model.extract(solver))
         if code == cp_model.OPTIMAL:
             self.stats["solved"] += 1
-            return "solved", math.inf
-        return "open", max(node.bound, math.ceil(solver.best_objective_bound - 1e-6))
+            return "solved"
+        return "open"
 
     # ---- search -----------------------------------------------------------------------------
     def run(self) -> tuple[str, float | None]:
