@@ -19,8 +19,9 @@ forced transfers, per-device load releases and neighbours sharing a device
 S[t] + Σ_d tail[t,d]·x[t,d] ≤ Cmax); load-port energy and delivery-time cuts; the critical
 path and the average-load bound on the makespan, per-device work ≤ Cmax; and lexicographic
 symmetry breaking between interchangeable devices (same class, capacity, costs, loads and
-links). (An edge-transportation cut — the MILP's z — was tried and left out: 5–7× slower proofs
-on 1-layer LLM slices.)
+links). (An edge-transportation cut — the MILP's z — was tried and left out: 5–7× slower
+proofs on 1-layer LLM slices.) Zero-length tasks and loads stay out of the no-overlap
+constraints: CP-SAT's no-overlap forbids a zero-size interval inside another one, SPEC does not.
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ class PlacementCpSat:
                 self.pres[(t, d)] = lit
                 lits.append(lit)
                 c = int(cost[t, d])
-                dev_intervals[d].append(m.new_optional_fixed_size_interval_var(
-                    self.start[t], c, lit, f"iv{t}_{d}"))
+                if c > 0:  # CP-SAT's no-overlap forbids a zero-size interval inside another
+                    dev_intervals[d].append(m.new_optional_fixed_size_interval_var(
+                        self.start[t], c, lit, f"iv{t}_{d}"))
                 work[d].append((lit, c))
             m.add_exactly_one(lits)
             m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
@@ -173,7 +175,9 @@ class PlacementCpSat:
             self.load_start[(b, d)] = ls
             if self.formats is None:
                 le = ls + dur
-                port[d].append(m.new_optional_fixed_size_interval_var(ls, dur, lit, f"ld{b}_{d}"))
+                if dur > 0:
+                    port[d].append(m.new_optional_fixed_size_interval_var(ls, dur, lit,
+                                                                          f"ld{b}_{d}"))
             else:
                 opts = [(f, int(inst.block_load[f][b, d])) for f in self.formats
                         if (b, f) in self.fmt_lit]

@@ -2,10 +2,10 @@
 
 Every eviction-free schedule holds each weight block ``b`` on a set ``A_b`` of devices: the
 devices that run a task of ``b`` (a copy that no task uses can be dropped without lengthening
-the schedule). The search fixes ``A_b`` one block at a time, longest loads first, in depth-first
-order. A node is the CP-SAT model of ``models.placement_cpsat`` built on the instance restricted
-to the decided sets — the tasks of ``b`` may only run on ``A_b``, and ``b`` is loaded (and used)
-on every device of ``A_b`` — with the makespan capped one tick below the incumbent's.
+the schedule). The search fixes ``A_b`` one block at a time, longest loads first. A node is
+the CP-SAT model of ``models.placement_cpsat`` built on the instance restricted to the decided
+sets — the tasks of ``b`` may only run on ``A_b``, and ``b`` is loaded (and used) on every
+device of ``A_b`` — with the makespan capped one tick below the incumbent's.
 
 Why it proves what the monolithic model cannot: on weight-load-dominated LLM slices the
 makespan is decided jointly by the load ports and by the decode chain that has to run where
@@ -14,15 +14,19 @@ the blocks are. Restricting legality sharpens the model's device heads and tails
 nodes in a fraction of a second, while one model over every placement of the blocks leaves
 that reasoning to search.
 
-A node is solved for at most ``node_time_limit`` seconds (a leaf — every block decided — for
-the remaining time). Outcomes: infeasible under the cap → the subtree cannot beat the
-incumbent (pruned); optimal → a new incumbent, subtree done; otherwise the node's children are
-explored, each with the node's proven bound. The result is OPTIMAL when the tree is
-exhausted; at the time limit it carries the incumbent and the smallest bound of the open
-subtrees. Interchangeable devices (``opt.instance.interchangeable_devices``) are opened in
-order across the blocks, so mirror-image sets are explored once.
+Search: best-first on the nodes' proven bounds, with dives — after a node is expanded its
+first child (the incumbent's set for that block, else the smallest set) is solved next, so
+leaves, and with them good incumbents, come early. Time per solve: ``root_time_limit`` for the
+root (the whole model; default 10 % of the time limit), ``node_time_limit`` for inner nodes
+(default 0.5 s), ``leaf_time_limit`` for a leaf's first attempt (default 8 s, doubled at each
+retry). Outcomes: infeasible under the cap → the subtree cannot beat the incumbent (pruned);
+optimal → a new incumbent, subtree done; otherwise the children are queued with the node's
+proven bound (a leaf goes back into the queue). The result is OPTIMAL when no open node's
+bound is below the incumbent; at the time limit it carries the incumbent and the smallest
+bound of the open nodes. Interchangeable devices (``opt.instance.interchangeable_devices``) are
+opened in order across the blocks, so mirror-image sets are explored once.
 
-Parameters (``params``): ``node_time_limit`` (seconds, default 0.5), ``redundant`` and
+Parameters (``params``): the three time limits above (seconds), ``redundant`` and
 ``symmetry_breaking`` (passed to the node model); every other name is a CP-SAT parameter
 applied to each node solve.
 """
@@ -46,8 +50,11 @@ from opt.instance import PlacementInstance, interchangeable_devices
 from opt.result import Result
 from opt.validator import validate_placement
 
-#: default seconds per inner node (leaves: 4× that in the first round, doubling per round)
+#: default seconds per inner node
 NODE_TIME_LIMIT_S = 0.5
+#: default seconds for a leaf's first attempt (doubling per retry): leaves solved to optimality
+#: are where the good incumbents come from, and the incumbent is what prunes the tree
+LEAF_TIME_LIMIT_S = 8.0
 #: default share of the time limit the root (the whole model) gets to find a good incumbent
 ROOT_SHARE = 0.1
 
@@ -85,7 +92,7 @@ class BlockBranching:
         params = dict(options.params)
         total = options.time_limit_s
         self.node_time = self._seconds(params, "node_time_limit", NODE_TIME_LIMIT_S)
-        self.leaf_time = self._seconds(params, "leaf_time_limit", 4 * self.node_time)
+        self.leaf_time = self._seconds(params, "leaf_time_limit", LEAF_TIME_LIMIT_S)
         self.root_time = self._seconds(params, "root_time_limit", max(
             self.node_time, ROOT_SHARE * (total if total is not None else 60.0)))
         self.model_flags = {"redundant": bool(params.pop("redundant", True)),
@@ -102,8 +109,9 @@ class BlockBranching:
         self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
                       "build_s": 0.0, "solve_s": 0.0,
                       "by_depth": {}}
-        if options.initial_solution is not None:
-            self._offer(options.initial_solution)
+        initial = options.initial_solution
+        if initial is not None and not initial.get("evictions"):
+            self._offer(initial)  # the search is over eviction-free schedules
 
     @staticmethod
     def _seconds(params: dict[str, Any], name: str, default: float) -> float:
@@ -150,8 +158,11 @@ class BlockBranching:
         return True
 
     # ---- one node ---------------------------------------------------------------------------
-    def solve_node(self, node: Node, time_limit_s: float) -> tuple[str, float]:
-        """Solve ``node`` under the incumbent cap: ("refuted" | "solved" | "open", bound)."""
+    def solve_node(self, node: Node, time_limit_s: float | None, deadline: float | None
+                   ) -> tuple[str, float]:
+        """Solve ``node`` under the incumbent cap for ``time_limit_s`` (None = no limit), and
+        not past ``deadline`` (perf_counter seconds, building included): ("refuted" | "solved"
+        | "open", bound)."""
         inst = self.inst
         t0 = time.perf_counter()
         cost = inst.cost.copy()
@@ -169,8 +180,10 @@ class BlockBranching:
             model.model.add(model.cmax <= self.best_span - 1)
             if all(self.best_sets.get(b) == s for b, s in zip(self.order, node.sets)):
                 model.add_hint(self.best)
-        solver = make_solver(self.cp_params, self.options, time_limit_s)
         t1 = time.perf_counter()
+        if deadline is not None:
+            time_limit_s = max(0.0, min(deadline - t1, time_limit_s or math.inf))
+        solver = make_solver(self.cp_params, self.options, time_limit_s)
         code = solver.solve(model.model)
         self.stats["build_s"] += t1 - t0
         self.stats["solve_s"] += time.perf_counter() - t1
@@ -197,44 +210,62 @@ class BlockBranching:
 
     # ---- search -----------------------------------------------------------------------------
     def run(self) -> tuple[str, float | None]:
-        """Best-first search (lowest bound first, deeper first among equals) until every open
-        node's bound reaches the incumbent or the time runs out: (status, lower bound). A leaf
-        left open goes back with twice the time for its next attempt."""
+        """Best-first search (lowest bound first, deeper first among equals) with dives: after
+        a node is expanded its first child (the incumbent's set, else the smallest) is solved
+        next, so leaves — and incumbents — come early. Stops when no open node's bound is
+        below the incumbent or the time runs out: (status, lower bound). A leaf left open goes
+        back with twice the time for its next attempt."""
         total = self.options.time_limit_s
         deadline = None if total is None else time.perf_counter() + float(total)
         tie = itertools.count()
-        heap: list[tuple[float, int, int, Node, int]] = [(0.0, 0, next(tie), Node((), 0.0), 0)]
-        while heap:
-            bound, _, _, node, attempts = heap[0]
-            if self.best_span is not None and bound >= self.best_span:
-                break  # every open node is bounded by the incumbent: it is optimal
+        heap: list[tuple[float, int, int, Node, int]] = []
+        dive: list[Node] = [Node((), 0.0)]
+
+        def push(node: Node, attempts: int) -> None:
+            heapq.heappush(heap, (node.bound, -len(node.sets), next(tie), node, attempts))
+
+        while dive or heap:
+            if dive:
+                node, attempts = dive.pop(), 0
+            else:
+                node, attempts = heapq.heappop(heap)[3:]
+            if self.best_span is not None and node.bound >= self.best_span:
+                if not dive and not (heap and heap[0][0] < self.best_span):
+                    heap.clear()  # every open node is bounded by the incumbent
+                continue
             left = None if deadline is None else deadline - time.perf_counter()
             if left is not None and left <= 0:
+                push(node, attempts)
                 break
-            heapq.heappop(heap)
             depth = len(node.sets)
             leaf = depth == len(self.order)
-            limit = (self.root_time if depth == 0 else
-                     self.leaf_time * 2 ** attempts if leaf else self.node_time)
-            outcome, bound = self.solve_node(node, limit if left is None else min(limit, left))
+            if not self.order:  # no weight blocks: the root is the only node
+                limit = left
+            else:
+                limit = (self.root_time if depth == 0 else
+                         self.leaf_time * 2 ** attempts if leaf else self.node_time)
+                limit = limit if left is None else min(limit, left)
+            outcome, bound = self.solve_node(node, limit, deadline)
             if outcome != "open":
                 continue
             node = dataclasses.replace(node, bound=bound)
             if leaf:
                 self.stats["retries"] += 1
-                heapq.heappush(heap, (bound, -depth, next(tie), node, attempts + 1))
-            else:
-                for kid in self.children(node):
-                    heapq.heappush(heap, (bound, -depth - 1, next(tie), kid, 0))
-        open_bounds = [entry[0] for entry in heap]
+                push(node, attempts + 1)
+                continue
+            kids = self.children(node)
+            dive.extend(kids[:1])
+            for kid in kids[1:]:
+                push(kid, 0)
+        open_bounds = [entry[0] for entry in heap] + [n.bound for n in dive]
         if self.best_span is not None:
             open_bounds = [b for b in open_bounds if b < self.best_span]
         self.stats["open_nodes"] = len(open_bounds)
         if not open_bounds:
             return ("OPTIMAL", float(self.best_span)) if self.best is not None \
                 else ("INFEASIBLE", None)
-        lb = min(open_bounds)
-        return ("FEASIBLE" if self.best is not None else "TIME_LIMIT_NO_SOLUTION"), float(lb)
+        return ("FEASIBLE" if self.best is not None else "TIME_LIMIT_NO_SOLUTION",
+                float(min(open_bounds)))
 
 
 def solve_placement_blocks(inst: PlacementInstance, options: SolveOptions,

@@ -142,7 +142,7 @@ def test_leaf_enumeration_is_complete(case):
     leaves = list(_leaves(search, Node((), 0.0)))
     assert len(leaves) > 1
     for leaf in leaves:
-        outcome, _ = search.solve_node(leaf, 10.0)
+        outcome, _ = search.solve_node(leaf, 10.0, None)
         assert outcome in ("refuted", "solved")
     assert search.best_span == brute_force(inst)
     assert validate_placement(inst, search.best).makespan == search.best_span
@@ -287,7 +287,7 @@ def test_random_infeasible_instance():
 
 
 # ---------------------------------------------------------------------------------------------
-# known defects (strict xfail: they start failing when fixed — then drop the marker)
+# regressions: defects found while testing, fixed
 
 def _eviction_instance():
     """Two chained tasks, each with its own 4-byte block, on a 5-byte fast device A and a
@@ -310,9 +310,6 @@ def _eviction_instance():
     return inst, evicting
 
 
-@pytest.mark.xfail(strict=True, reason="BlockBranching._offer takes an initial solution with "
-                   "evictions as the incumbent: OPTIMAL 6 with an evicting schedule while the "
-                   "eviction-free optimum (cpsat, milp) is 23")
 def test_evicting_initial_solution_does_not_change_the_optimum():
     inst, evicting = _eviction_instance()
     assert validate_placement(inst, evicting).makespan == 6
@@ -322,20 +319,14 @@ def test_evicting_initial_solution_does_not_change_the_optimum():
     assert not res.solution["evictions"]
 
 
-@pytest.mark.xfail(strict=True, reason="models/placement_cpsat.py: CP-SAT's NoOverlap forbids "
-                   "a zero-size interval strictly inside another one, the validator allows it "
-                   "(cpsat has the same defect): OPTIMAL 9 with bound 9, true optimum 7")
 def test_zero_length_task_inside_another_is_not_a_conflict():
     inst = random_instance(301, n_tasks=4, n_devices=3, n_blocks=2, capacities=True)
     assert _has_zero_durations(inst) and brute_force(inst) == 7
-    res = solve(inst, "cpsat-blocks", time_limit=10, num_workers=1, seed=0)
-    assert res.lower_bound <= 7 and res.objective == 7
+    for method in ("cpsat-blocks", "cpsat"):  # the node model is the CP-SAT model
+        res = solve(inst, method, time_limit=10, num_workers=1, seed=0)
+        assert res.status == "OPTIMAL" and res.lower_bound <= 7 and res.objective == 7, method
 
 
-@pytest.mark.xfail(strict=True, reason="with no weight blocks the root is a leaf, but an open "
-                   "root is retried with root_time_limit every time (never doubled, as the "
-                   "docstring says leaves are): ~130 fresh 1 ms solves in 2 s, never "
-                   "proven (cpsat alone: 0.03 s)")
 def test_open_root_without_blocks_gets_more_time():
     inst = instances.load("heft-topcuoglu-2002")
     res = solve(inst, "cpsat-blocks", time_limit=2, num_workers=1, seed=0,
