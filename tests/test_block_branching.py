@@ -131,6 +131,20 @@ def test_forced_branching_matches_brute_force_and_cpsat(case):
     assert mono.status == "OPTIMAL" and mono.objective == expected
 
 
+@pytest.mark.parametrize("case", SYMMETRIC, ids=_case_id)
+@pytest.mark.parametrize("workers,parallel", [(2, 2), (1, 3)])
+def test_parallel_nodes_match_brute_force(case, workers, parallel):
+    """Nodes solved concurrently (threads), each under the incumbent cap of its start: the
+    same proven optimum as the enumeration."""
+    inst = random_instance(**case)
+    assert not _has_zero_durations(inst)
+    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=workers, seed=0,
+                warm_start=None, parallel_nodes=parallel, **FORCE_BRANCHING)
+    assert res.status == "OPTIMAL" and res.objective == brute_force(inst) == res.lower_bound
+    _check_result(inst, res)
+    assert res.stats["nodes"] > 1
+
+
 @pytest.mark.parametrize("case", SYMMETRIC[::2], ids=_case_id)
 def test_leaf_enumeration_is_complete(case):
     """Solving every leaf of the (symmetry-reduced) tree, each under the incumbent cap, ends
@@ -258,7 +272,8 @@ def test_bound_at_time_limit_is_below_the_optimum():
 # 6. bad parameters
 
 @pytest.mark.parametrize("name,value", [("node_time_limit", 0), ("leaf_time_limit", -1.0),
-                                        ("root_time_limit", float("nan"))])
+                                        ("root_time_limit", float("nan")),
+                                        ("parallel_nodes", 0)])
 def test_bad_time_parameters(name, value):
     inst = instances.load("heft-topcuoglu-2002")
     with pytest.raises(InputError, match=name) as exc:
