@@ -102,15 +102,67 @@ def block_device_sets(inst: PlacementInstance) -> dict[int, list[tuple[int, ...]
     return out
 
 
+#: at most this many one-device-per-block configurations are ranked for the heuristic
+#: configuration search (else only the greedy port-balanced one is tried)
+CONFIG_ENUMERATION = 200_000
+#: default share of the time limit for the heuristic configuration search
+CONFIG_SHARE = 0.05
+
+
+def restricted(inst: PlacementInstance, order: list[int], sets: Any) -> PlacementInstance:
+    """``inst`` with the tasks of block ``order[i]`` legal only on the devices ``sets[i]``."""
+    cost = inst.cost.copy()
+    for b, s in zip(order, sets):
+        mask = inst.task_block == b
+        for d in range(inst.n_devices):
+            if d not in s:
+                cost[mask, d] = -1
+    return dataclasses.replace(inst, cost=cost)
+
+
+def single_device_configs(inst: PlacementInstance, sets: dict[int, list[tuple[int, ...]]],
+                          order: list[int]) -> np.ndarray:
+    """One-device-per-block configurations (rows: the device of ``order[i]`` in column i),
+    least busy load port first (then least total load). Weight loads dominate the instances
+    this search is for; the busiest port's load is also a lower bound on the makespan of
+    every schedule with that configuration. Too many to enumerate: the greedy port-balanced
+    configuration (longest loads first) alone."""
+    loads = inst.load_duration
+    single = [[s[0] for s in sets[b] if len(s) == 1] for b in order]
+    if not all(single):
+        return np.zeros((0, len(order)), dtype=np.int64)
+    if math.prod(len(v) for v in single) <= CONFIG_ENUMERATION:
+        combos = np.array(list(itertools.product(*single)), dtype=np.int64).reshape(
+            -1, len(order))
+    else:
+        port = np.zeros(inst.n_devices, dtype=np.int64)
+        row = []
+        for b, devs in zip(order, single):
+            d = min(devs, key=lambda d: (max(port.max(), port[d] + loads[b, d]), loads[b, d]))
+            port[d] += loads[b, d]
+            row.append(d)
+        combos = np.array([row], dtype=np.int64)
+    port = np.zeros((len(combos), inst.n_devices), dtype=np.int64)
+    rows = np.arange(len(combos))
+    for j, b in enumerate(order):
+        np.add.at(port, (rows, combos[:, j]), loads[b, combos[:, j]])
+    return combos[np.lexsort((port.sum(axis=1), port.max(axis=1)))]
+
+
 class BlockBranching:
     """The search state: instance, block order, candidate sets, incumbent and counters."""
 
     def __init__(self, inst: PlacementInstance, options: SolveOptions):
         self.inst, self.options = inst, options
+        self.t0 = time.perf_counter()
         params = dict(options.params)
         total = options.time_limit_s
         self.node_time = self._seconds(params, "node_time_limit", NODE_TIME_LIMIT_S)
         self.leaf_time = self._seconds(params, "leaf_time_limit", LEAF_TIME_LIMIT_S)
+        self.config_search = bool(params.pop("config_search", True))
+        self.config_time = self._seconds(params, "config_time_limit",
+                                         CONFIG_SHARE * (total if total is not None else 60.0))
+        self.root_given = "root_time_limit" in params
         self.root_time = self._seconds(params, "root_time_limit", max(
             self.node_time, ROOT_SHARE * (total if total is not None else 60.0)))
         workers = int(options.num_workers)
@@ -132,12 +184,15 @@ class BlockBranching:
         self.best: dict[str, Any] | None = None
         self.best_span: int | None = None
         self.best_sets: dict[int, tuple[int, ...]] = {}
+        # children first: the port-balanced sets, then the sets of the search's incumbents
+        self.prefer: dict[int, tuple[int, ...]] = {}  # set by the configuration search
+        self.guided = False  # True once a leaf has been solved (the first dive's, normally)
         self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
                       "build_s": 0.0, "solve_s": 0.0,
-                      "by_depth": {}}
+                      "by_depth": {}, "incumbent_trace": []}  # [s, makespan, nodes]
         initial = options.initial_solution
         if initial is not None and not initial.get("evictions"):
-            self._offer(initial)  # the search is over eviction-free schedules
+            self._offer(initial, from_search=False)  # the search: eviction-free schedules
 
     @staticmethod
     def _seconds(params: dict[str, Any], name: str, default: float) -> float:
@@ -147,12 +202,15 @@ class BlockBranching:
         return value
 
     # ---- incumbent --------------------------------------------------------------------------
-    def _offer(self, solution: dict[str, Any]) -> None:
-        """Keep ``solution`` if its validated makespan beats the incumbent's."""
+    def _offer(self, solution: dict[str, Any], from_search: bool = True) -> None:
+        """Keep ``solution`` if its validated makespan beats the incumbent's (a schedule the
+        search found also steers the dives)."""
         span = validate_placement(self.inst, solution).makespan
         if self.best_span is None or span < self.best_span:
             self.best, self.best_span = solution, span
             self.stats["incumbents"] += 1
+            self.stats["incumbent_trace"].append(
+                [round(time.perf_counter() - self.t0, 3), int(span), self.stats["nodes"]])
             where: dict[int, set[int]] = {}
             names = self.inst.device_index
             for ev in solution["compute"]:
@@ -160,10 +218,13 @@ class BlockBranching:
                 if b >= 0:
                     where.setdefault(b, set()).add(names[ev["device"]])
             self.best_sets = {b: tuple(sorted(s)) for b, s in where.items()}
+            if from_search and self.guided:
+                self.prefer = self.best_sets
 
     # ---- children ---------------------------------------------------------------------------
     def children(self, node: Node) -> list[Node]:
-        """The node's children, the incumbent's set first, then smaller sets first."""
+        """The node's children: the preferred set first (the port-balanced one until a leaf
+        has been solved, then the incumbent's), then smaller sets first."""
         depth = len(node.sets)
         b = self.order[depth]
         opened = set().union(*node.sets) if node.sets else set()
@@ -171,7 +232,7 @@ class BlockBranching:
         for s in self.sets[b]:
             if self._canonical(opened, set(s)):
                 kids.append(s)
-        mine = self.best_sets.get(b)
+        mine = self.prefer.get(b)
         kids.sort(key=lambda s: (s != mine, len(s), s))
         return [Node(node.sets + (s,), node.bound) for s in kids]
 
@@ -204,15 +265,8 @@ class BlockBranching:
                   cap: int | None, hint: dict[str, Any] | None,
                   options: SolveOptions | None = None) -> NodeSolve:
         """Build and solve one node (reads the search's fixed data only: safe in a thread)."""
-        inst = self.inst
         t0 = time.perf_counter()
-        cost = inst.cost.copy()
-        for b, s in zip(self.order, node.sets):
-            mask = inst.task_block == b
-            for d in range(inst.n_devices):
-                if d not in s:
-                    cost[mask, d] = -1
-        model = PlacementCpSat(dataclasses.replace(inst, cost=cost), **self.model_flags)
+        model = PlacementCpSat(restricted(self.inst, self.order, node.sets), **self.model_flags)
         for b, s in zip(self.order, node.sets):
             for d in s:
                 model.model.add(model.load_lit[(b, d)] == 1)
@@ -240,6 +294,10 @@ class BlockBranching:
         self.stats["nodes"] += 1
         if res.solution is not None:
             self._offer(res.solution)
+        if len(node.sets) == len(self.order) and not self.guided:
+            self.guided = True  # the dives now follow the incumbent
+            if self.stats["incumbents"] > int(self.options.initial_solution is not None):
+                self.prefer = self.best_sets
         outcome = {cp_model.INFEASIBLE: "refuted", cp_model.OPTIMAL: "solved"}.get(res.code,
                                                                                  "open")
         if outcome != "open":
@@ -247,6 +305,43 @@ class BlockBranching:
         row = self.stats["by_depth"].setdefault(len(node.sets), {})
         row[outcome] = row.get(outcome, 0) + 1
         return outcome, res.bound
+
+    # ---- heuristic configurations --------------------------------------------------------------
+    def search_configurations(self, time_limit_s: float) -> None:
+        """Incumbents before the tree: for one-device-per-block configurations whose busiest
+        load port ends before the incumbent (least busy first), Bifocal's and HEFT's schedules
+        of the restricted instance (milliseconds each). The best configuration found is the
+        first dive's path. Llama-2-7B on HP32, 2 layers: Bifocal on the optimum's
+        configuration gives the optimum, while on the whole instance it is 4 % above it."""
+        from heuristics.bifocal import BifocalParams, bifocal_schedule
+        from heuristics.list_scheduler import heft
+
+        t_end = time.perf_counter() + time_limit_s
+        configs = single_device_configs(self.inst, self.sets, self.order)
+        loads = self.inst.load_duration
+        tried = 0
+        for row in configs:
+            if time.perf_counter() >= t_end:
+                break
+            port = np.bincount(row, weights=loads[self.order, row],
+                               minlength=self.inst.n_devices)
+            if self.best_span is not None and port.max() >= self.best_span:
+                break  # sorted: no later configuration can beat the incumbent
+            sub = restricted(self.inst, self.order, [(int(d),) for d in row])
+            tried += 1
+            for schedule in (lambda: bifocal_schedule(sub, BifocalParams()), lambda: heft(sub)):
+                try:
+                    solution = schedule()
+                except InputError:
+                    continue  # e.g. capacities the heuristic cannot meet
+                if not solution.get("evictions"):
+                    self._offer(solution)
+        self.stats["configurations"] = tried
+        if self.best_sets and self.stats["incumbents"] > int(
+                self.options.initial_solution is not None):
+            self.prefer = dict(self.best_sets)
+        elif len(configs):
+            self.prefer = {b: (int(d),) for b, d in zip(self.order, configs[0])}
 
     # ---- search -----------------------------------------------------------------------------
     def run(self) -> tuple[str, float | None]:
@@ -259,6 +354,12 @@ class BlockBranching:
         next attempt."""
         total = self.options.time_limit_s
         deadline = None if total is None else time.perf_counter() + float(total)
+        if self.order and self.config_search:
+            self.search_configurations(self.config_time)
+            if self.prefer == self.best_sets and not self.root_given:
+                # a configuration beat the warm start: the whole model at the root has little
+                # left to find, the tree proves it
+                self.root_time = self.node_time
         tie = itertools.count()
         heap: list[tuple[float, int, int, Node, int]] = []
         dive: list[Node] = [Node((), 0.0)]
