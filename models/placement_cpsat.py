@@ -26,6 +26,7 @@ constraints: CP-SAT's no-overlap forbids a zero-size interval inside another one
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Sequence
@@ -60,18 +61,15 @@ class PlacementCpSat:
         loads = bound_inst.load_duration
         load_max = loads if formats is None else np.max(
             [inst.block_load[f] for f in self.formats], axis=0)
-        head, tail = heads_tails(bound_inst)
-        # device-aware heads and tails (forced transfers count): dev_head[t, d], dev_tail[t, d]
-        # (``tail`` stays the device-agnostic one: ``end + tail - cheapest`` needs its shape;
-        # the plain model, ``redundant=False``, keeps the device-agnostic domains)
-        tail_any, cmax_lb = tail, int(tail.max(initial=0))
-        if redundant:
-            ok = inst.cost >= 0
-            dev_head, dev_tail = device_heads_tails(bound_inst, max_assignments=256)
-            head = np.maximum(head, np.where(ok, dev_head, BIG).min(axis=1))
-            tail_any = np.maximum(tail, np.where(ok, dev_tail, BIG).min(axis=1))
-            cmax_lb = int(max((head + tail_any).max(initial=0),
-                              np.where(ok, dev_head + dev_tail, BIG).min(axis=1).max(initial=0)))
+        # variable domains from the heads and tails (device-aware in the full model, computed
+        # once: _bound_cuts uses them too; the plain model keeps device-agnostic domains)
+        self._bounds = self._heads_tails(bound_inst) if redundant else None
+        if self._bounds is None:
+            head, tail_any = heads_tails(bound_inst)
+            cmax_lb = int(tail_any.max(initial=0))
+        else:
+            head, tail_any, cmax_lb = (self._bounds[k] for k in ("head", "tail_any", "cmax_lb"))
+        self.cmax_lb = cmax_lb  # a makespan bound from heads and tails (the node's, restricted)
         # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
@@ -100,24 +98,12 @@ class PlacementCpSat:
             m.add_exactly_one(lits)
             m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
                                                      for d in legal))
-            if redundant:
-                m.add(self.end[t] + int(tail[t]) - int(cost[t][cost[t] >= 0].min()) <= self.cmax)
-                if len(legal) > 1:  # per device: start ≥ head[t, d], start + tail[t, d] ≤ cmax
-                    m.add(self.start[t] >= sum(int(dev_head[t, d]) * self.pres[(t, d)]
-                                               for d in legal))
-                    m.add(self.start[t] + sum(int(dev_tail[t, d]) * self.pres[(t, d)]
-                                              for d in legal) <= self.cmax)
         for d in range(nd):
             if len(dev_intervals[d]) > 1:
                 m.add_no_overlap(dev_intervals[d])
-            if redundant and work[d]:
-                m.add(sum(c * lit for lit, c in work[d]) <= self.cmax)
         sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
         for t in sinks.tolist():
             m.add(self.cmax >= self.end[t])
-        if redundant:
-            dmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
-            m.add(nd * self.cmax >= int(dmin.sum()))
 
         # ---- edges: conditional delays, transfer intervals under contention ------------------
         self.transfer_start: dict[int, Any] = {}
@@ -193,18 +179,11 @@ class PlacementCpSat:
                 if redundant:
                     m.add(self.start[t] >= dur).only_enforce_if(self.pres[(t, d)])
             m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
+        self.users = users
+        self.avail: dict[int, Any] = {}
         if redundant:
             # every used block is loaded somewhere; its first copy is ready at avail[b], which
-            # no user can precede (whatever its device): cmax ≥ avail[b] + longest tail of a user
-            # port energy: the loads on d's port run one at a time, and after the last one some
-            # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail
-            for d in range(nd):
-                keys = [(b, dd) for (b, dd) in self.load_lit if dd == d]
-                if len(keys) < 2 or self.formats is not None:
-                    continue
-                q_min = min(int(dev_tail[t, d]) for k in keys for t in users[k])
-                m.add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
-                                       for b, _ in keys) + q_min)
+            # no user can precede (whatever its device)
             for b in sorted({b for b, _ in users}):
                 devs = [d for (bb, d) in self.load_lit if bb == b]
                 m.add_bool_or([self.load_lit[(b, d)] for d in devs])
@@ -215,36 +194,24 @@ class PlacementCpSat:
                         self.load_lit[(b, d)])
                     m.add(r == horizon).only_enforce_if(self.load_lit[(b, d)].negated())
                     ready.append(r)
-                avail = m.new_int_var(int(loads[b, devs].min()), horizon, f"avail{b}")
+                avail = self.avail[b] = m.new_int_var(int(loads[b, devs].min()), horizon,
+                                                      f"avail{b}")
                 m.add_min_equality(avail, ready)
                 for d in devs:
-                    # delivery time: after b is ready on d, some user runs there and its tail
-                    q = min(int(dev_tail[t, d]) for t in users[(b, d)])
-                    m.add(self.load_end[(b, d)] + q <= self.cmax
-                          ).only_enforce_if(self.load_lit[(b, d)])
                     # the users of b on d run one at a time after b is ready there
                     m.add(self.cmax >= self.load_end[(b, d)]
                           + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
                           ).only_enforce_if(self.load_lit[(b, d)])
-                block_users = sorted({t for d in devs for t in users[(b, d)]})
-                for t in block_users:
+                for t in sorted({t for d in devs for t in users[(b, d)]}):
                     m.add(self.start[t] >= avail)
-                m.add(self.cmax >= avail + int(max(tail_any[t] for t in block_users)))
             for d in range(nd):
                 items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
                          if dd == d]
                 if items:
                     m.add(sum(w * lit for w, lit in items) <= self.cmax)
-                # one load port with delivery times: if block k is loaded on d, the loads of
-                # all blocks whose users need at least as long afterwards (q ≥ q_k) precede the
-                # end of the last of them, which is followed by at least q_k
-                q = {b: min(int(dev_tail[t, d]) for t in users[(b, d)])
-                     for (b, dd) in self.load_lit if dd == d}
-                for bk, qk in q.items():
-                    group = [b for b, qb in q.items() if qb >= qk]
-                    if len(group) > 1:
-                        m.add(sum(int(loads[b, d]) * self.load_lit[(b, d)] for b in group) + qk
-                              <= self.cmax).only_enforce_if(self.load_lit[(bk, d)])
+                if work[d]:
+                    m.add(sum(c * lit for lit, c in work[d]) <= self.cmax)
+            self._bound_cuts(bound_inst, base=True)
         for d in range(nd):
             if len(port[d]) > 1:
                 m.add_no_overlap(port[d])
@@ -281,6 +248,101 @@ class PlacementCpSat:
                         nxt[d] = o
                 opened.update(nxt)
         m.minimize(self.cmax)
+
+    @staticmethod
+    def _heads_tails(bound_inst: PlacementInstance) -> dict[str, Any]:
+        """Device-agnostic and device-aware heads and tails of ``bound_inst`` (forced transfers
+        count: ``opt.lower_bounds.device_heads_tails``) and the makespan bound they give."""
+        ok = bound_inst.cost >= 0
+        head, tail = heads_tails(bound_inst)
+        dev_head, dev_tail = device_heads_tails(bound_inst, max_assignments=256)
+        head = np.maximum(head, np.where(ok, dev_head, BIG).min(axis=1))
+        tail_any = np.maximum(tail, np.where(ok, dev_tail, BIG).min(axis=1))
+        cmax_lb = int(max((head + tail_any).max(initial=0),
+                          np.where(ok, dev_head + dev_tail, BIG).min(axis=1).max(initial=0)))
+        return {"head": head, "tail": tail, "tail_any": tail_any, "dev_head": dev_head,
+                "dev_tail": dev_tail, "cmax_lb": cmax_lb}
+
+    def _bound_cuts(self, bound_inst: PlacementInstance, *, base: bool) -> None:
+        """The redundant constraints that come from the heads and tails of ``bound_inst``: the
+        model's own instance (``base``; heads are then variable domains), or a restriction of
+        it to fewer legal devices (a node of ``solvers.block_branching``)."""
+        m, nd = self.model, bound_inst.n_devices
+        bounds = self._bounds if base else self._heads_tails(bound_inst)
+        self.cmax_lb = bounds["cmax_lb"]
+        head, tail, tail_any = bounds["head"], bounds["tail"], bounds["tail_any"]
+        dev_head, dev_tail = bounds["dev_head"], bounds["dev_tail"]
+        cost, loads = bound_inst.cost, bound_inst.load_duration
+        if not base:
+            m.add(self.cmax >= bounds["cmax_lb"])
+        for t in range(bound_inst.n_tasks):
+            legal = np.flatnonzero(cost[t] >= 0).tolist()
+            if not base:
+                m.add(self.start[t] >= int(head[t]))
+            m.add(self.end[t] + int(tail[t]) - int(cost[t, legal].min()) <= self.cmax)
+            if len(legal) > 1:  # per device: start ≥ head[t, d], start + tail[t, d] ≤ cmax
+                m.add(self.start[t] >= sum(int(dev_head[t, d]) * self.pres[(t, d)]
+                                           for d in legal))
+                m.add(self.start[t] + sum(int(dev_tail[t, d]) * self.pres[(t, d)]
+                                          for d in legal) <= self.cmax)
+            else:
+                m.add(self.start[t] + int(dev_tail[t, legal[0]]) <= self.cmax)
+        dmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
+        m.add(nd * self.cmax >= int(dmin.sum()))
+        users = {k: [t for t in ts if cost[t, k[1]] >= 0] for k, ts in self.users.items()}
+        users = {k: ts for k, ts in users.items() if ts}
+        # port energy: the loads on d's port run one at a time, and after the last one some
+        # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail
+        for d in range(nd):
+            keys = [k for k in users if k[1] == d]
+            if len(keys) < 2 or self.formats is not None:
+                continue
+            q_min = min(int(dev_tail[t, d]) for k in keys for t in users[k])
+            m.add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
+                                   for b, _ in keys) + q_min)
+        for b in sorted({b for b, _ in users}):
+            devs = [d for (bb, d) in users if bb == b]
+            for d in devs:
+                # delivery time: after b is ready on d, some user runs there and its tail
+                q = min(int(dev_tail[t, d]) for t in users[(b, d)])
+                m.add(self.load_end[(b, d)] + q <= self.cmax
+                      ).only_enforce_if(self.load_lit[(b, d)])
+            # no user precedes the first copy: cmax ≥ avail[b] + longest tail of a user
+            block_users = {t for d in devs for t in users[(b, d)]}
+            m.add(self.cmax >= self.avail[b] + int(max(tail_any[t] for t in block_users)))
+        for d in range(nd):
+            # one load port with delivery times: if block k is loaded on d, the loads of all
+            # blocks whose users need at least as long afterwards (q ≥ q_k) precede the end of
+            # the last of them, which is followed by at least q_k
+            q = {b: min(int(dev_tail[t, d]) for t in users[(b, d)])
+                 for (b, dd) in users if dd == d}
+            for bk, qk in q.items():
+                group = [b for b, qb in q.items() if qb >= qk]
+                if len(group) > 1:
+                    m.add(sum(int(loads[b, d]) * self.load_lit[(b, d)] for b in group) + qk
+                          <= self.cmax).only_enforce_if(self.load_lit[(bk, d)])
+
+    def restrict(self, sub: PlacementInstance, loaded: Sequence[tuple[int, int]] = (),
+                 cap: int | None = None) -> "PlacementCpSat":
+        """A copy of this model (P1, with redundant constraints) for ``sub``, the same instance
+        with fewer legal (task, device) pairs: a clone of the CP-SAT model (no rebuild) with
+        the pairs ``sub`` forbids fixed to 0, the (block, device) pairs ``loaded`` loaded, the
+        makespan at most ``cap``, and the redundant constraints of ``sub``'s heads and tails
+        added — those are what restricting buys (solvers.block_branching)."""
+        if self._bounds is None or self.formats is not None:
+            raise ValueError("restrict() needs a P1 model built with redundant constraints")
+        node = copy.copy(self)
+        node.inst, node.model = sub, self.model.clone()
+        m = node.model
+        for (t, d), lit in self.pres.items():
+            if sub.cost[t, d] < 0:
+                m.add(lit == 0)
+        for key in loaded:
+            m.add(self.load_lit[key] == 1)
+        if cap is not None:
+            m.add(self.cmax <= cap)
+        node._bound_cuts(sub, base=False)
+        return node
 
     def _format_choice(self, blocks: list[int], users: dict[tuple[int, int], list[int]]
                        ) -> None:

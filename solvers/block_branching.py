@@ -159,6 +159,8 @@ class BlockBranching:
         total = options.time_limit_s
         self.node_time = self._seconds(params, "node_time_limit", NODE_TIME_LIMIT_S)
         self.leaf_time = self._seconds(params, "leaf_time_limit", LEAF_TIME_LIMIT_S)
+        # inner nodes on the incumbent's path: a tenth of that
+        self.path_time = self.node_time / 10
         self.config_search = bool(params.pop("config_search", True))
         self.config_time = self._seconds(params, "config_time_limit",
                                          CONFIG_SHARE * (total if total is not None else 60.0))
@@ -176,6 +178,11 @@ class BlockBranching:
         self.model_flags = {"redundant": bool(params.pop("redundant", True)),
                             "symmetry_breaking": bool(params.pop("symmetry_breaking", True))}
         self.cp_params = params
+        # one model of the whole instance, cloned and restricted per node (no symmetry
+        # breaking inside it: the tree opens interchangeable devices in order); the plain
+        # model (redundant=False) is rebuilt per node
+        self.base = PlacementCpSat(inst, symmetry_breaking=False) \
+            if self.model_flags["redundant"] else None
         self.sets = block_device_sets(inst)
         loads = inst.load_duration
         # longest cheapest load first: the big blocks decide the most
@@ -253,25 +260,34 @@ class BlockBranching:
         return self._record(node, self._run_node(node, time_limit_s, deadline,
                                                  *self._cap_and_hint(node)))
 
+    def _on_incumbent_path(self, node: Node) -> bool:
+        """Does the subtree of ``node`` hold the incumbent's configuration? (It can only be
+        refuted by proving the incumbent optimal for the whole subtree: rarely quick.)"""
+        return self.best_span is not None and all(
+            self.best_sets.get(b) == s for b, s in zip(self.order, node.sets))
+
     def _cap_and_hint(self, node: Node) -> tuple[int | None, dict[str, Any] | None]:
         """The makespan cap (one below the incumbent) and the incumbent as a hint when its
         block sets agree with the node's."""
         if self.best_span is None:
             return None, None
-        fits = all(self.best_sets.get(b) == s for b, s in zip(self.order, node.sets))
-        return self.best_span - 1, (self.best if fits else None)
+        return self.best_span - 1, (self.best if self._on_incumbent_path(node) else None)
 
     def _run_node(self, node: Node, time_limit_s: float | None, deadline: float | None,
                   cap: int | None, hint: dict[str, Any] | None,
                   options: SolveOptions | None = None) -> NodeSolve:
         """Build and solve one node (reads the search's fixed data only: safe in a thread)."""
         t0 = time.perf_counter()
-        model = PlacementCpSat(restricted(self.inst, self.order, node.sets), **self.model_flags)
-        for b, s in zip(self.order, node.sets):
-            for d in s:
-                model.model.add(model.load_lit[(b, d)] == 1)
-        if cap is not None:
-            model.model.add(model.cmax <= cap)
+        sub = restricted(self.inst, self.order, node.sets)
+        loaded = [(b, d) for b, s in zip(self.order, node.sets) for d in s]
+        if self.base is not None:  # clone the model, add the restriction's cuts
+            model = self.base.restrict(sub, loaded, cap)
+        else:
+            model = PlacementCpSat(sub, **self.model_flags)
+            for key in loaded:
+                model.model.add(model.load_lit[key] == 1)
+            if cap is not None:
+                model.model.add(model.cmax <= cap)
         if hint is not None:
             model.add_hint(hint)
         t1 = time.perf_counter()
@@ -284,7 +300,7 @@ class BlockBranching:
         solution = model.extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) \
             else None
         bound = math.inf if code in (cp_model.OPTIMAL, cp_model.INFEASIBLE) else \
-            max(node.bound, math.ceil(solver.best_objective_bound - 1e-6))
+            max(node.bound, model.cmax_lb, math.ceil(solver.best_objective_bound - 1e-6))
         return NodeSolve(code, bound, solution, t1 - t0, time.perf_counter() - t1)
 
     def _record(self, node: Node, res: NodeSolve) -> tuple[str, float]:
@@ -357,9 +373,9 @@ class BlockBranching:
         if self.order and self.config_search:
             self.search_configurations(self.config_time)
             if self.prefer == self.best_sets and not self.root_given:
-                # a configuration beat the warm start: the whole model at the root has little
-                # left to find, the tree proves it
-                self.root_time = self.node_time
+                # a configuration beat the warm start: the root (on the incumbent's path) has
+                # little left to find, the tree proves it
+                self.root_time = self.path_time
         tie = itertools.count()
         heap: list[tuple[float, int, int, Node, int]] = []
         dive: list[Node] = [Node((), 0.0)]
@@ -396,6 +412,7 @@ class BlockBranching:
                     else:
                         limit = (self.root_time if depth == 0 else
                                  self.leaf_time * 2 ** attempts if depth == len(self.order)
+                                 else self.path_time if self._on_incumbent_path(node)
                                  else self.node_time)
                         limit = limit if left is None else min(limit, left)
                     fut = pool.submit(self._run_node, node, limit, deadline,
