@@ -14,26 +14,35 @@ the blocks are. Restricting legality sharpens the model's device heads and tails
 nodes in a fraction of a second, while one model over every placement of the blocks leaves
 that reasoning to search.
 
+Before the tree, a heuristic configuration search (``search_configurations``): one device per
+block, least busy load ports first, Bifocal and HEFT on the restricted instance. Its best
+configuration is the first dive's path and its schedule the first cap. Nodes do not rebuild the
+model: one model of the whole instance is cloned and restricted (``PlacementCpSat.restrict``).
+
 Search: best-first on the nodes' proven bounds, with dives — after a node is expanded its
-first child (the incumbent's set for that block, else the smallest set) is solved next, so
-leaves, and with them good incumbents, come early. Time per solve: ``root_time_limit`` for the
-root (the whole model; default 10 % of the time limit), ``node_time_limit`` for inner nodes
-(default 0.5 s), ``leaf_time_limit`` for a leaf's first attempt (default 8 s, doubled at each
-retry). Outcomes: infeasible under the cap → the subtree cannot beat the incumbent (pruned);
-optimal → a new incumbent, subtree done; otherwise the children are queued with the node's
-proven bound (a leaf goes back into the queue). The result is OPTIMAL when no open node's
-bound is below the incumbent; at the time limit it carries the incumbent and the smallest
-bound of the open nodes. Interchangeable devices (``opt.instance.interchangeable_devices``) are
-opened in order across the blocks, so mirror-image sets are explored once.
+first child (the preferred set: the configuration search's, later the incumbent's) is solved
+next. Time per solve: ``node_time_limit`` for inner nodes (default 0.5 s; a tenth of it on the
+incumbent's path, where a refutation means proving the incumbent optimal for the subtree),
+``leaf_time_limit`` for a leaf's first attempt (default 8 s, doubled at each retry),
+``root_time_limit`` for the root (default 10 % of the time limit, or the path time when the
+configuration search beat the warm start), ``config_time_limit`` for the configuration search
+(default 5 %; ``config_search=false`` skips it). Outcomes: infeasible under the cap → the
+subtree cannot beat the incumbent (pruned); optimal → a new incumbent, subtree done;
+otherwise the children are queued with the node's bound (a leaf goes back into the queue).
+The result is OPTIMAL when no open node's bound is below the incumbent; at the time limit it
+carries the incumbent and the smallest bound of the open nodes. Interchangeable devices
+(``opt.instance.interchangeable_devices``) are opened in order across the blocks, so
+mirror-image sets are explored once (the node models break no symmetry themselves).
 
 Parallelism: ``parallel_nodes`` nodes (default: ``num_workers``) are solved at once in
 threads, each CP-SAT solve with ``num_workers // parallel_nodes`` workers; the root gets all
 of them. The refutations are mostly single-threaded presolve, so two one-worker nodes beat one
-two-worker node (2-layer slices: L2D1 proven in 22 s instead of ~40 s).
+two-worker node (measured before the configuration search: L2D1 proven in 22 s instead of
+~40 s).
 
-Parameters (``params``): the three time limits above (seconds), ``parallel_nodes``,
-``redundant`` and ``symmetry_breaking`` (passed to the node model); every other name is a
-CP-SAT parameter applied to each node solve.
+Parameters (``params``): the time limits above (seconds), ``config_search``,
+``parallel_nodes``, ``redundant`` (false: the plain model, rebuilt per node, with
+``symmetry_breaking``); every other name is a CP-SAT parameter applied to each node solve.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -109,7 +119,8 @@ CONFIG_ENUMERATION = 200_000
 CONFIG_SHARE = 0.05
 
 
-def restricted(inst: PlacementInstance, order: list[int], sets: Any) -> PlacementInstance:
+def restricted(inst: PlacementInstance, order: Sequence[int],
+               sets: Sequence[tuple[int, ...]]) -> PlacementInstance:
     """``inst`` with the tasks of block ``order[i]`` legal only on the devices ``sets[i]``."""
     cost = inst.cost.copy()
     for b, s in zip(order, sets):
@@ -191,15 +202,16 @@ class BlockBranching:
         self.best: dict[str, Any] | None = None
         self.best_span: int | None = None
         self.best_sets: dict[int, tuple[int, ...]] = {}
-        # children first: the port-balanced sets, then the sets of the search's incumbents
-        self.prefer: dict[int, tuple[int, ...]] = {}  # set by the configuration search
+        # the sets the dives take first: the configuration search's best, then (once a leaf
+        # has been solved) the incumbent's
+        self.prefer: dict[int, tuple[int, ...]] = {}
         self.guided = False  # True once a leaf has been solved (the first dive's, normally)
         self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
                       "build_s": 0.0, "solve_s": 0.0,
                       "by_depth": {}, "incumbent_trace": []}  # [s, makespan, nodes]
         initial = options.initial_solution
         if initial is not None and not initial.get("evictions"):
-            self._offer(initial, from_search=False)  # the search: eviction-free schedules
+            self._offer(initial, from_search=False)  # (the search is eviction-free)
 
     @staticmethod
     def _seconds(params: dict[str, Any], name: str, default: float) -> float:
@@ -230,8 +242,7 @@ class BlockBranching:
 
     # ---- children ---------------------------------------------------------------------------
     def children(self, node: Node) -> list[Node]:
-        """The node's children: the preferred set first (the port-balanced one until a leaf
-        has been solved, then the incumbent's), then smaller sets first."""
+        """The node's children: the preferred set first (``prefer``), then smaller sets."""
         depth = len(node.sets)
         b = self.order[depth]
         opened = set().union(*node.sets) if node.sets else set()
