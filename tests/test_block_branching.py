@@ -25,7 +25,7 @@ from opt.instance import Device, build_instance, interchangeable_devices, make_l
 from opt.validator import validate_placement
 from solvers import solve
 from solvers.block_branching import BlockBranching, Node, block_device_sets, \
-    single_device_configs, solve_placement_blocks
+    restricted, single_device_configs, solve_placement_blocks
 from test_placement_exact import _capacity_instance
 from test_placement_milp import brute_force, random_instance
 
@@ -377,3 +377,35 @@ def test_single_device_configs_sorted_by_busiest_port():
     busiest = [np.bincount(r, weights=loads[search.order, r], minlength=3).max()
                for r in configs]
     assert busiest == sorted(busiest)
+
+
+def test_restricted_clone_proves_what_a_fresh_model_proves():
+    """A node's model is a clone of the whole instance's model with the restriction's pairs
+    fixed, loads forced and head/tail cuts added (``PlacementCpSat.restrict``); it must prove
+    the same optimum as a model built from scratch on the restricted instance."""
+    from models.placement_cpsat import PlacementCpSat
+    from ortools.sat.python import cp_model
+
+    inst = _llm_instance(LLAMA)
+    search = BlockBranching(inst, SolveOptions(time_limit_s=60, num_workers=1, seed=0))
+    sched = heft(inst)
+    used = {}
+    for ev in sched["compute"]:
+        b = int(inst.task_block[inst.task_index[ev["task"]]])
+        if b >= 0:
+            used.setdefault(b, set()).add(inst.device_index[ev["device"]])
+    sets = [tuple(sorted(used[b])) for b in search.order]
+    sub = restricted(inst, search.order, sets)
+    loaded = [(b, d) for b, s in zip(search.order, sets) for d in s]
+    fresh = PlacementCpSat(sub)
+    for key in loaded:
+        fresh.model.add(fresh.load_lit[key] == 1)
+    spans = []
+    for model in (search.base.restrict(sub, loaded), fresh):
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers, solver.parameters.max_time_in_seconds = 1, 30.0
+        assert solver.solve(model.model) == cp_model.OPTIMAL
+        sol = model.extract(solver)
+        spans.append(validate_placement(inst, sol).makespan)
+        assert spans[-1] == solver.objective_value
+    assert spans[0] == spans[1] <= validate_placement(inst, sched).makespan
