@@ -329,7 +329,7 @@ class BlockBranching:
                                                                                  "open")
         if outcome != "open":
             self.stats[outcome] += 1
-        row = self.stats["by_depth"].setdefault(len(node.sets), {})
+        row = self.stats["by_depth"].setdefault(str(len(node.sets)), {})  # JSON keys
         row[outcome] = row.get(outcome, 0) + 1
         return outcome, res.bound
 

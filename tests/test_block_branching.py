@@ -11,6 +11,8 @@ Every schedule goes through the independent validator.
 from __future__ import annotations
 
 import functools
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from models.options import SolveOptions
 from opt.builder import BuildOptions, Workload, build_placement
 from opt.errors import InputError
 from opt.instance import Device, build_instance, interchangeable_devices, make_links
+from opt.result import read_result
 from opt.validator import validate_placement
 from solvers import solve
 from solvers.block_branching import BlockBranching, Node, block_device_sets, \
@@ -75,6 +78,11 @@ def _check_result(inst, res) -> None:
     assert validate_placement(inst, res.solution).makespan == res.objective
     assert not res.solution.get("evictions")
     assert res.lower_bound is not None and res.lower_bound <= res.objective
+    # the result (stats included) survives the JSON writer and reader (hetopt solve -o)
+    with tempfile.TemporaryDirectory() as tmp:
+        res.write(Path(tmp) / "res.json")
+        back = read_result(Path(tmp) / "res.json")
+    assert back.objective == res.objective and back.stats.get("nodes") == res.stats.get("nodes")
 
 
 def _leaves(search: BlockBranching, node: Node):
