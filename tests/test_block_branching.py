@@ -49,7 +49,7 @@ SYMMETRIC = [dict(seed=602, n_tasks=6, n_devices=3, identical=True, n_blocks=2),
              dict(seed=705, n_tasks=6, n_devices=3, identical=True, n_blocks=3, capacities=True)]
 #: no time for the root and the inner nodes: the search must go down to the leaves
 FORCE_BRANCHING = dict(root_time_limit=1e-6, node_time_limit=1e-6, leaf_time_limit=5.0,
-                       config_search=False)
+                       config_search=False, portfolio=False)
 
 
 def _case_id(case) -> str:
@@ -107,7 +107,8 @@ def test_agrees_with_cpsat_on_llm_slices(case):
     assert len(inst.block_ids) > 0
     # on the Llama slice the root gets 1 s and no heuristic configurations (either can settle
     # it alone): the optimum is then found and proven in the tree (~25–40 nodes)
-    params = dict(root_time_limit=1.0, config_search=False) if case == LLAMA else {}
+    params = dict(root_time_limit=1.0, config_search=False, portfolio=False) \
+        if case == LLAMA else {}
     blocks = solve(inst, "cpsat-blocks", time_limit=60, num_workers=2, seed=0, **params)
     mono = _cpsat_optimum(case)
     for res in (blocks, mono):
@@ -138,6 +139,18 @@ def test_forced_branching_matches_brute_force_and_cpsat(case):
     assert res.stats["symmetry_groups"] == [["D0", "D1"]]
     mono = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
     assert mono.status == "OPTIMAL" and mono.objective == expected
+
+
+@pytest.mark.parametrize("case", SYMMETRIC[:2], ids=_case_id)
+def test_whole_model_alongside_the_tree(case):
+    """With the whole model solved in a thread next to the tree (the default), whichever
+    settles first ends the search: the enumerated optimum either way."""
+    inst = random_instance(**case)
+    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=2, seed=0, warm_start=None,
+                **{**FORCE_BRANCHING, "portfolio": True})
+    assert res.status == "OPTIMAL" and res.objective == brute_force(inst) == res.lower_bound
+    _check_result(inst, res)
+    assert res.stats["whole_model"] in ("optimal", "refuted", "open")
 
 
 @pytest.mark.parametrize("case", SYMMETRIC, ids=_case_id)
