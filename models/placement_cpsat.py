@@ -269,12 +269,12 @@ class PlacementCpSat:
         it to fewer legal devices (a node of ``solvers.block_branching``)."""
         m, nd = self.model, bound_inst.n_devices
         bounds = self._bounds if base else self._heads_tails(bound_inst)
-        self.cmax_lb = bounds["cmax_lb"]
         head, tail, tail_any = bounds["head"], bounds["tail"], bounds["tail_any"]
         dev_head, dev_tail = bounds["dev_head"], bounds["dev_tail"]
         cost, loads = bound_inst.cost, bound_inst.load_duration
-        if not base:
-            m.add(self.cmax >= bounds["cmax_lb"])
+        if not base:  # (the base model has it as cmax's domain)
+            self.cmax_lb = bounds["cmax_lb"]
+            m.add(self.cmax >= self.cmax_lb)
         for t in range(bound_inst.n_tasks):
             legal = np.flatnonzero(cost[t] >= 0).tolist()
             if not base:

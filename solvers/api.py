@@ -121,7 +121,8 @@ PLACEMENT_METHODS.update(LAYOUT_METHODS)  # P2 strategies (solvers.layout): form
 WARM_STARTS = ("heft", "bifocal", "best", "policy-search")
 
 
-def _warm_start(inst: PlacementInstance, name: str) -> tuple[dict[str, Any] | None, str | None]:
+def warm_start_schedule(inst: PlacementInstance, name: str
+                        ) -> tuple[dict[str, Any] | None, str | None]:
     """The schedule of heuristic ``name`` ("best": the shortest of them) that the exact
     models can take: valid and without evictions (they model none). (None, None) if none is."""
     from heuristics.bifocal import BifocalParams, bifocal_schedule
@@ -194,7 +195,7 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
     if warm_start is not None and warm_start not in WARM_STARTS:
         raise UnknownNameError("warm start", warm_start, WARM_STARTS)
     if initial_solution is None and solver in EXACT_METHODS and warm_start is not None:
-        initial_solution, warm_name = _warm_start(instance, warm_start)
+        initial_solution, warm_name = warm_start_schedule(instance, warm_start)
     options = SolveOptions(time_limit_s=time_limit, num_workers=num_workers, seed=seed,
                            initial_solution=initial_solution, params=dict(params),
                            export_path=export_path)

@@ -19,8 +19,7 @@ from solvers.layout import LAYOUT_METHODS
 SUITE = "placement"
 
 
-#: the exact method whose run an index entry's optimum comes from (provenance ``best_by``),
-#: when it is not the monolithic models: the time it gets here (s)
+#: seconds for cpsat-blocks on entries whose optimum it proved (provenance ``best_by``)
 BLOCKS_TIME_LIMIT_S = 300.0
 
 
@@ -31,9 +30,10 @@ def references_case() -> CaseResult:
     rows, checks = [], []
     for name in instances.names("placement"):
         inst, info = instances.load(name), instances.info(name)
-        if info.optimum is None or (info.provenance or {}).get("best_by") in LAYOUT_METHODS:
+        best_by = (info.provenance or {}).get("best_by")
+        if info.optimum is None or best_by in LAYOUT_METHODS:
             continue  # best-known entries and P2 entries: no P1 optimum to reproduce
-        blocks = (info.provenance or {}).get("best_by") == "cpsat-blocks"
+        blocks = best_by == "cpsat-blocks"
         cp = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
         mi = solve(inst, "milp", time_limit=30, num_workers=1, seed=0)
         he = solve(inst, "heft")

@@ -71,6 +71,7 @@ from opt.errors import InputError
 from opt.instance import PlacementInstance, interchangeable_devices
 from opt.result import Result
 from opt.validator import validate_placement
+from solvers.api import warm_start_schedule
 
 #: default seconds per inner node
 NODE_TIME_LIMIT_S = 0.5
@@ -213,6 +214,7 @@ class BlockBranching:
         # has been solved) the incumbent's
         self.prefer: dict[int, tuple[int, ...]] = {}
         self.guided = False  # True once a leaf has been solved (the first dive's, normally)
+        self.found = False  # the search (not the warm start) has found an incumbent
         self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
                       "build_s": 0.0, "solve_s": 0.0,
                       "by_depth": {}, "incumbent_trace": []}  # [s, makespan, nodes]
@@ -244,6 +246,7 @@ class BlockBranching:
                 if b >= 0:
                     where.setdefault(b, set()).add(names[ev["device"]])
             self.best_sets = {b: tuple(sorted(s)) for b, s in where.items()}
+            self.found |= from_search
             if from_search and self.guided:
                 self.prefer = self.best_sets
 
@@ -330,7 +333,7 @@ class BlockBranching:
             self._offer(res.solution)
         if len(node.sets) == len(self.order) and not self.guided:
             self.guided = True  # the dives now follow the incumbent
-            if self.stats["incumbents"] > int(self.options.initial_solution is not None):
+            if self.found:
                 self.prefer = self.best_sets
         outcome = {cp_model.INFEASIBLE: "refuted", cp_model.OPTIMAL: "solved"}.get(res.code,
                                                                                  "open")
@@ -361,8 +364,8 @@ class BlockBranching:
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             self._offer(model.extract(solver))
         settled = code == cp_model.OPTIMAL or (code == cp_model.INFEASIBLE and cap is not None)
-        self.stats["whole_model"] = {cp_model.OPTIMAL: "optimal", cp_model.INFEASIBLE:
-                                     "refuted"}.get(code, "open") if settled else "open"
+        self.stats["whole_model"] = ("optimal" if code == cp_model.OPTIMAL else
+                                     "refuted" if settled else "open")
         return settled
 
     # ---- heuristic configurations --------------------------------------------------------------
@@ -372,9 +375,6 @@ class BlockBranching:
         of the restricted instance (milliseconds each). The best configuration found is the
         first dive's path. Llama-2-7B on HP32, 2 layers: Bifocal on the optimum's
         configuration gives the optimum, while on the whole instance it is 4 % above it."""
-        from heuristics.bifocal import BifocalParams, bifocal_schedule
-        from heuristics.list_scheduler import heft
-
         t_end = time.perf_counter() + time_limit_s
         configs = single_device_configs(self.inst, self.sets, self.order)
         loads = self.inst.load_duration
@@ -388,16 +388,11 @@ class BlockBranching:
                 break  # sorted: no later configuration can beat the incumbent
             sub = restricted(self.inst, self.order, [(int(d),) for d in row])
             tried += 1
-            for schedule in (lambda: bifocal_schedule(sub, BifocalParams()), lambda: heft(sub)):
-                try:
-                    solution = schedule()
-                except InputError:
-                    continue  # e.g. capacities the heuristic cannot meet
-                if not solution.get("evictions"):
-                    self._offer(solution)
+            solution, _ = warm_start_schedule(sub, "best")  # eviction-free HEFT / Bifocal
+            if solution is not None:
+                self._offer(solution)
         self.stats["configurations"] = tried
-        if self.best_sets and self.stats["incumbents"] > int(
-                self.options.initial_solution is not None):
+        if self.found:
             self.prefer = dict(self.best_sets)
         elif len(configs):
             self.prefer = {b: (int(d),) for b, d in zip(self.order, configs[0])}
@@ -415,7 +410,7 @@ class BlockBranching:
         deadline = None if total is None else time.perf_counter() + float(total)
         if self.order and self.config_search:
             self.search_configurations(self.config_time)
-            if self.prefer == self.best_sets and not self.root_given:
+            if self.found and not self.root_given:
                 # a configuration beat the warm start: the root (on the incumbent's path) has
                 # little left to find, the tree proves it
                 self.root_time = self.path_time
@@ -471,9 +466,7 @@ class BlockBranching:
                                       *self._cap_and_hint(node),
                                       self.options if depth == 0 else self.node_options)
                     inflight[fut] = (node, attempts)
-                if not inflight:
-                    if whole is not None and not settled and (dive or heap) and not stopped:
-                        continue
+                if not inflight:  # the queue is empty, or the time is up, or it is settled
                     break
                 waiting = list(inflight) + ([whole[0]] if whole is not None else [])
                 done, _ = wait(waiting, return_when=FIRST_COMPLETED)
