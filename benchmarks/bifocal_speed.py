@@ -119,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                          "for a clean memory baseline)")
     args = ap.parse_args(argv)
 
-    from heuristics.bifocal import bifocal_schedule
-    from heuristics.list_scheduler import heft
-    from opt.builder import Workload, build_placement
-    from opt.hardware import bundled_catalog
-    from opt.modelcard import bundled_cards
-    from opt.validator import validate_placement
+    from heuristics.placement.bifocal import bifocal_schedule
+    from heuristics.placement.list_scheduler import heft
+    from opt.placement.builder import Workload, build_placement
+    from opt.costlib.hardware import bundled_catalog
+    from opt.costlib.modelcard import bundled_cards
+    from opt.placement.validator import validate_placement
 
     cat = bundled_catalog()
     cards = bundled_cards()

@@ -1,4 +1,4 @@
-"""Certified lower bounds (opt.certified_bounds): tightness on small instances and certified gaps
+"""Certified lower bounds (opt.placement.certified_bounds): tightness on small instances and certified gaps
 of PD and Bifocal on full-size DOPS workloads.
 
 ``small``: on every bundled instance (known optimum) and on ``--cases`` generated small LLM
@@ -29,14 +29,14 @@ from typing import Any
 
 import instances
 from instances.generated import gap_case
-from opt.builder import BuildOptions, Workload, build_placement
-from opt.certified_bounds import certified_lower_bound
-from opt.hardware import bundled_catalog
-from opt.jsonio import read_json, write_json
-from opt.lower_bounds import placement_lower_bound
-from opt.modelcard import bundled_cards
-from opt.report import table
-from opt.sweep import grid
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.certified_bounds import certified_lower_bound
+from opt.costlib.hardware import bundled_catalog
+from opt.common.jsonio import read_json, write_json
+from opt.placement.lower_bounds import placement_lower_bound
+from opt.costlib.modelcard import bundled_cards
+from opt.common.report import table
+from opt.runs.sweep import grid
 from solvers.api import solve
 
 METHODS = ("pd", "bifocal")

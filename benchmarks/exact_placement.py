@@ -4,7 +4,7 @@ For each instance (Llama-2-7B on HP32, prefill 64, batch 1; 1, 2, 4 layers Ã— 1â
 it runs CP-SAT (full model: redundant bounds incl. device heads/tails, symmetry breaking, warm
 start from the shorter of the HEFT and Bifocal schedules), the same with CP-SAT's objective
 lower-bound search (``cpsat-lbsearch``), the block-branching search over that model
-(``cpsat-blocks``, solvers.block_branching), CP-SAT as a plain textbook model (none of those:
+(``cpsat-blocks``, solvers.placement.block_branching), CP-SAT as a plain textbook model (none of those:
 the baseline), and the MILP (Pyomo + HiGHS), each with the same time limit and workers, and prints
 a table with ratios against the baseline.
 
@@ -24,10 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-from opt.builder import BuildOptions, Workload, build_placement
-from opt.hardware import bundled_catalog
-from opt.modelcard import bundled_cards
-from opt.report import table
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
+from opt.common.report import table
 from solvers import solve
 
 METHODS = {

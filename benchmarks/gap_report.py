@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from instances.generated import LlmCase, gap_case
-from opt.errors import InputError
-from opt.hardware import bundled_catalog
-from opt.jsonio import read_json, write_json_atomic
-from opt.modelcard import bundled_cards
-from opt.report import table
+from opt.common.errors import InputError
+from opt.costlib.hardware import bundled_catalog
+from opt.common.jsonio import read_json, write_json_atomic
+from opt.costlib.modelcard import bundled_cards
+from opt.common.report import table
 from solvers.api import EXACT_METHODS, PLACEMENT_METHODS, solve
 
 EXACT = "cpsat"
@@ -68,7 +68,7 @@ def report_cases(n: int) -> list[dict[str, Any]]:
 
 
 def default_methods() -> list[str]:
-    from solvers.layout import LAYOUT_METHODS  # P2 strategies: not bounded by P1 optima
+    from solvers.layout.strategies import LAYOUT_METHODS  # P2 strategies: not bounded by P1 optima
 
     return [m for m in PLACEMENT_METHODS if m not in EXACT_METHODS and m not in LAYOUT_METHODS]
 

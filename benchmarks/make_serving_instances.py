@@ -1,6 +1,6 @@
 """Build the bundled P3 serving-plan instances and prove their optima (writes ``instances/``).
 
-Each instance is built by :func:`opt.serving_builder.build_serving_plan`, solved by the exact
+Each instance is built by :func:`opt.serving.builder.build_serving_plan`, solved by the exact
 MILP (full template space) and, where the block is small, by exhaustive enumeration as a
 cross-check; the optimum, the B&B's value (regularity-restricted space) and the provenance
 (solver, versions, time limit, seed) go into ``instances/index.json``.
@@ -18,10 +18,10 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-from opt.hardware import bundled_catalog
-from opt.modelcard import bundled_cards
-from opt.serving import ServingGrid
-from opt.serving_builder import ServingWorkload, build_serving_plan
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
+from opt.serving.instance import ServingGrid
+from opt.serving.builder import ServingWorkload, build_serving_plan
 from solvers import solve
 
 ROOT = Path(__file__).resolve().parent.parent / "instances"
@@ -88,7 +88,7 @@ def make(name: str) -> dict:
             raise SystemExit(f"{name}: MILP {milp.objective} != enumeration {check.objective}")
     rel = f"data/{name}.json"
     inst.write(ROOT / rel)
-    prov = {"solver": "milp (models/serving_milp.py, HiGHS via Pyomo appsi)",
+    prov = {"solver": "milp (models/serving/milp.py, HiGHS via Pyomo appsi)",
             "versions": _versions(), "time_limit_s": TIME_LIMIT_S, "seed": 0, "threads": 1,
             "runtime_s": round(milp.runtime_s, 2),
             "cross_check": "exhaustive enumeration (enum)" if check else None,

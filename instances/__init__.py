@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from opt.errors import InputError, UnknownNameError
-from opt.instance import PlacementInstance
-from opt.jsonio import Fields
+from opt.common.errors import InputError, UnknownNameError
+from opt.placement.instance import PlacementInstance
+from opt.common.jsonio import Fields
 from opt.problems import instance_of
-from opt.serving import ServingInstance
+from opt.serving.instance import ServingInstance
 
 __all__ = ["InstanceInfo", "names", "info", "load", "iter_instances"]
 

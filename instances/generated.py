@@ -2,7 +2,7 @@
 the exact models can still prove, used by the agreement tests, the gap report and the bench.
 
 Each draw is an :class:`LlmCase` (a workload description); :meth:`LlmCase.build` turns it into a
-:class:`~opt.instance.PlacementInstance` with the bundled catalog and cards.
+:class:`~opt.placement.instance.PlacementInstance` with the bundled catalog and cards.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from opt.builder import BuildOptions, Workload, build_placement
-from opt.hardware import Catalog, bundled_catalog
-from opt.instance import PlacementInstance
-from opt.modelcard import CardSet, bundled_cards
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.costlib.hardware import Catalog, bundled_catalog
+from opt.placement.instance import PlacementInstance
+from opt.costlib.modelcard import CardSet, bundled_cards
 
 #: Dense, DOPS-variant, Qwen1 and MoE cards.
 SMALL_LLM_MODELS = ("llama-2-7b", "dops-qwen-1.8b", "mixtral-8x7b", "qwen-1.8b")

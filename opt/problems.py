@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opt.errors import InputError
-from opt.instance import PlacementInstance, instance_from_dict
-from opt.jsonio import read_json
-from opt.serving import ServingInstance, serving_instance_from_dict
+from opt.common.errors import InputError
+from opt.placement.instance import PlacementInstance, instance_from_dict
+from opt.common.jsonio import read_json
+from opt.serving.instance import ServingInstance, serving_instance_from_dict
 
 PROBLEMS = ("placement", "serving_plan")
 

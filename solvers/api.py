@@ -11,29 +11,29 @@ from collections.abc import Callable
 from typing import Any
 
 from models.options import SolveOptions
-from opt.certified_bounds import certified_lower_bound
-from opt.errors import InputError, UnknownNameError
-from opt.instance import PlacementInstance
-from opt.layout import relaxed_instance
-from opt.result import Result
-from opt.validator import ScheduleError, certify_placement, validate_placement
-from solvers.layout import LAYOUT_EXACT, LAYOUT_METHODS
+from opt.placement.certified_bounds import certified_lower_bound
+from opt.common.errors import InputError, UnknownNameError
+from opt.placement.instance import PlacementInstance
+from opt.placement.layout import relaxed_instance
+from opt.common.result import Result
+from opt.placement.validator import ScheduleError, certify_placement, validate_placement
+from solvers.layout.strategies import LAYOUT_EXACT, LAYOUT_METHODS
 
 
 def _cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from models.placement_cpsat import solve_placement_cpsat
+    from models.placement.cpsat import solve_placement_cpsat
 
     return solve_placement_cpsat(inst, options)
 
 
 def _cpsat_blocks(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from solvers.block_branching import solve_placement_blocks
+    from solvers.placement.block_branching import solve_placement_blocks
 
     return solve_placement_blocks(inst, options)
 
 
 def _milp(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from models.placement_milp import solve_placement_milp
+    from models.placement.milp import solve_placement_milp
 
     return solve_placement_milp(inst, options)
 
@@ -50,18 +50,18 @@ def _heuristic_result(inst: PlacementInstance, method: str, options: SolveOption
                   lower_bound=float(certified_lower_bound(inst).value),
                   runtime_s=runtime_s, seed=options.seed,
                   params=dict(options.params), solution=solution,
-                  stats={"lower_bound_kind": "certified (opt.certified_bounds)",
+                  stats={"lower_bound_kind": "certified (opt.placement.certified_bounds)",
                          **stats})
 
 
 def _heft(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from heuristics.list_scheduler import heft
+    from heuristics.placement.list_scheduler import heft
 
     return _heuristic_result(inst, "heft", options, lambda: heft(inst))
 
 
 def _bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from heuristics.bifocal import BifocalParams, bifocal_schedule
+    from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
     params = BifocalParams.from_dict(options.params)  # unknown names → InputError
     stats: dict[str, Any] = {}
@@ -72,7 +72,7 @@ def _bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
 
 
 def _policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from heuristics.policy_search import PolicySearchParams, policy_search
+    from heuristics.placement.policy_search import PolicySearchParams, policy_search
 
     params = PolicySearchParams.from_dict(options.params)  # unknown names → InputError
     stats: dict[str, Any] = {}
@@ -85,10 +85,10 @@ def _policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
 
 
 def _static(policy: str) -> Callable[[PlacementInstance, SolveOptions], Result]:
-    """The back end of static policy ``policy`` (DOPS Table 1, heuristics.static_policies)."""
+    """The back end of static policy ``policy`` (DOPS Table 1, heuristics.placement.static_policies)."""
 
     def backend(inst: PlacementInstance, options: SolveOptions) -> Result:
-        from heuristics.static_policies import POLICIES, static_schedule
+        from heuristics.placement.static_policies import POLICIES, static_schedule
 
         return _heuristic_result(inst, policy, options, lambda: static_schedule(inst, policy),
                                  policy=POLICIES[policy].description)
@@ -113,7 +113,7 @@ PLACEMENT_METHODS: dict[str, Callable[[PlacementInstance, SolveOptions], Result]
 }
 #: Methods that take a warm start (the others ignore ``initial_solution``).
 EXACT_METHODS = frozenset({"cpsat", "cpsat-blocks", "milp"}) | LAYOUT_EXACT
-PLACEMENT_METHODS.update(LAYOUT_METHODS)  # P2 strategies (solvers.layout): formats are decided
+PLACEMENT_METHODS.update(LAYOUT_METHODS)  # P2 strategies (solvers.layout.strategies): formats are decided
 
 
 #: heuristics an exact solve may start from ("best": the shorter of heft and bifocal;
@@ -125,9 +125,9 @@ def warm_start_schedule(inst: PlacementInstance, name: str
                         ) -> tuple[dict[str, Any] | None, str | None]:
     """The schedule of heuristic ``name`` ("best": the shortest of them) that the exact
     models can take: valid and without evictions (they model none). (None, None) if none is."""
-    from heuristics.bifocal import BifocalParams, bifocal_schedule
-    from heuristics.list_scheduler import heft
-    from heuristics.policy_search import policy_search
+    from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
+    from heuristics.placement.list_scheduler import heft
+    from heuristics.placement.policy_search import policy_search
 
     runs = {"heft": lambda: heft(inst),
             "bifocal": lambda: bifocal_schedule(inst, BifocalParams()),
@@ -161,10 +161,10 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
     export_path: MILP only, write the model as .mps/.lp; params: passed to the back end
     untouched (e.g. CP-SAT parameter names, HiGHS option names).
     """
-    from opt.serving import ServingInstance
+    from opt.serving.instance import ServingInstance
 
-    if isinstance(instance, ServingInstance):  # P3: solvers.serving (bnb, milp, col, ...)
-        from solvers.serving import solve_serving
+    if isinstance(instance, ServingInstance):  # P3: solvers.serving.methods (bnb, milp, col, ...)
+        from solvers.serving.methods import solve_serving
 
         if export_path is not None:
             raise InputError("export is available for the placement MILP only", field="export")
@@ -208,10 +208,10 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
         result.status = "FEASIBLE"
         result.stats["incumbent"] = "warm start (the solver found none within the limit)"
     if result.status not in ("INFEASIBLE", "ERROR"):
-        # layout methods choose formats: bound the format-relaxed instance (opt.layout)
+        # layout methods choose formats: bound the format-relaxed instance (opt.placement.layout)
         cert = certified_lower_bound(relaxed_instance(instance)
                                      if solver in LAYOUT_METHODS else instance)
         if result.lower_bound is None or cert.value > result.lower_bound:
             result.lower_bound = float(cert.value)
-            result.stats["lower_bound_source"] = f"certified ({cert.best}, opt.certified_bounds)"
+            result.stats["lower_bound_source"] = f"certified ({cert.best}, opt.placement.certified_bounds)"
     return certify_placement(instance, result)

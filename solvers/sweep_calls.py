@@ -1,6 +1,6 @@
 """Picklable ``solve(instance, method) -> Result`` callables for sweeps on any executor.
 
-The sweeps of the core (:mod:`opt.sweep`, :mod:`opt.serving_sweep`) take the solve function as
+The sweeps of the core (:mod:`opt.runs.sweep`, :mod:`opt.runs.serving_sweep`) take the solve function as
 an argument; on a process pool or a Dask cluster it travels to the workers, so it must be a
 top-level object with plain fields rather than a closure. :class:`SolveCall` is that object for
 ``hetopt sweep placement | layout | serving``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from opt.result import Result
+from opt.common.result import Result
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class SolveCall:
     params: back-end parameters as (key, value) pairs, passed only to methods whose name starts
     with ``params_prefix`` (all methods when it is None);
     budget_gb / budget_factor: a P2 memory budget applied to the instance first (10^9 bytes, or
-    a multiple of the blocks' linear bytes; :func:`opt.layout.budget_from`)."""
+    a multiple of the blocks' linear bytes; :func:`opt.placement.layout.budget_from`)."""
 
     time_limit: float | None = 60.0
     num_workers: int = 1
@@ -36,7 +36,7 @@ class SolveCall:
         from solvers.api import solve
 
         if self.budget_gb is not None or self.budget_factor is not None:
-            from opt.layout import budget_from, with_budget
+            from opt.placement.layout import budget_from, with_budget
 
             instance = with_budget(instance, budget_from(instance, gb=self.budget_gb,
                                                          factor=self.budget_factor))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from opt.hardware import bundled_catalog
-from opt.modelcard import bundled_cards
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
 
 
 @pytest.fixture(scope="session")

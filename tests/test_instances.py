@@ -1,4 +1,4 @@
-"""DOT task-graph reader (opt.dot) and the bundled benchmark instances (instances/)."""
+"""DOT task-graph reader (opt.placement.dot) and the bundled benchmark instances (instances/)."""
 
 import gzip
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import instances
-from opt.dot import DotGraph, dot_to_instance, parse_dot, read_dot
-from opt.errors import InputError, UnknownNameError
+from opt.placement.dot import DotGraph, dot_to_instance, parse_dot, read_dot
+from opt.common.errors import InputError, UnknownNameError
 
 DATA = Path(instances.__file__).resolve().parent / "data"
 DOT_DIR = DATA / "sinnen-dot"

@@ -1,0 +1,1 @@
+"""P2 heuristics: the Weight Layout Arbiter (WLA)."""

@@ -1,0 +1,224 @@
+"""Weight Layout Arbiter (DOPS §5.2, SPEC §6): choose each weight block's storage format by
+observing where the scheduler loads it, re-scheduling with Bifocal after each change.
+
+A reimplementation from the paper's description; this docstring fixes the interpretation.
+
+Evaluation
+    One *evaluation* = a Bifocal schedule of the instance with blocks stored as φ
+    (:func:`opt.placement.layout.with_formats`; the task order is computed once and reused) and its
+    makespan. The trajectory (makespan per evaluation, DOPS Fig. 16(b)) is reported.
+
+Load pressure
+    From the last accepted schedule, per block b and device class c: the total duration of b's
+    load events on devices of class c divided by the number of devices of c (time per load
+    port, :func:`opt.placement.layout.load_pressure`). NPU and GPU devices count as the NPU side.
+
+Outer dominance stage (one *pass*)
+    Each non-fixed block with any load gets the format favoured by its pressure: ``npu_opt``
+    when its NPU-side pressure exceeds its PIM-side pressure, ``pim_opt`` otherwise (with the
+    ``dual`` extension on: ``dual`` when the smaller side is at least ``dual_ratio`` of the
+    larger). Blocks whose format already is the favoured one are left alone; the others are
+    ranked by the margin |p_npu − p_pim| (largest first) and at most ``share`` of all blocks
+    (default 20 %, at least one) change in a pass, skipping changes that would exceed the
+    memory budget. The pass is evaluated: a makespan above the current one *regresses* — the
+    pass is reverted and WLA stops; otherwise it is accepted.
+
+Inner targeted refinement
+    In the accepted schedule, blocks whose format *disagrees with the observed loading* — their
+    format is not the one their pressure now favours (a ``pim_opt`` block loaded only by the
+    NPU, a ``linear`` block loaded by one side only, …) — are taken by margin (largest first),
+    at most ``refine`` per pass. For each, every other allowed format that fits the budget is
+    evaluated; the best flip is kept only if it lowers the makespan by more than ``eps`` ×
+    the current makespan.
+
+Stop
+    when the outer stage proposes no change, when ``budget`` evaluations are spent, or when a
+    pass regresses (reverted). The result never exceeds the all-linear Bifocal makespan (the
+    first evaluation) because only non-regressing passes and improving flips are kept.
+
+Formats: the paper's WLA chooses among ``linear``, ``npu_opt``, ``pim_opt``; ``dual=True``
+(the memory-budgeted extension) adds ``dual``, whose storage multiplier counts against
+``layout.memory_budget``. Deterministic (Bifocal is).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
+from heuristics.placement.list_scheduler import priority_order, upward_rank
+from opt.common.errors import InputError
+from opt.placement.instance import PlacementInstance
+from opt.placement.layout import (NATIVE_FORMAT, WLA_FORMATS, allowed_formats, fits_budget,
+                        load_pressure, storage_bytes, with_formats)
+
+
+@dataclass(frozen=True)
+class WlaParams:
+    """share: max fraction of blocks changed per outer pass; eps: relative makespan drop a
+    refinement flip must exceed; budget: max Bifocal evaluations (the first, all-linear, one
+    included); refine: max blocks tried per inner refinement; dual: allow ``dual`` (extension);
+    dual_ratio: the extension's pressure balance (min/max side) that favours ``dual``."""
+
+    share: float = 0.2
+    eps: float = 1e-3
+    budget: int = 40
+    refine: int = 4
+    dual: bool = False
+    dual_ratio: float = 0.5
+
+    @classmethod
+    def split(cls, params: dict[str, Any] | None) -> tuple[WlaParams, BifocalParams]:
+        """WLA parameters and Bifocal's from one dict (unknown names raise InputError)."""
+        params = dict(params or {})
+        mine = {k: params.pop(k) for k in list(params) if k in cls.__dataclass_fields__}
+        for k, v in mine.items():
+            if k == "dual":
+                if not isinstance(v, (bool, np.bool_)):
+                    raise InputError(f"WLA parameter 'dual' must be true or false, got {v!r}",
+                                     field="params.dual")
+            elif k in ("budget", "refine"):
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                    raise InputError(f"WLA parameter '{k}' must be an integer ≥ 1, got {v!r}",
+                                     field=f"params.{k}")
+            elif isinstance(v, bool) or not isinstance(v, (int, float, np.number)) \
+                    or not math.isfinite(float(v)) or float(v) < 0 \
+                    or (k in ("share", "dual_ratio") and not 0 < float(v) <= 1):
+                raise InputError(f"WLA parameter '{k}' out of range: {v!r}", field=f"params.{k}")
+        return cls(**mine), BifocalParams.from_dict(params)
+
+
+@dataclass
+class WlaOutcome:
+    """The chosen formats, their Bifocal schedule and makespan, the trajectory and counters."""
+
+    formats: dict[str, str]
+    solution: dict[str, Any]
+    makespan: int
+    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str = ""
+    passes: int = 0
+    time_s: float = 0.0
+
+    def stats(self) -> dict[str, Any]:
+        return {"trajectory": self.trajectory, "evaluations": len(self.trajectory),
+                "stop_reason": self.stop_reason, "passes": self.passes,
+                "wla_time_s": self.time_s}
+
+
+def _side(device_class: str) -> str | None:
+    return {"npu": "npu", "gpu": "npu", "pim": "pim"}.get(device_class)
+
+
+def wla(inst: PlacementInstance, params: WlaParams | None = None,
+        bifocal: BifocalParams | None = None) -> WlaOutcome:
+    """Run WLA on the P2 instance ``inst`` (see the module docstring). Raises InputError when
+    the all-linear start does not fit the memory budget and no other start is possible."""
+    p = params or WlaParams()
+    bp = bifocal or BifocalParams()
+    t0 = time.perf_counter()
+    formats = tuple(f for f in allowed_formats(inst) if f in WLA_FORMATS or
+                    (p.dual and f == "dual"))
+    if "linear" not in formats:
+        raise InputError(f"WLA starts all-linear but 'linear' is not among the instance's "
+                         f"formats {list(inst.layout.formats)}", field="layout.formats")
+    fixed = inst.layout.fixed
+    free = [b for b in inst.block_ids if b not in fixed]
+    phi = {b: fixed.get(b, "linear") for b in inst.block_ids}
+    if not fits_budget(inst, phi):
+        raise InputError(f"the all-linear layout needs {storage_bytes(inst, phi):.0f} bytes > "
+                         f"memory budget {inst.layout.memory_budget}", field="memory_budget")
+    order = priority_order(inst, upward_rank(inst))
+    traj: list[dict[str, Any]] = []
+
+    def evaluate(assign: dict[str, str], stage: str, changed: int) -> tuple[dict, int]:
+        sol = bifocal_schedule(with_formats(inst, assign), bp, order=order)
+        ms = max((c["end"] for c in sol["compute"]), default=0)
+        traj.append({"evaluation": len(traj) + 1, "stage": stage, "changed": changed,
+                     "makespan": int(ms), "accepted": False})
+        return sol, int(ms)
+
+    sol, ms = evaluate(phi, "start", 0)
+    traj[-1]["accepted"] = True
+    cap = max(1, math.ceil(p.share * len(inst.block_ids)))
+
+    def favoured(solution: dict) -> dict[str, tuple[str, float]]:
+        """block -> (favoured format, margin) from the solution's load pressure."""
+        pres = load_pressure(inst, solution)
+        out = {}
+        for b in free:
+            per = pres.get(b)
+            if not per:
+                continue
+            pn = sum(v for c, v in per.items() if _side(c) == "npu")
+            pp = sum(v for c, v in per.items() if _side(c) == "pim")
+            if pn == 0 and pp == 0:
+                continue
+            hi, lo = max(pn, pp), min(pn, pp)
+            if p.dual and "dual" in formats and lo > 0 and lo >= p.dual_ratio * hi:
+                fav = "dual"
+            else:
+                fav = NATIVE_FORMAT["npu"] if pn > pp else NATIVE_FORMAT["pim"]
+            if fav in formats:
+                out[b] = (fav, abs(pn - pp))
+        return out
+
+    passes = 0
+    stop = "budget"
+    while len(traj) < p.budget:
+        # ---- outer dominance stage ----------------------------------------------------------
+        fav = favoured(sol)
+        ranked = sorted(((m, b, f) for b, (f, m) in fav.items() if phi[b] != f),
+                        key=lambda x: (-x[0], x[1]))
+        new = dict(phi)
+        changed = 0
+        for _, b, f in ranked:
+            if changed >= cap:
+                break
+            trial = {**new, b: f}
+            if fits_budget(inst, trial):
+                new = trial
+                changed += 1
+        if changed == 0:
+            stop = "outer stage changed nothing"
+            break
+        passes += 1
+        sol_o, ms_o = evaluate(new, "outer", changed)
+        if ms_o > ms:
+            stop = "pass regressed (reverted)"
+            break
+        traj[-1]["accepted"] = True
+        phi, sol, ms = new, sol_o, ms_o
+        # ---- inner targeted refinement --------------------------------------------------------
+        fav = favoured(sol)
+        disagree = sorted(((m, b) for b, (f, m) in fav.items() if phi[b] != f),
+                          key=lambda x: (-x[0], x[1]))[:p.refine]
+        for _, b in disagree:
+            best = None
+            for f in formats:
+                if f == phi[b] or len(traj) >= p.budget:
+                    continue
+                trial = {**phi, b: f}
+                if not fits_budget(inst, trial):
+                    continue
+                sol_f, ms_f = evaluate(trial, "refine", 1)
+                if best is None or ms_f < best[2]:
+                    best = (trial, sol_f, ms_f, len(traj) - 1)
+            if best is not None and best[2] < ms * (1.0 - p.eps):
+                phi, sol, ms = best[0], best[1], best[2]
+                traj[best[3]]["accepted"] = True
+        if len(traj) >= p.budget:
+            stop = "budget"
+            break
+    held = traj[0]["makespan"]
+    for row in traj:  # the makespan the arbiter holds after each evaluation
+        if row["accepted"]:
+            held = row["makespan"]
+        row["best"] = held
+    return WlaOutcome(formats=phi, solution=sol, makespan=ms, trajectory=traj,
+                      stop_reason=stop, passes=passes, time_s=time.perf_counter() - t0)

@@ -1,0 +1,1 @@
+"""P1 heuristics: list scheduling and HEFT, Bifocal, static policies, policy search."""

@@ -1,0 +1,466 @@
+"""Bifocal (DOPS §5.1, SPEC §6): a list scheduler over the ready set whose device choice looks
+both *near* (the task's own earliest finish) and *far* (a lookahead over its successors and
+the reuse of weights over phases and tokens). A reimplementation from the paper's description
+(no DOPS code is available); this docstring fixes the interpretation of every term.
+
+Ready-set order
+    HEFT's: among ready tasks the highest upward rank first
+    (:func:`heuristics.placement.list_scheduler.priority_order` with
+    :func:`~heuristics.placement.list_scheduler.upward_rank`) — a static topological order.
+
+Device score (lowest wins; ties → the device whose class is the task's lookahead hint, then
+the lowest device index)::
+
+    score(t, d) = (1 − γ)·EFT(t, d) + γ·T̂_H(t, d) + B_phase(t, d) + B_token(t, d)
+
+EFT(t, d)
+    Earliest finish of t on d in the current partial schedule, with every rule of SPEC §1.2:
+    inputs and their transfers (booked against channel contention, ``full``/``star``), the
+    block's load on d's load port (or its existing residency), evictions when the load does
+    not fit (below), and insertion into idle gaps of d
+    (:class:`heuristics.placement.list_scheduler.ScheduleState`, shared with HEFT).
+
+T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
+    From t follow the *heaviest-payload chain*: c₁ = the successor of t over t's outgoing edge
+    with the most bytes (ties: lowest edge index), c₂ = the heaviest successor of c₁, … for up
+    to H tasks (fewer when the chain reaches a sink). A *device-class pattern* assigns a class
+    to each c_k among the device classes present; all |classes|^H patterns are enumerated
+    (patterns with a class illegal for c_k are infeasible). For t on d (class κ₀ = class(d))::
+
+        T̂_H(t, d) = EFT(t, d) + min over patterns (κ₁..κ_H) of
+                     Σ_k [ X(κ_{k−1} → κ_k, bytes(c_{k−1} → c_k)) + D(c_k, κ_k) ]
+
+    with D(c, κ) = the shortest duration of c on a device of class κ and X = 0 within a
+    class, else the shortest transfer of the edge's bytes over a link between the two classes
+    (latency + ceil(bytes / bandwidth)). The tail term depends only on t and class(d), so it is
+    computed once per instance, vectorised over all tasks (the per-(kind, phase, step)
+    template cache of the paper, exact for every task). The best pattern's class for each c_k
+    goes into the *hint map* when t is committed to d (the nearest ancestor's hint wins); the
+    hint breaks ties between equal scores when c_k is scheduled. ``window`` off ≡ H = 0:
+    T̂_H = EFT, so the score's first two terms are EFT and γ plays no role.
+    Since T̂_H = EFT + tail, the first two terms equal EFT + γ·tail.
+
+B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``)
+    θ maps each weight block to the device class of the task that used it last (updated on
+    every commit; cleared when the block is evicted from the last device of that class that
+    held it, since a hint towards a class without a resident copy saves no reload and would
+    only make a capacity-starved class thrash). t_reload(b, d) = the delay the reload of t's
+    block b onto d adds to t in the current partial schedule: the block's ready time minus
+    the inputs' ready time, at least 0 (0 when b is resident on d, and 0 when the load can be
+    prefetched on d's idle load port before the inputs arrive — a hidden load costs nothing).
+    (Charging the full load duration instead pinned every decode task to the class that ran
+    the prefill even when the copy onto PIM could be prefetched for free: on dops-qwen-1.8b,
+    HP32, 512/128/1 that reading gave 623 ms against 320 ms for EFT alone.)
+    If θ(b) is set and differs from class(d): + λ·t_reload. For prefill tasks (phase 0) on
+    a class whose devices together can hold all weight blocks (sum of capacities ≥ total
+    block bytes; unlimited counts): −η·t_reload (weights loaded there can stay for decode).
+    Tasks without a block: 0.
+
+B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
+    For a decode task (phase 1) at step i with a block b, R_i = L_out − i + 1 remaining steps
+    (L_out = ``meta.workload.decode``, else the largest step). s_cur = EFT(t, d) (the finish
+    including b's (re)load on d, evictions included) and s_warm = the finish on d if b were
+    already resident (inputs and device availability only). Then C_cur = s_cur + the phase
+    penalty (the reload's cost now: its delay and its penalty, both paid once),
+    r_eff = max(r_min, R_i·p_reuse), C_avg = s_warm + max(0, C_cur − s_warm)/max(1, r_eff) —
+    the reload's cost spread over the remaining steps that will reuse the block — and
+    B_token = min(0, α·(C_avg − C_cur)) = −α·(C_cur − s_warm)·(1 − 1/max(1, r_eff)). It is 0
+    when b is resident (s_cur = s_warm), in prefill, and for tasks without block or step.
+
+Capacity (SPEC rule 6)
+    A device whose block would exceed its capacity evicts least-recently-used blocks (smallest
+    start of their last scheduled use on that device) at the new load's start T, which is the
+    load port's free time delayed, if needed, to just after the last use of every victim (a
+    victim's last use must start strictly before its eviction). Evicted blocks are reloaded by a
+    new load when needed again. Eviction events are part of the solution.
+
+Load-port prior (switch ``prior``, default off; an extension beyond DOPS)
+    θ starts from :func:`load_port_prior` instead of empty: blocks are spread over the load
+    ports by LPT list scheduling on their cheapest loads, and θ(b) is the class of b's port, so
+    the phase bias steers a block's first use towards a class whose port has room. On small
+    load-bound instances (1-layer slices) it halves Bifocal's gap to the proven optimum
+    (5.8 % → 3.3 % mean on 9 instances); at full DOPS size its effect is mixed (−6 % … +5 %
+    makespan on 7 workloads), so it is not the default. Needs ``phase``.
+
+Eviction cost (``evict_cost`` = κ, default 0 = off; an extension beyond DOPS)
+    A device choice whose load evicts blocks adds κ × the reload time of every victim that a
+    still-unscheduled task uses (its load duration on that device): LRU eviction alone lets the
+    fast NPU evict blocks that are needed again a moment later. On llama-2-13b, HP32,
+    128/128/16 (2,553 evictions by default) κ = 1 gives 27 evictions and 6.9 s instead of
+    28.7 s; on workloads without capacity pressure nothing changes; with mild pressure
+    (llama-2-13b HP64 512/128/8, HP32 128/128/1) it costs 2–7 % — hence off by default.
+
+"EFT only" (``window=phase=token=False``) is exactly the HEFT list schedule (insertion EFT in
+upward-rank order), except that devices whose capacity is exhausted evict instead of being
+skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted and reported).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from heuristics.placement.list_scheduler import ScheduleState, priority_order, unique_rows, upward_rank
+from opt.common.errors import InputError
+from opt.placement.instance import PlacementInstance
+
+
+@dataclass(frozen=True)
+class BifocalParams:
+    """Switches and weights of Bifocal (SPEC §6 defaults)."""
+
+    window: bool = True
+    phase: bool = True
+    token: bool = True
+    gamma: float = 0.4
+    H: int = 3
+    lam: float = 3.0
+    eta: float = 0.0
+    alpha: float = 1.0
+    r_min: float = 1.0
+    p_reuse: float = 1.0
+    prior: bool = False
+    evict_cost: float = 0.0
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
+        """Validated parameters; unknown names and bad values raise :class:`InputError`."""
+        params = dict(params or {})
+        known = list(cls.__dataclass_fields__)
+        for name in params:
+            if name not in known:
+                raise InputError(f"unknown Bifocal parameter '{name}'; known: "
+                                 f"{', '.join(known)}", field=f"params.{name}")
+        out: dict[str, Any] = {}
+        for name, value in params.items():
+            if name in ("window", "phase", "token", "prior"):
+                if not isinstance(value, (bool, np.bool_)):
+                    raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
+                                     f"{value!r}", field=f"params.{name}")
+                out[name] = bool(value)
+            elif name == "H":
+                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                        or not 0 <= value <= 8:
+                    raise InputError(f"Bifocal parameter 'H' must be an integer in 0..8, got "
+                                     f"{value!r}", field="params.H")
+                out[name] = int(value)
+            else:
+                if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                        or not math.isfinite(float(value)) or float(value) < 0:
+                    raise InputError(f"Bifocal parameter '{name}' must be a finite number "
+                                     f"≥ 0, got {value!r}", field=f"params.{name}")
+                if name == "gamma" and float(value) > 1:
+                    raise InputError(f"Bifocal parameter 'gamma' must be in [0, 1], got "
+                                     f"{value!r}", field="params.gamma")
+                out[name] = float(value)
+        return cls(**out)
+
+
+# ---------------------------------------------------------------------------------------------
+# lookahead precomputation (vectorised over all tasks)
+
+def heaviest_successor(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+    """(successor, bytes) over each task's heaviest outgoing edge (ties: lowest edge index);
+    successor −1 for sinks."""
+    n, m = inst.n_tasks, inst.n_edges
+    hs = np.full(n, -1, dtype=np.int64)
+    hb = np.zeros(n, dtype=np.int64)
+    if m:
+        src, nb = inst.edge_src, inst.edge_bytes
+        order = np.lexsort((np.arange(m), -nb, src))
+        s = src[order]
+        first = np.concatenate([[True], s[1:] != s[:-1]])
+        sel = order[first]
+        hs[src[sel]] = inst.edge_dst[sel]
+        hb[src[sel]] = nb[sel]
+    return hs, hb
+
+
+def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tail [n, K], best pattern [n, K], heaviest successor [n]).
+
+    tail[t, κ₀] = min over class patterns of the chain's transfer + compute time after t when
+    t runs on class κ₀; best = the index of the first minimal pattern in
+    ``itertools.product(range(K), repeat=H)`` order."""
+    n, K = inst.n_tasks, n_cls
+    hs, hb = heaviest_successor(inst)
+    tail = np.zeros((n, K))
+    best = np.zeros((n, K), dtype=np.int64)
+    if H == 0 or n == 0:
+        return tail, best, hs
+    cost = inst.cost.astype(np.float64)
+    cost[inst.cost < 0] = np.inf
+    dcl = np.stack([cost[:, dev_cls == c].min(axis=1) for c in range(K)], axis=1)  # [n, K]
+    lat = inst.links.latency
+    bw = inst.links.bandwidth
+    members = [np.flatnonzero(dev_cls == c) for c in range(K)]
+
+    def xfer(nbytes: np.ndarray) -> np.ndarray:
+        """[K, K, len] shortest inter-class transfer time (0 within a class)."""
+        out = np.zeros((K, K, len(nbytes)))
+        nbf = nbytes.astype(np.float64)
+        for a in range(K):
+            for b in range(K):
+                if a == b:
+                    continue
+                cur = np.full(len(nbytes), np.inf)
+                for i in members[a]:
+                    for j in members[b]:
+                        cur = np.minimum(cur, lat[i, j] + np.ceil(nbf / bw[i, j]))
+                out[a, b] = cur
+        return out
+
+    chain = []  # per position k: (valid mask, D [n, K], X [K, K, n])
+    c = np.arange(n)
+    nbytes = np.zeros(n, dtype=np.int64)
+    for _ in range(H):
+        valid = c >= 0
+        nbytes = np.where(valid, hb[np.maximum(c, 0)], 0)
+        c = np.where(valid, hs[np.maximum(c, 0)], -1)
+        valid = c >= 0
+        if not valid.any():
+            break
+        D = np.where(valid[:, None], dcl[np.maximum(c, 0)], 0.0)
+        X = np.where(valid[None, None, :], xfer(nbytes), 0.0)
+        chain.append((D, X))
+    depth = len(chain)
+    if depth == 0:
+        return tail, best, hs
+    stride = [K ** (H - 1 - k) for k in range(H)]
+    for c0 in range(K):
+        best_val = np.full(n, np.inf)
+        best_idx = np.zeros(n, dtype=np.int64)
+
+        def rec(k: int, prev: int, partial: np.ndarray, idx: int) -> None:
+            if k == depth:
+                better = partial < best_val
+                best_val[better] = partial[better]
+                best_idx[better] = idx
+                return
+            D, X = chain[k]
+            for kappa in range(K):
+                rec(k + 1, kappa, partial + X[prev, kappa] + D[:, kappa], idx + kappa * stride[k])
+
+        rec(0, c0, np.zeros(n), 0)
+        tail[:, c0] = best_val
+        best[:, c0] = best_idx
+    return tail, best, hs
+
+
+def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
+    """θ before any commit (switch ``prior``, an extension): blocks assigned to load ports by
+    longest-processing-time-first list scheduling — each block, longest cheapest load first,
+    goes to the legal device whose port would finish its loads earliest — and θ(b) = that
+    device's class. Balances the weight traffic over the ports, which EFT alone cannot see."""
+    nb, nd = len(inst.block_ids), inst.n_devices
+    users = np.zeros((nb, nd), dtype=bool)
+    has = np.flatnonzero(inst.task_block >= 0)
+    legal = inst.cost[has] >= 0
+    np.logical_or.at(users, inst.task_block[has], legal)
+    ld = inst.load_duration.astype(np.float64)
+    ld[(ld < 0) | ~users] = np.inf
+    order = np.argsort(-np.where(np.isfinite(ld), ld, -np.inf).min(axis=1), kind="stable")
+    port = np.zeros(nd)
+    theta = [-1] * nb
+    for b in order.tolist():
+        fin = port + ld[b]
+        if not np.isfinite(fin).any():
+            continue
+        d = int(np.argmin(fin))
+        port[d] = fin[d]
+        theta[b] = dev_cls[d]
+    return theta
+
+
+# ---------------------------------------------------------------------------------------------
+
+def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalParams | None = None,
+                     *, order: list[int] | None = None, stats: dict[str, Any] | None = None
+                     ) -> dict:
+    """The Bifocal schedule of ``inst`` (SPEC §1.2a solution dict); see the module docstring.
+
+    params: a dict of :class:`BifocalParams` fields (unknown names raise InputError);
+    order: the task order (default: HEFT's upward-rank order); stats: filled with counters
+    and timings when given."""
+    p = params if isinstance(params, BifocalParams) else BifocalParams.from_dict(params)
+    t0 = time.perf_counter()
+    n, nd = inst.n_tasks, inst.n_devices
+    classes: list[str] = []
+    for dv in inst.devices:
+        if dv.device_class not in classes:
+            classes.append(dv.device_class)
+    K = len(classes)
+    dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
+    dev_cls = np.array(dcls_l, dtype=np.int64)
+    H = p.H if p.window else 0
+    window = H > 0
+
+    # ---- per-task types: cost row (+ lookahead tail and best pattern per class) -----------
+    if window:
+        tail, best, hs = window_tails(inst, H, dev_cls, K)
+        if not np.isfinite(tail).all():  # cannot happen: every task has a legal device
+            raise InputError("lookahead found no feasible class pattern", field="window")
+        combo = np.concatenate([inst.cost, tail.astype(np.int64), best], axis=1)
+        rows, inv = unique_rows(combo)
+        st = ScheduleState(inst, insertion=True, evict=True,
+                           cost_types=(rows[:, :nd], inv))
+        g = p.gamma
+        type_w = [[g * r[nd + dcls_l[d]] for d in range(nd)] for r in rows.tolist()]
+        type_best = [r[nd + K:] for r in rows.tolist()]
+        hs_l = hs.tolist()
+        hint = [-1] * n
+        hint_dist = [H + 1] * n
+        n_pat = K ** H
+        patterns = [[(i // K ** (H - 1 - k)) % K for k in range(H)] for i in range(n_pat)]
+    else:
+        st = ScheduleState(inst, insertion=True, evict=True)
+        type_w = type_best = hs_l = hint = hint_dist = patterns = None
+    t_pre = time.perf_counter()
+    order = (priority_order(inst, upward_rank(inst)) if order is None
+             else [int(x) for x in order])
+    t_order = time.perf_counter()
+
+    # ---- phase and token data -----------------------------------------------------------------
+    nb = len(inst.block_ids)
+    phase_l = inst.phase.tolist() if inst.phase is not None else [-1] * n
+    step_l = inst.step.tolist() if inst.step is not None else [-1] * n
+    theta = [-1] * nb
+    if p.phase and p.prior and nb:
+        theta = load_port_prior(inst, dcls_l)
+    total_bytes = int(inst.block_bytes.sum()) if nb else 0
+    holds_all = []
+    for c in range(K):
+        caps = [dv.weight_capacity for d, dv in enumerate(inst.devices) if dcls_l[d] == c]
+        holds_all.append(any(x is None for x in caps) or sum(caps) >= total_bytes)
+    l_out = None
+    wl = inst.meta.get("workload") if isinstance(inst.meta, dict) else None
+    if isinstance(wl, dict) and isinstance(wl.get("decode"), int):
+        l_out = wl["decode"]
+    elif inst.step is not None and inst.phase is not None and (inst.phase == 1).any():
+        l_out = int(inst.step[inst.phase == 1].max())
+    amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
+
+    def amort_of(i: int) -> float:
+        r_eff = max(p.r_min, (l_out - i + 1) * p.p_reuse)
+        return 1.0 / max(1.0, r_eff)
+
+    use_phase, use_token = p.phase, p.token and l_out is not None
+    # eviction cost (extension): victims still needed later are charged their reload time
+    kappa = p.evict_cost
+    uses_left = [0] * nb
+    if kappa > 0 and nb:
+        for b_ in inst.task_block.tolist():
+            if b_ >= 0:
+                uses_left[b_] += 1
+    load_plan = st.load_plan
+    lam, eta, alpha = p.lam, p.eta, p.alpha
+
+    # ---- the list-scheduling loop --------------------------------------------------------------
+    ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
+    block, loadd, res_ready, tls = st.block, st.loadd, st.res_ready, st.tl
+    evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
+    evictions = st.evictions
+    class_devs = [[d for d in range(nd) if dcls_l[d] == c] for c in range(K)]
+    seen = [False] * n
+    ties_by_hint = 0
+    for t in order:
+        if seen[t]:
+            raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice",
+                             field="order")
+        seen[t] = True
+        info = pred_info(t)
+        ty = ttype[t]
+        durs = type_dur[ty]
+        b = block[t]
+        ph = phase_l[t]
+        inv_r = -1.0
+        if use_token and b >= 0 and ph == 1:
+            i = step_l[t]
+            inv_r = amort.get(i)
+            if inv_r is None:
+                inv_r = amort[i] = amort_of(i)
+        wrow = type_w[ty] if window else None
+        h = hint[t] if window else -1
+        best_s = best_d = None
+        best_h = False
+        for d in type_legal[ty]:
+            dur = durs[d]
+            r = evaluate(t, d, dur, info)
+            if r is None:
+                continue
+            f = r[1]
+            score = f + wrow[d] if window else f
+            if b >= 0 and b not in res_ready[d]:
+                penalty = 0.0
+                if use_phase:
+                    tr = r[3] - r[2]  # the reload's exposed delay (0 when prefetched in time)
+                    th = theta[b]
+                    if th >= 0 and th != dcls_l[d]:
+                        penalty = lam * tr
+                    if ph == 0 and holds_all[dcls_l[d]]:
+                        penalty -= eta * tr
+                    score += penalty
+                if inv_r >= 0 and r[3] > r[2]:
+                    # the current cost of the reload is its delay plus its phase penalty; both
+                    # are paid once and amortised over the steps that will reuse the block
+                    s_warm = tls[d].earliest(r[2], dur) + dur
+                    c_cur = f + max(0.0, penalty)
+                    c_avg = s_warm + max(0, c_cur - s_warm) * inv_r
+                    bt = alpha * (c_avg - c_cur)
+                    if bt < 0:
+                        score += bt
+            if kappa > 0 and b >= 0 and b not in res_ready[d]:
+                lp = load_plan(b, d)
+                if lp:
+                    score += kappa * sum(loadd[v][d] for v in lp[1] if uses_left[v] > 0)
+            if best_s is None or score < best_s:
+                best_s, best_d, best_h = score, d, dcls_l[d] == h
+            elif score == best_s and not best_h and dcls_l[d] == h:
+                best_d, best_h = d, True
+                ties_by_hint += 1
+        if best_d is None:
+            raise st.no_device_error(t)
+        n_ev = len(evictions)
+        commit(t, best_d, info)
+        if kappa > 0 and b >= 0:
+            uses_left[b] -= 1
+        c = dcls_l[best_d]
+        if n_ev != len(evictions):
+            for v, vd, _ in evictions[n_ev:]:
+                cv = dcls_l[vd]
+                if theta[v] == cv and not any(v in res_ready[x] for x in class_devs[cv]):
+                    theta[v] = -1
+        if b >= 0:
+            theta[b] = c
+        if window:
+            pat = patterns[type_best[ty][c]]
+            u = hs_l[t]
+            k = 0
+            while u >= 0 and k < H:
+                if k + 1 <= hint_dist[u]:
+                    hint[u] = pat[k]
+                    hint_dist[u] = k + 1
+                u = hs_l[u]
+                k += 1
+    t_loop = time.perf_counter()
+    solution = st.solution()
+    t_end = time.perf_counter()
+    if stats is not None:
+        counts = {c: 0 for c in classes}
+        for d in st.dev:
+            counts[classes[dcls_l[d]]] += 1
+        stats.update({
+            "params": asdict(p), "classes": classes, "l_out": l_out,
+            "loads": len(st.load_events), "evictions": len(st.evictions),
+            "tasks_per_class": counts, "ties_broken_by_hint": ties_by_hint,
+            "types": len(type_dur),
+            "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
+                       "schedule": t_loop - t_order, "solution": t_end - t_loop,
+                       "total": t_end - t0},
+        })
+    return solution

@@ -1,0 +1,170 @@
+"""Policy search: the best operator-kind → device-class mapping by local search (beyond DOPS).
+
+DOPS' static policies (Table 1) each fix the device class of every (operator kind, phase); the
+device within the class is chosen by EFT in HEFT order. Policy search treats that mapping as
+the decision: every (kind, phase) pair — kinds of routed/shared experts grouped by their role,
+``expert{e}_up`` → ``expert*_up`` — takes one of ``npu``, ``pim`` or ``any`` (EFT among all
+legal devices, i.e. HEFT's choice). It starts from the best of HEFT and the five static
+policies, then hill-climbs: pairs in decreasing order of their tasks' total work, each tried
+with the other values, a change kept when the makespan drops (first improvement), passes
+repeated until one changes nothing or the budget (``max_evaluations``, ``time_limit_s``) is
+spent. Every evaluation is a full list schedule (:func:`heuristics.placement.list_scheduler.list_schedule`,
+no evictions — like the static policies), so the result is a valid schedule of that mapping,
+and the mapping itself is reported (``stats["mapping"]``): it answers DOPS' question "which
+operators should run where" for the instance at hand.
+
+Deterministic (no randomness; ties keep the incumbent).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from heuristics.placement.list_scheduler import list_schedule, priority_order, upward_rank
+from heuristics.placement.static_policies import CLASS_MEMBERS, POLICIES, policy_classes
+from opt.common.errors import InputError
+from opt.placement.instance import PlacementInstance
+from opt.placement.validator import validate_placement
+
+ANY = "any"
+VALUES = ("npu", "pim", ANY)
+_EXPERT = re.compile(r"(expert|shared)\d+_(\w+)")
+
+
+def kind_group(kind: str) -> str:
+    """Experts share a group per role: ``expert3_up`` → ``expert*_up``."""
+    m = _EXPERT.fullmatch(kind)
+    return f"{m.group(1)}*_{m.group(2)}" if m else kind
+
+
+@dataclass
+class PolicySearchParams:
+    """Budget of the search: schedule evaluations and seconds (None = unlimited)."""
+
+    max_evaluations: int = 200
+    time_limit_s: float | None = 60.0
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any] | None) -> "PolicySearchParams":
+        params = dict(params or {})
+        out = cls()
+        for key, value in params.items():
+            if key == "max_evaluations":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise InputError(f"max_evaluations must be an integer ≥ 1, got {value!r}",
+                                     field="params.max_evaluations")
+                out.max_evaluations = value
+            else:
+                raise InputError(f"unknown policy-search parameter '{key}'; known: "
+                                 f"max_evaluations", field=f"params.{key}")
+        return out
+
+
+@dataclass
+class _Search:
+    inst: PlacementInstance
+    order: list[int]
+    keys: list[tuple[str, int] | None]
+    members: dict[str, frozenset[int]]
+    evaluations: int = 0
+    trajectory: list[int] = field(default_factory=list)
+
+    def candidates(self, mapping: dict[tuple[str, int], str]) -> Callable[[int, list[int]], list[int]]:
+        keys, members = self.keys, self.members
+
+        def cand(t: int, legal: list[int]) -> list[int]:
+            k = keys[t]
+            c = mapping.get(k, ANY) if k is not None else ANY
+            if c == ANY:
+                return legal
+            return [d for d in legal if d in members[c]]
+
+        return cand
+
+    def evaluate(self, mapping: dict[tuple[str, int], str]) -> tuple[int, dict]:
+        sol = list_schedule(self.inst, self.order, insertion=True,
+                            candidates=self.candidates(mapping))
+        ms = validate_placement(self.inst, sol).makespan
+        self.evaluations += 1
+        self.trajectory.append(ms)
+        return ms, sol
+
+
+def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearchParams | None = None,
+                  *, time_limit_s: float | None = None, stats: dict[str, Any] | None = None
+                  ) -> dict:
+    """The best schedule found (SPEC §1.2a solution dict); see the module docstring."""
+    p = params if isinstance(params, PolicySearchParams) else PolicySearchParams.from_dict(params)
+    limit = time_limit_s if time_limit_s is not None else p.time_limit_s
+    deadline = None if limit is None else time.perf_counter() + limit
+    t0 = time.perf_counter()
+    order = priority_order(inst, upward_rank(inst))
+    kinds = inst.kind or (None,) * inst.n_tasks
+    phases = inst.phase.tolist() if inst.phase is not None else [-1] * inst.n_tasks
+    keys = [None if k is None or ph not in (0, 1) else (kind_group(k), ph)
+            for k, ph in zip(kinds, phases)]
+    dev_class = [d.device_class for d in inst.devices]
+    members = {c: frozenset(d for d, dc in enumerate(dev_class) if dc in CLASS_MEMBERS[c])
+               for c in CLASS_MEMBERS}
+    s = _Search(inst, order, keys, members)
+
+    # variables: (kind group, phase) pairs with a choice (both classes present and legal)
+    work: dict[tuple[str, int], float] = {}
+    cheapest = np.where(inst.cost >= 0, inst.cost, np.iinfo(np.int64).max).min(axis=1)
+    legal_cls = {c: np.isin(np.arange(inst.n_devices), sorted(m)) for c, m in members.items()}
+    choice: dict[tuple[str, int], bool] = {}
+    for t, k in enumerate(keys):
+        if k is None:
+            continue
+        work[k] = work.get(k, 0.0) + float(cheapest[t])
+        row = inst.cost[t] >= 0
+        both = all((row & legal_cls[c]).any() for c in members)
+        choice[k] = choice.get(k, False) or both
+    variables = sorted((k for k in work if choice[k]), key=lambda k: (-work[k], k))
+
+    # starting points: HEFT (all "any") and the static policies
+    starts: list[tuple[str, dict]] = [("heft", {})]
+    for name, pol in POLICIES.items():
+        cls = policy_classes(inst, pol)
+        mapping: dict[tuple[str, int], str] = {}
+        for t, k in enumerate(keys):
+            if k is not None and cls[t] is not None:
+                mapping[k] = cls[t]
+        starts.append((name, mapping))
+    best_ms, best_sol, best_map, start_name = None, None, {}, ""
+    for name, mapping in starts:
+        ms, sol = s.evaluate(mapping)
+        if best_ms is None or ms < best_ms:
+            best_ms, best_sol, best_map, start_name = ms, sol, dict(mapping), name
+
+    improved, passes, stop = True, 0, False
+    while improved and variables and not stop:
+        improved = False
+        passes += 1
+        for k in variables:
+            for v in VALUES:
+                if v == best_map.get(k, ANY):
+                    continue
+                if s.evaluations >= p.max_evaluations or \
+                        (deadline is not None and time.perf_counter() > deadline):
+                    stop = True
+                    break
+                trial = {**best_map, k: v}
+                ms, sol = s.evaluate(trial)
+                if ms < best_ms:
+                    best_ms, best_sol, best_map, improved = ms, sol, trial, True
+            if stop:
+                break
+    if stats is not None:
+        stats.update({"start": start_name, "evaluations": s.evaluations, "passes": passes,
+                      "variables": len(variables), "trajectory": s.trajectory,
+                      "mapping": {f"{k}@{'prefill' if ph == 0 else 'decode'}": v
+                                  for (k, ph), v in sorted(best_map.items())},
+                      "time_s": time.perf_counter() - t0})
+    return best_sol

@@ -1,0 +1,455 @@
+"""P3 plan search: the regularity-aware branch-and-bound (OpWeave §5), exhaustive enumeration,
+and the fixed-boundary baselines COL / AFD / CAD (SPEC §3.2, §6).
+
+Every search runs over *owner sequences*: the owner of each op of the partition block, cyclic,
+changing only to the next owner (mod K) — exactly the plans a round-robin template can express
+(``opt.serving.plan.template_from_sequence`` turns one back into a template). Owner 0 is, by
+convention, the owner of the block's first op (this removes the K rotations of each plan).
+
+Spaces:
+- *full*: every owner sequence over the block (exhaustive enumeration; tiny instances only);
+- *structured* (regularity-aware): the sequence of one sub-block of ``sub_block_layers`` layers
+  tiled over the block (default 1 layer: every layer of the block is cut the same way);
+- *fixed*: one given per-layer pattern (COL: K = 1; AFD: attention module | FFN/MoE;
+  CAD: core attention | the rest).
+
+For a fixed sequence and μ, an owner's choice (configuration c, per-replica batch b) affects the
+plan only through: its busy time, the transfers it sends (fixed by b̂ = b/μ), its price per
+request c/b, its GPUs per replica and b (replicas). Hence
+
+- **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
+  same transfer sizes and replica counts) keep those not dominated in (busy, price, GPUs);
+  dropping a dominated choice never loses the optimum (swap it for its dominator: every T_rtt
+  term, the cost rate and the GPU count stay or drop);
+- **bounds** (OpWeave App. C.1 in this model): with owners 1..d chosen,
+  ``T_rtt ≥ Σ_chosen (busy + sent transfers) + Σ_rest min(busy + sent)`` (compute + network
+  along the path), ``T_rtt ≥ μ·busy`` and ``μ·NIC load`` of each chosen owner, and
+  ``cost rate ≥ Σ_chosen c/b + Σ_rest min c/b``; a node is cut when ``T_LB > SLO``, when
+  ``T_LB · rate_LB ≥ incumbent``, or when the GPUs / replicas already committed exceed the grid.
+
+Both switches only prune; ``--no-frontier`` / ``--no-bounds`` find the same optimum (tested).
+Counts reported: ``space`` (owner choices × sequences × μ before any pruning), ``candidates``
+(after memory feasibility and frontiers), ``nodes`` (search-tree nodes), ``evaluations`` (full
+plans evaluated at the leaves).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from opt.serving.instance import ServingInstance, lcm_all
+from opt.serving.plan import (Owner, ServingPlan, crossings, resident_bytes,
+                              template_from_sequence)
+
+#: Per-layer owner patterns of the baselines over the builder's five ops per layer
+#: (qkv, attn, o_proj, ffn_in, ffn_out).
+BASELINE_PATTERNS = {"col": (0, 0, 0, 0, 0), "afd": (0, 0, 0, 1, 1), "cad": (0, 1, 0, 0, 0)}
+
+
+# ---- owner sequences -------------------------------------------------------------------------
+
+def owner_patterns(length: int, k: int) -> Iterator[np.ndarray]:
+    """Every cyclic round-robin owner sequence of ``length`` ops that starts with owner 0 and
+    uses all ``k`` owners."""
+    if k == 1:
+        yield np.zeros(length, dtype=np.int64)
+        return
+    seq = [0] * length
+
+    def rec(pos: int, cur: int, changes: int) -> Iterator[np.ndarray]:
+        if pos == length:
+            wrap = 0 if cur == 0 else 1
+            if (cur + wrap) % k == 0 and (changes + wrap) % k == 0 and changes + wrap >= k:
+                yield np.array(seq, dtype=np.int64)
+            return
+        for nxt in (cur, (cur + 1) % k):
+            if nxt != cur and changes + 1 > length:
+                continue
+            seq[pos] = nxt
+            yield from rec(pos + 1, nxt, changes + (nxt != cur))
+
+    yield from rec(1, 0, 0)
+
+
+def tile(inst: ServingInstance, sub_block_layers: int, pattern: np.ndarray) -> np.ndarray:
+    """Repeat a sub-block's owner pattern over the block."""
+    reps = inst.block_layers // sub_block_layers
+    return np.tile(pattern, reps)
+
+
+def sub_block_length(inst: ServingInstance, sub_block_layers: int) -> int:
+    """Ops in a sub-block of ``sub_block_layers`` layers; raises ValueError when the block is
+    not a whole number of identical-length sub-blocks."""
+    if sub_block_layers < 1 or inst.block_layers % sub_block_layers:
+        raise ValueError(f"sub-block of {sub_block_layers} layers does not divide the block of "
+                         f"{inst.block_layers} layers")
+    per_layer = [sum(1 for o in inst.ops if o.layer == l) for l in range(inst.block_layers)]
+    if len(set(per_layer)) != 1:
+        raise ValueError(f"layers of the block have different op counts {per_layer}: "
+                         f"templates cannot be tiled; use the full space")
+    return per_layer[0] * sub_block_layers
+
+
+# ---- per-sequence owner data ---------------------------------------------------------------
+
+@dataclass
+class _Role:
+    """One owner of a fixed owner sequence: its op mask and what its choices cost."""
+
+    busy: np.ndarray      # [C, MB] ticks per token
+    send: np.ndarray      # [MB] transfer durations it sends along the path per token
+    out: np.ndarray       # [MB] NIC out serialisation per token
+    inn: np.ndarray       # [MB] NIC in serialisation per token (at its own b̂)
+    weights: float        # resident bytes per replica
+    kv: float             # KV bytes per request
+
+
+@dataclass
+class _Seq:
+    owner: np.ndarray
+    roles: list[_Role]
+
+
+def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
+    """Per owner of ``owner``: busy time for every (config, microbatch), the transfers it
+    sends and receives per microbatch size, and its resident bytes (``opt.serving.plan``'s
+    crossing and memory rules, vectorised over the tables)."""
+    k = int(owner.max()) + 1
+    first, last = int(owner[0]), int(owner[inst.last_op])
+    nmb = len(inst.microbatch_sizes)
+    send = np.zeros((k, nmb), dtype=np.int64)
+    out = np.zeros((k, nmb), dtype=np.int64)
+    inn = np.zeros((k, nmb), dtype=np.int64)
+    if k > 1:
+        for i, snd, rcv, occ in crossings(inst, owner):
+            send[snd] += occ * inst.transfer_duration[:, i]
+            out[snd] += occ * inst.transfer_busy[:, i]
+            inn[rcv] += occ * inst.transfer_busy[:, i]
+        if last != first:
+            send[last] += inst.token_transfer_duration
+            out[last] += inst.token_transfer_busy
+            inn[first] += inst.token_transfer_busy
+    weights, kv = resident_bytes(inst, owner, k)
+    roles = []
+    for m in range(k):
+        busy = dur_cnt[:, :, owner == m].sum(axis=2)
+        if m == first:
+            busy = busy + inst.head_duration[:, :, 0]
+        if m == last:
+            busy = busy + inst.head_duration[:, :, 1]
+        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m])))
+    return _Seq(owner, roles)
+
+
+@dataclass
+class _Cands:
+    """The choices of one owner for a fixed sequence and μ (parallel arrays)."""
+
+    cfg: np.ndarray
+    batch: np.ndarray
+    mb: np.ndarray
+    busy: np.ndarray
+    send: np.ndarray
+    out: np.ndarray       # busier NIC direction of one replica per token
+    rate: np.ndarray      # $/s per request of one replica: price / b
+    tp: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.cfg)
+
+    def take(self, idx: np.ndarray) -> "_Cands":
+        return _Cands(*(getattr(self, f)[idx] for f in
+                        ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp")))
+
+
+@dataclass(frozen=True)
+class _Configs:
+    """Per configuration: replica price ($/s), usable memory (bytes), GPUs."""
+
+    price: np.ndarray
+    cap: np.ndarray
+    tp: np.ndarray
+
+    @classmethod
+    def of(cls, inst: ServingInstance) -> "_Configs":
+        return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
+                   np.array([inst.replica_memory_bytes(c) for c in inst.configs]),
+                   np.array([c.tp for c in inst.configs]))
+
+
+def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
+                ) -> tuple[_Cands, int]:
+    """Memory-feasible choices (config, batch) of one owner; returns them and the raw count."""
+    rows = []
+    raw = 0
+    price, cap, tps = cfgs.price, cfgs.cap, cfgs.tp
+    for b in inst.grid.batches:
+        if b % mu or (b // mu) not in inst.microbatch_sizes:
+            continue
+        mb = inst.mb_index(b // mu)
+        raw += len(inst.configs)
+        ok = role.weights + b * role.kv <= cap
+        for c in np.flatnonzero(ok & (tps <= inst.grid.max_gpus)):
+            rows.append((c, b, mb, int(role.busy[c, mb]), int(role.send[mb]),
+                         max(int(role.out[mb]), int(role.inn[mb])), price[c] / b, tps[c]))
+    if not rows:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty), raw
+    cols = list(zip(*rows))
+    cands = _Cands(np.array(cols[0]), np.array(cols[1]), np.array(cols[2]), np.array(cols[3]),
+                   np.array(cols[4]), np.array(cols[5]), np.array(cols[6], dtype=np.float64),
+                   np.array(cols[7]))
+    if frontier:
+        cands = cands.take(_pareto(cands))
+    # cheapest-looking first, so good incumbents come early
+    order = np.argsort(cands.rate * (cands.busy + cands.send), kind="stable")
+    return cands.take(order), raw
+
+
+def _pareto(c: _Cands) -> np.ndarray:
+    """Indices of choices not dominated within their batch in (busy, rate, tp); of equal
+    vectors the first is kept (vectorised pairwise comparison per batch group)."""
+    keep = []
+    for b in np.unique(c.batch):
+        idx = np.flatnonzero(c.batch == b)
+        busy, rate, tp = c.busy[idx], c.rate[idx], c.tp[idx]
+        le = ((busy[:, None] <= busy[None, :]) & (rate[:, None] <= rate[None, :])
+              & (tp[:, None] <= tp[None, :]))            # le[j, i]: j at least as good as i
+        lt = ((busy[:, None] < busy[None, :]) | (rate[:, None] < rate[None, :])
+              | (tp[:, None] < tp[None, :]))
+        earlier = np.arange(len(idx))[:, None] < np.arange(len(idx))[None, :]
+        dominated = (le & (lt | earlier)).any(axis=0)
+        keep.extend(idx[~dominated].tolist())
+    return np.array(sorted(keep), dtype=np.int64)
+
+
+# ---- the search ------------------------------------------------------------------------------
+
+@dataclass
+class SearchStats:
+    space: int = 0
+    candidates: int = 0
+    nodes: int = 0
+    evaluations: int = 0
+    sequences: int = 0
+    best_t_rtt: int | None = None     # tightest T_rtt of any memory/GPU-feasible plan seen
+    runtime_s: float = 0.0
+    timed_out: bool = False
+
+    def to_dict(self) -> dict:
+        return {"space": self.space, "candidates": self.candidates, "nodes": self.nodes,
+                "evaluations": self.evaluations, "sequences": self.sequences,
+                "best_t_rtt": self.best_t_rtt, "runtime_s": self.runtime_s,
+                "timed_out": self.timed_out}
+
+
+@dataclass
+class SearchOutcome:
+    plan: ServingPlan | None
+    cost_usd_per_token: float | None
+    t_rtt: int | None
+    stats: SearchStats = field(default_factory=SearchStats)
+
+
+class _Searcher:
+    def __init__(self, inst: ServingInstance, *, frontier: bool, bounds: bool,
+                 objective: str, time_limit: float | None):
+        self.inst = inst
+        self.frontier = frontier
+        self.bounds = bounds
+        self.objective = objective  # "cost" or "t_rtt" (the tightest T_rtt, SLO ignored)
+        self.deadline = None if time_limit is None else time.perf_counter() + time_limit
+        self.tick_s = inst.seconds(1)
+        self.best = math.inf
+        self.best_key: tuple | None = None
+        self.stats = SearchStats()
+        self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
+        self.cfgs = _Configs.of(inst)
+
+    def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        return t * self.tick_s * rate if self.objective == "cost" else t.astype(np.float64)
+
+    def run(self, sequences: Sequence[np.ndarray], mus: Sequence[int]) -> None:
+        for owner in sequences:
+            seq = _sequence_data(self.inst, owner, self.dur_cnt)
+            self.stats.sequences += 1
+            for mu in mus:
+                if self.deadline is not None and time.perf_counter() > self.deadline:
+                    self.stats.timed_out = True
+                    return
+                cands = []
+                raw_prod = 1
+                prod = 1
+                for role in seq.roles:
+                    c, raw = _candidates(self.inst, self.cfgs, role, mu, self.frontier)
+                    cands.append(c)
+                    raw_prod *= raw
+                    prod *= len(c)
+                self.stats.space += raw_prod
+                self.stats.candidates += prod
+                if prod == 0:
+                    continue
+                min_path = [int((c.busy + c.send).min()) for c in cands]
+                min_rate = [float(c.rate.min()) for c in cands]
+                min_tp = [int(c.tp.min()) for c in cands]
+                self._dfs(seq, mu, cands, [], min_path, min_rate, min_tp)
+
+    def _dfs(self, seq: _Seq, mu: int, cands: list[_Cands], chosen: list[int],
+             min_path: list[int], min_rate: list[float], min_tp: list[int]) -> None:
+        d = len(chosen)
+        k = len(cands)
+        self.stats.nodes += 1
+        if d == k - 1:
+            self._leaves(seq, mu, cands, chosen)
+            return
+        c = cands[d]
+        rest_path = sum(min_path[d + 1:])
+        rest_rate = sum(min_rate[d + 1:])
+        rest_tp = sum(min_tp[d + 1:])
+        base_path = sum(int(cands[m].busy[j] + cands[m].send[j]) for m, j in enumerate(chosen))
+        base_rate = sum(float(cands[m].rate[j]) for m, j in enumerate(chosen))
+        base_busy = max([int(cands[m].busy[j]) for m, j in enumerate(chosen)], default=0)
+        base_out = max([int(cands[m].out[j]) for m, j in enumerate(chosen)], default=0)
+        batches = [int(cands[m].batch[j]) for m, j in enumerate(chosen)]
+        for j in range(len(c)):
+            if self.bounds:
+                t_lb = max(base_path + int(c.busy[j] + c.send[j]) + rest_path,
+                           mu * max(base_busy, int(c.busy[j])),
+                           mu * max(base_out, int(c.out[j])))
+                if self.objective == "cost" and t_lb > self.inst.tpot_slo:
+                    continue
+                val = (t_lb * self.tick_s * (base_rate + float(c.rate[j]) + rest_rate)
+                       if self.objective == "cost" else float(t_lb))
+                if val >= self.best:
+                    continue
+                bs = batches + [int(c.batch[j])]
+                lcm = lcm_all(bs)
+                if any(lcm // b > self.inst.grid.max_replicas for b in bs):
+                    continue
+                gpus = sum(int(cands[m].tp[jj]) * lcm // int(cands[m].batch[jj])
+                           for m, jj in enumerate(chosen)) + int(c.tp[j]) * lcm // int(c.batch[j])
+                if gpus + rest_tp > self.inst.grid.max_gpus:
+                    continue
+            self._dfs(seq, mu, cands, chosen + [j], min_path, min_rate, min_tp)
+
+    def _leaves(self, seq: _Seq, mu: int, cands: list[_Cands], chosen: list[int]) -> None:
+        inst = self.inst
+        k = len(cands)
+        last = cands[k - 1]
+        nl = len(last)
+        self.stats.evaluations += nl
+        path = np.full(nl, 0, dtype=np.int64)
+        busy_max = np.zeros(nl, dtype=np.int64)
+        out_max = np.zeros(nl, dtype=np.int64)
+        rate = np.zeros(nl)
+        for m, j in enumerate(chosen):
+            c = cands[m]
+            path += int(c.busy[j] + c.send[j])
+            busy_max = np.maximum(busy_max, int(c.busy[j]))
+            out_max = np.maximum(out_max, int(c.out[j]))
+            rate += float(c.rate[j])
+        path += last.busy + last.send
+        busy_max = np.maximum(busy_max, last.busy)
+        out_max = np.maximum(out_max, last.out)
+        rate += last.rate
+        t = np.maximum.reduce([path, mu * busy_max, mu * out_max])
+        # replicas and GPUs with the global batch B = lcm of the owners' batches
+        bs = [int(cands[m].batch[j]) for m, j in enumerate(chosen)]
+        lcm = np.array([lcm_all(bs + [int(b)]) for b in last.batch], dtype=np.int64)
+        ok = (lcm // last.batch <= inst.grid.max_replicas)
+        gpus = last.tp * (lcm // last.batch)
+        for m, j in enumerate(chosen):
+            reps = lcm // int(cands[m].batch[j])
+            ok &= reps <= inst.grid.max_replicas
+            gpus = gpus + int(cands[m].tp[j]) * reps
+        ok &= gpus <= inst.grid.max_gpus
+        if not ok.any():
+            return
+        tight = int(t[ok].min())
+        if self.stats.best_t_rtt is None or tight < self.stats.best_t_rtt:
+            self.stats.best_t_rtt = tight
+        if self.objective == "cost":
+            ok &= t <= inst.tpot_slo
+            if not ok.any():
+                return
+        val = np.where(ok, self._value(t, rate), np.inf)
+        j = int(np.argmin(val))
+        if val[j] < self.best:
+            self.best = float(val[j])
+            picks = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj])) for m, jj in enumerate(chosen)]
+            picks.append((int(last.cfg[j]), int(last.batch[j])))
+            self.best_key = (seq.owner.copy(), picks, mu, int(t[j]))
+
+
+def _plan_from(inst: ServingInstance, owner: np.ndarray, picks: list[tuple[int, int]],
+               mu: int) -> ServingPlan:
+    k = len(picks)
+    template, perm = template_from_sequence(owner, k)
+    owners = tuple(Owner(inst.configs[picks[p][0]].id, picks[p][1]) for p in perm)
+    return ServingPlan(template, owners, mu)
+
+
+def _microbatches(inst: ServingInstance, microbatches: Sequence[int] | None) -> list[int]:
+    return list(microbatches) if microbatches else list(range(1, inst.grid.max_microbatches + 1))
+
+
+def _owner_counts(inst: ServingInstance, owners: Sequence[int] | None) -> list[int]:
+    return list(owners) if owners else list(range(1, inst.grid.max_owners + 1))
+
+
+def search(inst: ServingInstance, sequences_by_k: dict[int, list[np.ndarray]], *,
+           frontier: bool = True, bounds: bool = True, objective: str = "cost",
+           microbatches: Sequence[int] | None = None, time_limit: float | None = None,
+           incumbent: float | None = None) -> SearchOutcome:
+    """Minimise cost per token (or, with ``objective="t_rtt"``, T_rtt ignoring the SLO) over
+    the given owner sequences, every owner choice and μ.
+
+    incumbent: the objective value of a known plan ($ per token, or ticks); only strictly
+    better plans are then returned (``plan`` None means none is better).
+    time_limit: seconds; on expiry the best plan so far is returned with
+    ``stats.timed_out``."""
+    t0 = time.perf_counter()
+    s = _Searcher(inst, frontier=frontier, bounds=bounds, objective=objective,
+                  time_limit=time_limit)
+    if incumbent is not None:
+        s.best = float(incumbent)
+    mus = _microbatches(inst, microbatches)
+    for k in sorted(sequences_by_k):
+        s.run(sequences_by_k[k], mus)
+    s.stats.runtime_s = time.perf_counter() - t0
+    if s.best_key is None:
+        return SearchOutcome(None, None, None, s.stats)
+    owner, picks, mu, t = s.best_key
+    plan = _plan_from(inst, owner, picks, mu)
+    cost = s.best if objective == "cost" else None
+    return SearchOutcome(plan, cost, t, s.stats)
+
+
+def structured_sequences(inst: ServingInstance, sub_block_layers: int = 1,
+                         owners: Sequence[int] | None = None) -> dict[int, list[np.ndarray]]:
+    """The regularity-aware space: a sub-block's owner sequences tiled over the block."""
+    length = sub_block_length(inst, sub_block_layers)
+    return {k: [tile(inst, sub_block_layers, p) for p in owner_patterns(length, k)]
+            for k in _owner_counts(inst, owners)}
+
+
+def full_sequences(inst: ServingInstance, owners: Sequence[int] | None = None
+                   ) -> dict[int, list[np.ndarray]]:
+    """Every owner sequence over the whole block (exponential: tiny instances only)."""
+    return {k: list(owner_patterns(inst.n_ops, k)) for k in _owner_counts(inst, owners)}
+
+
+def baseline_sequences(inst: ServingInstance, name: str) -> dict[int, list[np.ndarray]]:
+    """COL / AFD / CAD: their fixed per-layer pattern tiled over the block."""
+    pattern = np.array(BASELINE_PATTERNS[name], dtype=np.int64)
+    length = sub_block_length(inst, 1)
+    if length != len(pattern):
+        raise ValueError(f"baseline '{name}' needs the builder's {len(pattern)} ops per layer "
+                         f"(qkv, attn, o_proj, ffn_in, ffn_out); the instance has {length}")
+    k = int(pattern.max()) + 1
+    return {k: [tile(inst, 1, pattern)]}

@@ -1,0 +1,1 @@
+"""Exact P1 models: CP-SAT and MILP (Pyomo + HiGHS)."""

@@ -1,0 +1,511 @@
+"""CP-SAT model of P1 placement (SPEC §1.2), restricted to schedules without evictions.
+
+Per (task, legal device) an optional fixed-size interval sharing the task's start; no-overlap
+per device; per cross-device edge and device pair a conditional delay and — when links have
+contention — an optional transfer interval on the pair's channel (``full``) or on the source's
+uplink and the destination's downlink (``star``); per (block, device) an optional load interval
+on the device's load port that must end before any task of the block starts there; capacity as
+a knapsack over loaded blocks (nothing is evicted, so loads stay resident).
+
+P2 (``formats`` given, SPEC §2): per block a format choice (exactly one of the allowed
+formats; fixed blocks keep theirs), each load interval's length the chosen format's load
+duration on its device, and the memory budget as a knapsack over the formats' storage. The
+redundant constraints then use each block's cheapest allowed load per device (a relaxation).
+
+Redundant constraints that make proofs fast: per-task heads and tails from the DAG with the
+cheapest durations (S[t] ≥ head, S[t] + tail ≤ Cmax) and per (task, device) ones that count
+forced transfers, per-device load releases and neighbours sharing a device
+(``opt.placement.lower_bounds.device_heads_tails``: S[t] ≥ Σ_d head[t,d]·x[t,d],
+S[t] + Σ_d tail[t,d]·x[t,d] ≤ Cmax); load-port energy and delivery-time cuts; the critical
+path and the average-load bound on the makespan, per-device work ≤ Cmax; and lexicographic
+symmetry breaking between interchangeable devices (same class, capacity, costs, loads and
+links). (An edge-transportation cut — the MILP's z — was tried and left out: 5–7× slower
+proofs on 1-layer LLM slices.) Zero-length tasks and loads stay out of the no-overlap
+constraints: CP-SAT's no-overlap forbids a zero-size interval inside another one, SPEC does not.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.options import SolveOptions
+from models.placement.formats import add_storage_budget, format_literals, storage_milli
+from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.layout import allowed_formats, relaxed_instance
+from opt.placement.lower_bounds import BIG, device_heads_tails, heads_tails
+from opt.common.result import Result
+from opt.placement.solution import make_solution
+
+
+class PlacementCpSat:
+    """The CP-SAT model and its variables (exposed for tests and warm starts)."""
+
+    def __init__(self, inst: PlacementInstance, *, symmetry_breaking: bool = True,
+                 redundant: bool = True, formats: Sequence[str] | None = None):
+        self.inst = inst
+        m = self.model = cp_model.CpModel()
+        self.constants: set[int] = set()
+        n, nd = inst.n_tasks, inst.n_devices
+        cost, links = inst.cost, inst.links
+        # P1: the blocks' formats are given; P2: ``loads`` is the cheapest allowed load per
+        # (block, device) (for the relaxations), the chosen format's duration is a variable
+        self.formats = None if formats is None else allowed_formats(inst, formats)
+        bound_inst = inst if formats is None else relaxed_instance(inst, self.formats)
+        loads = bound_inst.load_duration
+        load_max = loads if formats is None else np.max(
+            [inst.block_load[f] for f in self.formats], axis=0)
+        # variable domains from the heads and tails (device-aware in the full model, computed
+        # once: _bound_cuts uses them too; the plain model keeps device-agnostic domains)
+        self._bounds = self._heads_tails(bound_inst) if redundant else None
+        if self._bounds is None:
+            head, tail_any = heads_tails(bound_inst)
+            cmax_lb = int(tail_any.max(initial=0))
+        else:
+            head, tail_any, cmax_lb = (self._bounds[k] for k in ("head", "tail_any", "cmax_lb"))
+        self.cmax_lb = cmax_lb  # a makespan bound from heads and tails (the node's, restricted)
+        # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
+        max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
+                                                      / float(links.bandwidth.min())))
+        horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges
+                      + load_max.clip(0).sum() + 1)
+        self.horizon = horizon
+        self.cmax = m.new_int_var(cmax_lb, horizon, "cmax")
+        self.start = [m.new_int_var(int(head[t]), horizon - int(tail_any[t]), f"s{t}")
+                      for t in range(n)]
+        self.end = [m.new_int_var(0, horizon, f"e{t}") for t in range(n)]
+        self.pres: dict[tuple[int, int], Any] = {}
+        dev_intervals: list[list[Any]] = [[] for _ in range(nd)]
+        work: list[list[tuple[Any, int]]] = [[] for _ in range(nd)]
+        for t in range(n):
+            legal = np.flatnonzero(cost[t] >= 0).tolist()
+            lits = []
+            for d in legal:
+                lit = self._const(1) if len(legal) == 1 else m.new_bool_var(f"x{t}_{d}")
+                self.pres[(t, d)] = lit
+                lits.append(lit)
+                c = int(cost[t, d])
+                if c > 0:  # CP-SAT's no-overlap forbids a zero-size interval inside another
+                    dev_intervals[d].append(m.new_optional_fixed_size_interval_var(
+                        self.start[t], c, lit, f"iv{t}_{d}"))
+                work[d].append((lit, c))
+            m.add_exactly_one(lits)
+            m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
+                                                     for d in legal))
+        for d in range(nd):
+            if len(dev_intervals[d]) > 1:
+                m.add_no_overlap(dev_intervals[d])
+        sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
+        for t in sinks.tolist():
+            m.add(self.cmax >= self.end[t])
+
+        # ---- edges: conditional delays, transfer intervals under contention ------------------
+        self.transfer_start: dict[int, Any] = {}
+        self.transfer_pair: dict[tuple[int, int, int], Any] = {}
+        channels: dict[Any, list[Any]] = {}
+        for e in range(inst.n_edges):
+            u, v, nb = int(inst.edge_src[e]), int(inst.edge_dst[e]), int(inst.edge_bytes[e])
+            m.add(self.start[v] >= self.end[u])
+            du = np.flatnonzero(cost[u] >= 0).tolist()
+            dv = np.flatnonzero(cost[v] >= 0).tolist()
+            pairs = [(a, b, links.transfer(a, b, nb)) for a in du for b in dv if a != b]
+            pairs = [p for p in pairs if p[2] > 0]
+            if not pairs:
+                continue
+            if links.contention:
+                ts = m.new_int_var(0, horizon, f"ts{e}")
+                self.transfer_start[e] = ts
+                m.add(ts >= self.end[u])
+            for a, b, tr in pairs:
+                both = [self.pres[(u, a)], self.pres[(v, b)]]
+                if not links.contention:
+                    m.add(self.start[v] >= self.end[u] + tr).only_enforce_if(both)
+                    continue
+                q = m.new_bool_var(f"q{e}_{a}_{b}")
+                m.add_bool_and(both).only_enforce_if(q)
+                m.add_bool_or([both[0].negated(), both[1].negated(), q])
+                self.transfer_pair[(e, a, b)] = q
+                iv = m.new_optional_fixed_size_interval_var(ts, tr, q, f"tr{e}_{a}_{b}")
+                m.add(self.start[v] >= ts + tr).only_enforce_if(q)
+                keys = [(a, b)] if links.topology == "full" else [("up", a), ("down", b)]
+                for k in keys:
+                    channels.setdefault(k, []).append(iv)
+        for ivs in channels.values():
+            if len(ivs) > 1:
+                m.add_no_overlap(ivs)
+
+        # ---- weight loads: before first use, one port per device, capacity ---------------------
+        self.load_lit: dict[tuple[int, int], Any] = {}
+        self.load_start: dict[tuple[int, int], Any] = {}
+        self.load_end: dict[tuple[int, int], Any] = {}
+        port: list[list[Any]] = [[] for _ in range(nd)]
+        users: dict[tuple[int, int], list[int]] = {}
+        for t in np.flatnonzero(inst.task_block >= 0).tolist():
+            b = int(inst.task_block[t])
+            for d in np.flatnonzero(cost[t] >= 0).tolist():
+                users.setdefault((b, d), []).append(t)
+        self.fmt_lit: dict[tuple[int, str], Any] = {}
+        if self.formats is not None:
+            self._format_choice(sorted({b for b, _ in users}), users)
+        for (b, d), ts_ in users.items():
+            dur = int(loads[b, d])
+            lit = m.new_bool_var(f"L{b}_{d}")
+            ls = m.new_int_var(0, horizon, f"ls{b}_{d}")
+            self.load_lit[(b, d)] = lit
+            self.load_start[(b, d)] = ls
+            if self.formats is None:
+                le = ls + dur
+                if dur > 0:
+                    port[d].append(m.new_optional_fixed_size_interval_var(ls, dur, lit,
+                                                                          f"ld{b}_{d}"))
+            else:
+                opts = [(f, int(inst.block_load[f][b, d])) for f in self.formats
+                        if (b, f) in self.fmt_lit]
+                size = m.new_int_var(min(v for _, v in opts), max(v for _, v in opts),
+                                   f"ldur{b}_{d}")
+                m.add(size == sum(v * self.fmt_lit[(b, f)] for f, v in opts))
+                le = m.new_int_var(0, horizon, f"le{b}_{d}")
+                port[d].append(m.new_optional_interval_var(ls, size, le, lit, f"ld{b}_{d}"))
+            self.load_end[(b, d)] = le
+            for t in ts_:
+                m.add_implication(self.pres[(t, d)], lit)
+                m.add(self.start[t] >= le).only_enforce_if(self.pres[(t, d)])
+                if redundant:
+                    m.add(self.start[t] >= dur).only_enforce_if(self.pres[(t, d)])
+            m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
+        self.users = users
+        self.avail: dict[int, Any] = {}
+        if redundant:
+            # every used block is loaded somewhere; its first copy is ready at avail[b], which
+            # no user can precede (whatever its device)
+            for b in sorted({b for b, _ in users}):
+                devs = [d for (bb, d) in self.load_lit if bb == b]
+                m.add_bool_or([self.load_lit[(b, d)] for d in devs])
+                ready = []
+                for d in devs:
+                    r = m.new_int_var(0, horizon, f"ready{b}_{d}")
+                    m.add(r == self.load_end[(b, d)]).only_enforce_if(
+                        self.load_lit[(b, d)])
+                    m.add(r == horizon).only_enforce_if(self.load_lit[(b, d)].negated())
+                    ready.append(r)
+                avail = self.avail[b] = m.new_int_var(int(loads[b, devs].min()), horizon,
+                                                      f"avail{b}")
+                m.add_min_equality(avail, ready)
+                for d in devs:
+                    # the users of b on d run one at a time after b is ready there
+                    m.add(self.cmax >= self.load_end[(b, d)]
+                          + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
+                          ).only_enforce_if(self.load_lit[(b, d)])
+                for t in sorted({t for d in devs for t in users[(b, d)]}):
+                    m.add(self.start[t] >= avail)
+            for d in range(nd):
+                items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
+                         if dd == d]
+                if items:
+                    m.add(sum(w * lit for w, lit in items) <= self.cmax)
+                if work[d]:
+                    m.add(sum(c * lit for lit, c in work[d]) <= self.cmax)
+            self._bound_cuts(bound_inst, base=True)
+        for d in range(nd):
+            if len(port[d]) > 1:
+                m.add_no_overlap(port[d])
+            cap = inst.devices[d].weight_capacity
+            if cap is not None:
+                items = [(int(inst.block_bytes[b]), lit) for (b, dd), lit in self.load_lit.items()
+                         if dd == d]
+                if sum(w for w, _ in items) > cap:
+                    m.add(sum(w * lit for w, lit in items) <= cap)
+
+        # ---- symmetry breaking between interchangeable devices -----------------------------------
+        self.symmetry_groups = interchangeable_devices(inst) if symmetry_breaking else []
+        if self.formats is not None:  # devices must also agree on every format's loads
+            self.symmetry_groups = [
+                g for g in self.symmetry_groups
+                if all(np.array_equal(inst.block_load[f][:, g[0]], inst.block_load[f][:, x])
+                       for f in self.formats for x in g[1:])]
+        order = inst.topological_order.tolist()
+        for group in self.symmetry_groups:
+            # devices of a group are opened in order of their first task (topological index)
+            opened = {d: self._const(0) for d in group}
+            for t in order:
+                for j in range(1, len(group)):
+                    d, prev = group[j], group[j - 1]
+                    if (t, d) in self.pres:
+                        m.add_implication(self.pres[(t, d)], opened[prev])
+                nxt = {}
+                for d in group:
+                    if (t, d) in self.pres:
+                        o = m.new_bool_var(f"open{t}_{d}")
+                        m.add_bool_or([opened[d], self.pres[(t, d)]]).only_enforce_if(o)
+                        m.add_implication(opened[d], o)
+                        m.add_implication(self.pres[(t, d)], o)
+                        nxt[d] = o
+                opened.update(nxt)
+        m.minimize(self.cmax)
+
+    @staticmethod
+    def _heads_tails(bound_inst: PlacementInstance) -> dict[str, Any]:
+        """Device-agnostic and device-aware heads and tails of ``bound_inst`` (forced transfers
+        count: ``opt.placement.lower_bounds.device_heads_tails``) and the makespan bound they give."""
+        ok = bound_inst.cost >= 0
+        head, tail = heads_tails(bound_inst)
+        dev_head, dev_tail = device_heads_tails(bound_inst, max_assignments=256)
+        head = np.maximum(head, np.where(ok, dev_head, BIG).min(axis=1))
+        tail_any = np.maximum(tail, np.where(ok, dev_tail, BIG).min(axis=1))
+        cmax_lb = int(max((head + tail_any).max(initial=0),
+                          np.where(ok, dev_head + dev_tail, BIG).min(axis=1).max(initial=0)))
+        return {"head": head, "tail": tail, "tail_any": tail_any, "dev_head": dev_head,
+                "dev_tail": dev_tail, "cmax_lb": cmax_lb}
+
+    def _bound_cuts(self, bound_inst: PlacementInstance, *, base: bool) -> None:
+        """The redundant constraints that come from the heads and tails of ``bound_inst``: the
+        model's own instance (``base``; heads are then variable domains), or a restriction of
+        it to fewer legal devices (a node of ``solvers.placement.block_branching``)."""
+        m, nd = self.model, bound_inst.n_devices
+        bounds = self._bounds if base else self._heads_tails(bound_inst)
+        head, tail, tail_any = bounds["head"], bounds["tail"], bounds["tail_any"]
+        dev_head, dev_tail = bounds["dev_head"], bounds["dev_tail"]
+        cost, loads = bound_inst.cost, bound_inst.load_duration
+        if not base:  # (the base model has it as cmax's domain)
+            self.cmax_lb = bounds["cmax_lb"]
+            m.add(self.cmax >= self.cmax_lb)
+        for t in range(bound_inst.n_tasks):
+            legal = np.flatnonzero(cost[t] >= 0).tolist()
+            if not base:
+                m.add(self.start[t] >= int(head[t]))
+            m.add(self.end[t] + int(tail[t]) - int(cost[t, legal].min()) <= self.cmax)
+            if len(legal) > 1:  # per device: start ≥ head[t, d], start + tail[t, d] ≤ cmax
+                m.add(self.start[t] >= sum(int(dev_head[t, d]) * self.pres[(t, d)]
+                                           for d in legal))
+                m.add(self.start[t] + sum(int(dev_tail[t, d]) * self.pres[(t, d)]
+                                          for d in legal) <= self.cmax)
+            else:
+                m.add(self.start[t] + int(dev_tail[t, legal[0]]) <= self.cmax)
+        dmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
+        m.add(nd * self.cmax >= int(dmin.sum()))
+        users = {k: [t for t in ts if cost[t, k[1]] >= 0] for k, ts in self.users.items()}
+        users = {k: ts for k, ts in users.items() if ts}
+        # port energy: the loads on d's port run one at a time, and after the last one some
+        # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail
+        for d in range(nd):
+            keys = [k for k in users if k[1] == d]
+            if len(keys) < 2 or self.formats is not None:
+                continue
+            q_min = min(int(dev_tail[t, d]) for k in keys for t in users[k])
+            m.add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
+                                   for b, _ in keys) + q_min)
+        for b in sorted({b for b, _ in users}):
+            devs = [d for (bb, d) in users if bb == b]
+            for d in devs:
+                # delivery time: after b is ready on d, some user runs there and its tail
+                q = min(int(dev_tail[t, d]) for t in users[(b, d)])
+                m.add(self.load_end[(b, d)] + q <= self.cmax
+                      ).only_enforce_if(self.load_lit[(b, d)])
+            # no user precedes the first copy: cmax ≥ avail[b] + longest tail of a user
+            block_users = {t for d in devs for t in users[(b, d)]}
+            m.add(self.cmax >= self.avail[b] + int(max(tail_any[t] for t in block_users)))
+        for d in range(nd):
+            # one load port with delivery times: if block k is loaded on d, the loads of all
+            # blocks whose users need at least as long afterwards (q ≥ q_k) precede the end of
+            # the last of them, which is followed by at least q_k
+            q = {b: min(int(dev_tail[t, d]) for t in users[(b, d)])
+                 for (b, dd) in users if dd == d}
+            for bk, qk in q.items():
+                group = [b for b, qb in q.items() if qb >= qk]
+                if len(group) > 1:
+                    m.add(sum(int(loads[b, d]) * self.load_lit[(b, d)] for b in group) + qk
+                          <= self.cmax).only_enforce_if(self.load_lit[(bk, d)])
+
+    def restrict(self, sub: PlacementInstance, loaded: Sequence[tuple[int, int]] = (),
+                 cap: int | None = None) -> "PlacementCpSat":
+        """A copy of this model (P1, with redundant constraints) for ``sub``, the same instance
+        with fewer legal (task, device) pairs: a clone of the CP-SAT model (no rebuild) with
+        the pairs ``sub`` forbids fixed to 0, the (block, device) pairs ``loaded`` loaded, the
+        makespan at most ``cap``, and the redundant constraints of ``sub``'s heads and tails
+        added — those are what restricting buys (solvers.placement.block_branching)."""
+        if self._bounds is None or self.formats is not None:
+            raise ValueError("restrict() needs a P1 model built with redundant constraints")
+        node = copy.copy(self)
+        node.inst, node.model = sub, self.model.clone()
+        m = node.model
+        for (t, d), lit in self.pres.items():
+            if sub.cost[t, d] < 0:
+                m.add(lit == 0)
+        for key in loaded:
+            m.add(self.load_lit[key] == 1)
+        if cap is not None:
+            m.add(self.cmax <= cap)
+        node._bound_cuts(sub, base=False)
+        return node
+
+    def _format_choice(self, blocks: list[int], users: dict[tuple[int, int], list[int]]
+                       ) -> None:
+        """One format per block among the allowed ones it can be loaded in on every device
+        that may run one of its tasks (fixed blocks: their format); the memory budget."""
+        inst, m = self.inst, self.model
+        devs: dict[int, list[int]] = {}
+        for b, d in users:
+            devs.setdefault(b, []).append(d)
+        self.fmt_lit.update(format_literals(m, inst, self.formats, devs, blocks,
+                                            lambda: self._const(1),
+                                            "on every device of its tasks"))
+        # unused blocks take their cheapest allowed storage
+        unused = 0
+        for b, bid in enumerate(inst.block_ids):
+            if b not in devs:
+                fm = [inst.layout.fixed[bid]] if bid in inst.layout.fixed else self.formats
+                unused += min(storage_milli(inst, b, f) for f in fm)
+        add_storage_budget(m, inst, self.fmt_lit, unused)
+
+    def block_formats(self, solver: cp_model.CpSolver) -> dict[str, str]:
+        """The chosen format of every block (P2), or the instance's P1 formats."""
+        inst = self.inst
+        out = dict(zip(inst.block_ids, inst.block_format))
+        for (b, f), lit in self.fmt_lit.items():
+            if solver.boolean_value(lit):
+                out[inst.block_ids[b]] = f
+        return out
+
+    def _const(self, value: int):
+        var = self.model.new_constant(value)
+        self.constants.add(var.index)
+        return var
+
+    # ---- warm start ---------------------------------------------------------------------------
+    def add_hint(self, solution: dict[str, Any]) -> None:
+        """Hint the primary decisions of a SPEC §1.2a solution: device and start of every task,
+        which blocks are loaded where and when. (Hinting the derived transfer variables as well
+        crashed OR-Tools 9.15 in our tests; CP-SAT completes the rest itself.)"""
+        inst = self.inst
+        names = inst.device_index
+        hinted: set[int] = set()
+
+        def hint(var, value: int) -> None:
+            # one hint per variable (constants are shared); never hint the fixed constants
+            idx = var.index
+            if idx in hinted or idx in self.constants:
+                return
+            hinted.add(idx)
+            self.model.add_hint(var, value)
+
+        tdev = {}
+        for ev in solution.get("compute", ()):
+            t, d = inst.task_index[ev["task"]], names[ev["device"]]
+            tdev[t] = d
+            hint(self.start[t], int(ev["start"]))
+        for (t, d), lit in self.pres.items():
+            hint(lit, int(tdev.get(t) == d))
+        loaded = {(inst.block_index[ev["block"]], names[ev["device"]]): int(ev["start"])
+                  for ev in solution.get("loads", ())}
+        for key, lit in self.load_lit.items():
+            hint(lit, int(key in loaded))
+            if key in loaded:
+                hint(self.load_start[key], loaded[key])
+        chosen = dict(zip(inst.block_ids, inst.block_format))
+        chosen.update(solution.get("formats") or {})
+        for (b, f), lit in self.fmt_lit.items():
+            hint(lit, int(chosen[inst.block_ids[b]] == f))
+
+    # ---- solution ------------------------------------------------------------------------------
+    def extract(self, solver: cp_model.CpSolver) -> dict[str, Any]:
+        inst = self.inst
+        dev = np.zeros(inst.n_tasks, dtype=np.int64)
+        for (t, d), lit in self.pres.items():
+            if solver.boolean_value(lit):
+                dev[t] = d
+        start = [solver.value(s) for s in self.start]
+        end = np.asarray(start) + inst.cost[np.arange(inst.n_tasks), dev]
+        transfer = {}
+        for e in np.flatnonzero(dev[inst.edge_src] != dev[inst.edge_dst]).tolist():
+            u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
+            # only transfers of positive length have a constrained start in the model
+            modelled = (e, int(dev[u]), int(dev[v])) in self.transfer_pair
+            ts = self.transfer_start.get(e)
+            transfer[e] = solver.value(ts) if (ts is not None and modelled) else int(end[u])
+        loads = [(b, d, solver.value(self.load_start[(b, d)]))
+                 for (b, d), lit in self.load_lit.items() if solver.boolean_value(lit)]
+        return make_solution(inst, dev, start, transfer, loads,
+                             formats=self.block_formats(solver) if self.formats else None)
+
+
+_STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
+           cp_model.INFEASIBLE: "INFEASIBLE", cp_model.UNKNOWN: "TIME_LIMIT_NO_SOLUTION",
+           cp_model.MODEL_INVALID: "ERROR"}
+
+
+def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions, *,
+                          formats: Sequence[str] | None = None, method: str = "cpsat") -> Result:
+    """Solve P1 exactly with CP-SAT (P2 when ``formats`` is given: the formats are decided
+    too). ``options.params`` are CP-SAT parameters (by field name) except
+    ``symmetry_breaking`` / ``redundant`` (bool) which switch model features."""
+    params = dict(options.params)
+    t0 = time.perf_counter()
+    model = PlacementCpSat(inst, symmetry_breaking=bool(params.pop("symmetry_breaking", True)),
+                           redundant=bool(params.pop("redundant", True)), formats=formats)
+    if options.initial_solution is not None:
+        model.add_hint(options.initial_solution)
+    extra = {"no_evictions": True,
+             "symmetry_groups": [[inst.devices[d].name for d in g]
+                                 for g in model.symmetry_groups]}
+    if model.formats is not None:
+        extra["formats_allowed"] = list(model.formats)
+    return run_cpsat(model.model, params, options, t0, method, model.extract, extra)
+
+
+def make_solver(params: dict[str, Any], options: SolveOptions, time_limit_s: float | None
+                ) -> cp_model.CpSolver:
+    """A CP-SAT solver with ``options``' workers and seed, ``time_limit_s`` (None = none) and
+    the CP-SAT ``params`` by field name (repeated fields as lists)."""
+    solver = cp_model.CpSolver()
+    sp = solver.parameters
+    if time_limit_s is not None:
+        sp.max_time_in_seconds = float(time_limit_s)
+    sp.num_workers = int(options.num_workers)
+    sp.random_seed = int(options.seed)
+    for key, value in params.items():
+        if isinstance(value, (list, tuple)):  # repeated fields, e.g. subsolvers
+            field = getattr(sp, key)
+            field.clear()
+            field.extend(value)
+        else:
+            setattr(sp, key, value)
+    return solver
+
+
+def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOptions, t0: float,
+              method: str, extract, extra: dict[str, Any]) -> Result:
+    """Solve a built CP-SAT model with ``options`` and CP-SAT ``params`` (repeated fields as
+    lists), and wrap the outcome: ``extract(solver)`` gives the solution dict."""
+    solver = make_solver(params, options, options.time_limit_s)
+    build_s = time.perf_counter() - t0
+    code = solver.solve(cp)
+    status = _STATUS.get(code, "ERROR")
+    solution = extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    lb = None
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        lb = float(math.ceil(solver.best_objective_bound - 1e-6))
+    proto = cp.proto
+    return Result(
+        problem="placement", method=method, status=status,
+        objective=float(solver.objective_value) if solution is not None else None,
+        lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
+        params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
+                **options.params},
+        solution=solution,
+        stats={**extra, "build_s": build_s, "solve_s": solver.wall_time,
+               "branches": solver.num_branches, "conflicts": solver.num_conflicts,
+               "variables": len(proto.variables), "constraints": len(proto.constraints),
+               "solver": f"ortools {cp_model.__name__} {ortools_version()}",
+               "warm_start": options.initial_solution is not None})
+
+
+def ortools_version() -> str:
+    from importlib.metadata import version
+
+    return version("ortools")

@@ -1,0 +1,1 @@
+"""Exact P3 model: the MILP over the full template space."""

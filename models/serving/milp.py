@@ -1,0 +1,528 @@
+"""Exact MILP of P3 serving-plan partitioning (SPEC §3.2) over the full template space, solved
+with Pyomo + HiGHS (appsi), one MILP per outer choice (K, μ, B).
+
+The plan semantics are those of :func:`opt.serving.plan.evaluate_plan`: a cyclic owner sequence
+over the block's N ops whose changes go to the next owner (mod K), the embedding on the owner of
+op 0, the LM head on the owner of op ``inst.last_op``, op i counted ``op_count[i]`` times,
+boundary i < N−1 counted ``op_count[i+1]`` times and boundary N−1 ``blocks_run − 1`` times,
+the token-id return transfer when the LM-head owner is not the embedding owner.
+
+Outer loop (enumerated in increasing order of a cheap lower bound, pruned against the incumbent):
+
+- K ∈ 1..min(max_owners, N) owners, μ ∈ 1..max_microbatches;
+- the global batch B. For a plan, B = lcm(b_m) and its replicas are B/b_m; B is always one of
+  the values ``b·r`` (b a grid batch, r ≤ max_replicas). For fixed B an owner may only take a
+  batch b with b | B and B/b ≤ max_replicas, and the GPU count Σ_m tp_m·B/b_m is *linear*.
+  A plan solved under a B that is a common multiple of its batches but larger than their lcm
+  is only over-charged in GPUs (B/b_m ≥ lcm/b_m), so it stays feasible for the true rules;
+  every plan is solved exactly under B = its lcm. B values whose admissible batches have an
+  lcm smaller than B are therefore skipped (their plans are all covered by that smaller B).
+
+Cheap bound of an outer choice (used for ordering and pruning): with ``W`` = Σ_i op_count_i ·
+min_(c,b) duration + the cheapest embedding and LM head, ``T_rtt ≥ max(W, μ·⌈W/K⌉)`` and the
+rate Σ_m c_m/b_m ≥ K·min c/b; moreover ``CPT = Σ_m T·r_m ≥ Σ_m μ·busy_m·r_m ≥ μ·Σ_i min_j
+(op_count_i·duration·r_j)`` (+ the heads likewise), r_j = c_j/b_j; the larger bound counts. A
+choice with that bound ≥ the incumbent is pruned, one with ``T_LB > SLO`` or no admissible
+(config, batch) is skipped as infeasible. The incumbent's objective is handed to HiGHS as
+``objective_bound`` (a cutoff: only strictly better plans; HiGHS 1.16 then reports "optimal"
+with a solution at or above the cutoff when nothing beats it, which is recognised and ignored).
+
+Inner MILP for (K, μ, B); J = admissible choices j = (config c_j, batch b_j) (memory-feasible
+for at least one op, tp_j·B/b_j ≤ max GPUs). Times are the instance's integer ticks scaled by
+1000/SLO (T ∈ [0, 1000] model units, good conditioning for HiGHS); T in ticks = T / scale.
+
+- ``y[i,m]`` ∈ {0,1}: owner m owns op i; Σ_m y[i,m] = 1; ``y[0,0] = 1`` (owner 0 is the
+  embedding owner: fixes the K rotations of a plan); every owner owns ≥ 1 op; round-robin
+  cyclic consistency ``y[i+1,m] ≤ y[i,m] + y[i,m−1 mod K]`` for every i incl. the wrap
+  N−1 → 0 (K ≥ 3; for K = 2 every change is to the other owner). Cyclicity makes the number of
+  changes a multiple of K, so every feasible y is an owner sequence of some template;
+- ``z[m,j]`` ∈ {0,1} one-hot: owner m's configuration and per-replica batch;
+- ``x[i,m,j]`` ∈ [0,1] = y[i,m] ∧ z[m,j] via Σ_j x[i,m,j] = y[i,m], x[i,m,j] ≤ z[m,j] (exact
+  for binary y, z); cut Σ_i x[i,m,j] ≥ z[m,j];
+- ``e[i,m,b]`` ∈ [0,1] ≥ Σ_{j: b_j=b} x[i,m,j] − y[i+1,m]: owner m sends the boundary
+  activation after op i at its microbatch b/μ (boundaries with zero occurrences omitted; K ≥ 2).
+  Only lower-bounded: every e appears with non-negative coefficients in ``T ≥ …`` rows, so the
+  minimal T equals the true T_rtt; ``g[i,m,b]`` ≥ Σ_{j: b_j=b} x[i+1,m,j] − y[i,m] likewise
+  marks owner m *receiving* that boundary at its own microbatch (NIC-in is charged per
+  receiving replica), and ``h[b]`` ≥ Σ_{j: b_j=b} x[0,0,j] − y[last_op,0] the token ids
+  reaching owner 0 from another LM-head owner;
+- busy_m = Σ_j busy_mj, busy_mj = Σ_i op_count_i·op_duration[c_j, b_j/μ, i]·x[i,m,j] +
+  embedding (owner 0, via z[0,j]) + LM head (via x[last_op, m, j]); the receiver of owner
+  m's boundary transfers is m+1 mod K, the token ids go from the LM-head owner (m ≠ 0, via
+  x[last_op, m, j]) to owner 0;
+- ``T`` ∈ [T_LB, SLO] ≥ path = Σ_m busy_m + Σ transfer durations + token transfer,
+  T ≥ μ·busy_m, T ≥ μ·NIC-out_m, T ≥ μ·NIC-in_m;
+- memory (GB): weights of owned ops × op_count + embedding (owner 0) + LM head (owner of
+  last_op; not again on owner 0 with tied embeddings) + Σ_j b_j·KV·x ≤ Σ_j capacity_j·z[m,j];
+- GPUs: Σ_{m,j} tp_j·(B/b_j)·z[m,j] ≤ max_gpus (replicas ≤ max by the choice of J);
+- cost: the bilinear T·Σ_m c_m/b_m is linearised exactly by the disaggregation
+  ``Σ_j v[m,j] = T``, ``0 ≤ v[m,j] ≤ SLO·z[m,j]`` (v[m,j] = T for the chosen j, 0 otherwise),
+  with the valid cuts ``v[m,j] ≥ μ·busy_mj`` and ``Σ_{j: b_j=b} v[m,j] ≥ μ·NIC-out_m,b``
+  (on a 10-op, K = 3 instance they lift the root bound from ~20 % to ~94 % of the optimum);
+  objective Σ_{m,j} (c_j/b_j / r_ref)·v[m,j] with r_ref the smallest rate of J (scaling only).
+
+The optimum's plan (built with :func:`opt.serving.plan.template_from_sequence`) is re-evaluated
+with :func:`opt.serving.plan.evaluate_plan`; at a proven optimum its integer T_rtt must equal
+the MILP's T (±0.5 tick) and its cost the MILP's objective (relative 1e-6), otherwise a
+:class:`ServingMilpError` is raised; reported costs and T_rtt are the checker's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+
+from models.placement.milp import _SCHEDULER_CLASH, _run_highs
+from opt.serving.instance import ServingInstance, lcm_all
+from opt.serving.plan import (REPORT_RTOL, Owner, boundary_occurrences, PlanError, PlanMetrics, ServingPlan,
+                              evaluate_plan, plan_from_solution, template_from_sequence)
+
+#: HiGHS tolerances: an owner's busy time reaches ~SLO, so y within the default 1e-6 integrality
+#: tolerance could move a T term by 1e-6·SLO; these keep the MILP's T on the integer plan's T.
+_TOLERANCES = {"mip_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9, "mip_abs_gap": 0.0}
+_GB = 1e-9
+#: Model time units per SLO: T ∈ [0, _T_RANGE] inside the MILP (good scaling for HiGHS).
+_T_RANGE = 1000.0
+_REL = 1e-9  # relative slack when comparing costs of outer choices with the incumbent
+
+
+class ServingMilpError(RuntimeError):
+    """The MILP's optimum disagrees with the plan checker's recomputation (a model bug)."""
+
+
+@dataclass
+class ServingMilpResult:
+    """Outcome of :func:`solve_serving_milp`.
+
+    status: OPTIMAL / FEASIBLE / INFEASIBLE / TIME_LIMIT_NO_SOLUTION; plan: the best plan found;
+    cost ($ per token) and t_rtt (ticks of ``inst.time_unit``) as recomputed by
+    ``evaluate_plan``; lower_bound: proven lower bound on the optimal cost ($ per token; equal
+    to the cost when OPTIMAL, None when INFEASIBLE); stats: MILPs solved, pruned outer choices,
+    size of the largest model, times (s) and one row per outer choice."""
+
+    status: str
+    plan: ServingPlan | None
+    cost: float | None
+    t_rtt: int | None
+    lower_bound: float | None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cost_usd_per_mtok(self) -> float | None:
+        return None if self.cost is None else self.cost * 1e6
+
+
+@dataclass
+class _Outer:
+    """One outer choice: owners K, microbatches μ, global batch B and its admissible choices
+    (config index, batch); ``lb``: cheap lower bound on the cost ($/token)."""
+
+    k: int
+    mu: int
+    total_batch: int
+    choices: list[tuple[int, int]]
+    lb: float
+    t_lb: int
+
+
+# ---------------------------------------------------------------------------------------------
+# outer choices
+
+def _outer_choices(inst: ServingInstance, owners: list[int], mus: list[int]
+                   ) -> tuple[list[_Outer], int]:
+    """Admissible outer choices sorted by their cheap bound, and how many were skipped as
+    infeasible before any MILP (no admissible choice, GPUs, T_LB > SLO)."""
+    grid = inst.grid
+    n = inst.n_ops
+    cnt = inst.op_count
+    tick_s = inst.seconds(1)
+    price = [inst.replica_price_usd_per_s(c) for c in inst.configs]
+    cap = [inst.replica_memory_bytes(c) for c in inst.configs]
+    w_cnt = np.array([o.weight_bytes for o in inst.ops], dtype=np.float64) * cnt
+    kv_cnt = np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64) * cnt
+    out: list[_Outer] = []
+    skipped = 0
+    for mu in mus:
+        batches = sorted({b for b in grid.batches
+                          if b % mu == 0 and (b // mu) in inst.microbatch_sizes})
+        totals = sorted({b * r for b in batches for r in range(1, grid.max_replicas + 1)})
+        for total in totals:
+            adm = [b for b in batches if total % b == 0 and total // b <= grid.max_replicas]
+            if not adm or lcm_all(adm) != total:
+                continue  # covered by B = lcm(adm) (module docstring)
+            for k in owners:
+                if k > n:
+                    continue
+                # an owner replicates its batch's share of GPUs and holds at least one op
+                choices = [(c, b) for c, cfg in enumerate(inst.configs) for b in adm
+                           if cfg.tp * (total // b) <= grid.max_gpus
+                           and float(np.min(w_cnt + b * kv_cnt)) <= cap[c]]
+                if not choices:
+                    skipped += 1
+                    continue
+                if k * min(inst.configs[c].tp * (total // b) for c, b in choices) > grid.max_gpus:
+                    skipped += 1
+                    continue
+                ci = np.array([c for c, _ in choices])
+                mbi = np.array([inst.mb_index(b // mu) for _, b in choices])
+                work = int((cnt * inst.op_duration[ci, mbi, :].min(axis=0)).sum()
+                           + inst.head_duration[ci, mbi, 0].min()
+                           + inst.head_duration[ci, mbi, 1].min())
+                t_lb = max(work, mu * -(-work // k))
+                if t_lb > inst.tpot_slo:
+                    skipped += 1
+                    continue
+                rates = np.array([price[c] / b for c, b in choices])
+                # T·Σ_m r_m ≥ T_LB·K·min r, and ≥ Σ_m μ·busy_m·r_m ≥ μ·Σ_i min_j dur·r
+                by_op = (cnt * inst.op_duration[ci, mbi, :] * rates[:, None]).min(axis=0).sum()
+                heads = sum((inst.head_duration[ci, mbi, h] * rates).min() for h in (0, 1))
+                lb = max(t_lb * k * float(rates.min()), mu * float(by_op + heads)) * tick_s
+                out.append(_Outer(k, mu, total, choices, lb, t_lb))
+    out.sort(key=lambda o: (o.lb, o.k, o.mu, o.total_batch))
+    return out, skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# the inner model
+
+def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
+                       choices: list[tuple[int, int]], t_lb: int = 0) -> pyo.ConcreteModel:
+    """The MILP for one outer choice (module docstring). ``choices``: admissible
+    (config index, per-replica batch) pairs; ``t_lb``: a valid lower bound on T (ticks).
+
+    Times inside the model are in units of SLO/1000 (``model._time_scale`` = 1000/SLO model
+    units per tick) so that T ∈ [0, 1000]; the objective is in model-time × rate/``_rate_ref``.
+    """
+    n = inst.n_ops
+    cnt = [int(v) for v in inst.op_count]
+    last = inst.last_op
+    slo = int(inst.tpot_slo)
+    ts = _T_RANGE / slo
+    nj = len(choices)
+    cfg = [inst.configs[c] for c, _ in choices]
+    bat = [b for _, b in choices]
+    mbi = [inst.mb_index(b // mu) for b in bat]
+    rates = [inst.replica_price_usd_per_s(c) / b for c, b in zip(cfg, bat)]
+    rate_ref = min(rates)
+    dur = [[ts * cnt[i] * int(inst.op_duration[choices[j][0], mbi[j], i]) for i in range(n)]
+           for j in range(nj)]
+    head0 = [ts * int(inst.head_duration[choices[j][0], mbi[j], 0]) for j in range(nj)]
+    head1 = [ts * int(inst.head_duration[choices[j][0], mbi[j], 1]) for j in range(nj)]
+    cap = [inst.replica_memory_bytes(c) * _GB for c in cfg]
+    w_cnt = [cnt[i] * inst.ops[i].weight_bytes * _GB for i in range(n)]
+    kv_cnt = [cnt[i] * inst.ops[i].kv_bytes_per_request * _GB for i in range(n)]
+    batch_vals = sorted(set(bat))
+    j_of_b = {b: [j for j in range(nj) if bat[j] == b] for b in batch_vals}
+    mb_of_b = {b: inst.mb_index(b // mu) for b in batch_vals}
+
+    md = pyo.ConcreteModel(name=f"serving_K{k}_mu{mu}_B{total_batch}")
+    M = range(k)
+    I = range(n)
+    J = range(nj)
+    md.y = pyo.Var(I, M, domain=pyo.Binary)
+    md.z = pyo.Var(M, J, domain=pyo.Binary)
+    md.x = pyo.Var(I, M, J, bounds=(0, 1))
+    md.v = pyo.Var(M, J, bounds=(0, _T_RANGE))
+    md.T = pyo.Var(bounds=(min(t_lb, slo) * ts, _T_RANGE))
+    md.y[0, 0].fix(1)
+    for mm in range(1, k):
+        md.y[0, mm].fix(0)
+
+    # owner sequence: one owner per op, every owner used, changes go to the next owner
+    md.assign = pyo.Constraint(I, rule=lambda mod, i: sum(mod.y[i, mm] for mm in M) == 1)
+    md.used = pyo.Constraint(M, rule=lambda mod, mm: sum(mod.y[i, mm] for i in I) >= 1)
+    if k >= 3:
+        md.round_robin = pyo.Constraint(
+            I, M, rule=lambda mod, i, mm:
+            mod.y[(i + 1) % n, mm] <= mod.y[i, mm] + mod.y[i, (mm - 1) % k])
+    # owner choices and x = y ∧ z
+    md.one_choice = pyo.Constraint(M, rule=lambda mod, mm: sum(mod.z[mm, j] for j in J) == 1)
+    md.x_sum = pyo.Constraint(
+        I, M, rule=lambda mod, i, mm: sum(mod.x[i, mm, j] for j in J) == mod.y[i, mm])
+    md.x_le_z = pyo.Constraint(I, M, J, rule=lambda mod, i, mm, j: mod.x[i, mm, j] <= mod.z[mm, j])
+    md.x_used = pyo.Constraint(
+        M, J, rule=lambda mod, mm, j: sum(mod.x[i, mm, j] for i in I) >= mod.z[mm, j])
+
+    def busy_j(mod: pyo.ConcreteModel, mm: int, j: int) -> Any:
+        """Owner m's busy time if its choice is j (0 otherwise), model time units."""
+        expr = sum(dur[j][i] * mod.x[i, mm, j] for i in I if dur[j][i])
+        expr += head1[j] * mod.x[last, mm, j]
+        if mm == 0:
+            expr += head0[j] * mod.z[0, j]
+        return expr
+
+    def xb(mod: pyo.ConcreteModel, i: int, mm: int, b: int) -> Any:
+        return sum(mod.x[i, mm, j] for j in j_of_b[b])
+
+    md.busy = pyo.Expression(M, J, rule=busy_j)
+    # transfers (K ≥ 2): what owner m sends (path), its NIC out by batch, NIC in of m+1
+    send: list[Any] = [0 for _ in M]
+    out_by_b: dict[tuple[int, int], Any] = {(mm, b): 0 for mm in M for b in batch_vals}
+    nic_in: list[Any] = [0 for _ in M]
+    if k > 1:
+        occ = [boundary_occurrences(inst, i) for i in range(n)]
+        bidx = [i for i in I if occ[i] > 0]
+        md.e = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
+        md.e_def = pyo.Constraint(
+            bidx, M, batch_vals, rule=lambda mod, i, mm, b:
+            mod.e[i, mm, b] >= xb(mod, i, mm, b) - mod.y[(i + 1) % n, mm])
+        # receiving side: owner m receives boundary i at its own batch b (its replica's b̂)
+        md.g = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
+        md.g_def = pyo.Constraint(
+            bidx, M, batch_vals, rule=lambda mod, i, mm, b:
+            mod.g[i, mm, b] >= xb(mod, (i + 1) % n, mm, b) - mod.y[i, mm])
+        # token ids reach owner 0 (embedding) at its batch when the LM-head owner is another
+        md.h = pyo.Var(batch_vals, bounds=(0, 1))
+        md.h_def = pyo.Constraint(
+            batch_vals, rule=lambda mod, b: mod.h[b] >= xb(mod, 0, 0, b) - mod.y[last, 0])
+        for mm in M:
+            for b in batch_vals:
+                mb = mb_of_b[b]
+                nic_in[mm] = nic_in[mm] + sum(
+                    ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.g[i, mm, b] for i in bidx)
+        for b in batch_vals:
+            nic_in[0] = nic_in[0] + ts * int(inst.token_transfer_busy[mb_of_b[b]]) * md.h[b]
+        for mm in M:
+            for b in batch_vals:
+                mb = mb_of_b[b]
+                s_b = sum(ts * occ[i] * int(inst.transfer_duration[mb, i]) * md.e[i, mm, b]
+                          for i in bidx)
+                o_b = sum(ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.e[i, mm, b]
+                          for i in bidx)
+                if mm != 0:  # token ids from the LM-head owner back to owner 0
+                    s_b = s_b + ts * int(inst.token_transfer_duration[mb]) * xb(md, last, mm, b)
+                    tok = ts * int(inst.token_transfer_busy[mb]) * xb(md, last, mm, b)
+                    o_b = o_b + tok
+                send[mm] = send[mm] + s_b
+                out_by_b[mm, b] = o_b
+
+    # T_rtt ≥ every term
+    md.t_path = pyo.Constraint(expr=md.T >= sum(md.busy[mm, j] for mm in M for j in J)
+                               + sum(send))
+    md.t_busy = pyo.Constraint(
+        M, rule=lambda mod, mm: mod.T >= mu * sum(mod.busy[mm, j] for j in J))
+    if k > 1:
+        md.t_out = pyo.Constraint(
+            M, rule=lambda mod, mm: mod.T >= mu * sum(out_by_b[mm, b] for b in batch_vals))
+        md.t_in = pyo.Constraint(M, rule=lambda mod, mm: mod.T >= mu * nic_in[mm])
+
+    # memory per replica (GB)
+    def memory(mod: pyo.ConcreteModel, mm: int) -> Any:
+        expr = sum(w_cnt[i] * mod.y[i, mm] for i in I if w_cnt[i])
+        expr += sum(bat[j] * kv_cnt[i] * mod.x[i, mm, j] for i in I for j in J if kv_cnt[i])
+        if mm == 0:
+            expr += inst.embed_weight_bytes * _GB
+        if mm != 0 or not inst.tied_embeddings:
+            expr += inst.lm_head_weight_bytes * _GB * mod.y[last, mm]
+        return expr <= sum(cap[j] * mod.z[mm, j] for j in J)
+
+    md.memory = pyo.Constraint(M, rule=memory)
+    md.gpus = pyo.Constraint(expr=sum(cfg[j].tp * (total_batch // bat[j]) * md.z[mm, j]
+                                      for mm in M for j in J) <= inst.grid.max_gpus)
+    # cost: v[m,j] = T·z[m,j] (disaggregation), plus its perspective cuts v ≥ μ·busy, μ·NIC out
+    md.v_sum = pyo.Constraint(M, rule=lambda mod, mm: sum(mod.v[mm, j] for j in J) == mod.T)
+    md.v_le = pyo.Constraint(M, J, rule=lambda mod, mm, j: mod.v[mm, j] <= _T_RANGE * mod.z[mm, j])
+    md.v_busy = pyo.Constraint(M, J, rule=lambda mod, mm, j: mod.v[mm, j] >= mu * mod.busy[mm, j])
+    if k > 1:
+        md.v_out = pyo.Constraint(
+            M, batch_vals, rule=lambda mod, mm, b:
+            sum(mod.v[mm, j] for j in j_of_b[b]) >= mu * out_by_b[mm, b])
+    md.cost = pyo.Objective(expr=sum(rates[j] / rate_ref * md.v[mm, j] for mm in M for j in J),
+                            sense=pyo.minimize)
+    md._rate_ref = rate_ref
+    md._time_scale = ts
+    md._choices = list(choices)
+    md._k = k
+    md._mu = mu
+    return md
+
+
+def _extract_plan(inst: ServingInstance, model: pyo.ConcreteModel) -> ServingPlan:
+    """The plan of the MILP's loaded solution (owner 0 = owner of op 0; SPEC owner order)."""
+    k, n = model._k, inst.n_ops
+    owner = np.array([max(range(k), key=lambda mm: model.y[i, mm].value or 0.0)
+                      for i in range(n)], dtype=np.int64)
+    nj = len(model._choices)
+    pick = [model._choices[max(range(nj), key=lambda j: model.z[mm, j].value or 0.0)]
+            for mm in range(k)]
+    template, perm = template_from_sequence(owner, k)
+    owners = tuple(Owner(inst.configs[pick[p][0]].id, pick[p][1]) for p in perm)
+    return ServingPlan(template, owners, model._mu)
+
+
+# ---------------------------------------------------------------------------------------------
+# the solve
+
+@dataclass
+class _Solved:
+    """One HiGHS run: termination, the plan (if any, only when strictly below the cutoff), its
+    MILP objective ($/token) and T (ticks), the dual bound ($/token); ``finished``: the outer
+    choice is settled (optimum found, infeasible, or proven no better than the cutoff)."""
+
+    termination: str
+    plan: ServingPlan | None
+    objective: float | None
+    t_value: float | None
+    bound: float | None
+    finished: bool
+    optimal: bool
+
+
+def _solve_one(inst: ServingInstance, model: pyo.ConcreteModel, highs_options: dict[str, Any],
+               deadline: float | None) -> _Solved:
+    """Solve one outer choice's MILP. With ``objective_bound`` (the incumbent, model units)
+    HiGHS prunes against it; when nothing beats it, HiGHS 1.16 may still report "optimal"
+    with a solution at or above the bound, which is discarded here."""
+    from pyomo.contrib.appsi.base import TerminationCondition as TC
+
+    solver, res, log = _run_highs(model, highs_options, deadline, False)
+    if any(_SCHEDULER_CLASH in line for line in log):
+        import highspy  # HiGHS keeps one thread pool per OS thread (see placement_milp)
+
+        highspy.Highs.resetGlobalScheduler(True)
+        solver, res, log = _run_highs(model, highs_options, deadline, False)
+    tc = res.termination_condition
+    scale = model._rate_ref * inst.seconds(1) / model._time_scale
+    cutoff = highs_options.get("objective_bound", math.inf)
+    raw_bound = res.best_objective_bound
+    if raw_bound is None or not math.isfinite(raw_bound):
+        raw_bound = None
+    plan, obj, t_val = None, None, None
+    raw_obj = res.best_feasible_objective
+    if raw_obj is not None and raw_obj < cutoff * (1 - _REL):
+        solver.load_vars()
+        plan = _extract_plan(inst, model)
+        obj = float(raw_obj) * scale
+        t_val = float(model.T.value) / model._time_scale
+    if tc in (TC.infeasible, TC.infeasibleOrUnbounded, TC.objectiveLimit):
+        finished = True
+    elif tc == TC.optimal:
+        finished = plan is not None or (raw_bound is not None
+                                        and raw_bound >= cutoff * (1 - _REL))
+    else:
+        finished = False
+    return _Solved(termination=str(tc.name), plan=plan, objective=obj, t_value=t_val,
+                   bound=None if raw_bound is None else raw_bound * scale, finished=finished,
+                   optimal=tc == TC.optimal and plan is not None)
+
+
+def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0,
+                       threads: int = 1, seed: int = 0,
+                       owners: list[int] | None = None, microbatches: list[int] | None = None,
+                       initial_plan: ServingPlan | dict[str, Any] | None = None,
+                       **highs_params: Any) -> ServingMilpResult:
+    """Minimise the cost per token of a P3 plan exactly (module docstring).
+
+    time_limit: wall-clock limit for the whole outer loop (s; None = none); threads: HiGHS
+    threads; seed: HiGHS random seed; owners / microbatches: restrict K / μ (default: the
+    grid's 1..max); initial_plan: a feasible plan (or solution dict) whose cost serves as the
+    first incumbent (only strictly better plans are then searched; it is returned when none
+    is better); highs_params: HiGHS options passed through untouched."""
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + float(time_limit)
+    ks = list(owners) if owners else list(range(1, inst.grid.max_owners + 1))
+    mus = list(microbatches) if microbatches else list(range(1, inst.grid.max_microbatches + 1))
+    highs_options = {"threads": int(threads), "random_seed": int(seed), **_TOLERANCES,
+                     **highs_params}
+    stats: dict[str, Any] = {"milps_solved": 0, "pruned_by_bound": 0, "cutoff_no_better": 0,
+                             "max_variables": 0, "max_binaries": 0, "max_constraints": 0,
+                             "build_s": 0.0, "solve_s": 0.0, "outer": []}
+    best_plan: ServingPlan | None = None
+    best_cost = math.inf
+    best_t: int | None = None
+    if initial_plan is not None:
+        try:
+            plan0 = (plan_from_solution(inst, initial_plan) if isinstance(initial_plan, dict)
+                     else initial_plan)
+            met0 = evaluate_plan(inst, plan0)
+        except PlanError as exc:
+            stats["initial_rejected"] = str(exc)
+        else:
+            if met0.feasible:
+                best_plan, best_cost, best_t = plan0, met0.cost_usd_per_token, met0.t_rtt
+                stats["initial_cost_usd_per_token"] = best_cost
+            else:
+                stats["initial_rejected"] = met0.violations[0]
+
+    outers, skipped = _outer_choices(inst, ks, mus)
+    stats["outer_choices"] = len(outers) + skipped
+    stats["skipped_infeasible"] = skipped
+    open_bounds: list[float] = []   # bounds of outer choices not solved to completion
+    for o in outers:
+        row: dict[str, Any] = {"K": o.k, "mu": o.mu, "B": o.total_batch,
+                               "choices": len(o.choices), "lb": o.lb}
+        stats["outer"].append(row)
+        if o.lb >= best_cost * (1 - _REL):
+            stats["pruned_by_bound"] += 1
+            row["result"] = "pruned"
+            continue
+        if deadline is not None and time.perf_counter() >= deadline:
+            open_bounds.append(o.lb)
+            row["result"] = "not_started"
+            continue
+        tb = time.perf_counter()
+        model = build_serving_milp(inst, o.k, o.mu, o.total_batch, o.choices, o.t_lb)
+        stats["build_s"] += time.perf_counter() - tb
+        nvars = model.nvariables()
+        stats["max_variables"] = max(stats["max_variables"], nvars)
+        stats["max_binaries"] = max(stats["max_binaries"],
+                                    sum(1 for v in model.component_data_objects(pyo.Var)
+                                        if v.is_binary() and not v.fixed))
+        stats["max_constraints"] = max(stats["max_constraints"], model.nconstraints())
+        opts = dict(highs_options)
+        if math.isfinite(best_cost):
+            opts["objective_bound"] = best_cost * model._time_scale / (model._rate_ref
+                                                                       * inst.seconds(1))
+        ts = time.perf_counter()
+        run = _solve_one(inst, model, opts, deadline)
+        stats["solve_s"] += time.perf_counter() - ts
+        stats["milps_solved"] += 1
+        row["result"] = run.termination
+        if run.plan is not None:
+            met = evaluate_plan(inst, run.plan)
+            _check_agreement(run, met)
+            row["cost"] = met.cost_usd_per_token
+            if met.cost_usd_per_token < best_cost:
+                best_plan, best_cost, best_t = run.plan, met.cost_usd_per_token, met.t_rtt
+        elif run.finished and "objective_bound" in opts:
+            stats["cutoff_no_better"] += 1
+        if not run.finished:  # time limit (or a solver failure): only its bound is proven
+            open_bounds.append(max(o.lb, run.bound if run.bound is not None else o.lb))
+    stats["runtime_s"] = time.perf_counter() - t0
+    finished = not open_bounds
+    if best_plan is None:
+        status = "INFEASIBLE" if finished else "TIME_LIMIT_NO_SOLUTION"
+        lb = None if finished else min(open_bounds)
+        return ServingMilpResult(status, None, None, None, lb, stats)
+    lb = min([best_cost] + open_bounds)
+    status = "OPTIMAL" if lb >= best_cost * (1 - REPORT_RTOL) else "FEASIBLE"
+    return ServingMilpResult(status, best_plan, best_cost, best_t, min(lb, best_cost), stats)
+
+
+def _check_agreement(run: _Solved, met: PlanMetrics) -> None:
+    """Raise :class:`ServingMilpError` when the checker's recomputation of the MILP's plan
+    disagrees with the MILP or finds a violated rule. At a proven optimum T must equal the
+    plan's integer T_rtt (±0.5 tick) and the cost the MILP objective (REPORT_RTOL relative); an
+    intermediate solution (time limit) may carry slack in T, so its recomputed cost must only
+    not exceed the MILP objective."""
+    if met.violations:
+        raise ServingMilpError(f"MILP plan {run.plan} breaks a rule: {met.violations[0]}")
+    if run.objective is None or run.t_value is None:
+        raise ServingMilpError(f"MILP plan {run.plan} without objective or T")
+    tol = REPORT_RTOL * abs(met.cost_usd_per_token)
+    if run.optimal:
+        if abs(run.t_value - met.t_rtt) > 0.5:
+            raise ServingMilpError(f"MILP T = {run.t_value} ticks but the plan's T_rtt is "
+                                   f"{met.t_rtt} ({run.plan})")
+        if abs(run.objective - met.cost_usd_per_token) > tol:
+            raise ServingMilpError(f"MILP cost {run.objective} $/token but the plan costs "
+                                   f"{met.cost_usd_per_token} ({run.plan})")
+    elif met.cost_usd_per_token > run.objective + tol or met.t_rtt > run.t_value + 0.5:
+        raise ServingMilpError(f"MILP solution cost {run.objective} $/token, T {run.t_value} "
+                               f"but the plan gives {met.cost_usd_per_token}, {met.t_rtt} "
+                               f"({run.plan})")

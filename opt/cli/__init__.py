@@ -1,0 +1,5 @@
+"""The `hetopt` command line (also `python -m opt`)."""
+
+from opt.cli.main import main
+
+__all__ = ["main"]

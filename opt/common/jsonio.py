@@ -1,0 +1,149 @@
+"""JSON reading/writing (plain or gzip) and typed field access with errors naming file and field."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from opt.common.errors import InputError
+
+_MISSING = object()
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a ``.json`` or ``.json.gz`` file; malformed content gives an :class:`InputError`."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        return orjson.loads(data)
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(path)) from None
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                         source=str(path)) from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+
+
+def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
+    """Write ``obj`` as JSON (gzip-compressed when the name ends in ``.gz``); ``indent`` None
+    writes compact JSON, anything else two-space indentation. NaN is written as null."""
+    path = Path(path)
+    opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+    if indent:
+        opts |= orjson.OPT_INDENT_2
+    data = orjson.dumps(obj, option=opts)
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=3)
+    path.write_bytes(data)
+
+
+def write_json_atomic(obj: Any, path: str | Path) -> None:
+    """:func:`write_json` to a temporary file in the same folder (created if needed), flushed
+    to disk, then renamed over ``path``: a killed writer leaves the old file or none, never half
+    a file."""
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    write_json(obj, tmp)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+class Fields:
+    """Typed access to one JSON object: ``Fields(obj, source, "devices[3]").num("memory_bytes")``.
+
+    Every failure raises :class:`InputError` naming the file (``source``) and the dotted field.
+    """
+
+    def __init__(self, obj: Any, source: str | None, path: str):
+        if not isinstance(obj, Mapping):
+            raise InputError(f"expected an object, got {type(obj).__name__}", source=source,
+                             field=path or None)
+        self.obj = obj
+        self.source = source
+        self.path = path
+
+    def _field(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(message, source=self.source, field=self._field(key))
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        if key in self.obj:
+            return self.obj[key]
+        if default is _MISSING:
+            raise self.error(key, "missing required field")
+        return default
+
+    def str(self, key: str, default: Any = _MISSING) -> str:
+        value = self.get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not isinstance(value, str) or not value:
+            raise self.error(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def num(self, key: str, default: Any = _MISSING, *, minimum: float | None = 0.0,
+            strict: bool = False, allow_none: bool = False) -> float | None:
+        value = self.get(key, default)
+        if value is None and (allow_none or default is None):
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(key, f"expected a finite number, got {value!r}")
+        if minimum is not None and (value < minimum or (strict and value == minimum)):
+            op = ">" if strict else "≥"
+            raise self.error(key, f"must be {op} {minimum:g}, got {value!r}")
+        return float(value)
+
+    def int(self, key: str, default: Any = _MISSING, *, minimum: int | None = 0) -> int | None:
+        value = self.get(key, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise self.error(key, f"expected an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be ≥ {minimum}, got {value!r}")
+        return value
+
+    def bool(self, key: str, default: Any = _MISSING) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def list(self, key: str, default: Any = _MISSING) -> list:
+        value = self.get(key, default)
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def sub(self, key: str, default: Any = _MISSING) -> "Fields | None":
+        value = self.get(key, default)
+        if value is None and default is None:
+            return None
+        return Fields(value, self.source, self._field(key))
+
+    def items(self, key: str) -> list["Fields"]:
+        return [Fields(v, self.source, f"{self._field(key)}[{i}]")
+                for i, v in enumerate(self.list(key))]
+
+    def check_keys(self, allowed: set[str]) -> None:
+        """Reject unknown keys (typos) so a misspelt field never silently takes a default."""
+        for key in self.obj:
+            if key not in allowed:
+                raise self.error(key, f"unknown field; allowed: {', '.join(sorted(allowed))}")

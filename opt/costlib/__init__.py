@@ -1,0 +1,1 @@
+"""Cost library: hardware catalog, model cards, per-operator work, latency models, calibration."""

@@ -1,0 +1,454 @@
+"""Build P1 placement instances from an LLM workload (SPEC §1.4), vectorised over decode steps.
+
+Step 0 is the prefill (T_q = T_kv = L_in); decode step i = 1..L_out has T_q = 1 and
+T_kv = L_in + i. Every step has the same task structure (a *template*): ``embed``, per layer the
+operators of :func:`opt.costlib.operators.layer_ops` (``tp`` shards for the sharded ones, an
+``allreduce`` on the host after row-parallel shards), then ``final_norm`` and ``lm_head``; step
+i+1's ``embed`` depends on step i's ``lm_head``. Task durations, edge payloads and block loads
+are computed from the cost library as arrays over steps and converted to integer ticks once.
+
+Modelling choices (documented; each is a switch or a clear default):
+- KV home: the PIM devices when the platform has any (head shard s on PIM s mod #PIM), else the
+  first NPU/GPU. ``kv_write`` is pinned there; ``qk``/``sv`` depend on it with the K (V) bytes of
+  the visible context of their shard as payload, so attention away from home pays the KV move.
+- Weight blocks: one per weight family (wq, wk, wv, wo, w_gate, w_up, w_down, router, expert{e})
+  per ``block_span`` consecutive layers (per shard when tp > 1). ``embed``/``lm_head`` weights are
+  taken as resident on the NPU (they cannot run on PIM) and are not blocks.
+- Load durations for every format (linear, npu_opt, pim_opt, dual) = host-link transfer +
+  conversion chain (SPEC §5.4); P1 uses ``linear`` (``layout.default``).
+- TP shards divide FLOPs and bytes by tp (the o_proj/down_proj partial sums keep full size); the
+  all-reduce's duration includes its data movement, so its edges carry 0 bytes (latency only).
+- Legality: NPU/GPU run every compute op; PIM all but router, combine, embed, lm_head; the
+  all-reduce only the host (the fabric).
+- Quantisation and sparsity (SPEC §1.4, DOPS §4.1): ``BuildOptions.precision`` sets weight /
+  activation / KV bytes per element (int4 = 4 bits + an fp16 scale per 128-element group) and
+  so block sizes, load durations, op bytes and edge payloads; ``BuildOptions.sparsity`` scales
+  FLOPs and bytes as documented in :class:`opt.costlib.operators.Sparsity` (prefill uses the prefill
+  activation ratio, decode steps the decode one). Model cards are never modified.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from opt import __version__
+from opt.common.errors import InputError
+from opt.costlib.hardware import FORMATS, Catalog, PlatformSpec
+from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links
+from opt.costlib.latency import ring_allreduce_s, star_allreduce_s
+from opt.costlib.modelcard import ModelCard
+from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
+from opt.common.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
+
+PIM_ILLEGAL = frozenset({"router", "combine", "embed", "lm_head"})
+ATTN_SHARDED = frozenset({"q_proj", "k_proj", "v_proj", "kv_write", "qk", "softmax", "sv",
+                          "attn_gate", "o_proj"})
+ROW_PARALLEL = ("o_proj", "down_proj")
+FAMILY_NAMES = {"wq": "wq", "wk": "wk", "wv": "wv", "wo": "wo", "w_gate": "w_gate",
+                "w_up": "w_up", "w_down": "w_down"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """prefill: L_in tokens; decode: L_out steps; batch: sequences B."""
+
+    prefill: int
+    decode: int
+    batch: int = 1
+
+    def __post_init__(self):
+        for name in ("prefill", "batch"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be ≥ 1, got {getattr(self, name)}", field=name)
+        if self.decode < 0:
+            raise InputError(f"decode must be ≥ 0, got {self.decode}", field="decode")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """layers: use only the first k layers (small instances); tp: tensor-parallel shards;
+    block_span: layers per weight block; dtype: weight precision (activations and KV fp16)
+    when ``precision`` is None; precision: weight / activation / KV precision
+    (:class:`opt.costlib.operators.Precision`; overrides ``dtype``, which must then be left at fp16 or
+    agree with ``precision.weight``); sparsity: weight / per-phase activation / attention
+    sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: routed experts per MoE layer (default
+    0..k−1, deterministic top-k as in DOPS); formats: the P2 layout formats offered (default
+    all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
+    memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited)."""
+
+    layers: int | None = None
+    tp: int = 1
+    block_span: int = 4
+    dtype: str = "fp16"
+    time_unit: str = "ns"
+    experts: tuple[int, ...] | None = None
+    formats: tuple[str, ...] | None = None
+    memory_budget: int | None = None
+    precision: Precision | None = None
+    sparsity: Sparsity | None = None
+
+    def resolved_precision(self) -> Precision:
+        """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
+        if self.precision is None:
+            dtype_bytes(self.dtype)
+            return Precision(weight=self.dtype)
+        if not isinstance(self.precision, Precision):
+            raise InputError(f"precision must be a Precision, got {self.precision!r}",
+                             field="precision")
+        if self.dtype not in ("fp16", self.precision.weight):
+            raise InputError(f"dtype '{self.dtype}' disagrees with precision.weight "
+                             f"'{self.precision.weight}'", field="dtype")
+        return self.precision.check()
+
+
+#: Precision DOPS runs each model in (§6.1: Mixtral-8x7B and Llama-2-70B in INT8 on HP128;
+#: every other model fp16). Our reading of "INT8": weights, activations and KV cache int8.
+PAPER_PRECISION: dict[str, Precision] = {
+    "mixtral-8x7b": Precision(weight="int8", activation="int8", kv="int8"),
+    "llama-2-70b": Precision(weight="int8", activation="int8", kv="int8"),
+}
+
+
+def paper_precision(model: str) -> Precision:
+    """The precision DOPS uses for ``model`` (:data:`PAPER_PRECISION`, else fp16)."""
+    return PAPER_PRECISION.get(model, Precision())
+
+
+@dataclass
+class _Template:
+    """The task structure of one step."""
+
+    names: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    layer: list[int] = field(default_factory=list)
+    shard: list[int] = field(default_factory=list)
+    family: list[str | None] = field(default_factory=list)
+    ops: list[tuple[str, int, int]] = field(default_factory=list)  # (op kind, layer, shard)
+    edges: list[tuple[int, int, Any]] = field(default_factory=list)  # (src, dst, payload spec)
+
+    def add(self, name: str, kind: str, layer: int, shard: int, family: str | None,
+            op_ref: tuple[str, int, int]) -> int:
+        self.names.append(name)
+        self.kinds.append(kind)
+        self.layer.append(layer)
+        self.shard.append(shard)
+        self.family.append(family)
+        self.ops.append(op_ref)
+        return len(self.names) - 1
+
+
+def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
+                    workload: Workload, options: BuildOptions | None = None) -> PlacementInstance:
+    """The P1 instance of ``workload`` for ``card`` on ``platform`` (see the module docstring)."""
+    t_start = time.perf_counter()
+    opt = options or BuildOptions()
+    n_layers = card.layers if opt.layers is None else opt.layers
+    if not 1 <= n_layers <= card.layers:
+        raise InputError(f"layers must be in 1..{card.layers}, got {opt.layers}", field="layers")
+    if opt.tp < 1:
+        raise InputError(f"tp must be ≥ 1, got {opt.tp}", field="tp")
+    if opt.block_span < 1:
+        raise InputError(f"block_span must be ≥ 1, got {opt.block_span}", field="block_span")
+    if opt.time_unit not in TIME_UNITS or opt.time_unit == "unit":
+        raise InputError(f"time_unit must be one of ns, us, ms, s; got '{opt.time_unit}'",
+                         field="time_unit")
+    if any(card.layer_type(layer) == "linear" for layer in range(n_layers)):
+        raise InputError(f"model '{card.name}' has linear-attention layers; the placement "
+                         f"builder supports full and sliding attention", field="model")
+    prec = opt.resolved_precision()
+    sparsity = opt.sparsity
+    if sparsity is not None:
+        if not isinstance(sparsity, Sparsity):
+            raise InputError(f"sparsity must be a Sparsity, got {sparsity!r}", field="sparsity")
+        sparsity.check()
+    formats = FORMATS if opt.formats is None else tuple(dict.fromkeys(opt.formats))
+    if "linear" not in formats or not set(formats) <= set(FORMATS):
+        raise InputError(f"formats must be among {', '.join(FORMATS)} and include linear, got "
+                         f"{', '.join(formats)}", field="formats")
+    if opt.memory_budget is not None and opt.memory_budget < 0:
+        raise InputError(f"memory_budget must be ≥ 0 bytes, got {opt.memory_budget}",
+                         field="memory_budget")
+    tp = opt.tp
+    tick = TIME_UNITS[opt.time_unit]
+
+    # ---- devices ----------------------------------------------------------------------------
+    specs = [(name, catalog.device(kind)) for name, kind in platform.device_names()]
+    host_spec = catalog.device(platform.host)
+    if tp > 1:
+        specs.append(("HOST", host_spec))
+    devices = [Device(name, s.device_class,
+                      None if s.memory_bytes is None or s.device_class == "cpu"
+                      else int(s.memory_bytes)) for name, s in specs]
+    nd = len(devices)
+    cls = np.array([d.device_class for d in devices])
+    compute_devs = np.flatnonzero((cls == "npu") | (cls == "gpu"))
+    pim_devs = np.flatnonzero(cls == "pim")
+    host_dev = nd - 1 if tp > 1 else -1
+    if len(compute_devs) == 0:
+        raise InputError(f"platform '{platform.name}' has no NPU or GPU", field="platform")
+    kv_home = [int(pim_devs[s % len(pim_devs)]) if len(pim_devs) else int(compute_devs[0])
+               for s in range(tp)]
+    lat = int(seconds_to_ticks(platform.fabric.latency_s, opt.time_unit))
+    bw = platform.fabric.bandwidth_bytes_per_s * tick
+    links = make_links(devices, platform.topology, True, lat, bw)
+
+    # ---- the step template --------------------------------------------------------------------
+    tpl = _Template()
+    e_idx = tpl.add("embed", "embed", -1, -1, None, ("embed", -1, -1))
+    x_src = e_idx  # the residual stream entering the next layer
+    for layer in range(n_layers):
+        probe = {o.kind: o for o in layer_ops(card, layer, tokens=1, context=1, batch=1,
+                                              precision=prec, experts=opt.experts)}
+        kinds = list(probe)
+
+        def add(kind, shard=-1, family=None):
+            name = f"L{layer}.{kind}" + (f"#{shard}" if shard >= 0 else "")
+            return tpl.add(name, kind, layer, shard, family, (kind, layer, shard))
+
+        def fam(kind, shard=-1):
+            f = probe[kind].family
+            if f is None:
+                return None
+            span = layer // opt.block_span
+            lo, hi = span * opt.block_span, min((span + 1) * opt.block_span, n_layers) - 1
+            return f"L{lo}-{hi}_{f}" + (f"#{shard}" if shard >= 0 else "")
+
+        shards = range(tp) if tp > 1 else [-1]
+        norm = add("attn_norm")
+        tpl.edges.append((x_src, norm, ("out", x_src)))
+        add_attn = None
+        o_list = []
+        for s in shards:
+            q = add("q_proj", s, fam("q_proj", s))
+            k = add("k_proj", s, fam("k_proj", s))
+            v = add("v_proj", s, fam("v_proj", s))
+            kvw = add("kv_write", s)
+            qk = add("qk", s)
+            sm = add("softmax", s)
+            sv = add("sv", s)
+            for p in (q, k, v):
+                tpl.edges.append((norm, p, ("out", norm)))
+            tpl.edges += [(k, kvw, ("out", k)), (v, kvw, ("out", v)), (q, qk, ("out", q)),
+                          (kvw, qk, ("kv", layer)), (qk, sm, ("out", qk)),
+                          (sm, sv, ("out", sm)), (kvw, sv, ("kv", layer))]
+            last = sv
+            if "attn_gate" in probe:
+                g = add("attn_gate", s)
+                tpl.edges += [(sv, g, ("out", sv)), (q, g, ("out", q))]
+                last = g
+            o = add("o_proj", s, fam("o_proj", s))
+            tpl.edges.append((last, o, ("out", last)))
+            o_list.append(o)
+        add_attn = add("add_attn")
+        tpl.edges.append((x_src, add_attn, ("out", x_src)))
+        if tp > 1:
+            ar = add("allreduce_attn")
+            tpl.edges += [(o, ar, ("zero",)) for o in o_list]
+            tpl.edges.append((ar, add_attn, ("zero",)))
+        else:
+            tpl.edges.append((o_list[0], add_attn, ("out", o_list[0])))
+        fnorm = add("ffn_norm")
+        tpl.edges.append((add_attn, fnorm, ("out", add_attn)))
+        if card.moe is None:
+            downs = []
+            for s in shards:
+                gt = add("gate_proj", s, fam("gate_proj", s))
+                up = add("up_proj", s, fam("up_proj", s))
+                act = add("act", s)
+                dn = add("down_proj", s, fam("down_proj", s))
+                tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
+                              (gt, act, ("out", gt)), (up, act, ("out", up)),
+                              (act, dn, ("out", act))]
+                downs.append(dn)
+            ffn_out = downs
+        else:
+            router = add("router", -1, fam("router"))
+            tpl.edges.append((fnorm, router, ("out", fnorm)))
+            downs = []
+            expert_kinds = sorted({k.rsplit("_", 1)[0] for k in kinds
+                                   if k.startswith(("expert", "shared")) and k.endswith("_gate")})
+            for ek in expert_kinds:
+                for s in shards:
+                    gt = add(f"{ek}_gate", s, fam(f"{ek}_gate", s))
+                    up = add(f"{ek}_up", s, fam(f"{ek}_up", s))
+                    act = add(f"{ek}_act", s)
+                    dn = add(f"{ek}_down", s, fam(f"{ek}_down", s))
+                    tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
+                                  (gt, act, ("out", gt)), (up, act, ("out", up)),
+                                  (act, dn, ("out", act))]
+                    if ek.startswith("expert"):
+                        tpl.edges += [(router, gt, ("zero",))]
+                    downs.append(dn)
+            ffn_out = downs
+        add_ffn = add("add_ffn")
+        tpl.edges.append((add_attn, add_ffn, ("out", add_attn)))
+        if tp > 1:
+            ar = add("allreduce_ffn")
+            tpl.edges += [(dn, ar, ("zero",)) for dn in ffn_out]
+            merged = ar
+        else:
+            merged = None
+        if card.moe is not None:
+            comb = add("combine")
+            tpl.edges.append((router, comb, ("out", router)))
+            if merged is not None:
+                tpl.edges.append((merged, comb, ("zero",)))
+            else:
+                tpl.edges += [(dn, comb, ("out", dn)) for dn in ffn_out]
+            tpl.edges.append((comb, add_ffn, ("out", comb)))
+        elif merged is not None:
+            tpl.edges.append((merged, add_ffn, ("zero",)))
+        else:
+            tpl.edges.append((ffn_out[0], add_ffn, ("out", ffn_out[0])))
+        x_src = add_ffn
+    fn = tpl.add("final_norm", "final_norm", -1, -1, None, ("final_norm", -1, -1))
+    lm = tpl.add("lm_head", "lm_head", -1, -1, None, ("lm_head", -1, -1))
+    tpl.edges += [(x_src, fn, ("out", x_src)), (fn, lm, ("out", fn))]
+    k_tasks = len(tpl.names)
+
+    # ---- op costs per step (prefill scalar, decode vectorised) --------------------------------
+    l_in, l_out, batch = workload.prefill, workload.decode, workload.batch
+    n_steps = l_out + 1
+    ctx = np.concatenate([[l_in], l_in + np.arange(1, l_out + 1)]).astype(np.float64)
+    tok = np.concatenate([[l_in], np.ones(l_out)]).astype(np.float64)
+
+    def step_ops():
+        """{(kind, layer): Op with arrays over steps} from a prefill and a decode evaluation."""
+        table: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+
+        def put(key, ops_pre, ops_dec):
+            for op_p, op_d in zip(ops_pre, ops_dec):
+                table[(op_p.kind, key)] = {
+                    "op": op_p,
+                    **{f: np.concatenate([np.atleast_1d(getattr(op_p, f)),
+                                          np.broadcast_to(getattr(op_d, f), (l_out,))])
+                       for f in ("flops", "bytes", "out_bytes")}}
+
+        for layer in range(n_layers):
+            pre = layer_ops(card, layer, tokens=l_in, context=l_in, batch=batch, precision=prec,
+                            experts=opt.experts, sparsity=sparsity, phase="prefill")
+            dec = layer_ops(card, layer, tokens=1, context=ctx[1:] if l_out else np.array([l_in + 1.0]),
+                            batch=batch, precision=prec, experts=opt.experts, sparsity=sparsity,
+                            phase="decode")
+            if not l_out:
+                dec = [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
+                          o.weight_bytes, np.zeros(0)) for o in dec]
+            put(layer, pre, dec)
+        e_p, t_p = head_ops(card, tokens=l_in, batch=batch, prefill=True, precision=prec)
+        e_d, t_d = head_ops(card, tokens=np.ones(max(l_out, 1)), batch=batch, prefill=False,
+                            precision=prec)
+        if not l_out:
+            e_d, *t_d = [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
+                            o.weight_bytes, np.zeros(0)) for o in [e_d, *t_d]]
+        put(-1, [e_p, *t_p], [e_d, *t_d])
+        return table
+
+    table = step_ops()
+    shard_div = float(tp)
+    cost = np.full((n_steps, k_tasks, nd), -1, dtype=np.int64)
+    out_bytes = np.zeros((k_tasks, n_steps))
+    ar_bytes = (batch * tok * card.hidden * prec.a)
+    for k in range(k_tasks):
+        kind, layer, shard = tpl.ops[k]
+        if kind.startswith("allreduce"):
+            link = platform.fabric
+            f_ar = ring_allreduce_s if platform.topology == "full" else star_allreduce_s
+            cost[:, k, host_dev] = seconds_to_ticks(f_ar(ar_bytes, tp, link), opt.time_unit)
+            continue
+        entry = table[(kind, layer)]
+        op: Op = entry["op"]
+        sharded = shard >= 0
+        div = shard_div if sharded else 1.0
+        flops, nbytes = entry["flops"] / div, entry["bytes"] / div
+        out = entry["out_bytes"] / (div if kind not in ROW_PARALLEL else 1.0)
+        out_bytes[k] = out
+        if kind == "kv_write":
+            legal = [kv_home[max(shard, 0)]]
+        else:
+            legal = list(compute_devs)
+            if kind not in PIM_ILLEGAL:
+                legal += list(pim_devs)
+        for d in legal:
+            spec = specs[d][1]
+            cost[:, k, d] = seconds_to_ticks(spec.latency_s(op.op_class, flops, nbytes),
+                                             opt.time_unit)
+
+    # ---- edges (template → all steps) -----------------------------------------------------------
+    kv_tok = {}
+    for layer in range(n_layers):
+        window = card.sliding_window if card.layer_type(layer) == "sliding" else None
+        visible = np.minimum(ctx, window) if window else ctx
+        kv_tok[layer] = batch * visible * card.kv_dim * prec.k / shard_div
+    e_src = np.array([a for a, _, _ in tpl.edges], dtype=np.int64)
+    e_dst = np.array([b for _, b, _ in tpl.edges], dtype=np.int64)
+    e_bytes = np.zeros((len(tpl.edges), n_steps))
+    for i, (_, _, spec) in enumerate(tpl.edges):
+        if spec[0] == "out":
+            e_bytes[i] = out_bytes[spec[1]]
+        elif spec[0] == "kv":
+            e_bytes[i] = kv_tok[spec[1]]
+    steps = np.arange(n_steps, dtype=np.int64)
+    src_all = (steps[:, None] * k_tasks + e_src[None, :]).ravel()
+    dst_all = (steps[:, None] * k_tasks + e_dst[None, :]).ravel()
+    bytes_all = np.ceil(e_bytes.T).astype(np.int64).ravel()
+    chain_src = steps[:-1] * k_tasks + lm
+    chain_dst = steps[1:] * k_tasks + e_idx
+    chain_bytes = np.full(n_steps - 1, batch * 4, dtype=np.int64)  # sampled token ids (int32)
+    src_all = np.concatenate([src_all, chain_src])
+    dst_all = np.concatenate([dst_all, chain_dst])
+    bytes_all = np.concatenate([bytes_all, chain_bytes])
+
+    # ---- blocks -----------------------------------------------------------------------------------
+    block_ids = sorted({f for f in tpl.family if f is not None},
+                       key=lambda b: (int(b.split("-")[0][1:]), b))  # by first layer, then name
+    bindex = {b: i for i, b in enumerate(block_ids)}
+    block_bytes = np.zeros(len(block_ids), dtype=np.float64)
+    for k, f in enumerate(tpl.family):
+        if f is not None:
+            kind, layer, shard = tpl.ops[k]
+            wb = table[(kind, layer)]["op"].weight_bytes / (shard_div if shard >= 0 else 1.0)
+            block_bytes[bindex[f]] += wb
+    # gate/up/down of one expert share the expert's block: weight counted once per op above is
+    # right (each op reads its own matrix); the same block name appears for all three.
+    block_bytes = np.ceil(block_bytes).astype(np.int64)
+    block_load = {fmt: np.full((len(block_ids), nd), -1, dtype=np.int64) for fmt in formats}
+    for d, (_, spec) in enumerate(specs):
+        if spec.device_class == "cpu":
+            continue
+        for fmt in formats:
+            try:
+                spec.conversion_chain(fmt, 1.0)
+            except InputError:
+                continue
+            block_load[fmt][:, d] = [seconds_to_ticks(spec.load_s(float(b), fmt,
+                                                                  platform.host_link),
+                                                      opt.time_unit) for b in block_bytes]
+    t_block = np.array([bindex[f] if f is not None else -1 for f in tpl.family], dtype=np.int64)
+
+    # ---- assemble -----------------------------------------------------------------------------------
+    ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
+    phase = np.where(steps == 0, 0, 1).astype(np.int8)
+    meta = {
+        "model": card.name, "platform": platform.name,
+        "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
+                                                  "version": __version__, **asdict(opt),
+                                                  "precision": asdict(prec)},
+        "kv_home": [devices[d].name for d in kv_home],
+        "tasks_per_step": k_tasks,
+        "notes": "durations from the hetopt cost library (SPEC §5), integer ticks of time_unit",
+    }
+    inst = build_instance(
+        time_unit=opt.time_unit, devices=devices, links=links, task_ids=ids,
+        cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
+        edge_src=src_all, edge_dst=dst_all, edge_bytes=bytes_all, block_ids=block_ids,
+        block_bytes=block_bytes, block_load=block_load,
+        layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
+        kind=tpl.kinds * n_steps, phase=np.repeat(phase, k_tasks),
+        step=np.repeat(steps, k_tasks), layer=np.tile(np.array(tpl.layer), n_steps),
+        shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)
+    meta["build_s"] = time.perf_counter() - t_start
+    return inst

@@ -1,0 +1,674 @@
+"""P1 placement instances (SPEC §1.1, §1.2a): immutable columnar data, JSON reader and writer.
+
+In memory an instance is columnar (numpy arrays, read-only) so full-size DOPS workloads of
+hundreds of thousands of tasks stay compact and fast; on disk it is the SPEC's JSON shape
+(schema 1, optionally gzip-compressed). Every duration is an integer in ``time_unit``.
+
+Conventions: ``cost[t, d]`` is task t's duration on device d, ``-1`` where d is not legal;
+``block_load[fmt][b, d]`` is the load duration of block b onto device d when stored in format
+``fmt``, ``-1`` where it cannot be loaded. Transfer of ``n`` bytes over link (i→j):
+``latency[i, j] + ceil(n / bandwidth[i, j])`` and 0 when i = j.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opt.common.errors import InputError
+from opt.common.jsonio import Fields, read_json, write_json
+from opt.common.units import TIME_UNITS
+
+SCHEMA = 1
+DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
+PHASES = ("prefill", "decode")
+LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
+DEFAULT_STORAGE = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device of an instance; ``weight_capacity`` in bytes (None = unlimited)."""
+
+    name: str
+    device_class: str
+    weight_capacity: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Links:
+    """Link model. ``latency`` [d, d] integer ticks; ``bandwidth`` [d, d] bytes per tick."""
+
+    topology: str
+    contention: bool
+    default_latency: int
+    default_bandwidth: float
+    pairs: tuple[tuple[str, str, int, float], ...]
+    latency: np.ndarray
+    bandwidth: np.ndarray
+
+    def transfer(self, i: int, j: int, nbytes: int) -> int:
+        """Ticks to move ``nbytes`` from device i to device j (0 on the same device)."""
+        if i == j:
+            return 0
+        return int(self.latency[i, j]) + int(np.ceil(nbytes / self.bandwidth[i, j]))
+
+    def transfer_durations(self, nbytes: np.ndarray) -> np.ndarray:
+        """[m, d, d] ticks for every edge size in ``nbytes`` and device pair (diagonal 0)."""
+        nb = np.asarray(nbytes, dtype=np.float64)[:, None, None]
+        t = self.latency[None, :, :] + np.ceil(nb / self.bandwidth[None, :, :]).astype(np.int64)
+        d = self.latency.shape[0]
+        t[:, np.arange(d), np.arange(d)] = 0
+        return t
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Weight storage formats (SPEC §2). In P1 ``fixed`` / ``default`` give each block's format."""
+
+    formats: tuple[str, ...] = ("linear",)
+    fixed: Mapping[str, str] = field(default_factory=dict)
+    default: str = "linear"
+    storage_multiplier: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_STORAGE))
+    memory_budget: int | None = None
+
+    def format_of(self, block_id: str) -> str:
+        return self.fixed.get(block_id, self.default)
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementInstance:
+    """A P1 instance. Arrays are read-only; index tasks/devices/blocks by position."""
+
+    time_unit: str
+    devices: tuple[Device, ...]
+    links: Links
+    task_ids: tuple[str, ...]
+    cost: np.ndarray                 # int64 [n, d], -1 = illegal
+    task_block: np.ndarray           # int64 [n], -1 = no block
+    edge_src: np.ndarray             # int64 [m]
+    edge_dst: np.ndarray             # int64 [m]
+    edge_bytes: np.ndarray           # int64 [m]
+    block_ids: tuple[str, ...] = ()
+    block_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    block_load: Mapping[str, np.ndarray] = field(default_factory=dict)  # fmt -> int64 [b, d]
+    layout: Layout = field(default_factory=Layout)
+    kind: tuple[str | None, ...] = ()
+    phase: np.ndarray | None = None  # int8 [n]: 0 prefill, 1 decode, -1 none
+    step: np.ndarray | None = None   # int64 [n], -1 none
+    layer: np.ndarray | None = None
+    shard: np.ndarray | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+    # ---- sizes and lookups ---------------------------------------------------------------
+    @property
+    def n_tasks(self) -> int:
+        return len(self.task_ids)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.edge_src)
+
+    @cached_property
+    def task_index(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.task_ids)}
+
+    @cached_property
+    def device_index(self) -> dict[str, int]:
+        return {d.name: i for i, d in enumerate(self.devices)}
+
+    @cached_property
+    def block_index(self) -> dict[str, int]:
+        return {b: i for i, b in enumerate(self.block_ids)}
+
+    @cached_property
+    def legal(self) -> np.ndarray:
+        """bool [n, d]: device d may run task t."""
+        return _frozen(self.cost >= 0)
+
+    @cached_property
+    def block_format(self) -> tuple[str, ...]:
+        """Each block's P1 storage format (``layout.fixed`` or ``layout.default``)."""
+        return tuple(self.layout.format_of(b) for b in self.block_ids)
+
+    @cached_property
+    def load_duration(self) -> np.ndarray:
+        """int64 [b, d]: load duration of each block in its P1 format (-1 = not loadable)."""
+        out = np.full((len(self.block_ids), self.n_devices), -1, dtype=np.int64)
+        for fmt in set(self.block_format):
+            rows = np.array([f == fmt for f in self.block_format])
+            if fmt in self.block_load:
+                out[rows] = self.block_load[fmt][rows]
+        return _frozen(out)
+
+    @cached_property
+    def successors(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (offsets [n+1], edge indices sorted by source)."""
+        return self._csr(self.edge_src)
+
+    @cached_property
+    def predecessors(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (offsets [n+1], edge indices sorted by destination)."""
+        return self._csr(self.edge_dst)
+
+    def _csr(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(key, kind="stable")
+        counts = np.bincount(key, minlength=self.n_tasks)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        return _frozen(offsets), _frozen(order)
+
+    @cached_property
+    def topological_order(self) -> np.ndarray:
+        """Tasks in a topological order (Kahn, smallest index first among ready tasks)."""
+        order = _topological_order(self.n_tasks, self.edge_src, self.edge_dst)
+        if order is None:
+            raise InputError(f"the task graph has a cycle through task "
+                             f"'{self.task_ids[_cycle_member(self)]}'", source=self.source,
+                             field="edges")
+        return _frozen(order)
+
+    def is_prefill(self) -> np.ndarray:
+        return np.zeros(self.n_tasks, bool) if self.phase is None else self.phase == 0
+
+    def is_decode(self) -> np.ndarray:
+        return np.zeros(self.n_tasks, bool) if self.phase is None else self.phase == 1
+
+    # ---- JSON -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        names = [d.name for d in self.devices]
+        tasks = []
+        kind = self.kind or (None,) * self.n_tasks
+        cost = self.cost.tolist()
+        blk = self.task_block.tolist()
+        ph = self.phase.tolist() if self.phase is not None else None
+        st = self.step.tolist() if self.step is not None else None
+        la = self.layer.tolist() if self.layer is not None else None
+        sh = self.shard.tolist() if self.shard is not None else None
+        for i, tid in enumerate(self.task_ids):
+            t: dict[str, Any] = {"id": tid,
+                                 "cost": {names[d]: c for d, c in enumerate(cost[i]) if c >= 0},
+                                 "block": self.block_ids[blk[i]] if blk[i] >= 0 else None}
+            if kind[i] is not None:
+                t["kind"] = kind[i]
+            if ph is not None and ph[i] >= 0:
+                t["phase"] = PHASES[ph[i]]
+            for key, arr in (("step", st), ("layer", la), ("shard", sh)):
+                if arr is not None and arr[i] >= 0:
+                    t[key] = arr[i]
+            tasks.append(t)
+        src, dst, nb = self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist()
+        edges = [{"src": self.task_ids[s], "dst": self.task_ids[d], "bytes": b}
+                 for s, d, b in zip(src, dst, nb)]
+        blocks = []
+        for b, bid in enumerate(self.block_ids):
+            load: dict[str, dict[str, int]] = {}
+            for fmt, arr in self.block_load.items():
+                for d, v in enumerate(arr[b].tolist()):
+                    if v >= 0:
+                        load.setdefault(names[d], {})[fmt] = v
+            blocks.append({"id": bid, "bytes": int(self.block_bytes[b]), "load": load})
+        lay = self.layout
+        return {
+            "schema": SCHEMA, "problem": "placement", "time_unit": self.time_unit,
+            "devices": [{"name": d.name, "class": d.device_class,
+                         "weight_capacity": d.weight_capacity} for d in self.devices],
+            "links": {"topology": self.links.topology, "contention": self.links.contention,
+                      "default": {"latency": self.links.default_latency,
+                                  "bandwidth": self.links.default_bandwidth},
+                      "pairs": [{"src": s, "dst": d, "latency": lat, "bandwidth": bw}
+                                for s, d, lat, bw in self.links.pairs]},
+            "tasks": tasks, "edges": edges, "blocks": blocks,
+            "layout": {"formats": list(lay.formats), "fixed": dict(lay.fixed),
+                       "default": lay.default, "storage_multiplier": dict(lay.storage_multiplier),
+                       "memory_budget": lay.memory_budget},
+            "meta": dict(self.meta),
+        }
+
+    def write(self, path: str | Path) -> None:
+        """Write as JSON (gzip when the name ends in ``.gz``; compact for large instances)."""
+        write_json(self.to_dict(), path, indent=None if self.n_tasks > 2000 else 1)
+
+
+def interchangeable_devices(inst: PlacementInstance) -> list[list[int]]:
+    """Groups (≥ 2) of devices that any schedule may permute: same class and capacity, same
+    cost and load columns, and link matrices invariant under swapping them (symmetry
+    breaking in the exact models relies on this)."""
+    lat, bw, loads = inst.links.latency, inst.links.bandwidth, inst.load_duration
+    nd = inst.n_devices
+
+    def same(a: int, b: int) -> bool:
+        da, db = inst.devices[a], inst.devices[b]
+        if (da.device_class, da.weight_capacity) != (db.device_class, db.weight_capacity):
+            return False
+        if not (np.array_equal(inst.cost[:, a], inst.cost[:, b])
+                and np.array_equal(loads[:, a], loads[:, b])):
+            return False
+        perm = np.arange(nd)
+        perm[a], perm[b] = b, a
+        return bool(np.array_equal(lat, lat[np.ix_(perm, perm)])
+                    and np.array_equal(bw, bw[np.ix_(perm, perm)]))
+
+    groups: list[list[int]] = []
+    for a in range(nd):
+        for g in groups:
+            if same(g[0], a):
+                g.append(a)
+                break
+        else:
+            groups.append([a])
+    return [g for g in groups if len(g) > 1]
+
+
+# --------------------------------------------------------------------------------------------
+# graph helpers
+
+def _topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    order_e = np.argsort(src, kind="stable")
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
+    succ = dst[order_e]
+    import heapq
+
+    ready = [int(i) for i in np.flatnonzero(indeg == 0)]
+    heapq.heapify(ready)
+    out = np.empty(n, dtype=np.int64)
+    k = 0
+    indeg_l = indeg.tolist()
+    offsets_l = offsets.tolist()
+    succ_l = succ.tolist()
+    while ready:
+        u = heapq.heappop(ready)
+        out[k] = u
+        k += 1
+        for j in range(offsets_l[u], offsets_l[u + 1]):
+            v = succ_l[j]
+            indeg_l[v] -= 1
+            if indeg_l[v] == 0:
+                heapq.heappush(ready, v)
+    return out if k == n else None
+
+
+def _cycle_member(inst: PlacementInstance) -> int:
+    """A task on a cycle (for the error message): peel tasks without predecessors, then walk
+    back through remaining predecessors until a task repeats."""
+    n = inst.n_tasks
+    indeg = np.bincount(inst.edge_dst, minlength=n)
+    alive = np.ones(n, bool)
+    while True:
+        srcs = np.flatnonzero(alive & (indeg == 0))
+        if not len(srcs):
+            break
+        alive[srcs] = False
+        mask = np.isin(inst.edge_src, srcs)
+        np.subtract.at(indeg, inst.edge_dst[mask], 1)
+    # every remaining task has a remaining predecessor: walking back must close a cycle
+    pred: dict[int, int] = {}
+    for u, v in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
+        if alive[u] and alive[v]:
+            pred.setdefault(v, u)
+    t = int(np.flatnonzero(alive)[0])
+    seen: set[int] = set()
+    while t not in seen:
+        seen.add(t)
+        t = pred[t]
+    return t
+
+
+# --------------------------------------------------------------------------------------------
+# construction with validation (shared by the JSON reader and the builders)
+
+def make_links(devices: Sequence[Device], topology: str = "full", contention: bool = True,
+               latency: int = 0, bandwidth: float = 1.0,
+               pairs: Sequence[tuple[str, str, int, float]] = (), source: str | None = None
+               ) -> Links:
+    """Build the [d, d] link matrices from a default and per-ordered-pair overrides."""
+    if topology not in ("full", "star"):
+        raise InputError(f"unknown topology '{topology}'; known: full, star", source=source,
+                         field="links.topology")
+    if latency < 0 or not bandwidth > 0:
+        raise InputError(f"need latency ≥ 0 and bandwidth > 0, got {latency}, {bandwidth}",
+                         source=source, field="links.default")
+    d = len(devices)
+    lat = np.full((d, d), int(latency), dtype=np.int64)
+    bw = np.full((d, d), float(bandwidth), dtype=np.float64)
+    index = {dev.name: i for i, dev in enumerate(devices)}
+    for k, (s, t, la, b) in enumerate(pairs):
+        for end in (s, t):
+            if end not in index:
+                raise InputError(f"unknown device '{end}'", source=source,
+                                 field=f"links.pairs[{k}]")
+        if la < 0 or not b > 0:
+            raise InputError(f"need latency ≥ 0 and bandwidth > 0, got {la}, {b}",
+                             source=source, field=f"links.pairs[{k}]")
+        lat[index[s], index[t]] = la
+        bw[index[s], index[t]] = b
+    np.fill_diagonal(lat, 0)
+    return Links(topology, contention, int(latency), float(bandwidth), tuple(pairs),
+                 _frozen(lat), _frozen(bw))
+
+
+def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
+                   task_ids: Sequence[str], cost: np.ndarray, task_block: np.ndarray | None = None,
+                   edge_src=(), edge_dst=(), edge_bytes=(), block_ids: Sequence[str] = (),
+                   block_bytes=(), block_load: Mapping[str, np.ndarray] | None = None,
+                   layout: Layout | None = None, kind: Sequence[str | None] | None = None,
+                   phase=None, step=None, layer=None, shard=None,
+                   meta: Mapping[str, Any] | None = None, source: str | None = None,
+                   check_acyclic: bool = True) -> PlacementInstance:
+    """Validate columnar data and freeze it into a :class:`PlacementInstance`.
+
+    Errors name the offending task, edge, block or device (and the file when ``source`` is set).
+    """
+    n, d = len(task_ids), len(devices)
+
+    def err(msg: str, fld: str) -> InputError:
+        return InputError(msg, source=source, field=fld)
+
+    if time_unit not in TIME_UNITS:
+        raise err(f"unknown time_unit '{time_unit}'; known: {', '.join(TIME_UNITS)}", "time_unit")
+    if d == 0:
+        raise err("an instance needs at least one device", "devices")
+    names = [x.name for x in devices]
+    if len(set(names)) != d:
+        dup = next(x for x in names if names.count(x) > 1)
+        raise err(f"duplicate device name '{dup}'", "devices")
+    if len(set(task_ids)) != n:
+        seen: set[str] = set()
+        dup = next(t for t in task_ids if t in seen or seen.add(t))
+        raise err(f"duplicate task id '{dup}'", "tasks")
+    cost = np.asarray(cost, dtype=np.int64).reshape(n, d)
+    if (cost < -1).any():
+        t, dv = map(int, np.argwhere(cost < -1)[0])
+        raise err(f"task '{task_ids[t]}' has negative duration {int(cost[t, dv])} on "
+                  f"'{names[dv]}'", f"tasks[{t}].cost")
+    no_dev = np.flatnonzero((cost < 0).all(axis=1))
+    if len(no_dev):
+        raise err(f"task '{task_ids[no_dev[0]]}' has no legal device", f"tasks[{no_dev[0]}].cost")
+    nb = len(block_ids)
+    task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
+                  else np.asarray(task_block, dtype=np.int64))
+    if len(set(block_ids)) != nb:
+        raise err("duplicate block id", "blocks")
+    block_bytes = np.asarray(block_bytes, dtype=np.int64).reshape(nb)
+    if (block_bytes < 0).any():
+        b = int(np.flatnonzero(block_bytes < 0)[0])
+        raise err(f"block '{block_ids[b]}' has negative bytes", f"blocks[{b}].bytes")
+    layout = layout or Layout()
+    for fmt in layout.formats:
+        if fmt not in LAYOUT_FORMATS:
+            raise err(f"unknown format '{fmt}'; known: {', '.join(LAYOUT_FORMATS)}",
+                      "layout.formats")
+    if layout.default not in layout.formats:
+        raise err(f"default format '{layout.default}' is not in formats", "layout.default")
+    for bid, fmt in layout.fixed.items():
+        if fmt not in layout.formats:
+            raise err(f"block '{bid}' fixed to unknown format '{fmt}'", "layout.fixed")
+    block_load = {f: np.asarray(a, dtype=np.int64).reshape(nb, d)
+                  for f, a in (block_load or {}).items()}
+    for fmt, arr in block_load.items():
+        if fmt not in layout.formats:
+            raise err(f"load durations given for format '{fmt}' not in layout.formats",
+                      "blocks.load")
+        if (arr < -1).any():
+            b, dv = map(int, np.argwhere(arr < -1)[0])
+            raise err(f"block '{block_ids[b]}' has negative load duration on '{names[dv]}'",
+                      f"blocks[{b}].load")
+    index_b = {b: i for i, b in enumerate(block_ids)}
+    for bid in layout.fixed:
+        if bid not in index_b:
+            raise err(f"unknown block '{bid}'", "layout.fixed")
+    if (task_block >= nb).any() or (task_block < -1).any():
+        raise err("task block index out of range", "tasks")
+    # every legal device of a blocked task must be able to load the block in its P1 format
+    has_block = np.flatnonzero(task_block >= 0)
+    if len(has_block):
+        fmts = [layout.format_of(b) for b in block_ids]
+        load_p1 = np.full((nb, d), -1, dtype=np.int64)
+        for b, fmt in enumerate(fmts):
+            if fmt in block_load:
+                load_p1[b] = block_load[fmt][b]
+        bad = (cost[has_block] >= 0) & (load_p1[task_block[has_block]] < 0)
+        if bad.any():
+            r, dv = map(int, np.argwhere(bad)[0])
+            t = int(has_block[r])
+            raise err(f"task '{task_ids[t]}' may run on '{names[dv]}' but its block "
+                      f"'{block_ids[task_block[t]]}' has no load there in format "
+                      f"'{fmts[task_block[t]]}'", f"tasks[{t}].block")
+    edge_src = np.asarray(edge_src, dtype=np.int64)
+    edge_dst = np.asarray(edge_dst, dtype=np.int64)
+    edge_bytes = np.asarray(edge_bytes, dtype=np.int64)
+    if (edge_bytes < 0).any():
+        e = int(np.flatnonzero(edge_bytes < 0)[0])
+        raise err(f"edge {task_ids[edge_src[e]]}->{task_ids[edge_dst[e]]} has negative bytes",
+                  f"edges[{e}].bytes")
+    loops = np.flatnonzero(edge_src == edge_dst)
+    if len(loops):
+        raise err(f"self-loop on task '{task_ids[edge_src[loops[0]]]}'", f"edges[{loops[0]}]")
+    if len(edge_src):
+        key = edge_src * n + edge_dst
+        uniq, counts = np.unique(key, return_counts=True)
+        if (counts > 1).any():
+            k = int(uniq[counts > 1][0])
+            raise err(f"duplicate edge {task_ids[k // n]}->{task_ids[k % n]}", "edges")
+
+    def opt_arr(a, dtype):
+        return None if a is None else _frozen(np.asarray(a, dtype=dtype).reshape(n))
+
+    for dev in devices:
+        if dev.device_class not in DEVICE_CLASSES:
+            raise err(f"device '{dev.name}' has unknown class '{dev.device_class}'; known: "
+                      f"{', '.join(DEVICE_CLASSES)}", "devices")
+    inst = PlacementInstance(
+        time_unit=time_unit, devices=tuple(devices), links=links, task_ids=tuple(task_ids),
+        cost=_frozen(cost), task_block=_frozen(task_block), edge_src=_frozen(edge_src),
+        edge_dst=_frozen(edge_dst), edge_bytes=_frozen(edge_bytes), block_ids=tuple(block_ids),
+        block_bytes=_frozen(block_bytes),
+        block_load={f: _frozen(a) for f, a in block_load.items()}, layout=layout,
+        kind=tuple(kind) if kind is not None else (), phase=opt_arr(phase, np.int8),
+        step=opt_arr(step, np.int64), layer=opt_arr(layer, np.int64),
+        shard=opt_arr(shard, np.int64), meta=dict(meta or {}), source=source)
+    if check_acyclic:
+        inst.topological_order  # noqa: B018 — raises on a cycle
+    return inst
+
+
+# --------------------------------------------------------------------------------------------
+# JSON reader
+
+def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
+    """Validate the SPEC §1.2a JSON form and build the instance (errors name file and field)."""
+    f = Fields(obj, source, "")
+    f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
+                  "blocks", "layout", "meta"})
+    schema = f.get("schema")
+    if schema != SCHEMA:
+        raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
+    if f.str("problem") != "placement":
+        raise f.error("problem", f"expected 'placement', got {obj['problem']!r}")
+    time_unit = f.str("time_unit", "ns")
+    devices = []
+    for df in f.items("devices"):
+        df.check_keys({"name", "class", "weight_capacity"})
+        devices.append(Device(df.str("name"), df.str("class"),
+                              df.int("weight_capacity", None)))
+    dindex = {dv.name: i for i, dv in enumerate(devices)}
+    lf = f.sub("links", {})
+    lf.check_keys({"topology", "contention", "default", "pairs"})
+    default = lf.sub("default", {})
+    pairs = []
+    for pf in lf.items("pairs") if "pairs" in lf.obj else []:
+        pf.check_keys({"src", "dst", "latency", "bandwidth"})
+        pairs.append((pf.str("src"), pf.str("dst"), pf.int("latency"),
+                      pf.num("bandwidth", strict=True)))
+    links = make_links(devices, lf.str("topology", "full"), lf.bool("contention", True),
+                       default.int("latency", 0), default.num("bandwidth", 1.0, strict=True),
+                       pairs, source)
+    lay = f.sub("layout", {})
+    lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
+    default_fmt = lay.str("default", "linear")
+    formats = tuple(lay.list("formats", [default_fmt]))
+    layout = Layout(formats=formats, fixed=dict(lay.get("fixed", {}) or {}), default=default_fmt,
+                    storage_multiplier={**DEFAULT_STORAGE, **(lay.get("storage_multiplier", {}) or {})},
+                    memory_budget=lay.int("memory_budget", None))
+    blocks = f.items("blocks") if "blocks" in obj else []
+    block_ids = []
+    block_bytes = []
+    block_load = {fmt: np.full((len(blocks), len(devices)), -1, dtype=np.int64) for fmt in formats}
+    for b, bf in enumerate(blocks):
+        bf.check_keys({"id", "bytes", "load"})
+        block_ids.append(bf.str("id"))
+        block_bytes.append(bf.int("bytes"))
+        load = bf.sub("load", {})
+        for dname, per_fmt in load.obj.items():
+            if dname not in dindex:
+                raise load.error(dname, f"unknown device '{dname}'")
+            pf = load.sub(dname)
+            for fmt in per_fmt:
+                if fmt not in block_load:
+                    raise pf.error(fmt, f"format '{fmt}' is not in layout.formats "
+                                        f"{list(formats)}")
+                block_load[fmt][b, dindex[dname]] = pf.int(fmt)
+    bindex = {b: i for i, b in enumerate(block_ids)}
+    raw_tasks = f.list("tasks")
+    raw_edges = f.list("edges", [])
+    try:  # fast path for large files; any irregularity reruns the checked path for the message
+        cols = _fast_columns(raw_tasks, raw_edges, dindex, bindex, len(devices))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        cols = _checked_columns(f, obj, dindex, bindex, len(devices))
+    ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
+    return build_instance(
+        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
+        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
+        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
+        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
+        meta=f.get("meta", {}) or {}, source=source)
+
+
+def _has_bool(values: list) -> bool:
+    """JSON true/false where an integer is required (numpy would silently read them as 1/0)."""
+    return any(type(x) is bool for x in values)
+
+
+_TASK_KEYS = frozenset({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
+_EDGE_KEYS = frozenset({"src", "dst", "bytes"})
+
+
+def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict[str, int],
+                  nd: int):
+    """Columns of well-formed task and edge lists, with bulk checks (raises on anything odd)."""
+    n = len(tasks)
+    if set().union(*(t.keys() for t in tasks)) - _TASK_KEYS:
+        raise KeyError("unknown task key")
+    ids = [t["id"] for t in tasks]
+    if not all(type(i) is str and i for i in ids):
+        raise TypeError("task id")
+    rows, cols, vals = [], [], []
+    for i, t in enumerate(tasks):
+        c = t["cost"]
+        rows.extend([i] * len(c))
+        cols.extend(dindex[k] for k in c)
+        vals.extend(c.values())
+    v = np.array(vals)
+    if v.dtype.kind != "i" or (len(v) and v.min() < 0) or _has_bool(vals):
+        raise ValueError("durations")
+    cost = np.full((n, nd), -1, dtype=np.int64)
+    cost[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)] = v
+    task_block = np.array([-1 if t.get("block") is None else bindex[t["block"]] for t in tasks],
+                          dtype=np.int64)
+    kinds = [t.get("kind") for t in tasks]
+    phase = np.array([-1 if t.get("phase") is None else PHASES.index(t["phase"])
+                      for t in tasks], dtype=np.int8)
+    ints = []
+    for key in ("step", "layer", "shard"):
+        raw = [t.get(key, -1) for t in tasks]
+        a = np.array(raw)
+        if len(a) and (a.dtype.kind != "i" or _has_bool(raw)):
+            raise ValueError(key)
+        ints.append(a.astype(np.int64))
+    if edges and set().union(*(e.keys() for e in edges)) - _EDGE_KEYS:
+        raise KeyError("unknown edge key")
+    tindex = {t: i for i, t in enumerate(ids)}
+    src = np.array([tindex[e["src"]] for e in edges], dtype=np.int64)
+    dst = np.array([tindex[e["dst"]] for e in edges], dtype=np.int64)
+    raw_nb = [e.get("bytes", 0) for e in edges]
+    nb = np.array(raw_nb)
+    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
+        raise ValueError("bytes")
+    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
+
+
+def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
+                     nd: int):
+    """The same columns, field by field, raising an InputError that names the bad field."""
+    tasks = f.items("tasks")
+    n = len(tasks)
+    ids, kinds = [], []
+    cost = np.full((n, nd), -1, dtype=np.int64)
+    task_block = np.full(n, -1, dtype=np.int64)
+    phase = np.full(n, -1, dtype=np.int8)
+    step = np.full(n, -1, dtype=np.int64)
+    layer = np.full(n, -1, dtype=np.int64)
+    shard = np.full(n, -1, dtype=np.int64)
+    for i, tf in enumerate(tasks):
+        tf.check_keys({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
+        ids.append(tf.str("id"))
+        cf = tf.sub("cost")
+        for dname in cf.obj:
+            if dname not in dindex:
+                raise cf.error(dname, f"unknown device '{dname}' in task '{ids[-1]}'")
+            cost[i, dindex[dname]] = cf.int(dname, minimum=None)
+            if cost[i, dindex[dname]] < 0:
+                raise cf.error(dname, f"task '{ids[-1]}' has negative duration "
+                                      f"{cf.obj[dname]!r}")
+        blk = tf.get("block", None)
+        if blk is not None:
+            if blk not in bindex:
+                raise tf.error("block", f"unknown block '{blk}' in task '{ids[-1]}'")
+            task_block[i] = bindex[blk]
+        kinds.append(tf.get("kind", None))
+        ph = tf.get("phase", None)
+        if ph is not None:
+            if ph not in PHASES:
+                raise tf.error("phase", f"expected prefill or decode, got {ph!r}")
+            phase[i] = PHASES.index(ph)
+        for key, arr in (("step", step), ("layer", layer), ("shard", shard)):
+            v = tf.int(key, None)
+            if v is not None:
+                arr[i] = v
+    tindex = {t: i for i, t in enumerate(ids)}
+    edges = f.items("edges") if "edges" in obj else []
+    m = len(edges)
+    src = np.empty(m, dtype=np.int64)
+    dst = np.empty(m, dtype=np.int64)
+    nbytes = np.empty(m, dtype=np.int64)
+    for k, ef in enumerate(edges):
+        ef.check_keys({"src", "dst", "bytes"})
+        for key, arr in (("src", src), ("dst", dst)):
+            tid = ef.get(key)
+            if tid not in tindex:
+                raise ef.error(key, f"edge to an unknown task '{tid}'")
+            arr[k] = tindex[tid]
+        nbytes[k] = ef.int("bytes", 0, minimum=None)
+        if nbytes[k] < 0:
+            raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
+    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes
+
+
+def read_instance(path: str | Path) -> PlacementInstance:
+    """Read a placement instance (``.json`` or ``.json.gz``)."""
+    return instance_from_dict(read_json(path), source=str(path))

@@ -1,0 +1,67 @@
+"""Turn a solver's decisions into the SPEC §1.2a solution dict (shared by every P1 method).
+
+Solvers decide a device and start per task, a start per cross-device edge transfer, and the
+start of each (block, device) load; durations always come from the instance, so every method
+reports events with the same integer lengths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from opt.placement.instance import PlacementInstance
+
+
+def make_solution(inst: PlacementInstance, task_device: Sequence[int], task_start: Sequence[int],
+                  transfer_start: Mapping[int, int],
+                  loads: Iterable[tuple[int, int, int]] = (),
+                  evictions: Iterable[tuple[int, int, int]] = (),
+                  formats: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Solution dict from decisions.
+
+    task_device/task_start: per task index; transfer_start: edge index → start, for every edge
+    whose endpoints run on different devices; loads: (block, device, start); evictions:
+    (block, device, time); formats: block id → format (P2; default the instance's P1 formats).
+    """
+    names = [d.name for d in inst.devices]
+    ids = inst.task_ids
+    dev = np.asarray(task_device, dtype=np.int64)
+    st = np.asarray(task_start, dtype=np.int64)
+    dur = inst.cost[np.arange(inst.n_tasks), dev]
+    compute = [{"task": ids[t], "device": names[d], "start": s, "end": s + c}
+               for t, (d, s, c) in enumerate(zip(dev.tolist(), st.tolist(), dur.tolist()))]
+    transfers = []
+    for e, s in sorted(transfer_start.items()):
+        u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
+        f, t = int(dev[u]), int(dev[v])
+        dur_e = inst.links.transfer(f, t, int(inst.edge_bytes[e]))
+        transfers.append({"src": ids[u], "dst": ids[v], "from": names[f], "to": names[t],
+                          "start": int(s), "end": int(s) + dur_e})
+    fmt_of = list(inst.block_format)
+    if formats:
+        for bid, fmt in formats.items():
+            fmt_of[inst.block_index[bid]] = fmt
+    load_events = []
+    for b, d, s in loads:
+        fmt = fmt_of[b]
+        dur_l = int(inst.block_load[fmt][b, d])
+        load_events.append({"block": inst.block_ids[b], "device": names[d], "format": fmt,
+                            "start": int(s), "end": int(s) + dur_l})
+    return {
+        "assignment": {ids[t]: names[d] for t, d in enumerate(dev.tolist())},
+        "compute": compute,
+        "transfers": transfers,
+        "loads": load_events,
+        "evictions": [{"block": inst.block_ids[b], "device": names[d], "time": int(t)}
+                      for b, d, t in evictions],
+        "formats": {bid: fmt_of[i] for i, bid in enumerate(inst.block_ids)},
+    }
+
+
+def cross_edges(inst: PlacementInstance, task_device: Sequence[int]) -> np.ndarray:
+    """Indices of edges whose endpoints run on different devices."""
+    dev = np.asarray(task_device, dtype=np.int64)
+    return np.flatnonzero(dev[inst.edge_src] != dev[inst.edge_dst])

@@ -1,0 +1,1 @@
+"""Plots (matplotlib, the `plot` extra): bounds curves, Gantt charts, sweep heatmaps."""

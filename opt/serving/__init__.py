@@ -1,0 +1,1 @@
+"""P3 serving plans: instance, builder, plan evaluation and checking, simulator."""

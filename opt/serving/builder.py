@@ -1,0 +1,287 @@
+"""Build a P3 serving-plan instance from a model card, GPU types and a workload (SPEC §3.1).
+
+One partition block (``card.block_period`` layers: Gemma-3 6, Qwen3-Next 4, GPT-OSS 2, dense 1)
+is cut into five decode operators per layer, the granularity at which stage boundaries may fall
+(documented choice; norms, residual adds and activations are fused into the neighbouring GEMM
+as serving engines do):
+
+=========  =====================================================  ==========================
+op         members (``opt.costlib.operators`` kinds)                      boundary activation / req.
+=========  =====================================================  ==========================
+qkv        attn_norm, q/k/v_proj (GDN: in_proj_qkvz, in_proj_ba)   q + k + v + residual
+attn       kv_write, qk, softmax, sv, attn_gate (GDN: conv1d,      attention output + residual
+           gdn_recurrence, gated_norm) — holds the KV / state
+o_proj     o_proj / out_proj, add_attn                             hidden
+ffn_in     ffn_norm, gate_proj, up_proj, act (MoE: ffn_norm,       FFN activation + residual
+           router)                                                 (MoE: normed x + residual)
+ffn_out    down_proj, add_ffn (MoE: experts, shared experts,       hidden
+           combine, add_ffn)
+=========  =====================================================  ==========================
+
+Latency of an op on a replica of ``tp`` GPUs at microbatch b̂ (decode: 1 token per request,
+context = the workload's mean context s): each member kernel's roofline term
+``max(f/(η_c·F), m/(η_m·β))`` on its per-GPU shard, plus the launch cost t0 once per
+GEMM / attention / softmax / router kernel (norms, adds and activations are fused). Shards:
+GEMMs and activations split over ``tp``; attention over ``min(tp, kv_heads)`` (KV heads are
+replicated beyond that); norms and residual adds are replicated. Collectives on the node's
+intra-node link: a ring all-reduce of the hidden state after ``o_proj`` and ``ffn_out``; with
+``ep > 1`` MoE experts use two all-to-alls (dispatch + combine) instead of sharded GEMMs'
+reduction, plus the shared experts' all-reduce; the LM head is vocabulary-parallel with an
+all-gather of the logits. MoE experts use OpWeave's expected (uniform) routing.
+
+Memory: resident weights per op (all experts of a MoE layer); KV per request at context s
+(full layers s tokens, sliding layers min(s, window), Gated-DeltaNet the fixed recurrent + conv
+state), attributed to the ``attn`` op that reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from opt.common.errors import InputError
+from opt.costlib.hardware import Catalog
+from opt.costlib.latency import COLLECTIVE_OVERHEAD_S, EfficiencyRoofline, Link, ring_allreduce_s
+from opt.costlib.modelcard import ModelCard
+from opt.costlib.operators import Op, Precision, layer_ops
+from opt.serving.instance import (GpuType, ServingConfig, ServingGrid, ServingInstance, ServingOp,
+                         microbatch_sizes_for)
+from opt.common.units import dtype_bytes, seconds_to_ticks
+
+P3_OPS = ("qkv", "attn", "o_proj", "ffn_in", "ffn_out")
+
+_MEMBERS = {
+    "qkv": {"attn_norm", "q_proj", "k_proj", "v_proj", "in_proj_qkvz", "in_proj_ba"},
+    "attn": {"kv_write", "qk", "softmax", "sv", "attn_gate", "conv1d", "gdn_recurrence",
+             "gated_norm"},
+    "o_proj": {"o_proj", "out_proj", "add_attn"},
+    "ffn_in": {"ffn_norm", "gate_proj", "up_proj", "act", "router"},
+}
+#: Kernels that pay the launch cost t0 (the others are fused into them).
+_KERNEL_CLASSES = {"gemm", "attention", "softmax", "router"}
+#: Kernels replicated on every TP rank (not sharded).
+_REPLICATED = {"attn_norm", "ffn_norm", "add_attn", "add_ffn", "gated_norm"}
+#: Default tensor-parallel degrees tried per GPU type (within one node).
+DEFAULT_TP = (1, 2, 4, 8)
+#: Per-request bytes of the sampled token id sent back to the embedding owner.
+TOKEN_ID_BYTES = 4
+
+
+@dataclass(frozen=True)
+class ServingWorkload:
+    """Mean context s (tokens) and the TPOT SLO (seconds)."""
+
+    context_tokens: int
+    tpot_slo_s: float
+
+
+def _p3_op(kind: str) -> str:
+    for p3, members in _MEMBERS.items():
+        if kind in members:
+            return p3
+    return "ffn_out"  # down_proj, add_ffn, moe_experts, shared*, combine
+
+
+def _shard(op: Op, card: ModelCard, tp: int) -> float:
+    if op.kind in _REPLICATED:
+        return 1.0
+    if op.kind in ("gdn_recurrence", "conv1d"):
+        return float(min(tp, card.linear_attention.num_v_heads))
+    if op.op_class in ("attention", "softmax") or op.kind in ("kv_write", "attn_gate"):
+        return float(min(tp, card.kv_heads))
+    return float(tp)
+
+
+def _group_latency_s(members: list[Op], card: ModelCard, model: EfficiencyRoofline,
+                     tp: int) -> float:
+    t = 0.0
+    for op in members:
+        div = _shard(op, card, tp)
+        f, m = float(op.flops) / div, float(op.bytes) / div
+        t += max(f / (model.eta_c * model.peak_flops), m / (model.eta_m * model.mem_bw_bytes_per_s))
+        if op.op_class in _KERNEL_CLASSES:
+            t += model.t0_s
+    return t
+
+
+def _all_to_all_s(bytes_: float, group: int, link: Link) -> float:
+    if group <= 1:
+        return 0.0
+    return (COLLECTIVE_OVERHEAD_S + (group - 1) * link.latency_s
+            + (group - 1) / group * bytes_ / link.bandwidth_bytes_per_s)
+
+
+def _kv_bytes_per_request(card: ModelCard, layer: int, context: int, p: Precision) -> float:
+    kind = card.layer_type(layer)
+    if kind == "linear":
+        la = card.linear_attention
+        conv = (la.conv_kernel - 1) * la.conv_dim
+        return (la.num_v_heads * la.head_k_dim * la.head_v_dim + conv) * p.k
+    tokens = min(context, card.sliding_window) if kind == "sliding" else context
+    return 2.0 * card.kv_dim * tokens * p.k
+
+
+def _resident_weights(card: ModelCard, members: list[Op], p: Precision) -> float:
+    w = 0.0
+    for op in members:
+        if op.kind == "moe_experts":
+            m = card.moe
+            wexp = p.w if card.expert_dtype is None else dtype_bytes(card.expert_dtype)
+            w += m.num_experts * 3 * card.hidden * m.expert_ffn * wexp
+        else:
+            w += op.weight_bytes
+    return w
+
+
+def _boundary_bytes(card: ModelCard, layer: int, p3: str, p: Precision) -> float:
+    d = card.hidden
+    if card.layer_type(layer) == "linear":
+        la = card.linear_attention
+        after = {"qkv": 2 * la.key_dim + 2 * la.value_dim + 2 * la.num_v_heads + d,
+                 "attn": la.value_dim + d}
+    else:
+        q_out = card.q_dim * (2 if card.attention_output_gate else 1)
+        after = {"qkv": q_out + 2 * card.kv_dim + d, "attn": card.q_dim + d}
+    after["o_proj"] = d
+    after["ffn_in"] = (2 * d) if card.moe is not None else (card.ffn + d)
+    after["ffn_out"] = d
+    return after[p3] * p.a
+
+
+def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[str],
+                       workload: ServingWorkload, *, grid: ServingGrid | None = None,
+                       tp_degrees: Sequence[int] = DEFAULT_TP, expert_parallel: bool = True,
+                       precision: Precision | None = None, memory_fraction: float = 1.0,
+                       time_unit: str = "ns") -> ServingInstance:
+    """The P3 instance for ``card`` on ``gpu_names`` (module docstring for the cost model).
+
+    Configurations: every GPU type × TP degree ≤ its GPUs per node (and ≤ ``grid.max_gpus``);
+    for MoE models also ``ep = tp`` when ``expert_parallel``.
+    """
+    p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
+    grid = grid or ServingGrid()
+    if workload.context_tokens < 1:
+        raise InputError(f"context must be ≥ 1 token, got {workload.context_tokens}",
+                         field="context")
+    if workload.tpot_slo_s <= 0:
+        raise InputError(f"TPOT SLO must be > 0, got {workload.tpot_slo_s} s", field="slo")
+    if not gpu_names:
+        raise InputError("at least one GPU type is needed", field="gpus")
+    gpus: dict[str, GpuType] = {}
+    models: dict[str, EfficiencyRoofline] = {}
+    networks: list[Link] = []
+    for name in gpu_names:
+        dev = catalog.device(name)
+        if dev.device_class != "gpu" or not isinstance(dev.latency_model, EfficiencyRoofline):
+            raise InputError(f"'{name}' is not a GPU with a roofline latency model",
+                             field="gpus")
+        if dev.price_usd_per_hour is None:
+            raise InputError(f"GPU '{dev.name}' has no price in the catalog; serving plans "
+                             f"minimise cost (add price_usd_per_hour with --catalog)",
+                             field="gpus")
+        node = catalog.node_type(dev.name)
+        gpus[dev.name] = GpuType(dev.name, dev.peak_flops, dev.mem_bw_bytes_per_s,
+                                 float(dev.memory_bytes), dev.price_usd_per_hour,
+                                 node.gpus_per_node, node.intra_node)
+        models[dev.name] = dev.latency_model
+        networks.append(node.network)
+    # One network for the plan: the slowest endpoint's (all bundled node types share OpWeave's
+    # 20 us / 32 GB/s baseline).
+    network = Link(max(n.latency_s for n in networks),
+                   min(n.bandwidth_bytes_per_s for n in networks),
+                   "slowest network of the chosen node types")
+
+    configs: list[ServingConfig] = []
+    for g in gpus.values():
+        for tp in sorted(set(tp_degrees)):
+            if tp > g.gpus_per_node or tp > grid.max_gpus:
+                continue
+            configs.append(ServingConfig(f"{g.name}x{tp}", g.name, tp, 1))
+            if card.moe is not None and expert_parallel and tp > 1:
+                configs.append(ServingConfig(f"{g.name}x{tp}-ep", g.name, tp, tp))
+    if not configs:
+        raise InputError(f"no configuration: TP degrees {list(tp_degrees)} exceed every GPU "
+                         f"type's GPUs per node", field="tp")
+
+    mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
+    s = workload.context_tokens
+    period = card.block_period
+    # ---- ops of the block and their member kernels at every microbatch --------------------
+    ops: list[ServingOp] = []
+    members_by_mb: list[list[list[Op]]] = []  # [mb][op] -> member kernels
+    for mi, mb in enumerate(mbs):
+        row: list[list[Op]] = []
+        for layer in range(period):
+            groups: dict[str, list[Op]] = {k: [] for k in P3_OPS}
+            for op in layer_ops(card, layer, tokens=1, context=s, batch=mb, precision=p,
+                                routing="expected"):
+                groups[_p3_op(op.kind)].append(op)
+            for kind in P3_OPS:
+                row.append(groups[kind])
+                if mi == 0:
+                    module = ("attention" if kind in ("qkv", "attn", "o_proj")
+                              else "moe" if card.moe is not None else "ffn")
+                    kv = _kv_bytes_per_request(card, layer, s, p) if kind == "attn" else 0.0
+                    ops.append(ServingOp(
+                        f"L{layer}.{kind}", kind, layer, module,
+                        int(round(_resident_weights(card, groups[kind], p))), int(round(kv)),
+                        int(round(_boundary_bytes(card, layer, kind, p)))))
+        members_by_mb.append(row)
+
+    n = len(ops)
+    dur_s = np.zeros((len(configs), len(mbs), n))
+    head_s = np.zeros((len(configs), len(mbs), 2))
+    d, a = card.hidden, p.a
+    for ci, cfg in enumerate(configs):
+        g = gpus[cfg.gpu]
+        model = models[cfg.gpu]
+        link = g.intra_node
+        for mi, mb in enumerate(mbs):
+            for i, op in enumerate(ops):
+                members = members_by_mb[mi][i]
+                t = _group_latency_s(members, card, model, cfg.tp)
+                if op.kind in ("o_proj", "ffn_out") and cfg.tp > 1:
+                    t += float(ring_allreduce_s(mb * d * a, cfg.tp, link))
+                    if op.kind == "ffn_out" and card.moe is not None and cfg.ep > 1:
+                        t += 2 * _all_to_all_s(mb * card.moe.top_k * d * a, cfg.ep, link)
+                dur_s[ci, mi, i] = t
+            # embedding gather (replicated) and final norm + vocabulary-parallel LM head
+            embed = mb * d * (p.w + a) / (model.eta_m * model.mem_bw_bytes_per_s) + model.t0_s
+            w_lm = d * card.vocab * p.w / cfg.tp
+            f_lm = 2.0 * mb * d * card.vocab / cfg.tp
+            lm = (max(f_lm / (model.eta_c * model.peak_flops),
+                      (w_lm + mb * (d + card.vocab / cfg.tp) * a)
+                      / (model.eta_m * model.mem_bw_bytes_per_s)) + 2 * model.t0_s)
+            if cfg.tp > 1:
+                lm += _all_to_all_s(mb * card.vocab * a, cfg.tp, link)
+            head_s[ci, mi] = (embed, lm)
+
+    out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
+    mb_arr = np.array(mbs, dtype=np.float64)[:, None]
+    busy_s = mb_arr * out_b / network.bandwidth_bytes_per_s
+    tok_busy_s = np.array(mbs, dtype=np.float64) * TOKEN_ID_BYTES / network.bandwidth_bytes_per_s
+
+    def ticks(x):
+        return np.asarray(seconds_to_ticks(x, time_unit), dtype=np.int64)
+
+    busy = ticks(busy_s)
+    tok_busy = ticks(tok_busy_s)
+    lat = int(ticks(network.latency_s))
+    embed_w = card.vocab * d * p.w
+    return ServingInstance(
+        model=card.name, layers=card.layers, block_layers=period, ops=tuple(ops),
+        embed_weight_bytes=int(embed_w), lm_head_weight_bytes=int(embed_w),
+        tied_embeddings=card.tied_embeddings, gpus=gpus, network=network,
+        configs=tuple(configs), context_tokens=s,
+        tpot_slo=int(ticks(workload.tpot_slo_s)), grid=grid, microbatch_sizes=mbs,
+        op_duration=ticks(dur_s), head_duration=ticks(head_s),
+        transfer_duration=busy + lat, transfer_busy=busy,
+        token_transfer_duration=tok_busy + lat, token_transfer_busy=tok_busy,
+        memory_fraction=memory_fraction, time_unit=time_unit,
+        meta={"builder": "opt.serving.builder", "model": card.name,
+              "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
+              "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
+              "routing": "expected" if card.moe is not None else None,
+              "network": network.to_dict()})

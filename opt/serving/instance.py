@@ -1,0 +1,395 @@
+"""P3 serving-plan instances (SPEC §3.1): the decode-step operator sequence of one partition
+block, GPU types, device-group configurations, the workload, the search grid and the integer
+latency tables every P3 solver reads.
+
+Like P1, an instance is self-contained: the builder (``opt.serving.builder``) evaluates the cost
+library once and stores integer durations in ``time_unit`` (ns by default); exact models, the
+branch-and-bound, the baselines and the plan checker all read the same tables, so their
+objectives are comparable to the last digit.
+
+Tables (``mb`` indexes ``microbatch_sizes``, ``c`` indexes ``configs``, ``i`` the block's ops):
+
+- ``op_duration[c, mb, i]``: latency of op i of the block on one replica of config c at
+  microbatch b̂ (incl. its tensor-parallel collectives);
+- ``head_duration[c, mb, 0|1]``: the token's embedding gather / final norm + LM head;
+- ``transfer_duration[mb, i]``: network latency + ceil(bytes / bandwidth) of the activation after
+  op i (i = N−1: the boundary into the next block); ``transfer_busy[mb, i]``: its serialisation
+  part ceil(bytes / bandwidth) only (what a NIC is busy for);
+- ``token_transfer_duration[mb]`` / ``token_transfer_busy[mb]``: the sampled token ids returning
+  from the LM-head owner to the embedding owner.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opt.common.errors import InputError
+from opt.common.jsonio import Fields, read_json, write_json
+from opt.costlib.latency import Link
+from opt.common.units import TIME_UNITS
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One GPU type: peak FLOP/s, memory bandwidth (bytes/s), memory (bytes), price ($/GPU-hour)
+    and the server it sits in (GPUs per node, intra-node link used by TP collectives)."""
+
+    name: str
+    peak_flops: float
+    mem_bw_bytes_per_s: float
+    memory_bytes: float
+    price_usd_per_hour: float
+    gpus_per_node: int
+    intra_node: Link
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "peak_flops": self.peak_flops,
+                "mem_bw_bytes_per_s": self.mem_bw_bytes_per_s, "memory_bytes": self.memory_bytes,
+                "price_usd_per_hour": self.price_usd_per_hour,
+                "gpus_per_node": self.gpus_per_node, "intra_node": self.intra_node.to_dict()}
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """A device-group configuration: ``tp`` GPUs of type ``gpu`` in tensor parallelism; MoE
+    experts in expert parallelism over ``ep`` of them (1 = experts tensor-parallel too)."""
+
+    id: str
+    gpu: str
+    tp: int
+    ep: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "gpu": self.gpu, "tp": self.tp, "ep": self.ep}
+
+
+@dataclass(frozen=True)
+class ServingOp:
+    """One operator of the partition block (decode step).
+
+    layer: index of its layer inside the block; module: ``attention`` / ``ffn`` / ``moe``;
+    weight_bytes: resident parameter bytes; kv_bytes_per_request: KV cache / recurrent state
+    bytes one request keeps for this op at the workload's context (0 unless the op holds state);
+    out_bytes_per_request: activation bytes crossing a stage boundary placed right after it.
+    """
+
+    id: str
+    kind: str
+    layer: int
+    module: str
+    weight_bytes: int
+    kv_bytes_per_request: int
+    out_bytes_per_request: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "layer": self.layer, "module": self.module,
+                "weight_bytes": self.weight_bytes,
+                "kv_bytes_per_request": self.kv_bytes_per_request,
+                "out_bytes_per_request": self.out_bytes_per_request}
+
+
+@dataclass(frozen=True)
+class ServingGrid:
+    """Search limits (OpWeave §6): GPUs in total, owners (device-group types) K, replicas per
+    owner, microbatches μ, and the per-replica batch values b_m to consider."""
+
+    max_gpus: int = 32
+    max_owners: int = 3
+    max_replicas: int = 4
+    max_microbatches: int = 4
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_gpus": self.max_gpus, "max_owners": self.max_owners,
+                "max_replicas": self.max_replicas, "max_microbatches": self.max_microbatches,
+                "batches": list(self.batches)}
+
+
+@dataclass(frozen=True, eq=False)
+class ServingInstance:
+    """A P3 instance. Durations are integers in ``time_unit``; bytes are integers."""
+
+    model: str
+    layers: int
+    block_layers: int
+    ops: tuple[ServingOp, ...]
+    embed_weight_bytes: int
+    lm_head_weight_bytes: int
+    tied_embeddings: bool
+    gpus: dict[str, GpuType]
+    network: Link
+    configs: tuple[ServingConfig, ...]
+    context_tokens: int
+    tpot_slo: int
+    grid: ServingGrid
+    microbatch_sizes: tuple[int, ...]
+    op_duration: np.ndarray
+    head_duration: np.ndarray
+    transfer_duration: np.ndarray
+    transfer_busy: np.ndarray
+    token_transfer_duration: np.ndarray
+    token_transfer_busy: np.ndarray
+    memory_fraction: float = 1.0
+    time_unit: str = "ns"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    problem = "serving_plan"
+
+    # ---- derived structure ----------------------------------------------------------------
+    @property
+    def n_ops(self) -> int:
+        """N_block: operators in one partition block."""
+        return len(self.ops)
+
+    @property
+    def full_blocks(self) -> int:
+        return self.layers // self.block_layers
+
+    @property
+    def partial_layers(self) -> int:
+        """Layers of the last, truncated block (0 when the period divides the layer count)."""
+        return self.layers % self.block_layers
+
+    @property
+    def partial_ops(self) -> int:
+        """Ops of the truncated last block: those of its first ``partial_layers`` layers."""
+        return sum(1 for o in self.ops if o.layer < self.partial_layers)
+
+    @property
+    def blocks_total(self) -> float:
+        """B_total = layers / L_block (fractional when the last block is truncated)."""
+        return self.layers / self.block_layers
+
+    @property
+    def op_count(self) -> np.ndarray:
+        """int64 [i]: how many times op i of the block runs per token (full blocks + the
+        truncated one)."""
+        cnt = np.full(self.n_ops, self.full_blocks, dtype=np.int64)
+        cnt[:self.partial_ops] += 1
+        return cnt
+
+    @property
+    def blocks_run(self) -> int:
+        """Blocks a token passes through (a truncated last block counts once)."""
+        return self.full_blocks + (1 if self.partial_layers else 0)
+
+    @property
+    def last_op(self) -> int:
+        """Index (within the block) of the last op a token runs before the LM head."""
+        return (self.partial_ops if self.partial_ops else self.n_ops) - 1
+
+    def config_index(self, config_id: str) -> int:
+        for k, c in enumerate(self.configs):
+            if c.id == config_id:
+                return k
+        raise InputError(f"unknown config '{config_id}'; known: "
+                         f"{', '.join(c.id for c in self.configs)}", field="configs")
+
+    def mb_index(self, microbatch: int) -> int:
+        try:
+            return self.microbatch_sizes.index(int(microbatch))
+        except ValueError:
+            raise InputError(f"microbatch size {microbatch} has no latency table; tabulated: "
+                             f"{list(self.microbatch_sizes)}", field="microbatch_sizes") from None
+
+    def gpu_of(self, config: ServingConfig) -> GpuType:
+        return self.gpus[config.gpu]
+
+    def replica_memory_bytes(self, config: ServingConfig) -> float:
+        """Usable memory of one replica (tp GPUs × memory × memory_fraction), bytes."""
+        return config.tp * self.gpu_of(config).memory_bytes * self.memory_fraction
+
+    def replica_price_usd_per_s(self, config: ServingConfig) -> float:
+        """c_m: price of one replica per second."""
+        return config.tp * self.gpu_of(config).price_usd_per_hour / 3600.0
+
+    def seconds(self, ticks: float) -> float:
+        """Convert a duration in ``time_unit`` to seconds."""
+        return float(ticks) * TIME_UNITS[self.time_unit]
+
+    # ---- JSON -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "problem": self.problem, "time_unit": self.time_unit,
+            "model": {"name": self.model, "layers": self.layers,
+                      "block_layers": self.block_layers,
+                      "ops": [o.to_dict() for o in self.ops],
+                      "embed_weight_bytes": self.embed_weight_bytes,
+                      "lm_head_weight_bytes": self.lm_head_weight_bytes,
+                      "tied_embeddings": self.tied_embeddings},
+            "hardware": {"gpus": [g.to_dict() for g in self.gpus.values()],
+                         "network": self.network.to_dict(),
+                         "memory_fraction": self.memory_fraction},
+            "configs": [c.to_dict() for c in self.configs],
+            "workload": {"context_tokens": self.context_tokens, "tpot_slo": self.tpot_slo},
+            "grid": self.grid.to_dict(),
+            "latency": {"microbatch_sizes": list(self.microbatch_sizes),
+                        "op_duration": self.op_duration.tolist(),
+                        "head_duration": self.head_duration.tolist(),
+                        "transfer_duration": self.transfer_duration.tolist(),
+                        "transfer_busy": self.transfer_busy.tolist(),
+                        "token_transfer_duration": self.token_transfer_duration.tolist(),
+                        "token_transfer_busy": self.token_transfer_busy.tolist()},
+            "meta": self.meta,
+        }
+
+    def write(self, path: str | Path) -> None:
+        write_json(self.to_dict(), path)
+
+
+def _link(f: Fields) -> Link:
+    f.check_keys({"latency_s", "bandwidth_bytes_per_s", "source"})
+    return Link(f.num("latency_s"), f.num("bandwidth_bytes_per_s", strict=True),
+                f.get("source", ""))
+
+
+def _table(f: Fields, key: str, shape: tuple[int, ...]) -> np.ndarray:
+    raw = f.get(key)
+    try:
+        arr = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise f.error(key, "expected a (nested) list of integers") from None
+    if arr.shape != shape:
+        raise f.error(key, f"expected shape {list(shape)}, got {list(arr.shape)}")
+    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)) or np.any(arr < 0):
+        bad = np.argwhere(~np.isfinite(arr) | (arr != np.round(arr)) | (arr < 0))[0]
+        raise f.error(key, f"entry {bad.tolist()} = {arr[tuple(bad)]!r}: durations are "
+                           f"non-negative integers")
+    out = arr.astype(np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingInstance:
+    """Validate and build a :class:`ServingInstance`; errors name the file, field and value."""
+    f = Fields(obj, source, "")
+    f.check_keys({"schema", "problem", "time_unit", "model", "hardware", "configs", "workload",
+                  "grid", "latency", "meta"})
+    if f.get("schema", SCHEMA) != SCHEMA:
+        raise f.error("schema", f"unsupported schema {obj.get('schema')!r}; this version reads "
+                                f"{SCHEMA}")
+    if f.str("problem") != "serving_plan":
+        raise f.error("problem", f"expected 'serving_plan', got {obj.get('problem')!r}")
+    unit = f.str("time_unit", "ns")
+    if unit not in TIME_UNITS:
+        raise f.error("time_unit", f"unknown unit '{unit}'; known: {', '.join(TIME_UNITS)}")
+
+    m = f.sub("model")
+    m.check_keys({"name", "layers", "block_layers", "ops", "embed_weight_bytes",
+                  "lm_head_weight_bytes", "tied_embeddings"})
+    layers = m.int("layers", minimum=1)
+    block_layers = m.int("block_layers", minimum=1)
+    if block_layers > layers:
+        raise m.error("block_layers", f"{block_layers} exceeds layers {layers}")
+    ops = []
+    for of in m.items("ops"):
+        of.check_keys({"id", "kind", "layer", "module", "weight_bytes", "kv_bytes_per_request",
+                       "out_bytes_per_request"})
+        layer = of.int("layer", 0)
+        if layer >= block_layers:
+            raise of.error("layer", f"{layer} is not a layer of the block (0..{block_layers - 1})")
+        ops.append(ServingOp(of.str("id"), of.str("kind", "op"), layer, of.str("module", "other"),
+                             of.int("weight_bytes", 0), of.int("kv_bytes_per_request", 0),
+                             of.int("out_bytes_per_request", 0)))
+    if not ops:
+        raise m.error("ops", "a block needs at least one operator")
+    layers_seen = [o.layer for o in ops]
+    if layers_seen != sorted(layers_seen):
+        raise m.error("ops", "ops must be listed in execution order (non-decreasing layer)")
+    ids = [o.id for o in ops]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise m.error("ops", f"duplicate op id '{dup}'")
+
+    h = f.sub("hardware")
+    h.check_keys({"gpus", "network", "memory_fraction"})
+    gpus: dict[str, GpuType] = {}
+    for gf in h.items("gpus"):
+        gf.check_keys({"name", "peak_flops", "mem_bw_bytes_per_s", "memory_bytes",
+                       "price_usd_per_hour", "gpus_per_node", "intra_node"})
+        name = gf.str("name")
+        if name in gpus:
+            raise gf.error("name", f"duplicate GPU type '{name}'")
+        gpus[name] = GpuType(name, gf.num("peak_flops", strict=True),
+                             gf.num("mem_bw_bytes_per_s", strict=True),
+                             gf.num("memory_bytes", strict=True),
+                             gf.num("price_usd_per_hour", strict=True),
+                             gf.int("gpus_per_node", minimum=1), _link(gf.sub("intra_node")))
+    network = _link(h.sub("network"))
+    frac = h.num("memory_fraction", 1.0, strict=True)
+    if frac > 1:
+        raise h.error("memory_fraction", f"must be ≤ 1, got {frac}")
+
+    configs = []
+    for cf in f.items("configs"):
+        cf.check_keys({"id", "gpu", "tp", "ep"})
+        gpu = cf.str("gpu")
+        if gpu not in gpus:
+            raise cf.error("gpu", f"unknown GPU type '{gpu}'; known: {', '.join(gpus)}")
+        tp = cf.int("tp", 1, minimum=1)
+        ep = cf.int("ep", 1, minimum=1)
+        if tp % ep:
+            raise cf.error("ep", f"expert-parallel degree {ep} must divide tp {tp}")
+        configs.append(ServingConfig(cf.str("id"), gpu, tp, ep))
+    if not configs:
+        raise f.error("configs", "at least one device-group configuration is needed")
+    cids = [c.id for c in configs]
+    if len(set(cids)) != len(cids):
+        raise f.error("configs", f"duplicate config id '{next(c for c in cids if cids.count(c) > 1)}'")
+
+    w = f.sub("workload")
+    w.check_keys({"context_tokens", "tpot_slo"})
+    g = f.sub("grid", {})
+    g.check_keys({"max_gpus", "max_owners", "max_replicas", "max_microbatches", "batches"})
+    batches = tuple(int(b) for b in g.list("batches", list(ServingGrid.batches)))
+    if not batches or any(b < 1 for b in batches):
+        raise g.error("batches", f"expected positive batch sizes, got {list(batches)}")
+    grid = ServingGrid(g.int("max_gpus", 32, minimum=1), g.int("max_owners", 3, minimum=1),
+                       g.int("max_replicas", 4, minimum=1),
+                       g.int("max_microbatches", 4, minimum=1), tuple(sorted(set(batches))))
+
+    lat = f.sub("latency")
+    lat.check_keys({"microbatch_sizes", "op_duration", "head_duration", "transfer_duration",
+                    "transfer_busy", "token_transfer_duration", "token_transfer_busy"})
+    mbs = tuple(int(x) for x in lat.list("microbatch_sizes"))
+    if not mbs or any(x < 1 for x in mbs) or list(mbs) != sorted(set(mbs)):
+        raise lat.error("microbatch_sizes", f"expected increasing positive sizes, got {list(mbs)}")
+    nc, nm, n = len(configs), len(mbs), len(ops)
+    return ServingInstance(
+        model=m.str("name"), layers=layers, block_layers=block_layers, ops=tuple(ops),
+        embed_weight_bytes=m.int("embed_weight_bytes", 0),
+        lm_head_weight_bytes=m.int("lm_head_weight_bytes", 0),
+        tied_embeddings=m.bool("tied_embeddings", False), gpus=gpus, network=network,
+        configs=tuple(configs), context_tokens=w.int("context_tokens", minimum=1),
+        tpot_slo=w.int("tpot_slo", minimum=1), grid=grid, microbatch_sizes=mbs,
+        op_duration=_table(lat, "op_duration", (nc, nm, n)),
+        head_duration=_table(lat, "head_duration", (nc, nm, 2)),
+        transfer_duration=_table(lat, "transfer_duration", (nm, n)),
+        transfer_busy=_table(lat, "transfer_busy", (nm, n)),
+        token_transfer_duration=_table(lat, "token_transfer_duration", (nm,)),
+        token_transfer_busy=_table(lat, "token_transfer_busy", (nm,)),
+        memory_fraction=frac, time_unit=unit, meta=f.get("meta", {}) or {})
+
+
+def read_serving_instance(path: str | Path) -> ServingInstance:
+    return serving_instance_from_dict(read_json(path), source=str(path))
+
+
+def microbatch_sizes_for(batches: tuple[int, ...], max_microbatches: int) -> tuple[int, ...]:
+    """Every b̂ = b/μ with b in ``batches`` and μ ≤ ``max_microbatches`` dividing b."""
+    return tuple(sorted({b // mu for b in batches for mu in range(1, max_microbatches + 1)
+                         if b % mu == 0}))
+
+
+def lcm_all(values) -> int:
+    out = 1
+    for v in values:
+        out = out * int(v) // math.gcd(out, int(v))
+    return out

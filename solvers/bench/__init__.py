@@ -1,0 +1,1 @@
+"""Benchmark cases that need solvers, and the suites of `hetopt bench`."""

@@ -1,0 +1,127 @@
+"""Benchmark suites of ``hetopt bench --suite NAME``: the default suite (about five minutes on
+two cores) and the large ones, which run the papers' full grids through the resumable sweeps
+(their per-record caches live under ``<out>/<suite>/cache/``, so an interrupted suite resumes
+inside a case too).
+
+=============  ==============================================================================
+suite          cases
+=============  ==============================================================================
+``default``    core (cards, OpWeave closed forms, PIM calibration, theorems), placement
+               (reference optima, exact models, heuristic gaps, full-size build, DOPS sweep
+               sample), serving plans (exactness, planner ablation, cost sample)
+``opweave``    the full OpWeave cost table (Gemma-3-27B 25/60 ms and Qwen3-Next-80B-A3B 40/80
+               ms × 8K/32K/128K × H100, H100+L40S, H100+A100 × COL/AFD/CAD/B&B) and the
+               detailed-cost-model theorem check
+``dops``       the DOPS scheduling sweep for dops-qwen-1.8b on HP32 (4 × 4 × 4 workloads,
+               PD, HEFT, Bifocal): speedups over PD and their geomean (paper: 2.23)
+=============  ==============================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from opt.runs.bench import BenchCase, CaseResult, Check
+from opt.common.errors import UnknownNameError
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
+
+
+def default_suite(out: Path) -> list[BenchCase]:
+    from opt.runs.bench_cases import core_cases
+    from solvers.bench.placement import placement_cases
+    from solvers.bench.serving import serving_cases
+
+    return core_cases() + placement_cases() + serving_cases()
+
+
+def _opweave_table(cache: Path) -> CaseResult:
+    from opt.runs.serving_sweep import cells, run_serving_sweep
+    from solvers.sweep_calls import SolveCall
+
+    records = []
+    for model, slos in (("gemma-3-27b", (25.0, 60.0)), ("qwen3-next-80b-a3b", (40.0, 80.0))):
+        todo = cells([model], ["H100", "H100,L40S", "H100,A100"], [8192, 32768, 131072], slos)
+        done = run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], cache / "serving",
+                                 SolveCall(time_limit=600.0), catalog=bundled_catalog(),
+                                 cards=bundled_cards())
+        records += [r for r, _ in done]
+    by_cell: dict[tuple, dict[str, dict]] = {}
+    for r in records:
+        by_cell.setdefault((r["model"], "+".join(r["gpus"]), r["context"], r["slo_ms"]),
+                           {})[r["method"]] = r
+    rows, checks = [], []
+    worse = []
+    for (model, gpus, ctx, slo), recs in by_cell.items():
+        costs = {m: recs[m]["cost_usd_per_mtok"] for m in ("col", "afd", "cad", "bnb")}
+        base = [c for m, c in costs.items() if m != "bnb" and c is not None]
+        rows.append([model, gpus, f"{ctx // 1024}K", slo, *costs.values(),
+                     min(base) / costs["bnb"] if base and costs["bnb"] else None])
+        if costs["bnb"] is not None and any(costs["bnb"] > b * (1 + 1e-12) for b in base):
+            worse.append(f"{model} {gpus} {ctx} {slo}")
+    checks.append(Check("B&B <= every baseline in every cell", worse, [], not worse))
+    return CaseResult("OpWeave cost table, $ per million output tokens (full grid)",
+                      ["model", "GPUs", "context", "SLO ms", "col", "afd", "cad", "bnb",
+                       "best baseline / bnb"], rows, checks,
+                      notes=f"{len(rows)} cells; '-' marks a method with no plan meeting the "
+                            f"SLO; per-record files under {cache / 'serving'}")
+
+
+def _theorems_detailed(cache: Path) -> CaseResult:
+    from solvers.serving.detailed_gains import DETAILED_CLAIMS, verify_detailed
+
+    res = verify_detailed(catalog=bundled_catalog(), cards=bundled_cards(),
+                          out=cache / "verify-detailed", progress=False)
+    rows = [[c.claim, c.samples, c.passed, c.failed, c.worst_margin, DETAILED_CLAIMS[c.claim]]
+            for c in res["claims"]]
+    checks = [Check(f"{c.claim} (structural): {DETAILED_CLAIMS[c.claim]}", c.failed, 0, c.ok)
+              for c in res["claims"] if c.claim in ("D3.1a", "D3.2a")]
+    return CaseResult("Theorems 3.1/3.2 in the detailed cost model (failures of the idealised "
+                      "claims are findings, docs/bounds.md)",
+                      ["claim", "samples", "hold", "fail", "worst margin", "statement"], rows,
+                      checks)
+
+
+def opweave_suite(out: Path) -> list[BenchCase]:
+    cache = out / "opweave" / "cache"
+    return [BenchCase("opweave", "cost-table", lambda: _opweave_table(cache)),
+            BenchCase("opweave", "theorems-detailed", lambda: _theorems_detailed(cache))]
+
+
+def _dops_sweep(cache: Path) -> CaseResult:
+    from opt.runs.sweep import geomean_speedups, grid, run_sweep
+    from solvers.sweep_calls import SolveCall
+
+    methods = ["pd", "heft", "bifocal"]
+    workloads = grid(["dops-qwen-1.8b"], ["HP32"], [128, 512, 1024, 2048],
+                     [128, 256, 512, 1024], [1, 4, 8, 16])
+    done = run_sweep(workloads, methods, cache / "dops", SolveCall(time_limit=60.0),
+                     catalog=bundled_catalog(), cards=bundled_cards())
+    records = [r for r, _ in done]
+    geo = {g["method"]: g for g in geomean_speedups(records)}
+    rows = [[m, geo[m]["workloads"], geo[m]["geomean_speedup"]] for m in methods if m in geo]
+    bif = (geo.get("bifocal") or {}).get("geomean_speedup")
+    checks = [Check("Bifocal beats PD on geomean (DOPS reports 2.23)", bif, "> 1",
+                    bif is not None and bif > 1)]
+    return CaseResult("DOPS sweep: dops-qwen-1.8b, HP32, 64 workloads, speedup over PD",
+                      ["method", "workloads", "geomean speedup"], rows, checks)
+
+
+def dops_suite(out: Path) -> list[BenchCase]:
+    cache = out / "dops" / "cache"
+    return [BenchCase("dops", "qwen-1.8b-hp32", lambda: _dops_sweep(cache))]
+
+
+SUITES: dict[str, Callable[[Path], list[BenchCase]]] = {
+    "default": default_suite,
+    "opweave": opweave_suite,
+    "dops": dops_suite,
+}
+
+
+def suite_cases(name: str, out: Path) -> list[BenchCase]:
+    """The cases of suite ``name`` (:class:`UnknownNameError` listing the suites)."""
+    if name not in SUITES:
+        raise UnknownNameError("bench suite", name, SUITES)
+    return SUITES[name](Path(out))

@@ -1,0 +1,1 @@
+"""P2 back ends: layout strategies."""

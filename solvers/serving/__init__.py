@@ -1,0 +1,1 @@
+"""P3 back ends: the serving methods and the detailed theorem check."""

@@ -1,0 +1,251 @@
+"""P3 serving-plan back ends of ``solvers.solve`` (SPEC §3).
+
+=========  ==========================================================================
+method     what it does
+=========  ==========================================================================
+``bnb``    regularity-aware branch-and-bound (``heuristics.serving.search``): a
+           sub-block template (``sub_block_layers``, default 1 layer) tiled over the
+           block; params ``frontier`` / ``bounds`` (default true) switch its pruning
+``enum``   exhaustive enumeration of the full template space (tiny instances only)
+``milp``   exact MILP over the full template space (``models.serving.milp``, HiGHS)
+``col``    colocated baseline: one stage per block, K = 1
+``afd``    attention module | FFN/MoE, two owners
+``cad``    core attention | the rest, two owners
+=========  ==========================================================================
+
+Every plan goes through the plan checker (``opt.serving.plan.check_plan``): the objective is
+the recomputed cost in $ per million output tokens. ``OPTIMAL`` is reported only by searches
+complete over the full template space (``enum``, ``milp``, and ``bnb`` when its sub-block is
+the whole block); ``bnb`` on a tiled space and the baselines are optimal over their own
+restricted spaces only and report ``FEASIBLE`` with ``stats["optimal_in_space"]``. No plan
+meeting the SLO gives ``INFEASIBLE`` with the tightest T_rtt of any plan that fits in memory
+(``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opt.common.errors import InputError, UnknownNameError
+from opt.common.result import Result, gap_of
+from opt.serving.instance import ServingInstance
+from opt.serving.plan import PlanError, ServingPlan, check_plan, evaluate_plan, plan_solution
+
+#: Largest block for exhaustive enumeration (sequences grow like 2^N).
+ENUM_MAX_OPS = 16
+
+_BNB_PARAMS = {"frontier", "bounds", "sub_block_layers", "owners", "microbatches"}
+
+
+def _flag(params: dict[str, Any], key: str, default: bool) -> bool:
+    value = params.get(key, default)
+    if isinstance(value, str):
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+    if not isinstance(value, bool):
+        raise InputError(f"expected true or false, got {value!r}", field=f"param {key}")
+    return value
+
+
+def _int_list(params: dict[str, Any], key: str) -> list[int] | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    values = value if isinstance(value, list) else [value]
+    try:
+        out = [int(v) for v in values]
+    except (TypeError, ValueError):
+        raise InputError(f"expected integers, got {value!r}", field=f"param {key}") from None
+    if any(v < 1 for v in out):
+        raise InputError(f"expected positive integers, got {value!r}", field=f"param {key}")
+    return out
+
+
+def _check_params(params: dict[str, Any], allowed: set[str], method: str) -> None:
+    for key in params:
+        if key not in allowed:
+            raise InputError(f"unknown parameter for method '{method}'; known: "
+                             f"{', '.join(sorted(allowed)) or 'none'}", field=f"param {key}")
+
+
+def _search_backend(method: str) -> Callable[..., Result]:
+    def backend(inst: ServingInstance, *, time_limit: float | None, incumbent: ServingPlan | None,
+                params: dict[str, Any]) -> Result:
+        from heuristics.serving import search as ss
+
+        allowed = _BNB_PARAMS if method == "bnb" else {"frontier", "bounds", "microbatches"}
+        if method == "enum":
+            allowed = {"owners", "microbatches"}
+        _check_params(params, allowed, method)
+        frontier = _flag(params, "frontier", True)
+        bounds = _flag(params, "bounds", True)
+        mus = _int_list(params, "microbatches")
+        owners = _int_list(params, "owners")
+        full = False
+        try:
+            if method == "bnb":
+                sub = int(params.get("sub_block_layers", 1))
+                sequences = ss.structured_sequences(inst, sub, owners)
+                full = sub == inst.block_layers
+                space = f"structured (sub-block of {sub} layer(s) tiled over {inst.block_layers})"
+            elif method == "enum":
+                if inst.n_ops > ENUM_MAX_OPS:
+                    raise InputError(f"exhaustive enumeration over a block of {inst.n_ops} ops "
+                                     f"is intractable (limit {ENUM_MAX_OPS}); use bnb or milp",
+                                     field="method")
+                sequences = ss.full_sequences(inst, owners)
+                full = True
+                space = "full template space"
+            else:
+                sequences = ss.baseline_sequences(inst, method)
+                space = f"{method.upper()} fixed boundaries"
+        except ValueError as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(str(exc), field="param sub_block_layers") from None
+        inc_cost = None
+        if incumbent is not None:
+            met = evaluate_plan(inst, incumbent)
+            inc_cost = met.cost_usd_per_token if met.feasible else None
+        out = ss.search(inst, sequences, frontier=frontier, bounds=bounds,
+                        microbatches=mus, time_limit=time_limit, incumbent=inc_cost)
+        stats: dict[str, Any] = {"space": space, "search": out.stats.to_dict(),
+                                 "frontier": frontier, "bounds": bounds}
+        plan = out.plan if out.plan is not None else (incumbent if inc_cost is not None else None)
+        if plan is None:
+            return _infeasible(inst, method, sequences, mus, stats)
+        complete = not out.stats.timed_out
+        status = "OPTIMAL" if (full and complete) else "FEASIBLE"
+        if complete:
+            stats["optimal_in_space"] = space
+        res = Result(problem="serving_plan", method=method, status=status,
+                     runtime_s=out.stats.runtime_s, solution=plan_solution(inst, plan),
+                     stats=stats)
+        if status == "OPTIMAL":
+            res.lower_bound = res.solution["cost_usd_per_mtok"]
+        return res
+
+    backend.__name__ = backend.__qualname__ = f"_search_{method}"
+    return backend
+
+
+def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[str, Any]
+                ) -> Result:
+    """No plan in the space meets the SLO: find the tightest T_rtt of a plan that fits."""
+    from heuristics.serving import search as ss
+
+    tight = ss.search(inst, sequences, objective="t_rtt", microbatches=mus)
+    if tight.t_rtt is None:
+        weights = sum(o.weight_bytes * int(c) for o, c in zip(inst.ops, inst.op_count))
+        weights += inst.embed_weight_bytes
+        best_mem = max(inst.replica_memory_bytes(c) for c in inst.configs)
+        k = inst.grid.max_owners
+        msg = (f"the model fits on no configuration: {weights / 1e9:.1f} GB of weights "
+               f"(+ KV at {inst.context_tokens} tokens) against at most {k} owner(s) of "
+               f"{best_mem / 1e9:.1f} GB per replica in this space")
+    else:
+        stats["tightest_t_rtt_ms"] = inst.seconds(tight.t_rtt) * 1e3
+        msg = (f"no plan meets the TPOT SLO of {inst.seconds(inst.tpot_slo) * 1e3:.3f} ms; "
+               f"the tightest T_rtt of a plan that fits is "
+               f"{inst.seconds(tight.t_rtt) * 1e3:.3f} ms")
+    stats["message"] = msg
+    return Result(problem="serving_plan", method=method, status="INFEASIBLE", stats=stats)
+
+
+def _milp_backend(inst: ServingInstance, *, time_limit: float | None,
+                  incumbent: ServingPlan | None, params: dict[str, Any],
+                  num_workers: int = 1, seed: int = 0) -> Result:
+    from models.serving.milp import solve_serving_milp
+
+    t0 = time.perf_counter()
+    out = solve_serving_milp(inst, time_limit=time_limit, threads=num_workers, seed=seed,
+                             initial_plan=incumbent, **params)
+    stats = {"space": "full template space", **dict(out.stats)}
+    if out.plan is None:
+        if out.status == "INFEASIBLE":
+            from heuristics.serving import search as ss
+
+            return _infeasible(inst, "milp", ss.full_sequences(inst)
+                               if inst.n_ops <= ENUM_MAX_OPS else ss.structured_sequences(inst),
+                               None, stats)
+        return Result(problem="serving_plan", method="milp", status=out.status,
+                      lower_bound=_per_mtok(out.lower_bound), runtime_s=time.perf_counter() - t0,
+                      stats=stats)
+    return Result(problem="serving_plan", method="milp", status=out.status,
+                  lower_bound=_per_mtok(out.lower_bound), runtime_s=time.perf_counter() - t0,
+                  solution=plan_solution(inst, out.plan), stats=stats)
+
+
+def _per_mtok(cost_per_token: float | None) -> float | None:
+    return None if cost_per_token is None else cost_per_token * 1e6
+
+
+SERVING_METHODS: dict[str, Callable[..., Result]] = {
+    "bnb": _search_backend("bnb"),
+    "enum": _search_backend("enum"),
+    "milp": _milp_backend,
+    "col": _search_backend("col"),
+    "afd": _search_backend("afd"),
+    "cad": _search_backend("cad"),
+}
+
+
+def solve_serving(instance: ServingInstance, method: str = "bnb", *,
+                  time_limit: float | None = 60.0, num_workers: int = 1, seed: int = 0,
+                  initial_solution: dict[str, Any] | Result | None = None,
+                  **params: Any) -> Result:
+    """Solve a P3 instance and return a checked :class:`Result` (objective in $ per million
+    output tokens, recomputed by the plan checker)."""
+    if method not in SERVING_METHODS:
+        raise UnknownNameError("serving-plan method", method, SERVING_METHODS)
+    if isinstance(initial_solution, Result):
+        initial_solution = initial_solution.solution
+    incumbent = None
+    if initial_solution is not None:
+        from opt.serving.plan import plan_from_solution
+
+        try:
+            check_plan(instance, initial_solution)
+            incumbent = plan_from_solution(instance, initial_solution)
+        except PlanError as exc:
+            raise InputError(f"invalid initial plan: {exc}", field="initial_solution") from None
+    t0 = time.perf_counter()
+    backend = SERVING_METHODS[method]
+    if method == "milp":
+        res = backend(instance, time_limit=time_limit, incumbent=incumbent, params=dict(params),
+                      num_workers=num_workers, seed=seed)
+    else:
+        res = backend(instance, time_limit=time_limit, incumbent=incumbent, params=dict(params))
+    res.seed = seed
+    res.params = dict(params)
+    res.runtime_s = time.perf_counter() - t0
+    return certify_serving(instance, res)
+
+
+def certify_serving(inst: ServingInstance, res: Result) -> Result:
+    """Run the plan checker on ``res.solution``: the objective becomes the recomputed cost,
+    a plan that breaks a rule turns the result into ``ERROR`` with the checker's message."""
+    if res.solution is None:
+        res.objective = None
+        return res
+    try:
+        met = check_plan(inst, res.solution)
+    except PlanError as exc:
+        res.stats["checker"] = f"invalid plan: {exc}"
+        res.status = "ERROR"
+        res.objective = None
+        return res
+    res.objective = met.cost_usd_per_mtok
+    res.stats.update({"t_rtt_ms": met.t_rtt_s * 1e3, "bottleneck": met.bottleneck,
+                      "gpus": met.gpus, "stages_per_token": met.stages_per_token,
+                      "checker": "valid"})
+    if res.lower_bound is not None and res.lower_bound > res.objective * (1 + 1e-9):
+        res.stats["checker"] = (f"lower bound {res.lower_bound} above the recomputed objective "
+                                f"{res.objective}")
+        res.status = "ERROR"
+    res.gap = gap_of(res.objective, res.lower_bound)
+    return res

@@ -1,0 +1,330 @@
+"""Bifocal (heuristics/placement/bifocal.py, SPEC §6): valid schedules, never below proven optima,
+deterministic, every switch has an effect, "EFT only" is the HEFT list schedule, evictions
+under tight capacity, and parameter checking."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+import instances
+from heuristics.placement.bifocal import BifocalParams, bifocal_schedule, heaviest_successor, window_tails
+from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.common.errors import InputError
+from opt.costlib.hardware import bundled_catalog
+from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
+from opt.costlib.modelcard import bundled_cards
+from opt.placement.validator import validate_placement
+from solvers.api import solve
+
+EFT_ONLY = {"window": False, "phase": False, "token": False}
+
+
+# ---------------------------------------------------------------------------------------------
+# instances
+
+@pytest.fixture(scope="module")
+def llama(catalog, cards) -> PlacementInstance:
+    return build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(prefill=64, decode=8, batch=2), BuildOptions(layers=2))
+
+
+@pytest.fixture(scope="module")
+def mixtral(catalog, cards) -> PlacementInstance:
+    return build_placement(cards["mixtral-8x7b"], catalog.platform("HP32"), catalog,
+                           Workload(prefill=64, decode=3, batch=2), BuildOptions(layers=1))
+
+
+@pytest.fixture(scope="module")
+def tp2(catalog, cards) -> PlacementInstance:
+    return build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(prefill=16, decode=2, batch=1), BuildOptions(layers=1, tp=2))
+
+
+def with_capacity(inst: PlacementInstance, fraction: float, cls: str = "npu") -> PlacementInstance:
+    """``inst`` with every ``cls`` device's capacity = fraction × total block bytes."""
+    cap = int(fraction * int(inst.block_bytes.sum()))
+    devices = [dataclasses.replace(d, weight_capacity=cap) if d.device_class == cls else d
+               for d in inst.devices]
+    return build_instance(
+        time_unit=inst.time_unit, devices=devices, links=inst.links, task_ids=inst.task_ids,
+        cost=inst.cost, task_block=inst.task_block, edge_src=inst.edge_src,
+        edge_dst=inst.edge_dst, edge_bytes=inst.edge_bytes, block_ids=inst.block_ids,
+        block_bytes=inst.block_bytes, block_load=dict(inst.block_load), layout=inst.layout,
+        kind=inst.kind, phase=inst.phase, step=inst.step, layer=inst.layer, shard=inst.shard,
+        meta=inst.meta)
+
+
+@pytest.fixture(scope="module")
+def tight(catalog, cards) -> PlacementInstance:
+    """Llama, 2 layers, one block per layer and family (14 blocks), NPU holds 40 % of them."""
+    inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(prefill=32, decode=6, batch=1),
+                           BuildOptions(layers=2, block_span=1))
+    return with_capacity(inst, 0.4)
+
+
+def llm_cases(llama, mixtral, tp2):
+    return {"llama": llama, "mixtral": mixtral, "tp2": tp2}
+
+
+# ---------------------------------------------------------------------------------------------
+# validity and optimality
+
+@pytest.mark.parametrize("name", [n for n in instances.names("placement")
+                                  if instances.info(n).optimum is not None])
+def test_bundled_valid_and_never_below_optimum(name):
+    inst = instances.load(name)
+    res = solve(inst, "bifocal")  # certified by the validator inside solve
+    assert res.status == "FEASIBLE"
+    assert res.lower_bound is not None and res.lower_bound <= res.objective
+    opt = instances.info(name).optimum
+    assert opt is not None and res.objective >= opt
+    for params in (EFT_ONLY, {"H": 1}, {"gamma": 1.0}, {"phase": False}):
+        assert validate_placement(inst, bifocal_schedule(inst, params)).makespan >= opt
+
+
+@pytest.mark.parametrize("name", ["llama", "mixtral", "tp2"])
+def test_llm_instances_valid(name, llama, mixtral, tp2):
+    inst = llm_cases(llama, mixtral, tp2)[name]
+    res = solve(inst, "bifocal")
+    assert res.status == "FEASIBLE" and res.objective >= res.lower_bound
+    m = res.stats["metrics"]
+    assert m["ttft"] is not None and m["decode_steps"] == int(inst.meta["workload"]["decode"])
+    assert res.stats["evictions"] == 0  # capacities are not binding here
+    for params in (EFT_ONLY, {"window": False}, {"phase": False}, {"token": False},
+                   {"H": 5, "gamma": 0.9, "lam": 0.5, "eta": 2.0, "alpha": 3.0, "r_min": 4,
+                    "p_reuse": 0.5}):
+        validate_placement(inst, bifocal_schedule(inst, params))
+
+
+def test_random_small_instances_valid_with_tight_capacities():
+    """Random DAGs, classes, legality, full/star links, blocks and capacities that force
+    evictions: every schedule passes the validator (or no device can hold a block at all)."""
+    rng = np.random.default_rng(7)
+    evicting = 0
+    for _ in range(60):
+        n, nd, nb = int(rng.integers(3, 12)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
+        classes = rng.choice(["npu", "pim", "cpu"], nd)
+        cost = np.where(rng.random((n, nd)) < 0.7, rng.integers(0, 20, (n, nd)), -1)
+        cost[np.arange(n), rng.integers(0, nd, n)] = rng.integers(1, 20, n)
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.3]
+        bbytes = rng.integers(1, 10, nb)
+        caps = [int(rng.integers(int(bbytes.max()), int(bbytes.sum()) + 1))
+                if rng.random() < 0.7 else None for _ in range(nd)]
+        devices = [Device(f"{c.upper()}{i}", str(c), caps[i]) for i, c in enumerate(classes)]
+        links = make_links(devices, str(rng.choice(["full", "star"])), bool(rng.random() < 0.7),
+                           int(rng.integers(0, 3)), float(rng.choice([1.0, 2.0, 3.5])))
+        task_block = np.where(rng.random(n) < 0.8, rng.integers(0, nb, n), -1)
+        inst = build_instance(
+            time_unit="unit", devices=devices, links=links,
+            task_ids=[f"t{i}" for i in range(n)], cost=cost, task_block=task_block,
+            edge_src=[a for a, _ in pairs], edge_dst=[b for _, b in pairs],
+            edge_bytes=rng.integers(0, 30, len(pairs)), block_ids=[f"B{b}" for b in range(nb)],
+            block_bytes=bbytes, block_load={"linear": rng.integers(0, 10, (nb, nd))})
+        for params in ({}, EFT_ONLY):
+            sol = bifocal_schedule(inst, params)
+            validate_placement(inst, sol)
+            evicting += bool(sol["evictions"])
+    assert evicting > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# determinism, EFT only, switches
+
+def test_deterministic(llama):
+    for params in ({}, {"gamma": 0.7, "H": 2}):
+        a = solve(llama, "bifocal", seed=3, **params)
+        b = solve(llama, "bifocal", seed=3, **params)
+        assert a.solution == b.solution and a.objective == b.objective
+        assert a.seed == 3
+
+
+@pytest.mark.parametrize("name", ["heft-topcuoglu-2002", "sinnen-Nodes_10_Random-p4",
+                                  "llama", "mixtral", "tp2"])
+def test_eft_only_is_the_heft_list_schedule(name, llama, mixtral, tp2):
+    """With every term off the score is the EFT and ties go to the lowest device index, in
+    HEFT's order: exactly the HEFT list schedule (no capacity is binding here)."""
+    inst = llm_cases(llama, mixtral, tp2).get(name) or instances.load(name)
+    order = priority_order(inst, upward_rank(inst))
+    plain = list_schedule(inst, order, insertion=True)
+    assert bifocal_schedule(inst, EFT_ONLY) == plain == heft(inst)
+    # γ only weighs the window term: without the window it changes nothing
+    assert bifocal_schedule(inst, {**EFT_ONLY, "gamma": 0.9}) == plain
+    assert bifocal_schedule(inst, {"phase": False, "token": False, "H": 0}) == plain
+
+
+def test_each_switch_changes_the_schedule(llama, tight):
+    base = bifocal_schedule(llama, {})
+    assert bifocal_schedule(llama, {"window": False}) != base
+    assert bifocal_schedule(llama, {"gamma": 1.0}) != base
+    # the phase bias acts on reloads whose delay shows (not hidden by prefetch on an idle
+    # load port): on 4 layers the ports are busy long enough for that
+    deep = build_placement(bundled_cards()["dops-qwen-1.8b"], bundled_catalog().platform("HP32"),
+                           bundled_catalog(), Workload(512, 8, 1), BuildOptions(layers=4))
+    base_d = bifocal_schedule(deep, {})
+    assert bifocal_schedule(deep, {"phase": False}) != base_d
+    assert bifocal_schedule(deep, {"lam": 0.0}) != base_d
+    # the token bias acts on (re)loads in decode: visible when weights get evicted
+    base_t = bifocal_schedule(tight, {})
+    assert bifocal_schedule(tight, {"token": False}) != base_t
+    # a weight of 0 is the same as the switch off (B_token = min(0, 0), B_phase = 0)
+    assert bifocal_schedule(tight, {"alpha": 0.0}) == bifocal_schedule(tight, {"token": False})
+    assert bifocal_schedule(llama, {"lam": 0.0, "eta": 0.0}) == \
+        bifocal_schedule(llama, {"phase": False})
+    # full amortisation (r_eff huge) and no amortisation (r_eff = 1 → B_token = 0)
+    validate_placement(tight, bifocal_schedule(tight, {"r_min": 1000.0}))
+    assert bifocal_schedule(tight, {"p_reuse": 0.0}) == bifocal_schedule(tight, {"token": False})
+    # every knob is accepted and reported
+    res = solve(llama, "bifocal", window=True, phase=True, token=True, gamma=0.5, H=2, lam=1,
+                eta=1, alpha=0.5, r_min=2, p_reuse=0.5)
+    assert res.stats["params"]["H"] == 2 and res.params["eta"] == 1
+
+
+def test_window_tails_match_brute_force_enumeration(llama):
+    """T̂_H's tail: min over all class patterns of the heaviest-payload chain's transfer +
+    compute time, enumerated per task in plain Python."""
+    inst = llama
+    classes = sorted({d.device_class for d in inst.devices},
+                     key=[d.device_class for d in inst.devices].index)
+    dev_cls = np.array([classes.index(d.device_class) for d in inst.devices])
+    K, H = len(classes), 3
+    tail, best, hs = window_tails(inst, H, dev_cls, K)
+    hs2, hb = heaviest_successor(inst)
+    assert np.array_equal(hs, hs2)
+    lat, bw = inst.links.latency, inst.links.bandwidth
+
+    def dur(t, c):
+        v = [int(inst.cost[t, d]) for d in range(inst.n_devices)
+             if dev_cls[d] == c and inst.cost[t, d] >= 0]
+        return min(v) if v else float("inf")
+
+    def xfer(a, b, nbytes):
+        if a == b:
+            return 0
+        return min(int(lat[i, j]) + int(np.ceil(nbytes / bw[i, j]))
+                   for i in np.flatnonzero(dev_cls == a) for j in np.flatnonzero(dev_cls == b))
+
+    rng = np.random.default_rng(0)
+    for t in rng.choice(inst.n_tasks, 60, replace=False).tolist():
+        chain, nbytes, u = [], [], t
+        while len(chain) < H and hs[u] >= 0:
+            chain.append(int(hs[u]))
+            nbytes.append(int(hb[u]))
+            u = int(hs[u])
+        for c0 in range(K):
+            vals = []
+            for pat in itertools.product(range(K), repeat=H):
+                total, prev = 0, c0
+                for k, c in enumerate(chain):
+                    total += xfer(prev, pat[k], nbytes[k]) + dur(c, pat[k])
+                    prev = pat[k]
+                vals.append(total)
+            assert tail[t, c0] == min(vals)
+            assert vals[best[t, c0]] == min(vals) and vals.index(min(vals)) == best[t, c0]
+    # the heaviest successor is the successor over the heaviest outgoing edge
+    s_off, s_idx = inst.successors
+    for t in range(0, inst.n_tasks, 7):
+        es = s_idx[s_off[t]:s_off[t + 1]]
+        if len(es):
+            assert hb[t] == inst.edge_bytes[es].max()
+
+
+# ---------------------------------------------------------------------------------------------
+# capacity and evictions
+
+def test_tight_npu_capacity_evicts_and_is_valid(tight):
+    stats: dict = {}
+    sol = bifocal_schedule(tight, {}, stats=stats)
+    m = validate_placement(tight, sol)
+    assert sol["evictions"] and m.evictions == len(sol["evictions"]) == stats["evictions"]
+    npu = next(d.name for d in tight.devices if d.device_class == "npu")
+    assert any(ev["device"] == npu for ev in sol["evictions"])
+    # a block evicted and needed again is reloaded: more loads than (block, device) pairs
+    pairs = {(ld["block"], ld["device"]) for ld in sol["loads"]}
+    assert len(sol["loads"]) > len(pairs)
+    for params in (EFT_ONLY, {"token": False}, {"phase": False}, {"window": False}):
+        validate_placement(tight, bifocal_schedule(tight, params))
+
+
+def test_npu_only_platform_needs_evictions(catalog, cards):
+    """HP0 (NPU only) with the NPU holding 40 % of the weights: HEFT (no evictions) has no
+    eligible device; Bifocal evicts and reloads."""
+    inst = with_capacity(build_placement(cards["llama-2-7b"], catalog.platform("HP0"), catalog,
+                                         Workload(prefill=16, decode=3, batch=1),
+                                         BuildOptions(layers=2, block_span=1)), 0.4)
+    with pytest.raises(InputError, match="fits on no device"):
+        heft(inst)
+    res = solve(inst, "bifocal")
+    assert res.status == "FEASIBLE" and res.stats["metrics"]["evictions"] > 0
+
+
+def test_block_larger_than_every_capacity_is_an_input_error():
+    devices = [Device("N0", "npu", 5)]
+    inst = build_instance(time_unit="unit", devices=devices, links=make_links(devices),
+                          task_ids=["a"], cost=[[3]], task_block=[0], block_ids=["W"],
+                          block_bytes=[9], block_load={"linear": [[2]]})
+    with pytest.raises(InputError, match="fits on no device"):
+        bifocal_schedule(inst)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+def test_unknown_parameter_is_rejected():
+    inst = instances.load("heft-topcuoglu-2002")
+    with pytest.raises(InputError) as exc:
+        solve(inst, "bifocal", gama=0.3)
+    msg = str(exc.value)
+    assert "gama" in msg
+    for name in BifocalParams.__dataclass_fields__:
+        assert name in msg
+
+
+@pytest.mark.parametrize("bad", [{"gamma": 1.5}, {"gamma": -0.1}, {"H": -1}, {"H": 2.5},
+                                 {"window": "yes"}, {"lam": float("nan")}, {"alpha": True}])
+def test_bad_parameter_values_are_rejected(bad):
+    with pytest.raises(InputError, match=next(iter(bad))):
+        solve(instances.load("heft-topcuoglu-2002"), "bifocal", **bad)
+
+
+def test_load_port_prior_balances_ports_and_is_optional():
+    """The ``prior`` extension: θ from LPT over load ports; on a load-bound 1-layer slice it
+    spreads weights over the PIM ports (16 % → ≤ 7 % above the proven optimum 9,442,475), it
+    is deterministic, valid, and off by default."""
+    from heuristics.placement.bifocal import BifocalParams, load_port_prior
+    from instances.generated import gap_case
+    from opt.placement.validator import validate_placement
+
+    inst = gap_case(1001).build()
+    assert BifocalParams().prior is False
+    base = validate_placement(inst, bifocal_schedule(inst)).makespan
+    a = bifocal_schedule(inst, {"prior": True})
+    assert a == bifocal_schedule(inst, {"prior": True})
+    ms = validate_placement(inst, a).makespan
+    assert 9_442_475 <= ms < base and ms <= 1.07 * 9_442_475
+    cls = [d.device_class for d in inst.devices]
+    theta = load_port_prior(inst, [["npu", "pim", "cpu", "gpu"].index(c) for c in cls])
+    assert min(theta) >= 0 and set(theta) == {0, 1}  # every block hinted; both classes used
+
+
+def test_evict_cost_stops_thrashing_under_capacity_pressure():
+    """``evict_cost`` (extension, default off): charging the future reloads of evicted blocks
+    cuts Bifocal's evictions under capacity pressure (llama-2-13b on HP32, batch 16)."""
+    from opt.costlib.hardware import bundled_catalog
+    from opt.costlib.modelcard import bundled_cards
+    from opt.placement.validator import validate_placement
+
+    assert BifocalParams().evict_cost == 0.0
+    cat, cards = bundled_catalog(), bundled_cards()
+    inst = build_placement(cards["llama-2-13b"], cat.platform("HP32"), cat, Workload(128, 32, 16))
+    base = bifocal_schedule(inst)
+    aware = bifocal_schedule(inst, {"evict_cost": 1.0})
+    assert len(aware["evictions"]) * 4 <= len(base["evictions"])
+    assert validate_placement(inst, aware).makespan <= validate_placement(inst, base).makespan
+    with pytest.raises(InputError):
+        bifocal_schedule(inst, {"evict_cost": -1.0})

@@ -1,0 +1,130 @@
+"""Exact P1 solving through ``solvers.solve``: known optima, statuses, warm starts, bad input."""
+
+import numpy as np
+import pytest
+
+import instances
+from heuristics.placement.list_scheduler import heft
+from opt.common.errors import InputError, UnknownNameError
+from opt.placement.instance import Device, build_instance, make_links
+from opt.placement.validator import validate_placement
+from solvers import solve
+
+
+def test_heft_paper_example_cpsat_proves_73():
+    inst = instances.load("heft-topcuoglu-2002")
+    res = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=1)
+    assert res.status == "OPTIMAL" and res.objective == 73 and res.lower_bound == 73
+    assert res.gap == 0.0 and res.stats["metrics"]["makespan"] == 73
+
+
+@pytest.mark.parametrize("name", [n for n in instances.names() if n.startswith("sinnen")])
+def test_reference_optima_cpsat(name):
+    inst = instances.load(name)
+    res = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
+    assert res.status == "OPTIMAL"
+    assert res.objective == instances.info(name).optimum
+    # symmetry breaking is active on identical processors and never cuts the optimum
+    assert res.stats["symmetry_groups"]
+
+
+@pytest.mark.parametrize("name", instances.names("placement"))
+def test_heft_never_below_optimum(name):
+    inst = instances.load(name)
+    rec = instances.info(name)
+    res = solve(inst, "heft")
+    assert res.status == "FEASIBLE"
+    if rec.optimum is None:  # medium instance: its proven bound
+        assert res.objective >= rec.lower_bound
+        return
+    assert res.objective >= rec.optimum
+    if len(inst.layout.formats) == 1:  # a P2 optimum may undercut the linear-format P1 bound
+        assert res.lower_bound <= rec.optimum
+
+
+def test_heft_gives_80_on_paper_example():
+    assert solve(instances.load("heft-topcuoglu-2002"), "heft").objective == 80
+
+
+def test_symmetry_breaking_does_not_change_optimum():
+    inst = instances.load("sinnen-Nodes_10_Random-p4")
+    a = solve(inst, "cpsat", time_limit=30, symmetry_breaking=True, warm_start=None)
+    b = solve(inst, "cpsat", time_limit=30, symmetry_breaking=False, redundant=False,
+              warm_start=None)
+    assert a.status == b.status == "OPTIMAL" and a.objective == b.objective == 50
+
+
+def _capacity_instance(capacity):
+    devs = [Device("A", "npu", capacity), Device("B", "pim", capacity)]
+    return build_instance(
+        time_unit="unit", devices=devs, links=make_links(devs, "full", True, 1, 1.0),
+        task_ids=["t0", "t1"], cost=np.array([[3, 5], [4, 2]]), task_block=np.array([0, -1]),
+        edge_src=[0], edge_dst=[1], edge_bytes=[2], block_ids=["w"], block_bytes=[100],
+        block_load={"linear": np.array([[6, 9]])})
+
+
+def test_capacity_infeasible_instance():
+    res = solve(_capacity_instance(99), "cpsat", time_limit=10)
+    assert res.status == "INFEASIBLE" and res.objective is None and res.solution is None
+
+
+def test_small_capacity_instance_optimum_by_hand():
+    # t0 must run on A (its block fits nowhere else... both fit; on A: load 6 + 3 = 9, on B:
+    # load 9 + 5 = 14); then t1 on A: 9 + 4 = 13, on B: 9 + (1 + 2 transfer) + 2 = 14
+    res = solve(_capacity_instance(100), "cpsat", time_limit=10)
+    assert res.status == "OPTIMAL" and res.objective == 13
+
+
+def test_warm_start_and_cold_start_agree():
+    inst = instances.load("heft-topcuoglu-2002")
+    warm = solve(inst, "cpsat", time_limit=30, initial_solution=heft(inst))
+    cold = solve(inst, "cpsat", time_limit=30, warm_start=None)
+    assert warm.objective == cold.objective == 73
+    assert warm.stats["warm_start"] == "initial_solution" and cold.stats["warm_start"] is None
+
+
+def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
+    from heuristics.placement.bifocal import bifocal_schedule
+    from heuristics.placement.policy_search import policy_search
+    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.common.errors import InputError
+
+    # 4 layers: Bifocal's schedule is ~12 % shorter than HEFT's, and CP-SAT starts from it
+    inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(64, 1, 1), BuildOptions(layers=4))
+    spans = {"heft": validate_placement(inst, heft(inst)).makespan,
+             "bifocal": validate_placement(inst, bifocal_schedule(inst)).makespan}
+    res = solve(inst, "cpsat", time_limit=1.0, num_workers=1)
+    assert res.stats["warm_start"] == min(spans, key=spans.get)
+    assert res.objective <= min(spans.values())
+    assert solve(inst, "cpsat", time_limit=1.0, warm_start="heft").stats["warm_start"] == "heft"
+    ps = solve(inst, "cpsat", time_limit=1.0, warm_start="policy-search")
+    assert ps.stats["warm_start"] == "policy-search"
+    assert ps.objective <= validate_placement(inst, policy_search(inst)).makespan
+    assert solve(inst, "cpsat", time_limit=1.0, warm_start="none").stats["warm_start"] is None
+    with pytest.raises(InputError, match="warm start"):
+        solve(inst, "cpsat", time_limit=1.0, warm_start="lpt")
+
+
+def test_time_limit_returns_best_solution_with_bound(catalog, cards):
+    from opt.placement.builder import BuildOptions, Workload, build_placement
+
+    inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(64, 3, 1), BuildOptions(layers=2))
+    res = solve(inst, "cpsat", time_limit=1.0, num_workers=1)
+    assert res.status in ("FEASIBLE", "OPTIMAL")
+    validate_placement(inst, res.solution)
+    assert res.lower_bound is not None and res.lower_bound <= res.objective
+    assert res.gap == pytest.approx((res.objective - res.lower_bound) / res.objective)
+
+
+def test_solve_bad_input():
+    inst = instances.load("heft-topcuoglu-2002")
+    with pytest.raises(UnknownNameError, match="cpsat"):
+        solve(inst, "gurobi")
+    with pytest.raises(InputError, match="num_workers"):
+        solve(inst, "cpsat", num_workers=0)
+    bad = heft(inst)
+    bad["compute"][0]["end"] += 1
+    with pytest.raises(InputError, match="initial solution"):
+        solve(inst, "cpsat", initial_solution=bad)

@@ -1,0 +1,377 @@
+"""The P1 MILP (models/placement/milp.py): HEFT optimum, exhaustive cross-checks on tiny random
+instances (contention, star/full links, blocks, loads, capacities, interchangeable devices),
+infeasibility, export and warm starts. Every schedule goes through the independent validator."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.options import SolveOptions
+from models.placement.milp import build_placement_milp, solve_placement_milp
+from opt.common.errors import InputError
+from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links, \
+    read_instance
+from opt.placement.validator import certify_placement, validate_placement
+
+HEFT = Path(__file__).resolve().parents[2] / "instances" / "data" / "heft-topcuoglu-2002.json"
+OPTS = SolveOptions(time_limit_s=30, num_workers=1, seed=0)
+
+
+@pytest.fixture(scope="module")
+def heft() -> PlacementInstance:
+    return read_instance(HEFT)
+
+
+@pytest.fixture(scope="module")
+def heft_result(heft):
+    return solve_placement_milp(heft, OPTS)
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny random instances and an exhaustive solver
+
+def random_instance(seed: int, *, n_tasks: int = 5, n_devices: int = 3, contention: bool = False,
+                    topology: str = "full", n_blocks: int = 0, capacities: bool = False,
+                    identical: bool = False) -> PlacementInstance:
+    """A small random P1 instance; durations, bytes and loads are small integers (some 0)."""
+    rng = np.random.default_rng(seed)
+    caps: list[int | None] = [None] * n_devices
+    if capacities:
+        caps = [int(rng.integers(3, 9)) if rng.random() < 0.7 else None for _ in range(n_devices)]
+    if identical:
+        caps[1] = caps[0]
+    devices = [Device(f"D{d}", "npu", caps[d]) for d in range(n_devices)]
+    cost = np.full((n_tasks, n_devices), -1, dtype=np.int64)
+    for t in range(n_tasks):
+        legal = rng.random(n_devices) < 0.7
+        legal[rng.integers(n_devices)] = True
+        cost[t, legal] = rng.integers(1, 10, legal.sum())
+        if rng.random() < 0.1:
+            cost[t, legal] = 0
+    pairs: list[tuple[str, str, int, float]] = []
+    if identical:
+        cost[:, 1] = cost[:, 0]
+        orphan = (cost < 0).all(axis=1)
+        cost[orphan, :2] = rng.integers(1, 10, (int(orphan.sum()), 1))
+    else:
+        for a in range(n_devices):
+            for b in range(n_devices):
+                if a != b and rng.random() < 0.3:
+                    pairs.append((f"D{a}", f"D{b}", int(rng.integers(0, 3)),
+                                  float(rng.choice([1.0, 2.0, 3.0]))))
+    links = make_links(devices, topology, contention, int(rng.integers(0, 2)),
+                       float(rng.choice([1.0, 2.0])), pairs)
+    src, dst, nbytes = [], [], []
+    for i in range(n_tasks):
+        for j in range(i + 1, n_tasks):
+            if rng.random() < 0.4:
+                src.append(i)
+                dst.append(j)
+                nbytes.append(int(rng.integers(0, 10)))
+    block_ids = [f"B{b}" for b in range(n_blocks)]
+    task_block = np.where(rng.random(n_tasks) < 0.6, rng.integers(0, max(n_blocks, 1), n_tasks),
+                          -1) if n_blocks else np.full(n_tasks, -1)
+    block_bytes = rng.integers(1, 6, n_blocks)
+    load = rng.integers(0, 7, (n_blocks, n_devices))
+    if identical and n_blocks:
+        load[:, 1] = load[:, 0]
+    return build_instance(time_unit="unit", devices=devices, links=links,
+                          task_ids=[f"t{t}" for t in range(n_tasks)], cost=cost,
+                          task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
+                          block_ids=block_ids, block_bytes=block_bytes,
+                          block_load={"linear": load}, layout=Layout())
+
+
+def brute_force(inst: PlacementInstance) -> int | None:
+    """Optimal eviction-free makespan by enumeration (None: no eviction-free schedule).
+
+    For every assignment that fits the capacities and every order of the positive-length
+    events on every resource (device, channel, load port), the earliest-start schedule is the
+    best one with those orders; every valid schedule induces such orders."""
+    n, nd = inst.n_tasks, inst.n_devices
+    cost, links = inst.cost.tolist(), inst.links
+    src, dst, nb = inst.edge_src.tolist(), inst.edge_dst.tolist(), inst.edge_bytes.tolist()
+    tblock, load = inst.task_block.tolist(), inst.load_duration.tolist()
+    bbytes = inst.block_bytes.tolist()
+    reach = [set() for _ in range(n)]
+    for t in reversed(inst.topological_order.tolist()):
+        for u, v in zip(src, dst):
+            if u == t:
+                reach[t] |= {v} | reach[v]
+    legal = [[d for d in range(nd) if cost[t][d] >= 0] for t in range(n)]
+    best = None
+    for dev in itertools.product(*legal):
+        needed = sorted({(tblock[t], dev[t]) for t in range(n) if tblock[t] >= 0})
+        used = [0] * nd
+        for b, d in needed:
+            used[d] += bbytes[b]
+        if any(c.weight_capacity is not None and used[d] > c.weight_capacity
+               for d, c in enumerate(inst.devices)):
+            continue
+        # nodes: tasks, then cross transfers, then loads; lag = the node's duration
+        lag = [cost[t][dev[t]] for t in range(n)]
+        arcs: list[tuple[int, int]] = []
+        chans: dict[tuple, list[int]] = {}
+        xfer_edge = {}
+        for e, (u, v) in enumerate(zip(src, dst)):
+            if dev[u] == dev[v]:
+                arcs.append((u, v))
+                continue
+            k = len(lag)
+            lag.append(links.transfer(dev[u], dev[v], nb[e]))
+            xfer_edge[k] = e
+            arcs += [(u, k), (k, v)]
+            if links.contention and lag[k] > 0:
+                keys = ([("pair", dev[u], dev[v])] if links.topology == "full"
+                        else [("up", dev[u]), ("down", dev[v])])
+                for c in keys:
+                    chans.setdefault(c, []).append(k)
+        load_node = {}
+        for b, d in needed:
+            load_node[(b, d)] = len(lag)
+            lag.append(load[b][d])
+        for t in range(n):
+            if tblock[t] >= 0:
+                arcs.append((load_node[(tblock[t], dev[t])], t))
+        resources = [[t for t in range(n) if dev[t] == d and lag[t] > 0] for d in range(nd)]
+        resources += list(chans.values())
+        resources += [[load_node[(b, d)] for b, dd in needed if dd == d and load[b][d] > 0]
+                      for d in range(nd)]
+
+        def forced(a: int, b: int) -> bool:  # the DAG makes a precede b (pruning only)
+            if a < n and b < n:
+                return b in reach[a]
+            if a in xfer_edge and b in xfer_edge:
+                va, ub = dst[xfer_edge[a]], src[xfer_edge[b]]
+                return ub == va or ub in reach[va]
+            return False
+
+        choices = []
+        for res in resources:
+            perms = [p for p in itertools.permutations(res)
+                     if not any(forced(p[j], p[i]) for i in range(len(p))
+                                for j in range(i + 1, len(p)))]
+            choices.append(perms)
+        size = len(lag)
+        for combo in itertools.product(*choices):
+            succ = [[] for _ in range(size)]
+            indeg = [0] * size
+            for a, b in arcs + [(p[i], p[i + 1]) for p in combo for i in range(len(p) - 1)]:
+                succ[a].append(b)
+                indeg[b] += 1
+            time_of = [0] * size
+            stack = [a for a in range(size) if indeg[a] == 0]
+            seen = 0
+            while stack:
+                a = stack.pop()
+                seen += 1
+                for b in succ[a]:
+                    time_of[b] = max(time_of[b], time_of[a] + lag[a])
+                    indeg[b] -= 1
+                    if indeg[b] == 0:
+                        stack.append(b)
+            if seen < size:
+                continue  # cyclic orders
+            ms = max((time_of[t] + lag[t] for t in range(n)), default=0)
+            best = ms if best is None else min(best, ms)
+    return best
+
+
+def _check(inst: PlacementInstance, options: SolveOptions = OPTS):
+    result = solve_placement_milp(inst, options)
+    certified = certify_placement(inst, result)
+    assert certified.stats["no_evictions"] is True
+    return result, certified
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+
+def test_heft_optimum(heft, heft_result):
+    certified = certify_placement(heft, heft_result)
+    assert heft_result.status == "OPTIMAL"
+    assert certified.objective == 73
+    assert heft_result.lower_bound == 73
+    assert heft_result.objective == 73
+    assert heft_result.method == "milp"
+    st = heft_result.stats
+    assert st["no_evictions"] is True and st["solver"] == "highs"
+    assert st["variables"] > 0 and st["constraints"] > 0 and st["binaries"] > 0
+    assert isinstance(st["nodes"], int)
+    assert heft_result.runtime_s > 0
+
+
+def test_build_model_only(heft):
+    m = build_placement_milp(heft)
+    assert m.nvariables() > 0
+    assert len(m.x) == sum(int((heft.cost[t] >= 0).sum()) for t in range(heft.n_tasks))
+    # horizon bounds Cmax; lower bound on Cmax is the critical path / work bound
+    assert m.Cmax.lb <= 73 <= m.Cmax.ub
+
+
+CASES = (
+    [dict(seed=s, n_tasks=5, n_devices=3) for s in range(8)]
+    + [dict(seed=100 + s, n_tasks=5, n_devices=2, contention=True, topology="full")
+       for s in range(6)]
+    + [dict(seed=200 + s, n_tasks=5, n_devices=3, contention=True, topology="star")
+       for s in range(6)]
+    + [dict(seed=300 + s, n_tasks=4, n_devices=3, n_blocks=2, capacities=True)
+       for s in range(6)]
+    + [dict(seed=400 + s, n_tasks=4, n_devices=2, n_blocks=2, capacities=True,
+            contention=True, topology="star") for s in range(6)]
+    + [dict(seed=500 + s, n_tasks=5, n_devices=3, identical=True, n_blocks=1,
+            contention=bool(s % 2)) for s in range(6)]
+)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_matches_brute_force(case):
+    inst = random_instance(**case)
+    expected = brute_force(inst)
+    result, certified = _check(inst)
+    if expected is None:
+        assert result.status == "INFEASIBLE"
+        assert result.solution is None
+        return
+    assert result.status == "OPTIMAL", result.stats
+    assert certified.objective == expected
+    assert result.lower_bound == expected
+
+
+def test_no_schedule_when_block_exceeds_every_capacity():
+    devices = [Device("A", "npu", 10), Device("B", "pim", 5)]
+    links = make_links(devices, "full", True, 1, 1.0)
+    inst = build_instance(time_unit="unit", devices=devices, links=links,
+                          task_ids=["a", "b"], cost=[[3, 4], [2, 2]], task_block=[0, -1],
+                          edge_src=[0], edge_dst=[1], edge_bytes=[4], block_ids=["W"],
+                          block_bytes=[11], block_load={"linear": [[2, 3]]})
+    result = solve_placement_milp(inst, OPTS)
+    assert result.status == "INFEASIBLE"
+    assert result.solution is None and result.objective is None
+    assert result.stats["infeasible_scope"] == "all_schedules"
+    assert certify_placement(inst, result).objective is None
+
+
+def test_capacity_forces_split_devices():
+    """Two blocks that do not fit together on the fast device: the optimum must split them."""
+    devices = [Device("fast", "npu", 6), Device("slow", "pim", None)]
+    links = make_links(devices, "full", False, 0, 1.0)
+    inst = build_instance(time_unit="unit", devices=devices, links=links,
+                          task_ids=["a", "b"], cost=[[2, 10], [2, 10]], task_block=[0, 1],
+                          block_ids=["W0", "W1"], block_bytes=[4, 4],
+                          block_load={"linear": [[1, 1], [1, 1]]})
+    result, certified = _check(inst)
+    assert result.status == "OPTIMAL"
+    assert certified.objective == brute_force(inst) == 11
+    assert result.stats["capacity_may_bind"] is True
+    assert result.stats["bound_scope"] == "no_evictions"
+
+
+@pytest.mark.parametrize("suffix", [".lp", ".mps"])
+def test_export(heft, tmp_path, suffix):
+    path = tmp_path / f"heft{suffix}"
+    options = SolveOptions(time_limit_s=30, num_workers=1, export_path=str(path))
+    result = solve_placement_milp(heft, options)
+    text = path.read_text()
+    assert "Cmax" in text and "assign" in text
+    if suffix == ".mps":
+        assert text.lstrip().startswith(("NAME", "*")) and "COLUMNS" in text
+    assert result.status == "OPTIMAL" and result.stats["exported"] == str(path)
+
+
+def test_export_bad_suffix(heft, tmp_path):
+    with pytest.raises(InputError, match=r"\.lp or \.mps"):
+        solve_placement_milp(heft, SolveOptions(export_path=str(tmp_path / "model.txt")))
+
+
+def test_warm_start_accepted(heft, heft_result):
+    options = SolveOptions(time_limit_s=30, num_workers=1, initial_solution=heft_result.solution)
+    result = solve_placement_milp(heft, options)
+    assert result.stats["mip_start"]["used"] is True
+    assert result.stats["mip_start"]["source"] == "initial_solution"
+    assert result.stats["mip_start"]["violated_constraints"] == 0
+    assert result.stats["mip_start"]["accepted_by_highs"] is True
+    assert result.status == "OPTIMAL"
+    assert certify_placement(heft, result).objective == 73
+    assert result.lower_bound == 73
+
+
+def test_warm_start_from_worse_schedule(heft):
+    """A valid but poor schedule (everything serial on P1 in index order) warm-starts too."""
+    t = 0
+    compute = []
+    for tid in heft.task_ids:
+        c = int(heft.cost[heft.task_index[tid], 0])
+        compute.append({"task": tid, "device": "P1", "start": t, "end": t + c})
+        t += c
+    sol = {"assignment": {tid: "P1" for tid in heft.task_ids}, "compute": compute,
+           "transfers": [], "loads": [], "evictions": [], "formats": {}}
+    validate_placement(heft, sol)
+    result = solve_placement_milp(heft, SolveOptions(time_limit_s=30, num_workers=1,
+                                                     initial_solution=sol))
+    ws = result.stats["mip_start"]
+    assert ws["used"] is True and ws["initial_objective"] == t
+    # worse than the model's own greedy horizon: the greedy schedule is the MIP start instead
+    assert ws["source"].startswith("greedy") and ws["objective"] < t
+    assert ws["accepted_by_highs"] is True
+    assert result.status == "OPTIMAL" and certify_placement(heft, result).objective == 73
+
+
+def test_warm_start_with_permuted_identical_devices():
+    """A warm start that violates the symmetry breaking is relabelled, not rejected."""
+    inst = random_instance(501, n_tasks=5, n_devices=3, identical=True, n_blocks=1)
+    first, _ = _check(inst)
+    swap = {"D0": "D1", "D1": "D0"}
+    sol = first.solution
+    permuted = {
+        **sol,
+        "assignment": {t: swap.get(d, d) for t, d in sol["assignment"].items()},
+        "compute": [{**ev, "device": swap.get(ev["device"], ev["device"])}
+                    for ev in sol["compute"]],
+        "transfers": [{**ev, "from": swap.get(ev["from"], ev["from"]),
+                       "to": swap.get(ev["to"], ev["to"])} for ev in sol["transfers"]],
+        "loads": [{**ev, "device": swap.get(ev["device"], ev["device"])} for ev in sol["loads"]],
+    }
+    validate_placement(inst, permuted)
+    result, certified = _check(inst, SolveOptions(time_limit_s=30, num_workers=1,
+                                                  initial_solution=permuted))
+    assert result.stats["mip_start"]["used"] is True
+    assert result.stats["mip_start"]["accepted_by_highs"] is True
+    assert certified.objective == first.objective
+
+
+def test_invalid_warm_start_is_reported_and_replaced(heft):
+    bad = {"compute": [], "assignment": {}}
+    result = solve_placement_milp(heft, SolveOptions(time_limit_s=30, num_workers=1,
+                                                     initial_solution=bad))
+    ws = result.stats["mip_start"]
+    assert "rule 1" in ws["initial_rejected"]
+    assert ws["source"] == "greedy schedule"  # the model's own list schedule instead
+    assert result.status == "OPTIMAL"
+
+
+def test_time_limit_result_is_consistent():
+    inst = random_instance(7, n_tasks=12, n_devices=3, contention=True, topology="star",
+                           n_blocks=2)
+    result = solve_placement_milp(inst, SolveOptions(time_limit_s=0.2, num_workers=1))
+    assert result.status in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT_NO_SOLUTION")
+    certified = certify_placement(inst, result)
+    if result.status != "TIME_LIMIT_NO_SOLUTION":
+        assert certified.objective is not None
+        assert result.lower_bound is None or result.lower_bound <= certified.objective
+
+
+def test_entry_point_certifies_milp(heft, heft_result):
+    """Through ``solvers.solve`` (HEFT warm start by default) the certified optimum is 73."""
+    from solvers import solve
+
+    result = solve(heft, "milp", time_limit=30, num_workers=1)
+    assert result.status == "OPTIMAL" and result.objective == 73 and result.lower_bound == 73
+    assert result.stats["mip_start"]["used"] is True
+    again = solve(heft, "milp", time_limit=30, num_workers=1, initial_solution=heft_result)
+    assert again.status == "OPTIMAL" and again.objective == 73
+    assert again.stats["mip_start"]["source"] == "initial_solution"

@@ -1,0 +1,237 @@
+"""Sweep executors (opt.runs.executor): serial, process pool and a real Dask LocalCluster give the
+same records; a sweep killed with SIGKILL resumes losing nothing and recomputing only what is
+missing; torn files are recomputed; ERROR / invalid records never enter a summary."""
+
+import builtins
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from opt.cli.main import main
+from opt.common.errors import InputError
+from opt.runs.executor import (SerialExecutor, comparable, drive, make_executor, write_record)
+from opt.costlib.hardware import bundled_catalog
+from opt.common.jsonio import read_json
+from opt.costlib.modelcard import bundled_cards
+from opt.runs.serving_sweep import cells, render as render_serving, run_serving_sweep
+from opt.runs.sweep import Progress, geomean_speedups, grid, render, run_sweep, speedups, usable
+from solvers.sweep_calls import SolveCall
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVING = ["sweep", "serving", "--models", "gemma-3-27b", "--gpus", "H100", "H100,L40S",
+           "H100,A100", "--contexts", "8192", "32768", "131072", "--slo-ms", "60"]
+N_SERVING = 3 * 3 * 4  # mixes x contexts x methods (col afd cad bnb)
+
+
+def _records(out: Path) -> dict[str, dict]:
+    return {p.relative_to(out).as_posix(): comparable(read_json(p)) for p in out.rglob("*.json")}
+
+
+def _placement(out: Path, executor=None):
+    wls = grid(["llama-2-7b"], ["HP32"], [8], [1, 2], [1])
+    return run_sweep(wls, ["heft", "pd", "bifocal"], out, SolveCall(time_limit=10),
+                     catalog=bundled_catalog(), cards=bundled_cards(), layers=1,
+                     executor=executor)
+
+
+def _serving(out: Path, executor=None):
+    todo = cells(["gemma-3-27b"], ["H100", "H100,L40S"], [8192, 32768], [60])
+    return run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], out, SolveCall(time_limit=60),
+                             catalog=bundled_catalog(), cards=bundled_cards(),
+                             executor=executor)
+
+
+# ---- the factory ---------------------------------------------------------------------------------
+
+def test_make_executor_choices_and_errors(monkeypatch):
+    assert make_executor("serial").kind == "serial"
+    ex = make_executor(None, jobs=3)
+    assert ex.kind == "process" and ex.workers == 3 and not ex.in_order
+    with pytest.raises(InputError, match="unknown executor 'gpu'"):
+        make_executor("gpu")
+    with pytest.raises(InputError, match="--scheduler needs --executor dask"):
+        make_executor("process", scheduler="tcp://localhost:8786")
+    with pytest.raises(InputError, match="jobs must be ≥ 1"):
+        make_executor("process", jobs=0)
+
+    real_import = builtins.__import__
+
+    def no_dask(name, *args, **kwargs):
+        if name.split(".")[0] in ("dask", "distributed"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    with pytest.raises(InputError, match=r"--executor dask / --scheduler need dask.*hetopt\[dist\]"):
+        make_executor("dask")
+    with pytest.raises(InputError, match="--executor dask"):
+        make_executor(scheduler="tcp://localhost:8786")
+
+
+def test_process_pool_rejects_unpicklable_work(tmp_path):
+    wls = grid(["llama-2-7b"], ["HP32"], [8], [1], [1])
+    with make_executor("process", jobs=2) as ex, \
+            pytest.raises(InputError, match="picklable work items"):
+        run_sweep(wls, ["heft", "pd"], tmp_path, lambda inst, m: None,
+                  catalog=bundled_catalog(), cards=bundled_cards(), layers=1, executor=ex)
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_drive_progress_in_and_out_of_order():
+    import io
+
+    buf = io.StringIO()
+    p = Progress(3, stream=buf, tty=False)
+    got = list(drive(SerialExecutor(), lambda x: {"v": x, "wall_s": 1.0}, [1, 2, 3],
+                     ["a", "b", "c"], p))
+    p.close()
+    assert [i for i, _ in got] == [0, 1, 2]
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("[1/3] 0% eta ? a") and lines[2].startswith("[3/3] 66% eta 1s c")
+    assert "3 computed, 0 cached" in lines[-1]
+
+
+# ---- same records whatever the executor ----------------------------------------------------------
+
+def test_process_pool_same_records_as_serial(tmp_path):
+    _placement(tmp_path / "p-serial")
+    _serving(tmp_path / "s-serial")
+    with make_executor("process", jobs=2) as ex:
+        done = _placement(tmp_path / "p-pool", ex)
+        assert [(r["decode"], r["method"]) for r, _ in done] == \
+            [(d, m) for d in (1, 2) for m in ("heft", "pd", "bifocal")]  # grid order kept
+        _serving(tmp_path / "s-pool", ex)
+    a, b = _records(tmp_path / "p-serial"), _records(tmp_path / "p-pool")
+    assert len(a) == 6 and a == b
+    a, b = _records(tmp_path / "s-serial"), _records(tmp_path / "s-pool")
+    assert len(a) == 16 and a == b
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_dask_local_cluster_same_records(tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    t0 = time.perf_counter()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        with make_executor("dask", scheduler=cluster.scheduler_address) as ex:
+            assert ex.kind == "dask" and ex.workers == 2
+            _placement(tmp_path / "p-dask", ex)
+        # the CLI path: --scheduler
+        assert main([*SERVING, "--out", str(tmp_path / "s-dask"), "--json",
+                     "--scheduler", cluster.scheduler_address]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert len(data["records"]) == N_SERVING and not any(r["cached"] for r in data["records"])
+    assert time.perf_counter() - t0 < 60
+    _placement(tmp_path / "p-serial")
+    assert main([*SERVING, "--out", str(tmp_path / "s-serial"), "--executor", "serial"]) == 0
+    capsys.readouterr()
+    assert _records(tmp_path / "p-dask") == _records(tmp_path / "p-serial")
+    assert len(_records(tmp_path / "s-dask")) == N_SERVING
+    assert _records(tmp_path / "s-dask") == _records(tmp_path / "s-serial")
+
+
+# ---- killed and resumed --------------------------------------------------------------------------
+
+def _kill_after(argv: list[str], out: Path, n: int) -> int:
+    """Run ``python -m opt *argv`` and SIGKILL it once ``n`` records exist; return how many
+    records were complete then."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "opt", *argv], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(list(out.rglob("*.json"))) >= n:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it was killed"
+    return len(list(out.rglob("*.json")))
+
+
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_killed_sweep_resumes_losing_nothing(tmp_path, capsys, executor):
+    out = tmp_path / "killed"
+    before = _kill_after([*SERVING, "--out", str(out), "--executor", executor, "--jobs", "2"],
+                         out, 6)
+    assert 0 < before < N_SERVING
+    files = {p: p.read_bytes() for p in out.rglob("*.json")}
+    for p in files:  # every file written before the kill is a whole record
+        assert read_json(p)["method"] in ("col", "afd", "cad", "bnb")
+    # a torn record (as a non-atomic writer would leave) and a stray temporary file
+    torn = next(iter(files))
+    torn.write_text('{"model": "gemma-3-27b", "gpus": ["H1')
+    (torn.parent / "bnb.json.123.tmp").write_text("{")
+
+    assert main([*SERVING, "--out", str(out), "--json", "--executor", "serial"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cached = [r for r in data["records"] if r["cached"]]
+    assert len(data["records"]) == N_SERVING
+    assert len(cached) == before - 1  # everything finished was reused, the torn file redone
+    for p, text in files.items():
+        if p != torn:
+            assert p.read_bytes() == text  # untouched
+    read_json(torn)
+    # ... and the result is exactly that of an uninterrupted run
+    assert main([*SERVING, "--out", str(tmp_path / "clean"), "--executor", "serial"]) == 0
+    capsys.readouterr()
+    assert _records(out) == _records(tmp_path / "clean")
+
+
+# ---- invalid results never enter a table ---------------------------------------------------------
+
+def _broken_heft(inst, method):
+    """HEFT's schedule with one task started a tick late: the validator must reject it."""
+    from solvers import solve
+    from opt.placement.validator import certify_placement
+
+    res = solve(inst, "heft")
+    if method == "heft":
+        ev = res.solution["compute"][-1]
+        ev["start"] += 1
+        return certify_placement(inst, res)
+    return solve(inst, method)
+
+
+def test_invalid_schedule_is_marked_excluded_and_retried(tmp_path):
+    wls = grid(["llama-2-7b"], ["HP32"], [8], [1], [1])
+    kw = dict(catalog=bundled_catalog(), cards=bundled_cards(), layers=1)
+    done = run_sweep(wls, ["heft", "pd"], tmp_path, _broken_heft, **kw)
+    bad = next(r for r, _ in done if r["method"] == "heft")
+    assert bad["status"] == "ERROR" and bad["invalid"] is True and bad["makespan"] is None
+    assert "invalid schedule: rule" in bad["error"] and not usable(bad)
+    records = [r for r, _ in done]
+    assert all(v is None for (k, m), v in speedups(records).items() if m == "heft")
+    g = {x["method"]: x for x in geomean_speedups(records)}
+    assert g["heft"]["workloads"] == 0 and g["heft"]["geomean_speedup"] is None
+    row = next(line for line in render(records).splitlines() if " heft " in line)
+    assert "ERROR (invalid)" in row
+    # a rerun retries the ERROR record and reuses the good one
+    done = run_sweep(wls, ["heft", "pd"], tmp_path, _broken_heft, **kw)
+    assert [c for _, c in done] == [False, True]
+
+
+def test_serving_error_record_marked_not_compared(tmp_path):
+    recs = [{"model": "m", "gpus": ["H100"], "context": 8192, "slo_ms": 60.0, "method": m,
+             "status": s, "cost_usd_per_mtok": c, "tightest_t_rtt_ms": None}
+            for m, s, c in [("col", "FEASIBLE", 2.0), ("bnb", "ERROR", 1.0)]]
+    recs[1]["invalid"] = True
+    text = render_serving(recs)
+    assert "ERROR" in text and "1.0000" not in text
+    assert text.splitlines()[-1].split()[-2:] == ["2.0000", "ERROR"]  # and no ratio
+    # an ERROR record on disk is recomputed by a rerun
+    out = tmp_path / "s"
+    _serving(out)
+    p = out / "gemma-3-27b" / "H100" / "s8192-slo60" / "bnb.json"
+    rec = read_json(p)
+    write_record({**rec, "status": "ERROR", "invalid": True, "cost_usd_per_mtok": None}, p)
+    done = _serving(out)
+    assert sum(not c for _, c in done) == 1 and read_json(p)["status"] == rec["status"]

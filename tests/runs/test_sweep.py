@@ -1,0 +1,105 @@
+"""``hetopt sweep placement``: records per (workload, method), resume, --fresh, table, errors."""
+
+import io
+import json
+
+import pytest
+
+from opt.cli.main import main
+from opt.common.jsonio import read_json, write_json
+from opt.runs.sweep import Progress, geomean, geomean_speedups, render
+
+ARGS = ["sweep", "placement", "--models", "llama-2-7b", "--platforms", "HP32", "--prefill", "8",
+        "--decode", "1", "2", "--methods", "heft", "pd", "--layers", "1"]
+WORKLOADS = ("p8-d1-b1", "p8-d2-b1")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sweep_records_resume_fresh(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code, text, err = run(capsys, *ARGS, "--out", str(out))
+    assert code == 0
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*.json")}
+    assert files == {f"llama-2-7b/HP32/{w}/{m}.json" for w in WORKLOADS for m in ("heft", "pd")}
+    rec = read_json(out / "llama-2-7b/HP32/p8-d2-b1/pd.json")
+    assert rec["status"] == "FEASIBLE" and rec["time_unit"] == "ns" and rec["layers"] == 1
+    assert rec["makespan"] == rec["ttft"] + rec["decode_time"]
+    assert rec["mean_tpot"] == rec["decode_time"] / 2
+    assert rec["runtime_s"] >= 0
+    # the table: per workload latency, TTFT, decode and speedup over PD; geomean per model
+    assert "speedup vs PD" in text and "TTFT ms" in text and "decode ms" in text
+    assert "geomean speedup over PD" in text
+    assert "[4/4] 100%" in err and "[1/4]" in err  # one progress line per item (not a TTY)
+
+    # a rerun reuses every record: mark one and see the mark come back
+    rec["makespan"] = 123456789
+    write_json(rec, out / "llama-2-7b/HP32/p8-d2-b1/pd.json")
+    code, text, _ = run(capsys, *ARGS, "--out", str(out), "--json")
+    assert code == 0
+    data = json.loads(text)
+    assert all(r["cached"] for r in data["records"]) and len(data["records"]) == 4
+    marked = [r for r in data["records"] if r["decode"] == 2 and r["method"] == "pd"]
+    assert marked[0]["makespan"] == 123456789
+    g = {(x["model"], x["method"]): x for x in data["geomean_speedup_vs_pd"]}
+    assert g[("llama-2-7b", "pd")]["geomean_speedup"] == pytest.approx(1.0)
+    assert g[("llama-2-7b", "heft")]["workloads"] == 2
+
+    # --fresh recomputes everything
+    code, text, _ = run(capsys, *ARGS, "--out", str(out), "--json", "--fresh")
+    data = json.loads(text)
+    assert not any(r["cached"] for r in data["records"])
+    assert read_json(out / "llama-2-7b/HP32/p8-d2-b1/pd.json")["makespan"] != 123456789
+
+    # a record built with other options (layers) is not reused
+    code, text, _ = run(capsys, *ARGS[:-2], "--layers", "2", "--out", str(out), "--json")
+    data = json.loads(text)
+    assert not any(r["cached"] for r in data["records"])
+    per_step = 1 + 2 * 16 + 2  # embed, two layers of 16 ops, final_norm, lm_head
+    assert {r["tasks"] for r in data["records"]} == {2 * per_step, 3 * per_step}
+
+
+def test_sweep_unknown_method_exits_2(tmp_path, capsys):
+    argv = [a if a != "heft" else "nosuch" for a in ARGS]
+    code, out, err = run(capsys, *argv, "--out", str(tmp_path))
+    assert code == 2 and out == ""
+    assert "unknown method(s) nosuch" in err and "known:" in err and "pd+ffn" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_sweep_bad_sizes_exit_2(tmp_path, capsys):
+    code, _, err = run(capsys, *ARGS[:-2], "--layers", "99", "--out", str(tmp_path))
+    assert code == 2 and "layers must be in 1..32" in err
+    argv = ["sweep", "placement", "--models", "llama-2-7b", "--platforms", "HP32",
+            "--prefill", "8", "--decode", "-1", "--methods", "pd", "--out", str(tmp_path)]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "decode must be ≥ 0, got -1" in err
+    code, _, err = run(capsys, *[a if a != "HP32" else "HP9" for a in argv])
+    assert code == 2 and "unknown platform 'HP9'" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_progress_in_place_on_a_terminal():
+    buf = io.StringIO()
+    p = Progress(3, stream=buf, tty=True)
+    for label in "abc":
+        p.start(label)
+        p.finish_item(1.0 if label != "b" else None)
+    p.close()
+    text = buf.getvalue()
+    assert text.count("\r") == 4 and text.endswith("\n") and text.count("\n") == 1
+    assert "[2/3] 33% eta 2s b" in text and "100% done" in text
+
+
+def test_summaries_without_pd():
+    recs = [{"model": "m", "platform": "P", "prefill": 1, "decode": 1, "batch": 1,
+             "method": "heft", "status": "FEASIBLE", "makespan": 10, "ttft": 5,
+             "decode_time": 5, "runtime_s": 0.1, "time_unit": "ns"}]
+    text = render(recs)
+    assert "speedup" not in text.splitlines()[0] and "'pd' is not in the sweep" in text
+    assert geomean_speedups(recs)[0]["geomean_speedup"] is None
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0) and geomean([]) is None

@@ -1,0 +1,182 @@
+"""P3 exact MILP (models.serving.milp): optimum = exhaustive enumeration over the full template
+space, ≤ the regularity-aware B&B, INFEASIBLE / time-limit statuses, bounds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from heuristics.serving.search import full_sequences, search, structured_sequences
+from models.serving.milp import solve_serving_milp
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
+from opt.serving.instance import ServingGrid, ServingInstance, serving_instance_from_dict
+from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.plan import check_plan, evaluate_plan, plan_solution
+
+RTOL = 1e-6
+
+
+def _card_instance(model: str, layers: int, pattern: tuple[str, ...] | None,
+                   gpus: tuple[str, ...], slo_ms: float, context: int,
+                   batches: tuple[int, ...], max_owners: int) -> ServingInstance:
+    """A bundled card cut to ``layers`` layers, TP 1/2, μ ≤ 2, ≤ 16 GPUs, ≤ 4 replicas."""
+    card = bundled_cards()[model]
+    card = replace(card, layers=layers, **({"layer_pattern": pattern} if pattern else {}))
+    grid = ServingGrid(max_gpus=16, max_owners=max_owners, max_replicas=4, max_microbatches=2,
+                       batches=batches)
+    return build_serving_plan(card, bundled_catalog(), list(gpus),
+                              ServingWorkload(context, slo_ms / 1e3), grid=grid,
+                              tp_degrees=(1, 2))
+
+
+def _random_instance(seed: int) -> ServingInstance:
+    """Hand-made: 3 layers with a 2-layer block (truncated last block), 3 ops per layer,
+    two GPU types, memory tight enough to bind, random tied embeddings."""
+    rng = np.random.default_rng(seed)
+    block, per_layer, batches, max_mu = 2, 3, (1, 2, 4), 2
+    n = block * per_layer
+    mbs = sorted({b // m for b in batches for m in range(1, max_mu + 1) if b % m == 0})
+    nc, nm = 3, len(mbs)
+    op = rng.integers(5, 50, size=(nc, 1, n)) + rng.integers(0, 10, size=(nc, 1, n)) * \
+        np.array(mbs)[None, :, None]
+    busy = rng.integers(1, 5, size=(nm, n)) * np.array(mbs)[:, None]
+    lat = int(rng.integers(0, 10))
+    gpu = {"peak_flops": 1e14, "mem_bw_bytes_per_s": 1e12, "memory_bytes": 2.5e8,
+           "gpus_per_node": 8,
+           "intra_node": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e11}}
+    obj = {
+        "schema": 1, "problem": "serving_plan", "time_unit": "us",
+        "model": {"name": "rand", "layers": 3, "block_layers": block,
+                  "ops": [{"id": f"L{l}.op{j}", "kind": f"op{j}", "layer": l,
+                           "weight_bytes": int(rng.integers(1, 100)) * 10**6,
+                           "kv_bytes_per_request": int(rng.integers(0, 3)) * 10**6,
+                           "out_bytes_per_request": 1000}
+                          for l in range(block) for j in range(per_layer)],
+                  "embed_weight_bytes": 10**7, "lm_head_weight_bytes": 10**7,
+                  "tied_embeddings": bool(rng.integers(0, 2))},
+        "hardware": {"gpus": [{"name": "G", "price_usd_per_hour": 2.0, **gpu},
+                              {"name": "H", "price_usd_per_hour": 5.0, **gpu}],
+                     "network": {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10}},
+        "configs": [{"id": "G1", "gpu": "G", "tp": 1}, {"id": "H1", "gpu": "H", "tp": 1},
+                    {"id": "G2", "gpu": "G", "tp": 2}],
+        "workload": {"context_tokens": 1024, "tpot_slo": 900},
+        "grid": {"max_gpus": 8, "max_owners": 3, "max_replicas": 4, "max_microbatches": max_mu,
+                 "batches": list(batches)},
+        "latency": {"microbatch_sizes": mbs, "op_duration": op.tolist(),
+                    "head_duration": rng.integers(1, 20, size=(nc, nm, 2)).tolist(),
+                    "transfer_duration": (busy + lat).tolist(), "transfer_busy": busy.tolist(),
+                    "token_transfer_duration": [lat + 1] * nm, "token_transfer_busy": [1] * nm},
+    }
+    return serving_instance_from_dict(obj, "rand.json")
+
+
+#: name -> builder; every instance has a non-trivial optimum (see the comments)
+CASES = {
+    # 2-layer block (sliding, full): the full space (512 sequences for K ≤ 2) beats the tiled
+    # one by ~40 %: only the full-attention layer's attention is offloaded
+    "gemma-4L-block2": lambda: _card_instance("gemma-3-27b", 4, ("sliding", "full"),
+                                              ("A100", "L40S"), 6.0, 65536, (8, 16, 32, 64), 2),
+    # dense, K ≤ 3: two owners with different configurations and batches (B = lcm)
+    "llama-2L-hetero": lambda: _card_instance("llama-2-7b", 2, None, ("A100", "L40S"), 10.0,
+                                              16384, (32, 64, 128, 256), 3),
+    # MoE with expert-parallel configurations, K ≤ 2: two owners of the same ep
+    # configuration with different batches
+    "mixtral-2L-moe": lambda: _card_instance("mixtral-8x7b", 2, None, ("A100", "L40S"), 10.0,
+                                             65536, (32, 64, 128, 256), 2),
+    # truncated last block, binding memory, K ≤ 3
+    "random-truncated": lambda: _random_instance(3),
+}
+
+
+@lru_cache(maxsize=None)
+def _instance(name: str) -> ServingInstance:
+    return CASES[name]()
+
+
+@lru_cache(maxsize=None)
+def _exhaustive(name: str):
+    inst = _instance(name)
+    return search(inst, full_sequences(inst))
+
+
+@lru_cache(maxsize=None)
+def _milp(name: str):
+    return solve_serving_milp(_instance(name), time_limit=20, threads=1, seed=0)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_milp_equals_exhaustive_optimum(name: str) -> None:
+    inst = _instance(name)
+    ref = _exhaustive(name)
+    out = _milp(name)
+    assert ref.plan is not None
+    assert out.status == "OPTIMAL"
+    assert out.cost == pytest.approx(ref.cost_usd_per_token, rel=RTOL)
+    assert out.lower_bound == pytest.approx(out.cost, rel=RTOL)
+    met = check_plan(inst, plan_solution(inst, out.plan))
+    assert met.t_rtt == out.t_rtt
+    assert met.cost_usd_per_token == pytest.approx(out.cost, rel=1e-12)
+    if out.t_rtt != ref.t_rtt:  # a tie in cost between plans with different T_rtt
+        assert evaluate_plan(inst, ref.plan).cost_usd_per_token == pytest.approx(out.cost,
+                                                                                rel=1e-9)
+    assert out.stats["milps_solved"] >= 1
+    assert out.stats["max_variables"] > 0 and out.stats["max_constraints"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_milp_at_most_structured_bnb(name: str) -> None:
+    inst = _instance(name)
+    bnb = search(inst, structured_sequences(inst))  # every case tiles (equal ops per layer)
+    out = _milp(name)
+    assert bnb.cost_usd_per_token is not None
+    assert out.cost <= bnb.cost_usd_per_token * (1 + 1e-12)
+    if name == "gemma-4L-block2":  # the full space is strictly better here
+        assert out.cost < bnb.cost_usd_per_token * 0.9
+        assert len(out.plan.owners) == 2
+
+
+def test_tightest_slo_infeasible_just_below() -> None:
+    """An SLO one tick below the tightest achievable T_rtt: the cheap bounds do not settle it,
+    the MILPs must prove infeasibility; at that T_rtt itself a plan exists."""
+    inst = _instance("random-truncated")
+    tight = search(inst, full_sequences(inst), objective="t_rtt").t_rtt
+    assert tight is not None
+    below = solve_serving_milp(replace(inst, tpot_slo=tight - 1), time_limit=20)
+    assert below.status == "INFEASIBLE"
+    assert below.plan is None and below.lower_bound is None
+    assert below.stats["milps_solved"] >= 1
+    at = solve_serving_milp(replace(inst, tpot_slo=tight), time_limit=20)
+    assert at.status == "OPTIMAL" and at.t_rtt <= tight
+
+
+def test_unreachable_slo_infeasible() -> None:
+    inst = replace(_instance("llama-2L-hetero"), tpot_slo=1)
+    out = solve_serving_milp(inst, time_limit=5)
+    assert out.status == "INFEASIBLE" and out.plan is None
+    assert out.stats["milps_solved"] == 0  # the cheap T_rtt bound already exceeds the SLO
+
+
+def test_initial_plan_and_time_limit() -> None:
+    name = "llama-2L-hetero"
+    inst = _instance(name)
+    opt = _milp(name)
+    # the optimum as incumbent: nothing strictly better, the incumbent comes back, OPTIMAL
+    again = solve_serving_milp(inst, time_limit=20, initial_plan=plan_solution(inst, opt.plan))
+    assert again.status == "OPTIMAL"
+    assert again.cost == pytest.approx(opt.cost, rel=RTOL)
+    assert again.stats["milps_solved"] <= opt.stats["milps_solved"]
+    # no time at all: no MILP runs, the cheap bound is still a valid lower bound
+    none = solve_serving_milp(inst, time_limit=0.0)
+    assert none.status == "TIME_LIMIT_NO_SOLUTION"
+    assert none.lower_bound is not None and none.lower_bound <= opt.cost * (1 + RTOL)
+    # with the incumbent but no time: FEASIBLE unless the bound closes the gap
+    feas = solve_serving_milp(inst, time_limit=0.0, initial_plan=opt.plan)
+    assert feas.plan == opt.plan
+    assert feas.status in ("FEASIBLE", "OPTIMAL")
+    assert feas.lower_bound <= feas.cost * (1 + RTOL)
+    assert math.isfinite(feas.lower_bound)
