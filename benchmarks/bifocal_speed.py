@@ -1,4 +1,4 @@
-"""Speed of Bifocal on the full-size DOPS instance (SPEC §6; target: < 60 s on one core).
+"""Speed of Bifocal on the full-size DOPS instance (problems.md §6; target: < 60 s on one core).
 
 Builds Llama-2-7B on HP64 (prefill 1024, decode 1024, batch 16: ~528k tasks), runs HEFT (the
 baseline, same list-scheduling core) and Bifocal with default parameters, validates both with

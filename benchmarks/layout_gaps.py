@@ -1,4 +1,4 @@
-"""WLA's gap to the exact joint placement + format optimum on small LLM slices (P2, SPEC §2).
+"""WLA's gap to the exact joint placement + format optimum on small LLM slices (P2, problems.md §2).
 
 Instances: seeded 1-layer slices of dops-qwen-1.8b, qwen-1.8b and llama-2-7b on HP32 (NPU + 2
 PIM), prefill 8–32, 0–1 decode steps, batch 1–4 (19–38 tasks, 7 weight blocks). Each is solved

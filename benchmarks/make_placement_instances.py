@@ -45,8 +45,8 @@ def _entry(name: str, inst, problem_note: str, results: list, reference: str) ->
     best = min((r for r in results if r.objective is not None), key=lambda r: r.objective)
     lb = max(r.lower_bound for r in results if r.lower_bound is not None)
     proven = best.objective <= lb
-    prov = {"solver": ", ".join(f"{_label(r)} ({r.status})" for r in results),
-            "versions": _versions(), "time_limit_s": results[0].params.get("time_limit_s"),
+    prov = {"method": ", ".join(f"{_label(r)} ({r.status})" for r in results),
+            "versions": _versions(), "time_limit": results[0].params.get("time_limit"),
             "seed": 0, "workers": results[0].params.get("num_workers"),
             "best_by": best.method}
     return {"name": name, "file": rel, "problem": "placement",
@@ -57,7 +57,7 @@ def _entry(name: str, inst, problem_note: str, results: list, reference: str) ->
 
 def _label(r) -> str:
     """The method and the solver knobs that distinguish runs of it."""
-    knobs = {k: v for k, v in r.params.items() if k not in ("time_limit_s", "num_workers")}
+    knobs = {k: v for k, v in r.params.items() if k not in ("time_limit", "num_workers")}
     return r.method + "".join(f"[{k}={v}]" for k, v in sorted(knobs.items()))
 
 

@@ -88,8 +88,8 @@ def make(name: str) -> dict:
             raise SystemExit(f"{name}: MILP {milp.objective} != enumeration {check.objective}")
     rel = f"data/{name}.json"
     inst.write(ROOT / rel)
-    prov = {"solver": "milp (models/serving/milp.py, HiGHS via Pyomo appsi)",
-            "versions": _versions(), "time_limit_s": TIME_LIMIT_S, "seed": 0, "threads": 1,
+    prov = {"method": "milp (models/serving/milp.py, HiGHS via Pyomo appsi)",
+            "versions": _versions(), "time_limit": TIME_LIMIT_S, "seed": 0, "num_workers": 1,
             "runtime_s": round(milp.runtime_s, 2),
             "cross_check": "exhaustive enumeration (enum)" if check else None,
             "bnb_usd_per_mtok": bnb.objective}

@@ -78,7 +78,7 @@ def _policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
     stats: dict[str, Any] = {}
     result = _heuristic_result(inst, "policy-search", options,
                                lambda: policy_search(inst, params,
-                                                     time_limit_s=options.time_limit_s,
+                                                     time_limit=options.time_limit,
                                                      stats=stats))
     result.stats.update(stats)
     return result
@@ -196,7 +196,7 @@ def solve(instance: PlacementInstance, solver: str = "cpsat", *, time_limit: flo
         raise UnknownNameError("warm start", warm_start, WARM_STARTS)
     if initial_solution is None and solver in EXACT_METHODS and warm_start is not None:
         initial_solution, warm_name = warm_start_schedule(instance, warm_start)
-    options = SolveOptions(time_limit_s=time_limit, num_workers=num_workers, seed=seed,
+    options = SolveOptions(time_limit=time_limit, num_workers=num_workers, seed=seed,
                            initial_solution=initial_solution, params=dict(params),
                            export_path=export_path)
     result = PLACEMENT_METHODS[solver](instance, options)

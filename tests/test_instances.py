@@ -244,7 +244,7 @@ def test_index_lists_every_data_file_and_is_well_formed():
     assert set(instances.names("placement")) == expected
     for e in index:  # computed optima carry their provenance
         if e["problem"] == "serving_plan" or e["name"].startswith(("p1-", "p2-")):
-            assert {"solver", "versions", "time_limit_s", "seed"} <= set(e["provenance"])
+            assert {"method", "versions", "time_limit", "seed"} <= set(e["provenance"])
 
 
 @pytest.mark.parametrize("name", instances.names("placement"))

@@ -1,4 +1,4 @@
-"""Weight Layout Arbiter (DOPS §5.2, SPEC §6): choose each weight block's storage format by
+"""Weight Layout Arbiter (DOPS §5.2, problems.md §6): choose each weight block's storage format by
 observing where the scheduler loads it, re-scheduling with Bifocal after each change.
 
 A reimplementation from the paper's description; this docstring fixes the interpretation.

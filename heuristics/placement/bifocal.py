@@ -1,4 +1,4 @@
-"""Bifocal (DOPS §5.1, SPEC §6): a list scheduler over the ready set whose device choice looks
+"""Bifocal (DOPS §5.1, problems.md §6): a list scheduler over the ready set whose device choice looks
 both *near* (the task's own earliest finish) and *far* (a lookahead over its successors and
 the reuse of weights over phases and tokens). A reimplementation from the paper's description
 (no DOPS code is available); this docstring fixes the interpretation of every term.
@@ -14,7 +14,7 @@ the lowest device index)::
     score(t, d) = (1 − γ)·EFT(t, d) + γ·T̂_H(t, d) + B_phase(t, d) + B_token(t, d)
 
 EFT(t, d)
-    Earliest finish of t on d in the current partial schedule, with every rule of SPEC §1.2:
+    Earliest finish of t on d in the current partial schedule, with every rule of problems.md §1.2:
     inputs and their transfers (booked against channel contention, ``full``/``star``), the
     block's load on d's load port (or its existing residency), evictions when the load does
     not fit (below), and insertion into idle gaps of d
@@ -67,7 +67,7 @@ B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
     B_token = min(0, α·(C_avg − C_cur)) = −α·(C_cur − s_warm)·(1 − 1/max(1, r_eff)). It is 0
     when b is resident (s_cur = s_warm), in prefill, and for tasks without block or step.
 
-Capacity (SPEC rule 6)
+Capacity (problems.md rule 6)
     A device whose block would exceed its capacity evicts least-recently-used blocks (smallest
     start of their last scheduled use on that device) at the new load's start T, which is the
     load port's free time delayed, if needed, to just after the last use of every victim (a
@@ -111,7 +111,7 @@ from opt.placement.instance import PlacementInstance
 
 @dataclass(frozen=True)
 class BifocalParams:
-    """Switches and weights of Bifocal (SPEC §6 defaults)."""
+    """Switches and weights of Bifocal (problems.md §6 defaults)."""
 
     window: bool = True
     phase: bool = True
@@ -282,7 +282,7 @@ def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
 def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalParams | None = None,
                      *, order: list[int] | None = None, stats: dict[str, Any] | None = None
                      ) -> dict:
-    """The Bifocal schedule of ``inst`` (SPEC §1.2a solution dict); see the module docstring.
+    """The Bifocal schedule of ``inst`` (problems.md §1.2a solution dict); see the module docstring.
 
     params: a dict of :class:`BifocalParams` fields (unknown names raise InputError);
     order: the task order (default: HEFT's upward-rank order); stats: filled with counters

@@ -1,4 +1,4 @@
-"""A list scheduler that respects every rule of SPEC §1.2 and the HEFT heuristic built on it.
+"""A list scheduler that respects every rule of problems.md §1.2 and the HEFT heuristic built on it.
 
 Tasks are taken in a given priority order (which must be topological); each goes to the device
 chosen by a policy (default: earliest finish time, EFT), starting at the earliest moment its
@@ -7,7 +7,7 @@ when ``insertion`` is true, HEFT-style). Transfers are booked on their channel (
 ordered device pair; ``star``: the source's uplink and the destination's downlink) when links
 have contention; weight loads are booked on the device's load port the first time a block is
 needed there; a device whose capacity the load would exceed is not eligible (this scheduler
-never evicts). The result is a SPEC §1.2a solution dict.
+never evicts). The result is a problems.md §1.2a solution dict.
 
 The bookkeeping lives in :class:`ScheduleState` (evaluate a candidate device, commit a choice,
 optionally evict least-recently-used blocks), shared by HEFT, the static policies and Bifocal

@@ -7,7 +7,7 @@ the decision: every (kind, phase) pair — kinds of routed/shared experts groupe
 legal devices, i.e. HEFT's choice). It starts from the best of HEFT and the five static
 policies, then hill-climbs: pairs in decreasing order of their tasks' total work, each tried
 with the other values, a change kept when the makespan drops (first improvement), passes
-repeated until one changes nothing or the budget (``max_evaluations``, ``time_limit_s``) is
+repeated until one changes nothing or the budget (``max_evaluations``, ``time_limit``) is
 spent. Every evaluation is a full list schedule (:func:`heuristics.placement.list_scheduler.list_schedule`,
 no evictions — like the static policies), so the result is a valid schedule of that mapping,
 and the mapping itself is reported (``stats["mapping"]``): it answers DOPS' question "which
@@ -48,7 +48,7 @@ class PolicySearchParams:
     """Budget of the search: schedule evaluations and seconds (None = unlimited)."""
 
     max_evaluations: int = 200
-    time_limit_s: float | None = 60.0
+    time_limit: float | None = 60.0
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> "PolicySearchParams":
@@ -97,11 +97,11 @@ class _Search:
 
 
 def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearchParams | None = None,
-                  *, time_limit_s: float | None = None, stats: dict[str, Any] | None = None
+                  *, time_limit: float | None = None, stats: dict[str, Any] | None = None
                   ) -> dict:
-    """The best schedule found (SPEC §1.2a solution dict); see the module docstring."""
+    """The best schedule found (problems.md §1.2a solution dict); see the module docstring."""
     p = params if isinstance(params, PolicySearchParams) else PolicySearchParams.from_dict(params)
-    limit = time_limit_s if time_limit_s is not None else p.time_limit_s
+    limit = time_limit if time_limit is not None else p.time_limit
     deadline = None if limit is None else time.perf_counter() + limit
     t0 = time.perf_counter()
     order = priority_order(inst, upward_rank(inst))

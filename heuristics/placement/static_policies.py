@@ -1,4 +1,4 @@
-"""Static placement policies (DOPS Table 1, SPEC §6): each task's device *class* is fixed by its
+"""Static placement policies (DOPS Table 1, problems.md §6): each task's device *class* is fixed by its
 operator kind and phase; the device within the class is chosen by EFT in HEFT order.
 
 =============  ========================================  ========================================

@@ -1,5 +1,5 @@
 """P3 plan search: the regularity-aware branch-and-bound (OpWeave §5), exhaustive enumeration,
-and the fixed-boundary baselines COL / AFD / CAD (SPEC §3.2, §6).
+and the fixed-boundary baselines COL / AFD / CAD (problems.md §3.2, §6).
 
 Every search runs over *owner sequences*: the owner of each op of the partition block, cyclic,
 changing only to the next owner (mod K) — exactly the plans a round-robin template can express

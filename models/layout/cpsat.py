@@ -1,4 +1,4 @@
-"""Exact P2 weight-layout models (SPEC §2) with CP-SAT.
+"""Exact P2 weight-layout models (problems.md §2) with CP-SAT.
 
 Joint placement + format (:func:`solve_layout_cpsat`)
     The P1 model of :mod:`models.placement.cpsat` with a format decision per block: each load
@@ -20,7 +20,7 @@ Format-only for a fixed placement and orders (:func:`solve_format_only`)
     a later load, nor a load before an earlier eviction) keeps the sequence of resident sets,
     so capacities hold; every task stays served by the residency that served it in the base
     (loaded before its start, evicted strictly after it). Zero-length tasks and transfers
-    occupy nothing (SPEC §1.2) and are left out of the orders.
+    occupy nothing (problems.md §1.2) and are left out of the orders.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def solve_layout_cpsat(inst: PlacementInstance, options: SolveOptions) -> Result
     allowed formats (list; default all of ``layout.formats``); other params go to CP-SAT."""
     params = dict(options.params)
     formats = allowed_formats(inst, params.pop("formats", None))
-    opts = SolveOptions(time_limit_s=options.time_limit_s, num_workers=options.num_workers,
+    opts = SolveOptions(time_limit=options.time_limit, num_workers=options.num_workers,
                         seed=options.seed, initial_solution=options.initial_solution,
                         params=params)
     res = solve_placement_cpsat(inst, opts, formats=formats, method="cpsat-layout")

@@ -1,4 +1,4 @@
-"""CP-SAT model of P1 placement (SPEC §1.2), restricted to schedules without evictions.
+"""CP-SAT model of P1 placement (problems.md §1.2), restricted to schedules without evictions.
 
 Per (task, legal device) an optional fixed-size interval sharing the task's start; no-overlap
 per device; per cross-device edge and device pair a conditional delay and — when links have
@@ -7,7 +7,7 @@ uplink and the destination's downlink (``star``); per (block, device) an optiona
 on the device's load port that must end before any task of the block starts there; capacity as
 a knapsack over loaded blocks (nothing is evicted, so loads stay resident).
 
-P2 (``formats`` given, SPEC §2): per block a format choice (exactly one of the allowed
+P2 (``formats`` given, problems.md §2): per block a format choice (exactly one of the allowed
 formats; fixed blocks keep theirs), each load interval's length the chosen format's load
 duration on its device, and the memory budget as a knapsack over the formats' storage. The
 redundant constraints then use each block's cheapest allowed load per device (a relaxation).
@@ -21,7 +21,7 @@ path and the average-load bound on the makespan, per-device work ≤ Cmax; and l
 symmetry breaking between interchangeable devices (same class, capacity, costs, loads and
 links). (An edge-transportation cut — the MILP's z — was tried and left out: 5–7× slower
 proofs on 1-layer LLM slices.) Zero-length tasks and loads stay out of the no-overlap
-constraints: CP-SAT's no-overlap forbids a zero-size interval inside another one, SPEC does not.
+constraints: CP-SAT's no-overlap forbids a zero-size interval inside another one, problems.md §1.2 does not.
 """
 
 from __future__ import annotations
@@ -379,7 +379,7 @@ class PlacementCpSat:
 
     # ---- warm start ---------------------------------------------------------------------------
     def add_hint(self, solution: dict[str, Any]) -> None:
-        """Hint the primary decisions of a SPEC §1.2a solution: device and start of every task,
+        """Hint the primary decisions of a problems.md §1.2a solution: device and start of every task,
         which blocks are loaded where and when. (Hinting the derived transfer variables as well
         crashed OR-Tools 9.15 in our tests; CP-SAT completes the rest itself.)"""
         inst = self.inst
@@ -458,14 +458,14 @@ def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions, *,
     return run_cpsat(model.model, params, options, t0, method, model.extract, extra)
 
 
-def make_solver(params: dict[str, Any], options: SolveOptions, time_limit_s: float | None
+def make_solver(params: dict[str, Any], options: SolveOptions, time_limit: float | None
                 ) -> cp_model.CpSolver:
-    """A CP-SAT solver with ``options``' workers and seed, ``time_limit_s`` (None = none) and
+    """A CP-SAT solver with ``options``' workers and seed, ``time_limit`` (None = none) and
     the CP-SAT ``params`` by field name (repeated fields as lists)."""
     solver = cp_model.CpSolver()
     sp = solver.parameters
-    if time_limit_s is not None:
-        sp.max_time_in_seconds = float(time_limit_s)
+    if time_limit is not None:
+        sp.max_time_in_seconds = float(time_limit)
     sp.num_workers = int(options.num_workers)
     sp.random_seed = int(options.seed)
     for key, value in params.items():
@@ -482,7 +482,7 @@ def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOption
               method: str, extract, extra: dict[str, Any]) -> Result:
     """Solve a built CP-SAT model with ``options`` and CP-SAT ``params`` (repeated fields as
     lists), and wrap the outcome: ``extract(solver)`` gives the solution dict."""
-    solver = make_solver(params, options, options.time_limit_s)
+    solver = make_solver(params, options, options.time_limit)
     build_s = time.perf_counter() - t0
     code = solver.solve(cp)
     status = _STATUS.get(code, "ERROR")
@@ -495,7 +495,7 @@ def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOption
         problem="placement", method=method, status=status,
         objective=float(solver.objective_value) if solution is not None else None,
         lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
-        params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
+        params={"time_limit": options.time_limit, "num_workers": options.num_workers,
                 **options.params},
         solution=solution,
         stats={**extra, "build_s": build_s, "solve_s": solver.wall_time,

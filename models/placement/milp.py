@@ -1,4 +1,4 @@
-"""Pyomo MILP of P1 placement (SPEC §1.2) without evictions, solved with HiGHS.
+"""Pyomo MILP of P1 placement (problems.md §1.2) without evictions, solved with HiGHS.
 
 Every block is loaded at most once per device and then stays resident to the end (results say
 ``"no_evictions": true``). All times are in the instance's integer time unit; ``H`` is a valid
@@ -18,7 +18,7 @@ Constraints
 - Σ_d x[t,d] = 1; precedence S[v] ≥ S[u] + p_u(x) + c_e (no big-M), or with contention
   T[e] ≥ S[u] + p_u(x) and S[v] ≥ T[e] + c_e;
 - disjunctive no-overlap per device for task pairs not ordered by a DAG path (one y per pair,
-  big-M per device from the time windows); zero-length events never conflict (SPEC validator);
+  big-M per device from the time windows); zero-length events never conflict (problems.md §1.3);
 - channel disjunctions between transfers that may share a channel (``full``: ordered device pair;
   ``star``: uplink of the source, downlink of the destination);
 - loads: L[b,d] ≥ x[t,d] for the block's tasks, L[b,d] ≤ Σ_t x[t,d],
@@ -347,7 +347,7 @@ def _canonical(dec: _Decisions, groups: list[list[int]]) -> _Decisions:
 
 
 def _decode(inst: PlacementInstance, solution: dict[str, Any]) -> _Decisions:
-    """Index form of a valid SPEC §1.2a solution (raises ValueError when it uses evictions or
+    """Index form of a valid problems.md §1.2a solution (raises ValueError when it uses evictions or
     reloads, which this model cannot represent)."""
     if solution.get("evictions"):
         raise ValueError("the initial solution evicts blocks")
@@ -389,7 +389,7 @@ class _ModelIndex:
 
 def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
                          ) -> pyo.ConcreteModel:
-    """MILP of SPEC §1.2 without evictions (module docstring). ``horizon``: a known makespan
+    """MILP of problems.md §1.2 without evictions (module docstring). ``horizon``: a known makespan
     upper bound in time units (default: a validated greedy schedule or the serial bound)."""
     prep = _prepare(inst)
     H = _serial_horizon(inst, prep)
@@ -730,7 +730,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     if export is not None and Path(export).suffix.lower() not in EXPORT_SUFFIXES:
         raise InputError(f"cannot export the MILP to '{export}': the file name must end in "
                          f"{' or '.join(EXPORT_SUFFIXES)}", field="export_path")
-    params_out = {"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
+    params_out = {"time_limit": options.time_limit, "num_workers": options.num_workers,
                   **options.params}
     stats: dict[str, Any] = {"no_evictions": True}
 
@@ -776,7 +776,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
         model.write(str(export), io_options={"symbolic_solver_labels": True})
         stats["exported"] = str(export)
 
-    deadline = None if options.time_limit_s is None else t0 + float(options.time_limit_s)
+    deadline = None if options.time_limit is None else t0 + float(options.time_limit)
     highs_options = {"threads": int(options.num_workers), "random_seed": int(options.seed),
                      "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
     t1 = time.perf_counter()

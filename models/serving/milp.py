@@ -1,4 +1,4 @@
-"""Exact MILP of P3 serving-plan partitioning (SPEC §3.2) over the full template space, solved
+"""Exact MILP of P3 serving-plan partitioning (problems.md §3.2) over the full template space, solved
 with Pyomo + HiGHS (appsi), one MILP per outer choice (K, μ, B).
 
 The plan semantics are those of :func:`opt.serving.plan.evaluate_plan`: a cyclic owner sequence
@@ -343,7 +343,7 @@ def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
 
 
 def _extract_plan(inst: ServingInstance, model: pyo.ConcreteModel) -> ServingPlan:
-    """The plan of the MILP's loaded solution (owner 0 = owner of op 0; SPEC owner order)."""
+    """The plan of the MILP's loaded solution (owner 0 = owner of op 0; problems.md §3.2 owner order)."""
     k, n = model._k, inst.n_ops
     owner = np.array([max(range(k), key=lambda mm: model.y[i, mm].value or 0.0)
                       for i in range(n)], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Solver results (SPEC §0): one JSON object per run, whatever the method.
+"""Solver results (problems.md §0): one JSON object per run, whatever the method.
 
 ``objective`` is always recomputed from ``solution`` by the validator (never copied from a
 solver); ``lower_bound`` is a proven bound or None; ``gap = (objective − lower_bound)/objective``.

@@ -26,7 +26,7 @@ class TracePoint:
     dops_roofline_us: float
 
 
-#: DOPS' PIM trace-vs-roofline figures (SPEC §5.2, from the DOPS paper's PIM characterisation).
+#: DOPS' PIM trace-vs-roofline figures (problems.md §5.2, from the DOPS paper's PIM characterisation).
 PIM_TRACE = (
     TracePoint("softmax", "softmax", 1678.85, 26.09),
     TracePoint("attn_norm", "norm", 672.77, 13.02),

@@ -7,7 +7,7 @@ its source. Users extend it with their own JSON file of the same shape
 Device fields (units in the names): ``peak_flops`` (dense fp16/bf16 FLOP/s), ``mem_bw_bytes_per_s``,
 ``memory_bytes``, ``price_usd_per_hour`` (null when unpublished), ``class`` ∈ {npu, pim, gpu, cpu},
 ``latency_model`` (see :mod:`opt.costlib.latency`), ``native_format`` and ``conversions`` (weight-layout
-conversion steps, SPEC §5.4).
+conversion steps, problems.md §5.4).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class DeviceSpec:
 
     def load_s(self, nbytes: float, stored_format: str, host_link: Link) -> float:
         """Seconds to bring a weight block of ``nbytes`` bytes stored in ``stored_format`` in host
-        memory onto this device: host-link transfer plus the conversion chain (SPEC §5.4)."""
+        memory onto this device: host-link transfer plus the conversion chain (problems.md §5.4)."""
         return float(host_link.transfer_s(nbytes)) + self.conversion_chain(stored_format, nbytes)[1]
 
     def to_dict(self) -> dict[str, Any]:

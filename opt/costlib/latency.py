@@ -1,4 +1,4 @@
-"""Latency models of the cost library (SPEC §5): one object per device kind, all vectorised.
+"""Latency models of the cost library (problems.md §5): one object per device kind, all vectorised.
 
 - :class:`LogisticRoofline` — DOPS' calibrated roofline for the NPU (Ascend 910B) and the PIM
   device (SK hynix AiM): ``τ = slowdown[c]·max(f/(P·max(u(f), ε_u)), m/B) + τ_kernel[c]`` with a
@@ -26,7 +26,7 @@ from opt.common.errors import InputError
 OP_CLASSES = ("gemm", "attention", "norm", "activation", "elementwise", "softmax", "router",
               "collective")
 
-EPS_U = 1e-6  #: utilisation floor ε_u of SPEC §5.1
+EPS_U = 1e-6  #: utilisation floor ε_u of problems.md §5.1
 
 
 def _check_classes(mapping: Mapping[str, float], what: str, source: str | None) -> None:
@@ -41,7 +41,7 @@ def _check_classes(mapping: Mapping[str, float], what: str, source: str | None) 
 
 @dataclass(frozen=True)
 class LogisticRoofline:
-    """Calibrated roofline with logistic utilisation (DOPS, SPEC §5.1/§5.2).
+    """Calibrated roofline with logistic utilisation (DOPS, problems.md §5.1/§5.2).
 
     peak_flops: P in FLOP/s; mem_bw_bytes_per_s: B; utilisation u(f) rises from ``u_min`` to
     ``u_max`` around ``knee_flops`` with steepness ``slope`` per decade of FLOPs, clamped to
@@ -96,7 +96,7 @@ class LogisticRoofline:
 
 @dataclass(frozen=True)
 class EfficiencyRoofline:
-    """GPU roofline with compute/memory efficiencies and a fixed launch cost (SPEC §5.3).
+    """GPU roofline with compute/memory efficiencies and a fixed launch cost (problems.md §5.3).
 
     τ = t0_s + max(f/(eta_c·peak_flops), m/(eta_m·mem_bw_bytes_per_s)).
     """
@@ -143,12 +143,12 @@ class Link:
                 "source": self.source}
 
 
-#: Fixed software cost of one collective call (SPEC §5.3 ring all-reduce formula).
+#: Fixed software cost of one collective call (problems.md §5.3 ring all-reduce formula).
 COLLECTIVE_OVERHEAD_S = 5e-6
 
 
 def ring_allreduce_s(bytes_, group: int, link: Link):
-    """Ring all-reduce of ``bytes_`` over ``group`` peers on a fully connected fabric (SPEC §5.3).
+    """Ring all-reduce of ``bytes_`` over ``group`` peers on a fully connected fabric (problems.md §5.3).
 
     ``5 µs + 2(g−1)·latency + 2(g−1)/g · bytes / bandwidth``; 0 for a group of one.
     """

@@ -1,4 +1,4 @@
-"""Per-operator FLOPs and bytes of one transformer layer step (SPEC §1.4, §5): dense, GQA, MoE,
+"""Per-operator FLOPs and bytes of one transformer layer step (problems.md §1.4, §5): dense, GQA, MoE,
 sliding-window attention and Gated-DeltaNet linear attention, for prefill and decode.
 
 A *step* processes ``tokens`` new tokens (T_q) per sequence for ``batch`` sequences (B) whose

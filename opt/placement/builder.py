@@ -1,4 +1,4 @@
-"""Build P1 placement instances from an LLM workload (SPEC §1.4), vectorised over decode steps.
+"""Build P1 placement instances from an LLM workload (problems.md §1.4), vectorised over decode steps.
 
 Step 0 is the prefill (T_q = T_kv = L_in); decode step i = 1..L_out has T_q = 1 and
 T_kv = L_in + i. Every step has the same task structure (a *template*): ``embed``, per layer the
@@ -15,12 +15,12 @@ Modelling choices (documented; each is a switch or a clear default):
   per ``block_span`` consecutive layers (per shard when tp > 1). ``embed``/``lm_head`` weights are
   taken as resident on the NPU (they cannot run on PIM) and are not blocks.
 - Load durations for every format (linear, npu_opt, pim_opt, dual) = host-link transfer +
-  conversion chain (SPEC §5.4); P1 uses ``linear`` (``layout.default``).
+  conversion chain (problems.md §5.4); P1 uses ``linear`` (``layout.default``).
 - TP shards divide FLOPs and bytes by tp (the o_proj/down_proj partial sums keep full size); the
   all-reduce's duration includes its data movement, so its edges carry 0 bytes (latency only).
 - Legality: NPU/GPU run every compute op; PIM all but router, combine, embed, lm_head; the
   all-reduce only the host (the fabric).
-- Quantisation and sparsity (SPEC §1.4, DOPS §4.1): ``BuildOptions.precision`` sets weight /
+- Quantisation and sparsity (problems.md §1.4, DOPS §4.1): ``BuildOptions.precision`` sets weight /
   activation / KV bytes per element (int4 = 4 bits + an fp16 scale per 128-element group) and
   so block sizes, load durations, op bytes and edge payloads; ``BuildOptions.sparsity`` scales
   FLOPs and bytes as documented in :class:`opt.costlib.operators.Sparsity` (prefill uses the prefill
@@ -439,7 +439,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
                                                   "precision": asdict(prec)},
         "kv_home": [devices[d].name for d in kv_home],
         "tasks_per_step": k_tasks,
-        "notes": "durations from the hetopt cost library (SPEC §5), integer ticks of time_unit",
+        "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }
     inst = build_instance(
         time_unit=opt.time_unit, devices=devices, links=links, task_ids=ids,

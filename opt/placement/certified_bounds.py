@@ -1,7 +1,7 @@
 """Certified lower bounds on the optimal P1 makespan of full-size instances (issue 8).
 
 The bound is the maximum of several components. Each is a lower bound on the makespan of
-*every* valid schedule (SPEC §1.2, rules 1–6, evictions allowed), so their maximum is one too.
+*every* valid schedule (problems.md §1.2, rules 1–6, evictions allowed), so their maximum is one too.
 All durations are integer ticks of the instance's ``time_unit``.
 
 ``critical_path`` and ``work_average`` (from :mod:`opt.placement.lower_bounds`)

@@ -1,7 +1,7 @@
-"""P1 placement instances (SPEC §1.1, §1.2a): immutable columnar data, JSON reader and writer.
+"""P1 placement instances (problems.md §1.1, §1.2a): immutable columnar data, JSON reader and writer.
 
 In memory an instance is columnar (numpy arrays, read-only) so full-size DOPS workloads of
-hundreds of thousands of tasks stay compact and fast; on disk it is the SPEC's JSON shape
+hundreds of thousands of tasks stay compact and fast; on disk it is the JSON shape of problems.md §1.2a
 (schema 1, optionally gzip-compressed). Every duration is an integer in ``time_unit``.
 
 Conventions: ``cost[t, d]`` is task t's duration on device d, ``-1`` where d is not legal;
@@ -57,6 +57,40 @@ class Links:
     latency: np.ndarray
     bandwidth: np.ndarray
 
+    # ---- the channel rule (problems.md §1.2 rule 4), defined here once --------------------
+    @property
+    def n_channels(self) -> int:
+        """Number of channel ids: d·d ordered pairs, then d uplinks, then d downlinks."""
+        d = self.latency.shape[0]
+        return d * d + 2 * d
+
+    def channels(self, src: int, dst: int) -> tuple[int, ...]:
+        """Channel ids a transfer src → dst occupies: ``full`` one per ordered pair
+        (src·d + dst); ``star`` the source's uplink (d² + src) and the destination's downlink
+        (d² + d + dst). Meaningful only when ``contention`` is true."""
+        d = self.latency.shape[0]
+        if self.topology == "full":
+            return (src * d + dst,)
+        return (d * d + src, d * d + d + dst)
+
+    def channel_ids(self, src: np.ndarray, dst: np.ndarray) -> list[np.ndarray]:
+        """:meth:`channels` vectorised: one array of channel ids per channel a transfer
+        occupies (``full``: one array; ``star``: uplinks, then downlinks)."""
+        d = self.latency.shape[0]
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if self.topology == "full":
+            return [src * d + dst]
+        return [d * d + src, d * d + d + dst]
+
+    def channel_label(self, channel: int) -> str:
+        """'channel A->B', 'uplink of A' or 'downlink of B' as device indices for messages."""
+        d = self.latency.shape[0]
+        if channel < d * d:
+            return f"channel {channel // d}->{channel % d}"
+        if channel < d * d + d:
+            return f"uplink of device {channel - d * d}"
+        return f"downlink of device {channel - d * d - d}"
+
     def transfer(self, i: int, j: int, nbytes: int) -> int:
         """Ticks to move ``nbytes`` from device i to device j (0 on the same device)."""
         if i == j:
@@ -74,7 +108,7 @@ class Links:
 
 @dataclass(frozen=True)
 class Layout:
-    """Weight storage formats (SPEC §2). In P1 ``fixed`` / ``default`` give each block's format."""
+    """Weight storage formats (problems.md §2). In P1 ``fixed`` / ``default`` give each block's format."""
 
     formats: tuple[str, ...] = ("linear",)
     fixed: Mapping[str, str] = field(default_factory=dict)
@@ -491,7 +525,7 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
 # JSON reader
 
 def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
-    """Validate the SPEC §1.2a JSON form and build the instance (errors name file and field)."""
+    """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
     f = Fields(obj, source, "")
     f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
                   "blocks", "layout", "meta"})

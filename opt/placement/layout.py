@@ -1,11 +1,11 @@
-"""P2 weight layout (SPEC §2): format assignments, storage under the memory budget, and the
+"""P2 weight layout (problems.md §2): format assignments, storage under the memory budget, and the
 instance views every layout method shares.
 
 A *format assignment* maps each block id to one of ``layout.formats``; blocks in
 ``layout.fixed`` keep their fixed format. Storage of an assignment (bytes) is
 ``Σ_b bytes(b) · storage_multiplier[φ(b)]`` and must not exceed ``layout.memory_budget``
 (None = unlimited). Load durations per format are the integers ``block_load[fmt][b, d]`` the
-builder computed from the conversion chains (SPEC §5.4), so exact models and heuristics read
+builder computed from the conversion chains (problems.md §5.4), so exact models and heuristics read
 the same numbers.
 
 Views (all share the task, edge and cost arrays of the original; nothing is copied):

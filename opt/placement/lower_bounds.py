@@ -1,4 +1,4 @@
-"""Cheap lower bounds on the optimal P1 makespan, valid by construction (SPEC §0: heuristics
+"""Cheap lower bounds on the optimal P1 makespan, valid by construction (problems.md §0: heuristics
 report "the strongest lower bound they can cheaply certify").
 
 - critical path: longest DAG path with each task at its cheapest legal duration, communication

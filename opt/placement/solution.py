@@ -1,4 +1,4 @@
-"""Turn a solver's decisions into the SPEC §1.2a solution dict (shared by every P1 method).
+"""Turn a solver's decisions into the problems.md §1.2a solution dict (shared by every P1 method).
 
 Solvers decide a device and start per task, a start per cross-device edge transfer, and the
 start of each (block, device) load; durations always come from the instance, so every method

@@ -1,7 +1,7 @@
 """Utilisation and NPU–PIM co-utilisation of a validated P1 schedule (DOPS Eq. 5).
 
 Definitions (times in the instance's ``time_unit``; T = makespan, the latest compute end; only
-compute events count as busy — transfers and weight loads overlap computation by design, SPEC
+compute events count as busy — transfers and weight loads overlap computation by design, problems.md
 §1.2 rule 5):
 
 * device utilisation ``u_d = (Σ compute durations on d) / T`` — taken from the validator

@@ -1,4 +1,4 @@
-"""Independent validator of P1 schedules (SPEC §1.2, §1.3).
+"""Independent validator of P1 schedules (problems.md §1.2, §1.3).
 
 Checks rules 1–6 (and the P2 memory budget), recomputes the makespan and the other metrics, and
 raises :class:`ScheduleError` on the first violation with the rule, the task/edge/block and the
@@ -22,7 +22,7 @@ from opt.common.result import Result, gap_of
 
 
 class ScheduleError(ValueError):
-    """A schedule breaks a rule of SPEC §1.2; the message says which and where."""
+    """A schedule breaks a rule of problems.md §1.2; the message says which and where."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _int(value: Any, what: str) -> int:
 
 
 def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> PlacementMetrics:
-    """Check ``solution`` (SPEC §1.2a shape) against ``inst``; return the recomputed metrics."""
+    """Check ``solution`` (problems.md §1.2a shape) against ``inst``; return the recomputed metrics."""
     if not isinstance(solution, dict):
         raise ScheduleError("solution must be an object")
     n, names = inst.n_tasks, [d.name for d in inst.devices]

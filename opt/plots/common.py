@@ -1,4 +1,4 @@
-"""Plots of OpWeave's closed-form gain curves (SPEC §4; OpWeave Figs. 4 and 5) and CAD regions.
+"""Plots of OpWeave's closed-form gain curves (problems.md §4; OpWeave Figs. 4 and 5) and CAD regions.
 
 Three figures, each written to a PNG file (non-interactive "Agg" backend):
 

@@ -1,4 +1,4 @@
-"""Summaries of a layout sweep (``hetopt sweep layout``, SPEC §2 strategies over workloads).
+"""Summaries of a layout sweep (``hetopt sweep layout``, problems.md §2 strategies over workloads).
 
 Records are those of :mod:`opt.runs.sweep` (one per workload × method) with the layout fields the
 layout back ends add (``format_mix``, ``storage_bytes``, ``memory_budget``, for WLA

@@ -16,7 +16,7 @@ QWEN3_NEXT_STATE_ELEMENTS = 36 * (32 * 128 * 128 + 3 * 8192)
 #: OpWeave §3: (gpu1, gpu2) → (η, (1+√η)/2), two decimals.
 OPWEAVE_ETA = {("H100", "L40S"): (1.42, 1.10), ("H100", "A100"): (1.93, 1.19)}
 
-#: Weight blocks at block span 4 (SPEC §1.4): 7 families × ceil(layers / 4).
+#: Weight blocks at block span 4 (problems.md §1.4): 7 families × ceil(layers / 4).
 DOPS_BLOCKS = {"llama-2-7b": 56, "dops-qwen-1.8b": 49, "dops-qwen-14b": 70}
 
 #: AFD/CAD stages per token (OpWeave Fig. 10).

@@ -1,4 +1,4 @@
-"""Build a P3 serving-plan instance from a model card, GPU types and a workload (SPEC §3.1).
+"""Build a P3 serving-plan instance from a model card, GPU types and a workload (problems.md §3.1).
 
 One partition block (``card.block_period`` layers: Gemma-3 6, Qwen3-Next 4, GPT-OSS 2, dense 1)
 is cut into five decode operators per layer, the granularity at which stage boundaries may fall

@@ -1,4 +1,4 @@
-"""P3 serving-plan instances (SPEC §3.1): the decode-step operator sequence of one partition
+"""P3 serving-plan instances (problems.md §3.1): the decode-step operator sequence of one partition
 block, GPU types, device-group configurations, the workload, the search grid and the integer
 latency tables every P3 solver reads.
 

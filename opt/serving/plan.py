@@ -1,4 +1,4 @@
-"""P3 plans and the independent plan checker (SPEC §3.2).
+"""P3 plans and the independent plan checker (problems.md §3.2).
 
 A plan ``(template q_0 < … < q_S, owners m = 1..K, μ)`` cuts the block's op sequence cyclically
 into S stages (stage j covers block positions q_{j−1} … q_j − 1, positions ≥ N wrapping into
@@ -17,7 +17,7 @@ Quantities (integers in the instance's ``time_unit``; per microbatch of owner m,
   separate endpoints; a replica sends and receives the activations of its own b̂_m requests
   whatever the other owners' batches — an owner with a larger batch aggregates several
   senders' microbatches);
-- ``T_rtt = max(path, μ·max busy, μ·max net_out, μ·max net_in)`` — SPEC §3.2;
+- ``T_rtt = max(path, μ·max busy, μ·max net_out, μ·max net_in)`` — problems.md §3.2;
 - memory per replica of owner m: its ops' weights (every block) + b_m · its ops' KV bytes;
 - ``CPT = T_rtt · Σ_m c_m / b_m`` ($ per token), reported in $ per million tokens.
 
@@ -39,7 +39,7 @@ REPORT_RTOL = 1e-6
 
 
 class PlanError(ValueError):
-    """A plan that breaks a rule of SPEC §3.2 (message names the rule, owner and numbers)."""
+    """A plan that breaks a rule of problems.md §3.2 (message names the rule, owner and numbers)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def owner_sequence(n_ops: int, template: tuple[int, ...], k: int) -> np.ndarray:
 def template_from_sequence(owner: np.ndarray, k: int) -> tuple[tuple[int, ...], list[int]]:
     """Inverse of :func:`owner_sequence` for a cyclic owner sequence whose changes go to the next
     owner (mod k): returns the template and ``perm`` with ``perm[j]`` = the input label of the
-    owner of stage j + 1 (so owners can be listed in SPEC order)."""
+    owner of stage j + 1 (so owners can be listed in problems.md §3.2 order)."""
     n = len(owner)
     cuts = [i for i in range(n) if owner[i] != owner[i - 1]]
     if not cuts:
@@ -177,7 +177,7 @@ def template_from_sequence(owner: np.ndarray, k: int) -> tuple[tuple[int, ...], 
 
 
 def plan_from_solution(inst: ServingInstance, solution: dict[str, Any]) -> ServingPlan:
-    """The :class:`ServingPlan` of a SPEC §3.2 solution object (owners by config id or by
+    """The :class:`ServingPlan` of a problems.md §3.2 solution object (owners by config id or by
     gpu/tp/ep); PlanError when malformed."""
     try:
         template = tuple(int(x) for x in solution["template"])
@@ -300,7 +300,7 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
 
 
 def plan_solution(inst: ServingInstance, plan: ServingPlan) -> dict[str, Any]:
-    """The SPEC §3.2 solution object of a plan, with the checker's recomputed numbers."""
+    """The problems.md §3.2 solution object of a plan, with the checker's recomputed numbers."""
     met = evaluate_plan(inst, plan)
     owners = []
     for o, r in zip(plan.owners, met.replicas):

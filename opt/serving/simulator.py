@@ -1,4 +1,4 @@
-"""Discrete-event simulator of a P3 serving plan (SPEC §3.2 fidelity check).
+"""Discrete-event simulator of a P3 serving plan (problems.md §3.2 fidelity check).
 
 The plan checker (:func:`opt.serving.plan.evaluate_plan`) scores a plan with the closed form
 ``T_rtt = max(path, μ·max busy, μ·max NIC out, μ·max NIC in)``. This module *runs* the plan
@@ -388,7 +388,7 @@ def _busy_within(starts: list[int], ends: list[int], lo: int, hi: int) -> int:
 
 def simulate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any], *,
                   tokens: int = 48, warmup: int = 16, nic: str = "formula") -> SimReport:
-    """Simulate ``plan`` (a :class:`ServingPlan` or a SPEC §3.2 solution object) on ``inst``
+    """Simulate ``plan`` (a :class:`ServingPlan` or a problems.md §3.2 solution object) on ``inst``
     and compare with the checker's formula (module docstring for the model).
 
     tokens: tokens every microbatch stream completes (≥ warmup + 1); warmup: leading tokens

@@ -1,4 +1,4 @@
-"""Closed-form cost-per-token bounds of OpWeave §3 (Appendix A); SPEC §4.
+"""Closed-form cost-per-token bounds of OpWeave §3 (Appendix A); problems.md §4.
 
 OpWeave §3 prices one decode step of a request on a GPU type ``j`` with two linear terms:
 reading the request's KV cache costs ``alpha_j = c_j / beta_j`` dollars per byte and its dense

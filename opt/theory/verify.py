@@ -1,4 +1,4 @@
-"""Numerical verification of OpWeave's closed-form theorems (SPEC §4) over wide sweeps.
+"""Numerical verification of OpWeave's closed-form theorems (problems.md §4) over wide sweeps.
 
 :func:`verify_closed_forms` evaluates the vectorised closed forms of :mod:`opt.theory.closed_forms` on whole
 grids at once — every ordered pair of catalog GPUs (catalog prices, 1 $/h where unpublished,
@@ -461,7 +461,7 @@ def cad_feasibility_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str,
 
 
 def verify_closed_forms(*, samples: int = 2000, seed: int = 0) -> list[ClaimResult]:
-    """Check every claim of SPEC §4 over the sweep; one :class:`ClaimResult` per claim, in the
+    """Check every claim of problems.md §4 over the sweep; one :class:`ClaimResult` per claim, in the
     order of :data:`CLAIMS`. ``samples`` random GPU types (and random pairs) are drawn with a
     ``numpy`` Generator seeded by ``seed``."""
     if samples < 0:

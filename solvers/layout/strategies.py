@@ -1,4 +1,4 @@
-"""P2 weight-layout strategies (SPEC §2, DOPS §6.5) as placement back ends of ``solvers.solve``.
+"""P2 weight-layout strategies (problems.md §2, DOPS §6.5) as placement back ends of ``solvers.solve``.
 
 =====================  ===================================================================
 method                 what it does

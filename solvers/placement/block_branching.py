@@ -174,7 +174,7 @@ class BlockBranching:
         self.inst, self.options = inst, options
         self.t0 = time.perf_counter()
         params = dict(options.params)
-        total = options.time_limit_s
+        total = options.time_limit
         self.node_time = self._seconds(params, "node_time_limit", NODE_TIME_LIMIT_S)
         self.leaf_time = self._seconds(params, "leaf_time_limit", LEAF_TIME_LIMIT_S)
         # inner nodes on the incumbent's path: a tenth of that
@@ -273,12 +273,12 @@ class BlockBranching:
         return True
 
     # ---- one node ---------------------------------------------------------------------------
-    def solve_node(self, node: Node, time_limit_s: float | None, deadline: float | None
+    def solve_node(self, node: Node, time_limit: float | None, deadline: float | None
                    ) -> tuple[str, float]:
-        """Solve ``node`` under the incumbent cap for ``time_limit_s`` (None = no limit), and
+        """Solve ``node`` under the incumbent cap for ``time_limit`` (None = no limit), and
         not past ``deadline`` (perf_counter seconds, building included): ("refuted" | "solved"
         | "open", bound)."""
-        return self._record(node, self._run_node(node, time_limit_s, deadline,
+        return self._record(node, self._run_node(node, time_limit, deadline,
                                                  *self._cap_and_hint(node)))
 
     def _on_incumbent_path(self, node: Node) -> bool:
@@ -294,7 +294,7 @@ class BlockBranching:
             return None, None
         return self.best_span - 1, (self.best if self._on_incumbent_path(node) else None)
 
-    def _run_node(self, node: Node, time_limit_s: float | None, deadline: float | None,
+    def _run_node(self, node: Node, time_limit: float | None, deadline: float | None,
                   cap: int | None, hint: dict[str, Any] | None,
                   options: SolveOptions | None = None) -> NodeSolve:
         """Build and solve one node (reads the search's fixed data only: safe in a thread)."""
@@ -313,8 +313,8 @@ class BlockBranching:
             model.add_hint(hint)
         t1 = time.perf_counter()
         if deadline is not None:
-            time_limit_s = max(0.0, min(deadline - t1, time_limit_s or math.inf))
-        solver = make_solver(self.cp_params, options or self.node_options, time_limit_s)
+            time_limit = max(0.0, min(deadline - t1, time_limit or math.inf))
+        solver = make_solver(self.cp_params, options or self.node_options, time_limit)
         code = solver.solve(model.model)
         if code == cp_model.MODEL_INVALID:
             raise RuntimeError(f"CP-SAT rejected a node model: {model.model.validate()}")
@@ -369,13 +369,13 @@ class BlockBranching:
         return settled
 
     # ---- heuristic configurations --------------------------------------------------------------
-    def search_configurations(self, time_limit_s: float) -> None:
+    def search_configurations(self, time_limit: float) -> None:
         """Incumbents before the tree: for one-device-per-block configurations whose busiest
         load port ends before the incumbent (least busy first), Bifocal's and HEFT's schedules
         of the restricted instance (milliseconds each). The best configuration found is the
         first dive's path. Llama-2-7B on HP32, 2 layers: Bifocal on the optimum's
         configuration gives the optimum, while on the whole instance it is 4 % above it."""
-        t_end = time.perf_counter() + time_limit_s
+        t_end = time.perf_counter() + time_limit
         configs = single_device_configs(self.inst, self.sets, self.order)
         loads = self.inst.load_duration
         tried = 0
@@ -406,7 +406,7 @@ class BlockBranching:
         it started. Stops when no open node's bound is below the incumbent or the time runs
         out: (status, lower bound). A leaf left open goes back with twice the time for its
         next attempt."""
-        total = self.options.time_limit_s
+        total = self.options.time_limit
         deadline = None if total is None else time.perf_counter() + float(total)
         if self.order and self.config_search:
             self.search_configurations(self.config_time)
@@ -514,7 +514,7 @@ def solve_placement_blocks(inst: PlacementInstance, options: SolveOptions,
         problem="placement", method=method, status=status,
         objective=None if search.best_span is None else float(search.best_span),
         lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
-        params={"time_limit_s": options.time_limit_s, "num_workers": options.num_workers,
+        params={"time_limit": options.time_limit, "num_workers": options.num_workers,
                 **options.params},
         solution=search.best,
         stats={"no_evictions": True, **search.stats,

@@ -105,7 +105,7 @@ def validated_heuristic(inst: PlacementInstance, method: str,
     """``method``'s schedule as a certified :class:`opt.common.result.Result` *without* the certified
     lower bound (``lower_bound`` None): the validator recomputes makespan and metrics. For
     studies that need latencies only (hardware scaling, replay); ``solvers.solve`` adds the
-    bound. ``bifocal`` takes ``params`` (default: every term on, SPEC §6 defaults)."""
+    bound. ``bifocal`` takes ``params`` (default: every term on, problems.md §6 defaults)."""
     from opt.common.result import Result
     from opt.placement.validator import certify_placement
 

@@ -1,4 +1,4 @@
-"""P3 serving-plan back ends of ``solvers.solve`` (SPEC §3).
+"""P3 serving-plan back ends of ``solvers.solve`` (problems.md §3).
 
 =========  ==========================================================================
 method     what it does

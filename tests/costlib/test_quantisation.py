@@ -1,4 +1,4 @@
-"""Quantisation and sparsity in the P1 builder (SPEC §1.4, DOPS §4.1).
+"""Quantisation and sparsity in the P1 builder (problems.md §1.4, DOPS §4.1).
 
 Precision changes bytes (blocks, load durations, op bytes, payloads); sparsity changes FLOPs
 and bytes as documented in :class:`opt.costlib.operators.Sparsity`; model cards are never modified.

@@ -1,4 +1,4 @@
-"""P2 weight layout (SPEC §2): exact joint ≤ Bifocal/WLA ≤ Bifocal/Linear, joint vs format-only
+"""P2 weight layout (problems.md §2): exact joint ≤ Bifocal/WLA ≤ Bifocal/Linear, joint vs format-only
 consistency, the memory budget in every result, INFEASIBLE budgets, WLA's trajectory and the
 validator's format checks."""
 

@@ -1,4 +1,4 @@
-"""Bifocal (heuristics/placement/bifocal.py, SPEC §6): valid schedules, never below proven optima,
+"""Bifocal (heuristics/placement/bifocal.py, problems.md §6): valid schedules, never below proven optima,
 deterministic, every switch has an effect, "EFT only" is the HEFT list schedule, evictions
 under tight capacity, and parameter checking."""
 

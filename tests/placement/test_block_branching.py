@@ -174,7 +174,7 @@ def test_leaf_enumeration_is_complete(case):
     devices and the per-leaf restrictions (legality, forced loads) lose no optimal schedule."""
     inst = random_instance(**case)
     assert not _has_zero_durations(inst)
-    search = BlockBranching(inst, SolveOptions(time_limit_s=None, num_workers=1, seed=0))
+    search = BlockBranching(inst, SolveOptions(time_limit=None, num_workers=1, seed=0))
     leaves = list(_leaves(search, Node((), 0.0)))
     assert len(leaves) > 1
     for leaf in leaves:
@@ -239,7 +239,7 @@ def test_children_open_interchangeable_devices_in_order():
     inst = random_instance(**SYMMETRIC[2])
     groups = interchangeable_devices(inst)
     assert groups == [[0, 1]]
-    search = BlockBranching(inst, SolveOptions(time_limit_s=None))
+    search = BlockBranching(inst, SolveOptions(time_limit=None))
     root = Node((), 0.0)
     first = search.children(root)
     b0 = search.order[0]
@@ -282,7 +282,7 @@ def test_bound_at_time_limit_is_below_the_optimum():
     bound of the open subtrees bracket cpsat's proven optimum. Called without ``solve`` so
     the bound is the search's own (not maxed with the certified bound)."""
     inst = _llm_instance(LLAMA)
-    res = solve_placement_blocks(inst, SolveOptions(time_limit_s=0.6, num_workers=2, seed=0,
+    res = solve_placement_blocks(inst, SolveOptions(time_limit=0.6, num_workers=2, seed=0,
                                                     initial_solution=heft(inst)))
     assert res.status == "FEASIBLE" and res.stats["open_nodes"] > 0
     optimum = _cpsat_optimum(LLAMA).objective
@@ -376,7 +376,7 @@ def test_configuration_search_finds_the_bundled_p1_optimum():
     first: on the medium P1 instance (Llama-2-7B, HP32, 2 layers, 2 decode steps) it reaches
     the proven optimum, 22,006,173 ns (Bifocal on the whole instance: 22,915,929)."""
     inst = instances.load("p1-llama-2-7b-hp32-p64-d2-l2")
-    search = BlockBranching(inst, SolveOptions(time_limit_s=60, num_workers=1, seed=0))
+    search = BlockBranching(inst, SolveOptions(time_limit=60, num_workers=1, seed=0))
     search.search_configurations(30.0)
     assert search.best_span == instances.info("p1-llama-2-7b-hp32-p64-d2-l2").optimum
     assert validate_placement(inst, search.best).makespan == search.best_span
@@ -391,7 +391,7 @@ def test_configuration_search_finds_the_bundled_p1_optimum():
 
 def test_single_device_configs_sorted_by_busiest_port():
     inst = instances.load("p1-llama-2-7b-hp32-p64-d2-l2")
-    search = BlockBranching(inst, SolveOptions(time_limit_s=60, num_workers=1, seed=0))
+    search = BlockBranching(inst, SolveOptions(time_limit=60, num_workers=1, seed=0))
     configs = single_device_configs(inst, search.sets, search.order)
     assert configs.shape == (3 ** 7, 7)
     loads = inst.load_duration
@@ -408,7 +408,7 @@ def test_restricted_clone_proves_what_a_fresh_model_proves():
     from ortools.sat.python import cp_model
 
     inst = _llm_instance(LLAMA)
-    search = BlockBranching(inst, SolveOptions(time_limit_s=60, num_workers=1, seed=0))
+    search = BlockBranching(inst, SolveOptions(time_limit=60, num_workers=1, seed=0))
     sched = heft(inst)
     used = {}
     for ev in sched["compute"]:

@@ -1,4 +1,4 @@
-"""The P1 instance reader and writer (opt/placement/instance.py, SPEC §1.1, §1.2a).
+"""The P1 instance reader and writer (opt/placement/instance.py, problems.md §1.1, §1.2a).
 
 Round trips (dict and .json/.json.gz files) preserve every array and the metadata; bad input
 gives one InputError naming the file and the offending field, task, edge, block or device; a

@@ -18,7 +18,7 @@ from opt.placement.instance import Device, Layout, PlacementInstance, build_inst
 from opt.placement.validator import certify_placement, validate_placement
 
 HEFT = Path(__file__).resolve().parents[2] / "instances" / "data" / "heft-topcuoglu-2002.json"
-OPTS = SolveOptions(time_limit_s=30, num_workers=1, seed=0)
+OPTS = SolveOptions(time_limit=30, num_workers=1, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +274,7 @@ def test_capacity_forces_split_devices():
 @pytest.mark.parametrize("suffix", [".lp", ".mps"])
 def test_export(heft, tmp_path, suffix):
     path = tmp_path / f"heft{suffix}"
-    options = SolveOptions(time_limit_s=30, num_workers=1, export_path=str(path))
+    options = SolveOptions(time_limit=30, num_workers=1, export_path=str(path))
     result = solve_placement_milp(heft, options)
     text = path.read_text()
     assert "Cmax" in text and "assign" in text
@@ -289,7 +289,7 @@ def test_export_bad_suffix(heft, tmp_path):
 
 
 def test_warm_start_accepted(heft, heft_result):
-    options = SolveOptions(time_limit_s=30, num_workers=1, initial_solution=heft_result.solution)
+    options = SolveOptions(time_limit=30, num_workers=1, initial_solution=heft_result.solution)
     result = solve_placement_milp(heft, options)
     assert result.stats["mip_start"]["used"] is True
     assert result.stats["mip_start"]["source"] == "initial_solution"
@@ -311,7 +311,7 @@ def test_warm_start_from_worse_schedule(heft):
     sol = {"assignment": {tid: "P1" for tid in heft.task_ids}, "compute": compute,
            "transfers": [], "loads": [], "evictions": [], "formats": {}}
     validate_placement(heft, sol)
-    result = solve_placement_milp(heft, SolveOptions(time_limit_s=30, num_workers=1,
+    result = solve_placement_milp(heft, SolveOptions(time_limit=30, num_workers=1,
                                                      initial_solution=sol))
     ws = result.stats["mip_start"]
     assert ws["used"] is True and ws["initial_objective"] == t
@@ -337,7 +337,7 @@ def test_warm_start_with_permuted_identical_devices():
         "loads": [{**ev, "device": swap.get(ev["device"], ev["device"])} for ev in sol["loads"]],
     }
     validate_placement(inst, permuted)
-    result, certified = _check(inst, SolveOptions(time_limit_s=30, num_workers=1,
+    result, certified = _check(inst, SolveOptions(time_limit=30, num_workers=1,
                                                   initial_solution=permuted))
     assert result.stats["mip_start"]["used"] is True
     assert result.stats["mip_start"]["accepted_by_highs"] is True
@@ -346,7 +346,7 @@ def test_warm_start_with_permuted_identical_devices():
 
 def test_invalid_warm_start_is_reported_and_replaced(heft):
     bad = {"compute": [], "assignment": {}}
-    result = solve_placement_milp(heft, SolveOptions(time_limit_s=30, num_workers=1,
+    result = solve_placement_milp(heft, SolveOptions(time_limit=30, num_workers=1,
                                                      initial_solution=bad))
     ws = result.stats["mip_start"]
     assert "rule 1" in ws["initial_rejected"]
@@ -357,7 +357,7 @@ def test_invalid_warm_start_is_reported_and_replaced(heft):
 def test_time_limit_result_is_consistent():
     inst = random_instance(7, n_tasks=12, n_devices=3, contention=True, topology="star",
                            n_blocks=2)
-    result = solve_placement_milp(inst, SolveOptions(time_limit_s=0.2, num_workers=1))
+    result = solve_placement_milp(inst, SolveOptions(time_limit=0.2, num_workers=1))
     assert result.status in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT_NO_SOLUTION")
     certified = certify_placement(inst, result)
     if result.status != "TIME_LIMIT_NO_SOLUTION":

@@ -1,4 +1,4 @@
-"""Static placement policies (DOPS Table 1, SPEC §6): the class of every task is read back from
+"""Static placement policies (DOPS Table 1, problems.md §6): the class of every task is read back from
 the schedule's assignment and compared with the policy's definition, written out here again
 independently of ``heuristics.placement.static_policies``."""
 

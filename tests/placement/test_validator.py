@@ -1,4 +1,4 @@
-"""The independent P1 validator (opt/placement/validator.py, SPEC §1.2–1.3), property based.
+"""The independent P1 validator (opt/placement/validator.py, problems.md §1.2–1.3), property based.
 
 Random small valid instances (random DAGs, cpu/npu/pim devices, random legality, full/star
 links with and without contention, per-pair link overrides, weight blocks with loads and

@@ -75,7 +75,7 @@ def _assert_provable(inst: ServingInstance, plan: ServingPlan, rep: SimReport) -
         if mu == 1 and len({o.batch for o in plan.owners}) == 1:
             # one stream never waits for itself: exactly the path (with unequal batches a
             # receiver deserialises its own, larger share, which the path's u_j — one
-            # microbatch at the sender's b̂, SPEC §3.2 — does not include)
+            # microbatch at the sender's b̂, problems.md §3.2 — does not include)
             assert rep.interval_min == rep.interval_max == met.path == met.t_rtt
             assert rep.t_rtt_sim == met.t_rtt
 

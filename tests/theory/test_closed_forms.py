@@ -1,4 +1,4 @@
-"""Tests for opt.theory.closed_forms: OpWeave §3 closed-form bounds (SPEC §4), Theorems 3.1 and 3.2.
+"""Tests for opt.theory.closed_forms: OpWeave §3 closed-form bounds (problems.md §4), Theorems 3.1 and 3.2.
 
 Derivations the property tests rely on (x = m_kv, A = 2·P_act, labels with α1 < α2, γ2 < γ1):
 

@@ -1,4 +1,4 @@
-"""Tests for opt.theory.verify: numerical verification of the closed forms (SPEC §4)."""
+"""Tests for opt.theory.verify: numerical verification of the closed forms (problems.md §4)."""
 
 from __future__ import annotations
 
