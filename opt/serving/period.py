@@ -113,20 +113,7 @@ def reduced_matrix(graph: EventGraph) -> tuple[np.ndarray, list[int]]:
     """(M, tails): ``M[a, b]`` = the longest 0-token path (ticks) from the 1-token arcs out of
     tail ``tails[b]`` into round k to tail ``tails[a]`` (−inf when none), so that
     ``y(k) = M ⊗ y(k − 1)`` for the start times y of the tails."""
-    tails = sorted({u for u, _, _, tok in graph.arcs if tok})
-    col = {u: i for i, u in enumerate(tails)}
-    n = graph.n_nodes
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    vals = np.full((n, len(tails)), NEG)
-    for u, v, w, tok in graph.arcs:
-        if tok:
-            vals[v, col[u]] = max(vals[v, col[u]], w)
-        else:
-            preds[v].append((u, w))
-    for v in range(n):  # node ids are a topological order of the 0-token arcs
-        for u, w in preds[v]:
-            assert u < v, "0-token arcs must follow the node order"
-            np.maximum(vals[v], vals[u] + w, out=vals[v])
+    vals, tails = _full_matrix(graph)
     return vals[tails], tails
 
 
@@ -153,6 +140,46 @@ def max_cycle_mean(m: np.ndarray) -> Fraction:
     if best is None:
         raise ValueError("the event graph has no cycle")
     return best
+
+
+def round_start_times(graph: EventGraph, rounds: int) -> np.ndarray:
+    """[rounds, nodes] start times (ticks) of the schedule that starts every action as early as
+    its arcs allow, all resources free at time 0 (the deterministic schedule the simulator
+    runs). Round 0 is a longest-path pass; later rounds use :func:`reduced_matrix`."""
+    vals, tails = _full_matrix(graph)
+    n = graph.n_nodes
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for u, v, w, tok in graph.arcs:
+        if not tok:
+            preds[v].append((u, w))
+    x = np.zeros((rounds, n))
+    for v in range(n):
+        for u, w in preds[v]:
+            x[0, v] = max(x[0, v], x[0, u] + w)
+    for k in range(1, rounds):
+        x[k] = np.max(vals + x[k - 1, tails][None, :], axis=1)
+    return x
+
+
+def _full_matrix(graph: EventGraph) -> tuple[np.ndarray, list[int]]:
+    """(V, tails): ``V[v, b]`` = the longest 0-token path from the 1-token arcs out of
+    ``tails[b]`` to node v (−inf when none)."""
+    tails = sorted({u for u, _, _, tok in graph.arcs if tok})
+    col = {u: i for i, u in enumerate(tails)}
+    n = graph.n_nodes
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    vals = np.full((n, len(tails)), NEG)
+    for u, v, w, tok in graph.arcs:
+        if tok:
+            vals[v, col[u]] = max(vals[v, col[u]], w)
+        else:
+            preds[v].append((u, w))
+    for v in range(n):  # node ids are a topological order of the 0-token arcs
+        for u, w in preds[v]:
+            if u >= v:
+                raise AssertionError("0-token arcs must follow the node order")
+            np.maximum(vals[v], vals[u] + w, out=vals[v])
+    return vals, tails
 
 
 @dataclass(frozen=True)
@@ -210,3 +237,50 @@ def exact_period(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> P
     return Period(t_rtt=lam, formula=met.t_rtt, path=met.path, compute_term=compute,
                   network_term=network, binding=binding, nodes=graph.n_nodes,
                   seconds_per_tick=inst.seconds(1))
+
+
+@dataclass(frozen=True)
+class SteadyRound:
+    """``cycle`` consecutive rounds of the periodic regime: the start times repeat after them
+    shifted by ``cycle · t_rtt``. ``jobs``: (resource, stream, step, start, end) in ticks from
+    the first start; ``resources``: names ("1:H100x2 replica", "… nic_out", "… nic_in");
+    ``periodic``: False when the regime was not reached within the rounds tried (the jobs are
+    then the last rounds simulated)."""
+
+    t_rtt: Fraction
+    cycle: int
+    jobs: tuple[tuple[int, int, int, int, int], ...]
+    resources: tuple[str, ...]
+    periodic: bool
+
+
+def steady_round(inst: ServingInstance, plan: ServingPlan | dict[str, Any], *,
+                 max_rounds: int = 400) -> SteadyRound:
+    """The periodic regime of ``plan``'s schedule (for viewers and checks): rounds are
+    simulated by :func:`round_start_times` until ``x(k) = x(k − c) + c·T_rtt`` for some
+    c ≤ 8."""
+    if isinstance(plan, dict):
+        plan = plan_from_solution(inst, plan)
+    graph = event_graph(token_chain(inst, plan), plan.microbatches)
+    m, _ = reduced_matrix(graph)
+    lam = max_cycle_mean(m)
+    x = round_start_times(graph, max_rounds)
+    found: tuple[int, int] | None = None
+    for k in range(1, max_rounds):
+        for c in range(1, min(8, k) + 1):
+            if np.array_equal(x[k] - x[k - c], np.full(graph.n_nodes, float(c * lam))):
+                found = (k - c, c)
+                break
+        if found:
+            break
+    first, cycle = found if found else (max(0, max_rounds - 1), 1)
+    dur = graph.duration
+    t0 = float(x[first].min())
+    jobs = [(graph.resource[v], graph.stream[v], graph.step[v], int(x[r, v] - t0),
+             int(x[r, v] - t0) + dur[v])
+            for r in range(first, first + cycle) for v in range(graph.n_nodes)]
+    k = plan.owners_count
+    names = [f"{m_ + 1}:{o.config} {kind}" for kind in ("replica", "nic_out", "nic_in")
+             for m_, o in enumerate(plan.owners)]
+    return SteadyRound(lam, cycle, tuple(sorted(jobs, key=lambda j: (j[0], j[3]))),
+                       tuple(names[:3 * k]), found is not None)

@@ -169,3 +169,22 @@ def test_formula_never_exceeds_the_exact_period_on_random_plans(name: str) -> No
         if plan.microbatches == 1:
             assert p.t_rtt == _slow_path(token_chain(inst, plan))
         checked += 1
+
+
+@pytest.mark.parametrize("method", ["afd", "cad"])
+def test_steady_round_repeats_and_never_overlaps(method: str) -> None:
+    from opt.serving.period import steady_round
+    from solvers import solve
+
+    inst = instances.load("p3-tiny-gemma-a100-l40s")
+    res = solve(inst, method, time_limit=20)
+    rnd = steady_round(inst, res.solution)
+    assert rnd.periodic and rnd.t_rtt == exact_period(inst, res.solution).t_rtt
+    by_res: dict[int, list[tuple[int, int]]] = {}
+    for r, _, _, start, end in rnd.jobs:
+        by_res.setdefault(r, []).append((start, end))
+    for spans in by_res.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    # each resource's work over the cycle fits in cycle · T_rtt
+    assert max(sum(e - s for s, e in v) for v in by_res.values()) <= rnd.cycle * rnd.t_rtt
