@@ -1,5 +1,6 @@
-"""The `hetopt` command line (also `python -m opt`)."""
+"""The `hetopt` command line (also `python -m opt`): one module per command group, composed in
+:mod:`opt.cli.parser`."""
 
-from opt.cli.main import main
+from opt.cli.parser import build_parser, main
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from opt.cli.main import main
+from opt.cli import main
 
 
 def run(capsys, *argv):
@@ -42,14 +42,14 @@ def test_hardware_json_round_trips(capsys, catalog):
 
 @pytest.mark.parametrize("gpu2,eta,bound", [("L40S", 1.42, 1.10), ("A100", 1.93, 1.19)])
 def test_bounds_het_published_values(capsys, gpu2, eta, bound):
-    code, out, _ = run(capsys, "bounds", "het", "--gpu1", "H100", "--gpu2", gpu2, "--json")
+    code, out, _ = run(capsys, "theory", "het", "--gpu1", "H100", "--gpu2", gpu2, "--json")
     assert code == 0
     r = json.loads(out)
     assert round(r["eta"], 2) == eta and round(r["bound"], 2) == bound
 
 
 def test_bounds_het_with_model(capsys):
-    code, out, _ = run(capsys, "bounds", "het", "--gpu1", "H100", "--gpu2", "A100",
+    code, out, _ = run(capsys, "theory", "het", "--gpu1", "H100", "--gpu2", "A100",
                        "--model", "gemma-3-27b", "--context", "32768", "--json")
     assert code == 0
     r = json.loads(out)
@@ -58,7 +58,7 @@ def test_bounds_het_with_model(capsys):
 
 
 def test_bounds_hom(capsys):
-    code, out, _ = run(capsys, "bounds", "hom", "--gpu", "H100", "--model", "llama-2-70b",
+    code, out, _ = run(capsys, "theory", "hom", "--gpu", "H100", "--model", "llama-2-70b",
                        "--context", "8192", "--json")
     assert code == 0
     r = json.loads(out)
@@ -67,20 +67,20 @@ def test_bounds_hom(capsys):
 
 
 def test_unknown_names_one_line_error(capsys):
-    code, _, err = run(capsys, "bounds", "hom", "--gpu", "V100", "--model", "llama-2-7b",
+    code, _, err = run(capsys, "theory", "hom", "--gpu", "V100", "--model", "llama-2-7b",
                        "--context", "1000")
     assert code == 2
     assert err.count("\n") == 1 and "V100" in err and "H100" in err
-    code, _, err = run(capsys, "bounds", "hom", "--gpu", "H100", "--model", "llama-9",
+    code, _, err = run(capsys, "theory", "hom", "--gpu", "H100", "--model", "llama-9",
                        "--context", "1000")
     assert code == 2 and err.count("\n") == 1 and "llama-2-7b" in err
 
 
 def test_missing_price_is_a_clear_error(capsys):
-    code, _, err = run(capsys, "bounds", "het", "--gpu1", "H100", "--gpu2", "H20",
+    code, _, err = run(capsys, "theory", "het", "--gpu1", "H100", "--gpu2", "H20",
                        "--model", "qwen3-235b-a22b", "--context", "8192")
     assert code == 2 and "H20" in err and "price" in err
-    code, out, _ = run(capsys, "bounds", "het", "--gpu1", "H100", "--gpu2", "H20",
+    code, out, _ = run(capsys, "theory", "het", "--gpu1", "H100", "--gpu2", "H20",
                        "--price2", "1.5", "--model", "qwen3-235b-a22b", "--context", "8192",
                        "--json")
     assert code == 0 and json.loads(out)["gain"] >= 1.0
@@ -116,7 +116,7 @@ def test_bench_writes_and_resumes(capsys, tmp_path):
 
 
 def test_python_dash_m_opt():
-    proc = subprocess.run([sys.executable, "-m", "opt", "bounds", "het", "--gpu1", "H100",
+    proc = subprocess.run([sys.executable, "-m", "opt", "theory", "het", "--gpu1", "H100",
                            "--gpu2", "L40S", "--json"], capture_output=True, text=True, check=True)
     assert round(json.loads(proc.stdout)["eta"], 2) == 1.42
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
-from opt.cli.main import main
+from opt.cli import main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards

@@ -12,7 +12,7 @@ import instances
 from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
 from heuristics.placement.static_policies import POLICIES, class_of_assignment, static_schedule
 from opt.placement.builder import BuildOptions, Workload, build_placement
-from opt.cli.main import main
+from opt.cli import main
 from opt.common.errors import UnknownNameError
 from opt.placement.validator import validate_placement
 from solvers import PLACEMENT_METHODS, solve

@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from opt.plots import common as plots  # noqa: E402
-from opt.cli.main import main  # noqa: E402
+from opt.cli import main  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -49,7 +49,7 @@ def test_plot_cad_regions(tmp_path):
 
 def test_cli_plot_bounds(tmp_path, capsys):
     out = tmp_path / "img"
-    assert main(["plot-bounds", "--out", str(out), "--gpu2", "H20", "--price2", "1.5"]) == 0
+    assert main(["theory", "plot", "--out", str(out), "--gpu2", "H20", "--price2", "1.5"]) == 0
     files = sorted(out.iterdir())
     assert [p.name for p in files] == ["cad_regions.png", "het_gain.png", "hom_gain.png"]
     assert all(_is_png(p) for p in files)

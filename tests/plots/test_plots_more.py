@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from opt.cli.main import main
+from opt.cli import main
 from opt.common.errors import InputError
 from opt.plots.gantt import merge_close, parse_window
 from opt.placement.instance import instance_from_dict

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from opt.cli.main import main
+from opt.cli import main
 from opt.common.errors import InputError
 from opt.runs.executor import (SerialExecutor, comparable, drive, make_executor, write_record)
 from opt.costlib.hardware import bundled_catalog

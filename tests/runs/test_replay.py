@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from opt.cli.main import main
+from opt.cli import main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from opt.cli.main import main
+from opt.cli import main
 from opt.common.jsonio import read_json, write_json
 from opt.runs.sweep import Progress, geomean, geomean_speedups, render
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from opt.theory import verify as V
-from opt.cli.main import main
+from opt.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_cad_feasibility_table():
 
 
 def test_cli_json(capsys):
-    code = main(["verify-bounds", "--samples", "50", "--json"])
+    code = main(["theory", "verify", "--samples", "50", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert [c["claim"] for c in out["claims"]] == list(V.CLAIMS)
@@ -84,7 +84,7 @@ def test_cli_json(capsys):
 
 
 def test_cli_table(capsys):
-    code = main(["verify-bounds", "--samples", "20"])
+    code = main(["theory", "verify", "--samples", "20"])
     out = capsys.readouterr().out
     assert code == 0 and "T3.2f" in out and "all claims hold" in out
 
@@ -92,5 +92,5 @@ def test_cli_table(capsys):
 def test_cli_exits_1_on_failure(capsys, monkeypatch):
     bad = V.ClaimResult("T3.1a", 1, 0, 1, -0.5, {"gain": 0.5})
     monkeypatch.setattr(V, "verify_closed_forms", lambda **kw: [bad])
-    assert main(["verify-bounds", "--samples", "1"]) == 1
+    assert main(["theory", "verify", "--samples", "1"]) == 1
     assert "FAILED: T3.1a" in capsys.readouterr().out

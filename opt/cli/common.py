@@ -1,0 +1,188 @@
+"""Shared pieces of the command line: the common options, argument helpers, ``--param``
+parsing, instance loading and JSON output.
+
+Nothing here imports ``solvers``, ``models`` or ``heuristics`` at module level, nor a numeric
+stack: ``hetopt --help`` stays cheap. Handlers import what they need inside their bodies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opt.common.errors import InputError
+
+
+def print_json(obj: Any) -> None:
+    """``obj`` as indented JSON on stdout (numbers the encoder does not know become floats)."""
+    print(json.dumps(obj, indent=1, default=float))
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """The parent parser of every command: ``--json``, ``--catalog``, ``--models-file``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--catalog", metavar="FILE",
+                        help="hardware JSON merged over the bundled catalog")
+    common.add_argument("--models-file", metavar="FILE",
+                        help="extra model cards: a card set, one card, or a HF config.json")
+    return common
+
+
+# ---- inputs shared by several commands ------------------------------------------------------
+
+def catalog(args: argparse.Namespace):
+    """The hardware catalog of ``--catalog`` (merged over the bundled one)."""
+    from opt.costlib.hardware import load_catalog
+
+    return load_catalog(args.catalog)
+
+
+def cards(args: argparse.Namespace):
+    """The model cards of ``--models-file`` (added to the bundled ones)."""
+    from opt.costlib.modelcard import load_cards
+
+    return load_cards(args.models_file)
+
+
+def load_instance(ref: str):
+    """An instance file path (any problem), or the name of a bundled instance."""
+    from opt.problems import read_problem_instance
+
+    if Path(ref).exists() or ref.endswith((".json", ".json.gz")):
+        return read_problem_instance(ref)
+    import instances
+
+    return instances.load(ref)
+
+
+def instance_summary(inst) -> dict[str, Any]:
+    """Size and devices of a placement instance (the JSON output of build / import)."""
+    return {"tasks": inst.n_tasks, "edges": inst.n_edges, "devices": [d.name for d in inst.devices],
+            "blocks": len(inst.block_ids), "time_unit": inst.time_unit}
+
+
+def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--param KEY=VALUE`` items as a dict; a VALUE that parses as JSON is decoded."""
+    params: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", source="<argument>",
+                             field="param")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+def int_csv(text: str, what: str) -> tuple[int, ...]:
+    """Comma-separated positive integers (``--tp 1,2,4``); InputError naming ``what``."""
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got {text!r}", source="<argument>",
+                         field=what) from None
+    if not values or min(values) < 1:
+        raise InputError(f"expected positive integers, got {text!r}", source="<argument>",
+                         field=what)
+    return values
+
+
+# ---- argument groups shared by several commands ---------------------------------------------
+
+def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str) -> None:
+    """``--time-limit``, ``--num-workers`` (threads of each solve) and ``--seed``."""
+    p.add_argument("--time-limit", type=float, default=time_limit, help=time_help)
+    p.add_argument("--num-workers", type=int, default=1,
+                   help="threads of each exact solve (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_out_args(p: argparse.ArgumentParser, default: str, *, note: str = "",
+                 items: str = "results") -> None:
+    """``--out`` (a resumable results folder) and ``--fresh``."""
+    p.add_argument("--out", default=default,
+                   help=f"results folder (default %(default)s{note})")
+    p.add_argument("--fresh", action="store_true", help=f"recompute {items} already in --out")
+
+
+def add_budget_args(p: argparse.ArgumentParser) -> None:
+    """The P2 memory budget: ``--budget-gb`` or ``--budget-factor``."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--budget-gb", type=float, metavar="GB",
+                   help="P2 main-memory budget for the stored weight blocks, 10^9 bytes")
+    g.add_argument("--budget-factor", type=float, metavar="F",
+                   help="P2 memory budget as F x the blocks' linear bytes (2 admits all-dual)")
+
+
+def apply_budget(inst, args: argparse.Namespace):
+    """``inst`` with the P2 memory budget of ``--budget-gb`` / ``--budget-factor`` (if any)."""
+    from opt.placement.layout import budget_from, with_budget
+
+    gb, factor = getattr(args, "budget_gb", None), getattr(args, "budget_factor", None)
+    if gb is None and factor is None:
+        return inst
+    return with_budget(inst, budget_from(inst, gb=gb, factor=factor))
+
+
+# ---- method names in help texts -------------------------------------------------------------
+
+def placement_method_names() -> list[str]:
+    """Registered placement methods (solvers imported lazily: the core does not depend on them;
+    the registry itself imports no back end)."""
+    from solvers.api import PLACEMENT_METHODS
+
+    return list(PLACEMENT_METHODS)
+
+
+class PlacementMethodsHelp(argparse.Action):
+    """A store action whose help is a template with ``{methods}``, filled with the registered
+    placement methods only when help is printed: importing ``solvers`` while building the
+    parser would load it for every command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self._template: str | None = None
+        super().__init__(option_strings, dest, **kwargs)
+
+    @property
+    def help(self) -> str | None:  # type: ignore[override]
+        if self._template is None:
+            return None
+        return self._template.format(methods=" | ".join(placement_method_names()))
+
+    @help.setter
+    def help(self, template: str | None) -> None:
+        self._template = template
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+
+
+def check_methods(methods: Sequence[str], registry, *, suggest=None,
+                  label: str = "known") -> None:
+    """InputError naming every method of ``methods`` not in ``registry``."""
+    unknown = [m for m in dict.fromkeys(methods) if m not in registry]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; {label}: "
+                         f"{', '.join(suggest if suggest is not None else registry)}",
+                         source="<argument>", field="methods")
+
+
+# ---- running a command ----------------------------------------------------------------------
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the handler of the parsed command: bad input prints one line and exits 2."""
+    try:
+        return args.func(args)
+    except InputError as exc:
+        print(f"hetopt: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

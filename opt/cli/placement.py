@@ -1,0 +1,284 @@
+"""Instances and results on the command line: ``build placement``, ``import dot``, ``solve``,
+``validate`` and ``lower-bound`` (the serving-plan side of solve / validate is in
+:mod:`opt.cli.serving`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from opt.cli import serving
+from opt.cli.common import (PlacementMethodsHelp, add_budget_args, add_solve_args,
+                            apply_budget, cards, catalog, instance_summary, load_instance,
+                            parse_params, print_json)
+from opt.common.errors import InputError
+from opt.common.report import table
+
+
+def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``build placement``."""
+    pl = bsub.add_parser("placement", parents=[common], help="P1 operator-placement instance")
+    pl.add_argument("--model", required=True)
+    pl.add_argument("--platform", required=True)
+    pl.add_argument("--prefill", type=int, required=True, help="input tokens L_in")
+    pl.add_argument("--decode", type=int, required=True, help="decode steps L_out")
+    pl.add_argument("--batch", type=int, default=1)
+    pl.add_argument("--layers", type=int, help="use only the first N layers")
+    pl.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
+    pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
+    pl.add_argument("--weight-dtype", help="weight precision (overrides --dtype)")
+    pl.add_argument("--act-dtype", help="activation precision (default fp16)")
+    pl.add_argument("--kv-dtype", help="KV-cache precision (default fp16)")
+    pl.add_argument("--paper-precision", action="store_true",
+                    help="DOPS' precision for the model (int8 for mixtral-8x7b, llama-2-70b)")
+    pl.add_argument("--weight-sparsity", type=float, metavar="R",
+                    help="fraction of zero weights of the linear projections")
+    pl.add_argument("--act-sparsity", metavar="prefill=R,decode=R",
+                    help="fraction of zero GEMM input activations per phase (or one R)")
+    pl.add_argument("--attn-sparsity", type=float, metavar="R",
+                    help="fraction of (query, key) pairs skipped")
+    pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
+    pl.add_argument("--formats", nargs="+", metavar="FMT",
+                    help="P2 layout formats offered (default linear npu_opt pim_opt dual)")
+    add_budget_args(pl)
+    pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
+    pl.set_defaults(func=cmd_build_placement)
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``import dot``, ``validate``, ``solve`` and ``lower-bound``."""
+    ip = sub.add_parser("import", help="import a task graph from another format")
+    isub = ip.add_subparsers(dest="format", required=True)
+    dp = isub.add_parser("dot", parents=[common], help="DOT task graph (Weight on nodes/edges)")
+    dp.add_argument("graph")
+    dp.add_argument("--processors", type=int, required=True)
+    dp.add_argument("-o", "--output", required=True)
+    dp.set_defaults(func=cmd_import_dot)
+
+    s = sub.add_parser("validate", parents=[common],
+                       help="check a result's schedule against its instance (exit 1 if invalid)")
+    s.add_argument("instance", help="instance file or bundled instance name")
+    s.add_argument("result")
+    s.set_defaults(func=cmd_validate)
+
+    _add_solve_parser(sub, common)
+
+    s = sub.add_parser("lower-bound", parents=[common],
+                       help="certified makespan lower bound of a placement instance "
+                            "(each component)")
+    s.add_argument("instance", help="instance file or bundled instance name")
+    s.add_argument("--max-assignments", type=int, default=20_000,
+                   help="device assignments enumerated per segment (default %(default)s)")
+    s.add_argument("--max-evaluations", type=int, default=128,
+                   help="segment evaluations per shape before bucketing (default %(default)s)")
+    s.set_defaults(func=cmd_lower_bound)
+
+
+def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary")
+    s.add_argument("instance", help="instance file or bundled instance name")
+    s.add_argument("--method", default=None, action=PlacementMethodsHelp,
+                   help="placement: {methods} (default cpsat); serving plans: "
+                        "bnb | milp | enum | col | afd | cad (default bnb)")
+    add_solve_args(s, time_limit=60.0, time_help="seconds (default 60)")
+    s.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="parameter passed through to the method's back end (repeatable)")
+    s.add_argument("--initial-solution", metavar="RESULT",
+                   help="warm start from a result file")
+    s.add_argument("--export", metavar="MODEL", help="MILP: write the model (.mps or .lp)")
+    s.add_argument("--simulate", action="store_true",
+                   help="serving plans: also run the discrete-event simulator on the plan")
+    s.add_argument("--no-frontier", action="store_true",
+                   help="serving plans, B&B: no Pareto-frontier pruning (= --param frontier=false)")
+    s.add_argument("--no-bounds", action="store_true",
+                   help="serving plans, B&B: no bound pruning (= --param bounds=false)")
+    s.add_argument("-o", "--output", help="result file (.json or .json.gz)")
+    s.set_defaults(func=cmd_solve)
+
+
+# ---- build / import -------------------------------------------------------------------------
+
+def cmd_build_placement(args: argparse.Namespace) -> int:
+    """``build placement``: write a P1 (or, with a budget, P2) instance."""
+    import time
+
+    from opt.placement.builder import BuildOptions, Workload, build_placement
+
+    cat, crds = catalog(args), cards(args)
+    t0 = time.perf_counter()
+    inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
+                           Workload(args.prefill, args.decode, args.batch),
+                           BuildOptions(layers=args.layers, tp=args.tp,
+                                        block_span=args.block_span, dtype=args.dtype,
+                                        time_unit=args.time_unit,
+                                        formats=tuple(args.formats) if args.formats else None,
+                                        precision=_precision_args(args),
+                                        sparsity=_sparsity_args(args)))
+    inst = apply_budget(inst, args)
+    t1 = time.perf_counter()
+    inst.write(args.output)
+    info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
+            "output": args.output}
+    if args.json:
+        print_json(info)
+    else:
+        print(f"{args.output}: {inst.n_tasks:,} tasks, {inst.n_edges:,} edges, "
+              f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
+              f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
+    return 0
+
+
+def _precision_args(args: argparse.Namespace):
+    """``Precision`` from --weight-dtype/--act-dtype/--kv-dtype/--paper-precision (None when
+    none is given: the builder then uses --dtype for weights, fp16 for the rest)."""
+    from opt.costlib.operators import Precision
+    from opt.placement.builder import paper_precision
+
+    given = {k: v for k, v in (("weight", args.weight_dtype), ("activation", args.act_dtype),
+                               ("kv", args.kv_dtype)) if v is not None}
+    if not given and not args.paper_precision:
+        return None
+    base = paper_precision(args.model) if args.paper_precision else Precision(weight=args.dtype)
+    return Precision(**{**base.__dict__, **given}).check()
+
+
+def _act_sparsity(text: str) -> dict[str, float]:
+    """``--act-sparsity``: ``prefill=R,decode=R`` (either may be left out) or one ratio R."""
+    act = {"prefill": 0.0, "decode": 0.0}
+    text = text.strip()
+    bad = f"expected prefill=R,decode=R or one ratio R, got {text!r}"
+    try:
+        if "=" not in text:
+            return dict.fromkeys(act, float(text))
+        for part in text.split(","):
+            key, _, value = part.partition("=")
+            if key.strip() not in act:
+                raise InputError(bad, source="<argument>", field="act-sparsity")
+            act[key.strip()] = float(value)
+    except ValueError:
+        raise InputError(bad, source="<argument>", field="act-sparsity") from None
+    return act
+
+
+def _sparsity_args(args: argparse.Namespace):
+    """``Sparsity`` from --weight-sparsity, --act-sparsity [prefill=R,decode=R | R],
+    --attn-sparsity (None when all are absent)."""
+    from opt.costlib.operators import Sparsity
+
+    if args.weight_sparsity is None and args.act_sparsity is None and args.attn_sparsity is None:
+        return None
+    act = (_act_sparsity(args.act_sparsity) if args.act_sparsity is not None
+           else {"prefill": 0.0, "decode": 0.0})
+    return Sparsity(weight=args.weight_sparsity or 0.0, activation_prefill=act["prefill"],
+                    activation_decode=act["decode"], attention=args.attn_sparsity or 0.0).check()
+
+
+def cmd_import_dot(args: argparse.Namespace) -> int:
+    """``import dot``: a DOT task graph on N identical processors as a placement instance."""
+    from opt.placement.dot import dot_to_instance, read_dot
+
+    inst = dot_to_instance(read_dot(args.graph), args.processors, source=args.graph)
+    inst.write(args.output)
+    if args.json:
+        print_json({**instance_summary(inst), "output": args.output})
+    else:
+        print(f"{args.output}: {inst.n_tasks} tasks, {inst.n_edges} edges on "
+              f"{args.processors} processors")
+    return 0
+
+
+# ---- validate / solve / lower-bound ---------------------------------------------------------
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``validate``: check a result against its instance (exit 1 if invalid)."""
+    from opt.common.result import read_result
+    from opt.placement.validator import ScheduleError, validate_placement
+
+    inst = load_instance(args.instance)
+    res = read_result(args.result)
+    if res.solution is None:
+        print(f"hetopt: {args.result}: no solution to validate (status {res.status})",
+              file=sys.stderr)
+        return 1
+    if getattr(inst, "problem", "placement") == "serving_plan":
+        return serving.validate_serving(inst, res, args)
+    try:
+        metrics = validate_placement(inst, res.solution)
+    except ScheduleError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    if res.objective is not None and res.objective != metrics.makespan:
+        print(f"invalid: result reports objective {res.objective} but the schedule's makespan "
+              f"is {metrics.makespan}", file=sys.stderr)
+        return 1
+    from opt.placement.utilisation import utilisation
+
+    util = utilisation(inst, res.solution, metrics)  # DOPS Eq. 5 co-utilisation
+    if args.json:
+        print_json({"valid": True, **metrics.to_dict(),
+                    "class_busy": util.class_busy, "co_utilisation": util.co_utilisation,
+                    "npu_only": util.npu_only, "pim_only": util.pim_only, "idle": util.idle})
+    else:
+        print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
+              + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
+                 f"{metrics.decode_steps} steps" if metrics.ttft is not None else ""))
+        if util.co_utilisation is not None:
+            print(f"co-utilisation (NPU and PIM both computing) {util.co_utilisation:.1%}; "
+                  f"NPU only {util.npu_only:.1%}, PIM only {util.pim_only:.1%}, idle "
+                  f"{util.idle:.1%}")
+    return 0
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    """``solve``: one method on one instance (placement or serving plan); prints a summary."""
+    from opt.common.result import read_result
+    from solvers import solve
+
+    inst = load_instance(args.instance)
+    is_serving = getattr(inst, "problem", "placement") == "serving_plan"
+    method = args.method or ("bnb" if is_serving else "cpsat")
+    initial = read_result(args.initial_solution).solution if args.initial_solution else None
+    params = parse_params(args.param)
+    params.update(serving.serving_only_params(args, is_serving))
+    res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
+                seed=args.seed, initial_solution=initial, export_path=args.export, **params)
+    if args.simulate:
+        if not is_serving:
+            raise InputError("--simulate applies to serving-plan instances", field="simulate")
+        serving.attach_simulation(inst, res)
+    if args.output:
+        res.write(args.output)
+    if args.json:
+        print_json({k: v for k, v in res.to_dict().items() if k != "solution"})
+    elif is_serving:
+        serving.print_serving_result(res)
+    else:
+        print(table(["method", "status", "objective", "lower bound", "gap", "runtime s"],
+                    [[res.method, res.status, res.objective, res.lower_bound, res.gap,
+                      res.runtime_s]]))
+        if res.stats.get("message"):
+            print(res.stats["message"])
+    return 0
+
+
+def cmd_lower_bound(args: argparse.Namespace) -> int:
+    """``lower-bound``: certified makespan lower bound of a P1 instance: every component, its
+    value and compute time."""
+    from opt.placement.certified_bounds import BoundOptions, certified_lower_bound
+    from opt.placement.instance import PlacementInstance
+
+    inst = load_instance(args.instance)
+    if not isinstance(inst, PlacementInstance):
+        raise InputError("hetopt lower-bound applies to placement instances", field="instance")
+    cert = certified_lower_bound(inst, BoundOptions(max_assignments=args.max_assignments,
+                                                    max_evaluations=args.max_evaluations))
+    if args.json:
+        print_json({"tasks": inst.n_tasks, **cert.to_dict()})
+        return 0
+    print(table(["component", f"bound ({inst.time_unit})", "seconds"],
+                [[c.name, c.value, f"{c.seconds:.2f}"] for c in cert.components]
+                + [["max (certified)", cert.value, f"{cert.seconds:.2f}"]]))
+    print(f"certified lower bound {cert.value} {inst.time_unit} ({cert.best}), "
+          f"{inst.n_tasks} tasks, {cert.seconds:.1f} s")
+    return 0
