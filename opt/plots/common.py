@@ -244,7 +244,7 @@ def plot_cad_regions(path: str | Path, models: Sequence[str] | None = None,
     """CAD feasibility M_1/(μ·β_1) ≥ M_w2/β_2 over (attention GPU, dense GPU) pairs × models,
     one heat-map panel per μ.
 
-    Each GPU is a ``min_gpus``-sized group (as in ``hetopt verify-bounds``); M_1 and β_1 are the
+    Each GPU is a ``min_gpus``-sized group (as in ``hetopt theory verify``); M_1 and β_1 are the
     attention group's memory and bandwidth, M_w2 the model's weights, β_2 the dense group's
     bandwidth. Cell colour = (M_1/β_1)/(μ·M_w2/β_2) on a log scale centred at 1 (green ≥ 1:
     feasible); infeasible cells carry an ×. Defaults: every bundled card and every ordered pair

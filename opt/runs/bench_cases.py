@@ -173,7 +173,7 @@ def speed_case(cat: Catalog, cards: CardSet) -> CaseResult:
 
 
 def theorem_case(samples: int = 2000) -> CaseResult:
-    """Theorems 3.1/3.2 and CAD on the closed forms (``hetopt verify-bounds``): claim ×
+    """Theorems 3.1/3.2 and CAD on the closed forms (``hetopt theory verify``): claim ×
     samples × pass/fail × worst margin."""
     from opt.theory.verify import CLAIMS, verify_closed_forms
 
@@ -185,7 +185,7 @@ def theorem_case(samples: int = 2000) -> CaseResult:
     return CaseResult(f"OpWeave Theorems 3.1/3.2 and CAD on the closed forms ({samples} random "
                       f"GPU samples + catalog pairs, every card, contexts 1K–1M)",
                       ["claim", "samples", "pass", "fail", "worst margin", "statement"], rows,
-                      checks, notes="the detailed-cost-model side: hetopt verify-bounds "
+                      checks, notes="the detailed-cost-model side: hetopt theory verify "
                                     "--detailed (docs/bounds.md)")
 
 

@@ -1,4 +1,4 @@
-"""Plots of the closed-form gains (opt/plots/common.py) and the ``plot-bounds`` CLI command."""
+"""Plots of the closed-form gains (opt/plots/common.py) and the ``theory plot`` CLI command."""
 
 import pytest
 
