@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from models.placement.milp import _SCHEDULER_CLASH, _run_highs
+from models.highs import count_binaries, run_highs
 from opt.serving.instance import ServingInstance, lcm_all
 from opt.serving.plan import (REPORT_RTOL, Owner, boundary_occurrences, PlanError, PlanMetrics, ServingPlan,
                               evaluate_plan, plan_from_solution, template_from_sequence)
@@ -380,12 +380,7 @@ def _solve_one(inst: ServingInstance, model: pyo.ConcreteModel, highs_options: d
     with a solution at or above the bound, which is discarded here."""
     from pyomo.contrib.appsi.base import TerminationCondition as TC
 
-    solver, res, log = _run_highs(model, highs_options, deadline, False)
-    if any(_SCHEDULER_CLASH in line for line in log):
-        import highspy  # HiGHS keeps one thread pool per OS thread (see placement_milp)
-
-        highspy.Highs.resetGlobalScheduler(True)
-        solver, res, log = _run_highs(model, highs_options, deadline, False)
+    solver, res, _, _ = run_highs(model, highs_options, deadline, False)
     tc = res.termination_condition
     scale = model._rate_ref * inst.seconds(1) / model._time_scale
     cutoff = highs_options.get("objective_bound", math.inf)
@@ -471,8 +466,7 @@ def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0
         nvars = model.nvariables()
         stats["max_variables"] = max(stats["max_variables"], nvars)
         stats["max_binaries"] = max(stats["max_binaries"],
-                                    sum(1 for v in model.component_data_objects(pyo.Var)
-                                        if v.is_binary() and not v.fixed))
+                                    count_binaries(model, free_only=True))
         stats["max_constraints"] = max(stats["max_constraints"], model.nconstraints())
         opts = dict(highs_options)
         if math.isfinite(best_cost):
