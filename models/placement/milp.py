@@ -2,7 +2,7 @@
 
 Every block is loaded at most once per device and then stays resident to the end (results say
 ``"no_evictions": true``). All times are in the instance's integer time unit; ``H`` is a valid
-horizon (makespan of a validated greedy schedule, of the warm start, or of a serial schedule).
+horizon (makespan of the initial solution, capped by that of a serial schedule).
 
 Variables
 - ``x[t,d]`` ∈ {0,1} over legal (t, d) only: task t runs on device d;
@@ -49,8 +49,8 @@ from pyomo.version import version as pyomo_version
 
 from models.highs import count_binaries
 from models.options import SolveOptions
-from models.placement.milp_data import (Decisions, MilpPrep, canonical, decode_solution, greedy,
-                                        prepare, serial_horizon)
+from models.placement.milp_data import (Decisions, MilpPrep, canonical, decode_solution, prepare,
+                                        serial_horizon)
 from models.placement.milp_run import (TOL, Run, capacity_may_bind, no_schedule_at_all,
                                        set_warm_start, solve_and_extract)
 from opt.common.errors import InputError
@@ -78,7 +78,6 @@ class ModelIndex:
     load_pairs: list[tuple[int, int, int]]
     transfer_edges: list[int]
     symmetry_groups: list[list[int]]
-    greedy: Decisions | None  # validated list schedule (its makespan may set the horizon)
 
 
 @dataclass
@@ -338,16 +337,9 @@ def set_objective(m: pyo.ConcreteModel) -> None:
 def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
                          ) -> pyo.ConcreteModel:
     """MILP of problems.md §1.2 without evictions (module docstring). ``horizon``: a known makespan
-    upper bound in time units (default: a validated greedy schedule or the serial bound)."""
+    upper bound in time units (e.g. the initial solution's; the serial bound caps it)."""
     prep = prepare(inst)
     H = serial_horizon(inst, prep)
-    start = greedy(inst, prep)
-    if start is not None:
-        try:
-            validate_placement(inst, start.to_solution(inst))
-            H = min(H, start.makespan(prep))
-        except ScheduleError:
-            start = None  # a heuristic slip only costs a looser horizon
     if horizon is not None:
         H = min(H, int(horizon))
     win = _windows(prep, H)
@@ -361,7 +353,7 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
     groups = add_symmetry_breaking(m, inst, prep)
     set_objective(m)
     m._placement = ModelIndex(prep, win.H, task_pairs, edge_pairs, load_pairs, transfer_edges,
-                              groups, start)
+                              groups)
     return m
 
 
@@ -434,21 +426,19 @@ def _model_stats(inst: PlacementInstance, model: pyo.ConcreteModel, build_s: flo
 
 def _set_mip_start(model: pyo.ConcreteModel, inst: PlacementInstance, warm: Decisions | None,
                    warm_ms: int | None, ws: dict[str, Any]) -> None:
-    """MIP start: the initial solution, or the model's greedy schedule when that is better
-    (the horizon is the better of the two) or when no usable initial solution was given;
-    relabelled for the symmetry breaking. Records what was used in ``ws``."""
+    """MIP start: the initial solution (the only one: without it HiGHS starts cold), unless
+    it is longer than the serial horizon; relabelled for the symmetry breaking. Records what
+    was used in ``ws``."""
     idx: ModelIndex = model._placement
-    start: Decisions | None = None
-    if warm is not None:
-        ws["initial_objective"] = warm_ms
-        if warm_ms <= idx.horizon:
-            start, ws["source"] = warm, "initial_solution"
-    if start is None and idx.greedy is not None:
-        start, ws["source"] = idx.greedy, "greedy schedule"
-    if start is not None:
-        bad = set_warm_start(model, inst, canonical(start, idx.symmetry_groups))
-        ws.update({"used": bad == 0, "objective": start.makespan(idx.prep),
-                   "violated_constraints": bad})
+    if warm is None:
+        return
+    ws["initial_objective"] = warm_ms
+    if warm_ms > idx.horizon:
+        return
+    ws["source"] = "initial_solution"
+    bad = set_warm_start(model, inst, canonical(warm, idx.symmetry_groups))
+    ws.update({"used": bad == 0, "objective": warm.makespan(idx.prep),
+               "violated_constraints": bad})
 
 
 def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOptions, t0: float,

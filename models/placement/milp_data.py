@@ -4,7 +4,6 @@ solutions and the left-justified integer retiming of the MILP's decisions."""
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from opt.placement.solution import make_solution
 
 @dataclass
 class MilpPrep:
-    """Derived data shared by the model, the horizon heuristic and the retiming pass."""
+    """Derived data shared by the model and the retiming pass."""
 
     legal: list[list[int]]            # legal devices per task
     dur: list[list[int]]              # cost[t][d] (-1 illegal)
@@ -118,82 +117,6 @@ class Decisions:
     def to_solution(self, inst: PlacementInstance) -> dict[str, Any]:
         return make_solution(inst, self.device, self.start, self.transfer,
                              [(b, d, s) for (b, d), s in sorted(self.loads.items())])
-
-
-def greedy(inst: PlacementInstance, prep: MilpPrep) -> Decisions | None:
-    """Append-only earliest-finish list schedule (priority: longest cheapest tail). Respects
-    contention, load ports and capacity (no evictions); None when capacity blocks it."""
-    n = inst.n_tasks
-    tblock = inst.task_block.tolist()
-    bbytes = inst.block_bytes.tolist()
-    caps = [dv.weight_capacity for dv in inst.devices]
-    preds: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for e, (u, v) in enumerate(zip(prep.src, prep.dst)):
-        preds[v].append(e)
-        indeg[v] += 1
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for u, v in zip(prep.src, prep.dst):
-        succs[u].append(v)
-    dev_free = [0] * inst.n_devices
-    port_free = [0] * inst.n_devices
-    used = [0] * inst.n_devices
-    chan_free: dict[int, int] = defaultdict(int)
-    loaded: dict[tuple[int, int], int] = {}
-    out = Decisions([-1] * n, [0] * n)
-    ready = [(-(prep.pmin[t] + prep.tail[t]), prep.topo_pos[t], t) for t in range(n)
-             if indeg[t] == 0]
-    heapq.heapify(ready)
-    while ready:
-        _, _, t = heapq.heappop(ready)
-        best = None
-        for d in prep.legal[t]:
-            b = tblock[t]
-            release = 0
-            if b >= 0:
-                if (b, d) in loaded:
-                    release = loaded[(b, d)] + prep.load[b][d]
-                elif caps[d] is not None and used[d] + bbytes[b] > caps[d]:
-                    continue
-                else:
-                    release = port_free[d] + prep.load[b][d]
-            local = {}
-            tr_starts = {}
-            for e in preds[t]:
-                u = prep.src[e]
-                end_u = out.start[u] + prep.dur[u][out.device[u]]
-                if out.device[u] == d:
-                    release = max(release, end_u)
-                    continue
-                dur = prep.trans[e][(out.device[u], d)]
-                chans = inst.links.channels(out.device[u], d) if inst.links.contention else ()
-                s = max([end_u] + [local.get(c, chan_free[c]) for c in chans])
-                for c in chans:
-                    local[c] = s + dur
-                tr_starts[e] = s
-                release = max(release, s + dur)
-            s_t = max(release, dev_free[d])
-            key = (s_t + prep.dur[t][d], d)
-            if best is None or key < best[0]:
-                best = (key, d, s_t, local, tr_starts)
-        if best is None:
-            return None
-        _, d, s_t, local, tr_starts = best
-        b = tblock[t]
-        if b >= 0 and (b, d) not in loaded:
-            loaded[(b, d)] = port_free[d]
-            port_free[d] += prep.load[b][d]
-            used[d] += bbytes[b]
-        chan_free.update(local)
-        out.transfer.update(tr_starts)
-        out.device[t], out.start[t] = d, s_t
-        dev_free[d] = s_t + prep.dur[t][d]
-        for v in succs[t]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(ready, (-(prep.pmin[v] + prep.tail[v]), prep.topo_pos[v], v))
-    out.loads = {(b, d): s for (b, d), s in loaded.items()}
-    return out
 
 
 def retime(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: list[float],
