@@ -33,13 +33,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
-from models.placement.formats import add_storage_budget, format_literals
 from models.placement.cpsat import run_cpsat, solve_placement_cpsat
+from models.placement.formats import add_storage_budget, format_literals
 from opt.common.errors import InputError
+from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import allowed_formats, relaxed_instance
 from opt.placement.lower_bounds import placement_lower_bound
-from opt.common.result import Result
 from opt.placement.solution import make_solution
 from opt.placement.validator import validate_placement
 
@@ -181,7 +181,7 @@ class FormatOnlyCpSat:
         """Every eviction of the base ends its residency (after the load), and per device
         the base order of evictions and load starts (evictions first at equal times) keeps
         the sequence of resident sets. Returns each residency's eviction (None: stays)."""
-        inst, m, names, bix = self.inst, self.model, self.inst.device_index, self.inst.block_index
+        m, names, bix = self.model, self.inst.device_index, self.inst.block_index
         self.evictions: list[tuple[int, int, Any]] = []
         ev_times: dict[tuple[int, int], list[tuple[int, Any]]] = {}
         for j, ev in enumerate(base.get("evictions", ())):
