@@ -202,6 +202,7 @@ class PlacementCpSat:
                     m.add(self.start[t] >= dur).only_enforce_if(self.pres[(t, d)])
             m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
         self.users = users
+        self.avail: dict[int, Any] = {}  # first copies' ready times (add_redundant_constraints)
 
     def _load_interval(self, b: int, d: int, lit: Any, ls: Any, dur: int) -> Any:
         """The load interval of block b on device d (P1: ``dur`` long, none when 0; P2: the
@@ -241,7 +242,6 @@ class PlacementCpSat:
         the cuts of the heads and tails of ``bound_inst`` (:meth:`_bound_cuts`)."""
         inst, m, horizon = self.inst, self.model, self.horizon
         cost, loads, users = inst.cost, self.load_duration, self.users
-        self.avail: dict[int, Any] = {}
         for b in sorted({b for b, _ in users}):
             devs = [d for (bb, d) in self.load_lit if bb == b]
             m.add_bool_or([self.load_lit[(b, d)] for d in devs])
