@@ -8,7 +8,7 @@ Joint placement + format (:func:`solve_layout_cpsat`)
 
 Format-only for a fixed placement and orders (:func:`solve_format_only`)
     Given a base schedule (the ``initial_solution``, else the Bifocal/Linear schedule, or the
-    one of the heuristic named by parameter ``base``), keep every task's device, the order of
+    one of the heuristic named by parameter ``base``, which the caller computes), keep every task's device, the order of
     the tasks on each device, of the transfers on each channel and of the load events and
     evictions on each device, and choose the formats and all start times to minimise the
     makespan. What remains is a precedence network whose load arcs have format-dependent
@@ -33,13 +33,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
-from models.placement.formats import add_storage_budget, format_literals
 from models.placement.cpsat import run_cpsat, solve_placement_cpsat
+from models.placement.formats import add_storage_budget, format_literals
 from opt.common.errors import InputError
+from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import allowed_formats, relaxed_instance
 from opt.placement.lower_bounds import placement_lower_bound
-from opt.common.result import Result
 from opt.placement.solution import make_solution
 from opt.placement.validator import validate_placement
 
@@ -58,68 +58,87 @@ def solve_layout_cpsat(inst: PlacementInstance, options: SolveOptions) -> Result
 
 
 class FormatOnlyCpSat:
-    """The format-only model over a base schedule (see the module docstring)."""
+    """The format-only model over a base schedule (see the module docstring), built one
+    constraint family at a time (the ``add_*`` methods, in this order)."""
 
     def __init__(self, inst: PlacementInstance, base: dict[str, Any],
                  formats: tuple[str, ...]):
         validate_placement(inst, base)  # the base must be a valid schedule of inst
         self.inst = inst
-        m = self.model = cp_model.CpModel()
-        n, names = inst.n_tasks, inst.device_index
-        tix, bix = inst.task_index, inst.block_index
+        self.model = cp_model.CpModel()
+        self.constants: set[int] = set()
+        n, names, tix = inst.n_tasks, inst.device_index, inst.task_index
         dev = np.zeros(n, dtype=np.int64)
         s0 = np.zeros(n, dtype=np.int64)
         for ev in base["compute"]:
             t = tix[ev["task"]]
             dev[t], s0[t] = names[ev["device"]], int(ev["start"])
         self.dev = dev
-        dur = inst.cost[np.arange(n), dev]
+        self.dur = inst.cost[np.arange(n), dev]
         # horizon: the base makespan plus the largest possible growth of every load
         fmax = np.max([inst.block_load[f] for f in formats], axis=0)
-        horizon = int((s0 + dur).max(initial=0) + fmax.clip(0).sum() * 2
-                      + sum(int(e["end"]) - int(e["start"]) for e in base.get("loads", ())) + 1)
-        self.start = [m.NewIntVar(0, horizon, f"s{t}") for t in range(n)]
-        self.cmax = m.NewIntVar(0, horizon, "cmax")
+        self.horizon = int((s0 + self.dur).max(initial=0) + fmax.clip(0).sum() * 2
+                           + sum(int(e["end"]) - int(e["start"]) for e in base.get("loads", ()))
+                           + 1)
+        self.add_task_constraints(s0)
+        self.add_transfer_constraints(base)
+        self.add_format_constraints(base, formats)
+        resid = self.add_load_constraints(base, formats)
+        stops = self.add_eviction_constraints(base, resid)
+        self.add_residency_constraints(s0, resid, stops)
+        self.set_objective()
+        self.add_base_hint(s0, base)
+
+    def add_task_constraints(self, s0: np.ndarray) -> None:
+        """Start of every task, Cmax ≥ every end, and the base's task order on every device
+        (positive durations only)."""
+        inst, m, dur = self.inst, self.model, self.dur
+        self.start = [m.NewIntVar(0, self.horizon, f"s{t}") for t in range(inst.n_tasks)]
+        self.cmax = m.NewIntVar(0, self.horizon, "cmax")
         S = self.start
-        for t in range(n):
+        for t in range(inst.n_tasks):
             m.Add(self.cmax >= S[t] + int(dur[t]))
-        # tasks in base order per device (positive durations only)
         for d in range(inst.n_devices):
-            ts = [t for t in np.flatnonzero((dev == d) & (dur > 0)).tolist()]
+            ts = [t for t in np.flatnonzero((self.dev == d) & (dur > 0)).tolist()]
             ts.sort(key=lambda t: (s0[t], t))
             for a, b in zip(ts, ts[1:]):
                 m.Add(S[b] >= S[a] + int(dur[a]))
-        # edges, transfers in base order per channel
+
+    def add_transfer_constraints(self, base: dict[str, Any]) -> None:
+        """Precedence along every edge, through a transfer start when it crosses devices;
+        with contention the base's transfer order on every channel (``Links.channels``)."""
+        inst, m, links, dev, dur, S = (self.inst, self.model, self.inst.links, self.dev,
+                                       self.dur, self.start)
+        tix = inst.task_index
         tstart0 = {(tix[e["src"]], tix[e["dst"]]): int(e["start"])
                    for e in base.get("transfers", ())}
         self.transfer: dict[int, Any] = {}
-        channels: dict[Any, list[tuple[int, int, Any, int]]] = {}
-        links = inst.links
+        channels: dict[int, list[tuple[int, int, Any, int]]] = {}
         for e in range(inst.n_edges):
             u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
             if dev[u] == dev[v]:
                 m.Add(S[v] >= S[u] + int(dur[u]))
                 continue
             tr = links.transfer(int(dev[u]), int(dev[v]), int(inst.edge_bytes[e]))
-            ts = m.NewIntVar(0, horizon, f"ts{e}")
+            ts = m.NewIntVar(0, self.horizon, f"ts{e}")
             self.transfer[e] = ts
             m.Add(ts >= S[u] + int(dur[u]))
             m.Add(S[v] >= ts + tr)
             if links.contention and tr > 0:
-                a, b = int(dev[u]), int(dev[v])
-                keys = [(a, b)] if links.topology == "full" else [("up", a), ("down", b)]
-                for k in keys:
-                    channels.setdefault(k, []).append((tstart0[(u, v)], e, ts, tr))
+                for c in links.channels(int(dev[u]), int(dev[v])):
+                    channels.setdefault(c, []).append((tstart0[(u, v)], e, ts, tr))
         for items in channels.values():
             items.sort(key=lambda x: (x[0], x[1]))
             for (_, _, ta, da), (_, _, tb, _) in zip(items, items[1:]):
                 m.Add(tb >= ta + da)
-        # formats
-        loads = base.get("loads", ())
+
+    def add_format_constraints(self, base: dict[str, Any], formats: tuple[str, ...]) -> None:
+        """One allowed format per block, loadable wherever the base loads it; the memory
+        budget over the chosen formats' storage."""
+        inst, m, names, bix = self.inst, self.model, self.inst.device_index, self.inst.block_index
         used_dev: dict[int, set[int]] = {}
-        for ev in loads:
+        for ev in base.get("loads", ()):
             used_dev.setdefault(bix[ev["block"]], set()).add(names[ev["device"]])
-        self.constants: set[int] = set()
 
         def constant():
             lit = m.NewConstant(1)
@@ -130,15 +149,22 @@ class FormatOnlyCpSat:
             m, inst, formats, used_dev, range(len(inst.block_ids)), constant,
             "where the base schedule loads it")
         add_storage_budget(m, inst, self.fmt_lit)
-        # load events in base order per port, residencies and evictions
+
+    def add_load_constraints(self, base: dict[str, Any], formats: tuple[str, ...]
+                             ) -> dict[tuple[int, int], list[tuple[int, int, Any, Any]]]:
+        """Every load event of the base (start, end = start + the chosen format's duration),
+        in base order on each device's port. Returns the residencies per (block, device):
+        (base start, base end, load start, load end), in load order."""
+        inst, m, names, bix = self.inst, self.model, self.inst.device_index, self.inst.block_index
         self.loads: list[tuple[int, int, Any]] = []
         resid: dict[tuple[int, int], list[tuple[int, int, Any, Any]]] = {}
         port_events: dict[int, list[tuple[int, int, int, Any]]] = {}
-        for k, ev in enumerate(sorted(loads, key=lambda e: (int(e["start"]), e["block"]))):
+        loads = sorted(base.get("loads", ()), key=lambda e: (int(e["start"]), e["block"]))
+        for k, ev in enumerate(loads):
             b, d = bix[ev["block"]], names[ev["device"]]
-            ls = m.NewIntVar(0, horizon, f"ls{k}")
+            ls = m.NewIntVar(0, self.horizon, f"ls{k}")
             opts = [(f, int(inst.block_load[f][b, d])) for f in formats if (b, f) in self.fmt_lit]
-            le = m.NewIntVar(0, horizon, f"le{k}")
+            le = m.NewIntVar(0, self.horizon, f"le{k}")
             m.Add(le == ls + sum(v * self.fmt_lit[(b, f)] for f, v in opts))
             self.loads.append((b, d, ls))
             resid.setdefault((b, d), []).append((int(ev["start"]), int(ev["end"]), ls, le))
@@ -147,14 +173,22 @@ class FormatOnlyCpSat:
             evs.sort(key=lambda x: (x[0], x[2]))
             for (_, _, _, (_, la)), (_, _, _, (lb, _)) in zip(evs, evs[1:]):
                 m.Add(lb >= la)  # one load port: the next load starts after this one ends
+        return resid
+
+    def add_eviction_constraints(self, base: dict[str, Any],
+                                 resid: dict[tuple[int, int], list[tuple[int, int, Any, Any]]]
+                                 ) -> dict[tuple[int, int], list[Any]]:
+        """Every eviction of the base ends its residency (after the load), and per device
+        the base order of evictions and load starts (evictions first at equal times) keeps
+        the sequence of resident sets. Returns each residency's eviction (None: stays)."""
+        m, names, bix = self.model, self.inst.device_index, self.inst.block_index
         self.evictions: list[tuple[int, int, Any]] = []
         ev_times: dict[tuple[int, int], list[tuple[int, Any]]] = {}
         for j, ev in enumerate(base.get("evictions", ())):
             b, d = bix[ev["block"]], names[ev["device"]]
-            x = m.NewIntVar(0, horizon, f"ev{j}")
+            x = m.NewIntVar(0, self.horizon, f"ev{j}")
             self.evictions.append((b, d, x))
             ev_times.setdefault((b, d), []).append((int(ev["time"]), x))
-        order_events: dict[int, list[tuple[int, int, Any]]] = {}
         stops: dict[tuple[int, int], list[Any]] = {}
         for key, spans in resid.items():
             spans.sort(key=lambda x: x[0])
@@ -165,6 +199,7 @@ class FormatOnlyCpSat:
                 if stop is not None:
                     m.Add(stop >= le)
                 stops[key].append(stop)
+        order_events: dict[int, list[tuple[int, int, Any]]] = {}
         for (b, d), evs in ev_times.items():
             for t0_, x in evs:
                 order_events.setdefault(d, []).append((t0_, 0, x))
@@ -175,9 +210,16 @@ class FormatOnlyCpSat:
             evs.sort(key=lambda x: (x[0], x[1]))  # evictions before loads at equal times
             for (_, _, a), (_, _, b_) in zip(evs, evs[1:]):
                 m.Add(b_ >= a)
-        # each task with a block: served by the base residency that served it
+        return stops
+
+    def add_residency_constraints(self, s0: np.ndarray,
+                                  resid: dict[tuple[int, int], list[tuple[int, int, Any, Any]]],
+                                  stops: dict[tuple[int, int], list[Any]]) -> None:
+        """Each task with a block is served by the base residency that served it: after that
+        load ends, strictly before its eviction."""
+        inst, m, S = self.inst, self.model, self.start
         for t in np.flatnonzero(inst.task_block >= 0).tolist():
-            key = (int(inst.task_block[t]), int(dev[t]))
+            key = (int(inst.task_block[t]), int(self.dev[t]))
             spans = resid[key]
             i = bisect.bisect_right([sp[1] for sp in spans], int(s0[t])) - 1
             while i >= 0 and spans[i][1] > s0[t]:
@@ -187,10 +229,16 @@ class FormatOnlyCpSat:
             stop = stops[key][i]
             if stop is not None:
                 m.Add(stop >= S[t] + 1)
-        m.Minimize(self.cmax)
-        # hint: the base schedule itself
-        for t in range(n):
-            m.AddHint(S[t], int(s0[t]))
+
+    def set_objective(self) -> None:
+        """Minimise the makespan."""
+        self.model.Minimize(self.cmax)
+
+    def add_base_hint(self, s0: np.ndarray, base: dict[str, Any]) -> None:
+        """Hint the base schedule itself: its starts and formats."""
+        inst, m = self.inst, self.model
+        for t in range(inst.n_tasks):
+            m.AddHint(self.start[t], int(s0[t]))
         base_fmt = dict(zip(inst.block_ids, inst.block_format))
         base_fmt.update(base.get("formats") or {})
         for (b, f), lit in self.fmt_lit.items():
@@ -208,39 +256,22 @@ class FormatOnlyCpSat:
         return make_solution(inst, self.dev, start, transfer, loads, evictions, formats=formats)
 
 
-def base_schedule(inst: PlacementInstance, base: str) -> dict[str, Any]:
-    """The base schedule of the format-only model: ``bifocal`` (Bifocal/Linear),
-    ``bifocal/wla`` (WLA's final schedule) or ``heft`` (all-linear)."""
-    from opt.placement.layout import uniform, with_formats
-
-    if base == "bifocal":
-        from heuristics.placement.bifocal import bifocal_schedule
-
-        return bifocal_schedule(with_formats(inst, uniform(inst, "linear")))
-    if base == "bifocal/wla":
-        from heuristics.layout.wla import wla
-
-        return wla(inst).solution
-    if base == "heft":
-        from heuristics.placement.list_scheduler import heft
-
-        return heft(with_formats(inst, uniform(inst, "linear")))
-    raise InputError(f"unknown base '{base}'; known: bifocal, bifocal/wla, heft",
-                     field="params.base")
-
-
-def solve_format_only(inst: PlacementInstance, options: SolveOptions) -> Result:
-    """Exact formats for a fixed placement and orders (CP-SAT). Params: ``base`` (used when no
-    initial solution is given; default ``bifocal``), ``formats`` (allowed formats, default
-    all); the rest go to CP-SAT."""
+def solve_format_only(inst: PlacementInstance, options: SolveOptions,
+                      base: dict[str, Any] | None = None) -> Result:
+    """Exact formats for a fixed placement and orders (CP-SAT). The base schedule is
+    ``options.initial_solution``, else ``base``: the schedule of the heuristic named by
+    parameter ``base`` (default ``bifocal``), which the caller computes
+    (``solvers.layout.strategies.base_schedule``). Params: ``base``, ``formats`` (allowed
+    formats, default all); the rest go to CP-SAT."""
     params = dict(options.params)
     t0 = time.perf_counter()
     formats = allowed_formats(inst, params.pop("formats", None))
     base_name = params.pop("base", "bifocal")
     if options.initial_solution is not None:
         base, base_name = options.initial_solution, "initial_solution"
-    else:
-        base = base_schedule(inst, str(base_name))
+    elif base is None:
+        raise InputError("the format-only model needs a base schedule: an initial solution "
+                         f"or the schedule of '{base_name}'", field="initial_solution")
     model = FormatOnlyCpSat(inst, base, formats)
     base_ms = max((int(c["end"]) for c in base["compute"]), default=0)
     res = run_cpsat(model.model, params, options, t0, "cpsat-formats", model.extract,

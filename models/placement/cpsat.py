@@ -37,52 +37,78 @@ from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
 from models.placement.formats import add_storage_budget, format_literals, storage_milli
+from opt.common.result import Result
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.layout import allowed_formats, relaxed_instance
 from opt.placement.lower_bounds import BIG, device_heads_tails, heads_tails
-from opt.common.result import Result
 from opt.placement.solution import make_solution
 
 
 class PlacementCpSat:
-    """The CP-SAT model and its variables (exposed for tests and warm starts)."""
+    """The CP-SAT model and its variables (exposed for tests and warm starts), built one
+    constraint family at a time (the ``add_*`` methods, in this order: the order of the
+    constraints in the model is part of what makes runs reproducible)."""
 
     def __init__(self, inst: PlacementInstance, *, symmetry_breaking: bool = True,
                  redundant: bool = True, formats: Sequence[str] | None = None):
         self.inst = inst
-        m = self.model = cp_model.CpModel()
+        self.model = cp_model.CpModel()
         self.constants: set[int] = set()
-        n, nd = inst.n_tasks, inst.n_devices
-        cost, links = inst.cost, inst.links
-        # P1: the blocks' formats are given; P2: ``loads`` is the cheapest allowed load per
-        # (block, device) (for the relaxations), the chosen format's duration is a variable
+        # P1: the blocks' formats are given; P2: ``load_duration`` is the cheapest allowed load
+        # per (block, device) (for the relaxations), the chosen format's duration is a variable
         self.formats = None if formats is None else allowed_formats(inst, formats)
         bound_inst = inst if formats is None else relaxed_instance(inst, self.formats)
-        loads = bound_inst.load_duration
-        load_max = loads if formats is None else np.max(
-            [inst.block_load[f] for f in self.formats], axis=0)
-        # variable domains from the heads and tails (device-aware in the full model, computed
-        # once: _bound_cuts uses them too; the plain model keeps device-agnostic domains)
+        self.load_duration: np.ndarray = bound_inst.load_duration
+        head, tail_any = self._domains(bound_inst, redundant)
+        self.horizon = self._serial_horizon()
+        self.add_task_constraints(head, tail_any)
+        self.add_transfer_constraints()
+        self.add_load_constraints(redundant)
+        if redundant:
+            self.add_redundant_constraints(bound_inst)
+        self.add_port_and_capacity_constraints()
+        self.add_symmetry_breaking(symmetry_breaking)
+        self.set_objective()
+
+    # ---- domains --------------------------------------------------------------------------
+    def _domains(self, bound_inst: PlacementInstance, redundant: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Heads and tails that bound the start variables (device-aware in the full model,
+        computed once: the redundant cuts use them too; the plain model keeps device-agnostic
+        ones); sets ``cmax_lb``, the makespan bound they give (the node's, restricted)."""
         self._bounds = self._heads_tails(bound_inst) if redundant else None
         if self._bounds is None:
             head, tail_any = heads_tails(bound_inst)
-            cmax_lb = int(tail_any.max(initial=0))
-        else:
-            head, tail_any, cmax_lb = (self._bounds[k] for k in ("head", "tail_any", "cmax_lb"))
-        self.cmax_lb = cmax_lb  # a makespan bound from heads and tails (the node's, restricted)
-        # horizon: serial schedule of everything (valid upper bound on an eviction-free optimum)
+            self.cmax_lb = int(tail_any.max(initial=0))
+            return head, tail_any
+        self.cmax_lb = self._bounds["cmax_lb"]
+        return self._bounds["head"], self._bounds["tail_any"]
+
+    def _serial_horizon(self) -> int:
+        """Ticks of a serial schedule of everything (every task at its slowest, every edge at
+        the slowest transfer, every load at its longest format): a valid upper bound on an
+        eviction-free optimum."""
+        inst, links = self.inst, self.inst.links
+        load_max = self.load_duration if self.formats is None else np.max(
+            [inst.block_load[f] for f in self.formats], axis=0)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
-        horizon = int(cost.max(axis=1).sum() + max_tr * inst.n_edges
-                      + load_max.clip(0).sum() + 1)
-        self.horizon = horizon
-        self.cmax = m.new_int_var(cmax_lb, horizon, "cmax")
+        return int(inst.cost.max(axis=1).sum() + max_tr * inst.n_edges
+                   + load_max.clip(0).sum() + 1)
+
+    # ---- constraint families --------------------------------------------------------------
+    def add_task_constraints(self, head: np.ndarray, tail_any: np.ndarray) -> None:
+        """Start, end and device choice of every task (exactly one legal device, end = start +
+        the chosen duration), its optional interval per device, one task at a time per device
+        and Cmax ≥ the end of every sink."""
+        inst, m, horizon = self.inst, self.model, self.horizon
+        n, cost = inst.n_tasks, inst.cost
+        self.cmax = m.new_int_var(self.cmax_lb, horizon, "cmax")
         self.start = [m.new_int_var(int(head[t]), horizon - int(tail_any[t]), f"s{t}")
                       for t in range(n)]
         self.end = [m.new_int_var(0, horizon, f"e{t}") for t in range(n)]
         self.pres: dict[tuple[int, int], Any] = {}
-        dev_intervals: list[list[Any]] = [[] for _ in range(nd)]
-        work: list[list[tuple[Any, int]]] = [[] for _ in range(nd)]
+        dev_intervals: list[list[Any]] = [[] for _ in range(inst.n_devices)]
         for t in range(n):
             legal = np.flatnonzero(cost[t] >= 0).tolist()
             lits = []
@@ -94,21 +120,25 @@ class PlacementCpSat:
                 if c > 0:  # CP-SAT's no-overlap forbids a zero-size interval inside another
                     dev_intervals[d].append(m.new_optional_fixed_size_interval_var(
                         self.start[t], c, lit, f"iv{t}_{d}"))
-                work[d].append((lit, c))
             m.add_exactly_one(lits)
             m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
                                                      for d in legal))
-        for d in range(nd):
-            if len(dev_intervals[d]) > 1:
-                m.add_no_overlap(dev_intervals[d])
+        for ivs in dev_intervals:
+            if len(ivs) > 1:
+                m.add_no_overlap(ivs)
         sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
         for t in sinks.tolist():
             m.add(self.cmax >= self.end[t])
 
-        # ---- edges: conditional delays, transfer intervals under contention ------------------
+    def add_transfer_constraints(self) -> None:
+        """Precedence along every edge; per cross-device pair of legal devices a conditional
+        delay, or — with link contention — an optional transfer interval after the edge's
+        transfer start on the channels of ``Links.channels`` (one transfer at a time each)."""
+        inst, m, links = self.inst, self.model, self.inst.links
+        cost = inst.cost
         self.transfer_start: dict[int, Any] = {}
         self.transfer_pair: dict[tuple[int, int, int], Any] = {}
-        channels: dict[Any, list[Any]] = {}
+        channels: dict[int, list[Any]] = {}
         for e in range(inst.n_edges):
             u, v, nb = int(inst.edge_src[e]), int(inst.edge_dst[e]), int(inst.edge_bytes[e])
             m.add(self.start[v] >= self.end[u])
@@ -119,7 +149,7 @@ class PlacementCpSat:
             if not pairs:
                 continue
             if links.contention:
-                ts = m.new_int_var(0, horizon, f"ts{e}")
+                ts = m.new_int_var(0, self.horizon, f"ts{e}")
                 self.transfer_start[e] = ts
                 m.add(ts >= self.end[u])
             for a, b, tr in pairs:
@@ -133,88 +163,72 @@ class PlacementCpSat:
                 self.transfer_pair[(e, a, b)] = q
                 iv = m.new_optional_fixed_size_interval_var(ts, tr, q, f"tr{e}_{a}_{b}")
                 m.add(self.start[v] >= ts + tr).only_enforce_if(q)
-                keys = [(a, b)] if links.topology == "full" else [("up", a), ("down", b)]
-                for k in keys:
-                    channels.setdefault(k, []).append(iv)
+                for c in links.channels(a, b):
+                    channels.setdefault(c, []).append(iv)
         for ivs in channels.values():
             if len(ivs) > 1:
                 m.add_no_overlap(ivs)
 
-        # ---- weight loads: before first use, one port per device, capacity ---------------------
-        self.load_lit: dict[tuple[int, int], Any] = {}
-        self.load_start: dict[tuple[int, int], Any] = {}
-        self.load_end: dict[tuple[int, int], Any] = {}
-        port: list[list[Any]] = [[] for _ in range(nd)]
+    def add_load_constraints(self, redundant: bool) -> None:
+        """Per (block, device) that may run one of the block's tasks: whether the block is
+        loaded there (iff some user runs there) and the load's start and end, which precede
+        every user on that device (P2: the format choice first; the load lasts the chosen
+        format's duration). With ``redundant`` also start ≥ the load's (cheapest) duration.
+        The load intervals go on the device's port (:meth:`add_port_and_capacity_constraints`)."""
+        inst, m, horizon = self.inst, self.model, self.horizon
         users: dict[tuple[int, int], list[int]] = {}
         for t in np.flatnonzero(inst.task_block >= 0).tolist():
             b = int(inst.task_block[t])
-            for d in np.flatnonzero(cost[t] >= 0).tolist():
+            for d in np.flatnonzero(inst.cost[t] >= 0).tolist():
                 users.setdefault((b, d), []).append(t)
         self.fmt_lit: dict[tuple[int, str], Any] = {}
         if self.formats is not None:
             self._format_choice(sorted({b for b, _ in users}), users)
+        self.load_lit: dict[tuple[int, int], Any] = {}
+        self.load_start: dict[tuple[int, int], Any] = {}
+        self.load_end: dict[tuple[int, int], Any] = {}
+        self.load_interval: dict[tuple[int, int], Any] = {}  # positive-length loads only (P1)
         for (b, d), ts_ in users.items():
-            dur = int(loads[b, d])
+            dur = int(self.load_duration[b, d])
             lit = m.new_bool_var(f"L{b}_{d}")
             ls = m.new_int_var(0, horizon, f"ls{b}_{d}")
             self.load_lit[(b, d)] = lit
             self.load_start[(b, d)] = ls
-            if self.formats is None:
-                le = ls + dur
-                if dur > 0:
-                    port[d].append(m.new_optional_fixed_size_interval_var(ls, dur, lit,
-                                                                          f"ld{b}_{d}"))
-            else:
-                opts = [(f, int(inst.block_load[f][b, d])) for f in self.formats
-                        if (b, f) in self.fmt_lit]
-                size = m.new_int_var(min(v for _, v in opts), max(v for _, v in opts),
-                                   f"ldur{b}_{d}")
-                m.add(size == sum(v * self.fmt_lit[(b, f)] for f, v in opts))
-                le = m.new_int_var(0, horizon, f"le{b}_{d}")
-                port[d].append(m.new_optional_interval_var(ls, size, le, lit, f"ld{b}_{d}"))
-            self.load_end[(b, d)] = le
+            self.load_end[(b, d)] = self._load_interval(b, d, lit, ls, dur)
             for t in ts_:
                 m.add_implication(self.pres[(t, d)], lit)
-                m.add(self.start[t] >= le).only_enforce_if(self.pres[(t, d)])
+                m.add(self.start[t] >= self.load_end[(b, d)]).only_enforce_if(self.pres[(t, d)])
                 if redundant:
                     m.add(self.start[t] >= dur).only_enforce_if(self.pres[(t, d)])
             m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
         self.users = users
-        self.avail: dict[int, Any] = {}
-        if redundant:
-            # every used block is loaded somewhere; its first copy is ready at avail[b], which
-            # no user can precede (whatever its device)
-            for b in sorted({b for b, _ in users}):
-                devs = [d for (bb, d) in self.load_lit if bb == b]
-                m.add_bool_or([self.load_lit[(b, d)] for d in devs])
-                ready = []
-                for d in devs:
-                    r = m.new_int_var(0, horizon, f"ready{b}_{d}")
-                    m.add(r == self.load_end[(b, d)]).only_enforce_if(
-                        self.load_lit[(b, d)])
-                    m.add(r == horizon).only_enforce_if(self.load_lit[(b, d)].negated())
-                    ready.append(r)
-                avail = self.avail[b] = m.new_int_var(int(loads[b, devs].min()), horizon,
-                                                      f"avail{b}")
-                m.add_min_equality(avail, ready)
-                for d in devs:
-                    # the users of b on d run one at a time after b is ready there
-                    m.add(self.cmax >= self.load_end[(b, d)]
-                          + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
-                          ).only_enforce_if(self.load_lit[(b, d)])
-                for t in sorted({t for d in devs for t in users[(b, d)]}):
-                    m.add(self.start[t] >= avail)
-            for d in range(nd):
-                items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
-                         if dd == d]
-                if items:
-                    m.add(sum(w * lit for w, lit in items) <= self.cmax)
-                if work[d]:
-                    m.add(sum(c * lit for lit, c in work[d]) <= self.cmax)
-            self._bound_cuts(bound_inst, base=True)
-        for d in range(nd):
-            if len(port[d]) > 1:
-                m.add_no_overlap(port[d])
+        self.avail: dict[int, Any] = {}  # first copies' ready times (add_redundant_constraints)
+
+    def _load_interval(self, b: int, d: int, lit: Any, ls: Any, dur: int) -> Any:
+        """The load interval of block b on device d (P1: ``dur`` long, none when 0; P2: the
+        chosen format's duration); returns the load's end (an expression in P1)."""
+        inst, m = self.inst, self.model
+        if self.formats is None:
+            if dur > 0:
+                self.load_interval[(b, d)] = m.new_optional_fixed_size_interval_var(
+                    ls, dur, lit, f"ld{b}_{d}")
+            return ls + dur
+        opts = [(f, int(inst.block_load[f][b, d])) for f in self.formats
+                if (b, f) in self.fmt_lit]
+        size = m.new_int_var(min(v for _, v in opts), max(v for _, v in opts), f"ldur{b}_{d}")
+        m.add(size == sum(v * self.fmt_lit[(b, f)] for f, v in opts))
+        le = m.new_int_var(0, self.horizon, f"le{b}_{d}")
+        self.load_interval[(b, d)] = m.new_optional_interval_var(ls, size, le, lit, f"ld{b}_{d}")
+        return le
+
+    def add_port_and_capacity_constraints(self) -> None:
+        """Per device: one load at a time on its port, and the blocks loaded there fit its
+        weight capacity (nothing is evicted, so loads stay resident)."""
+        inst, m = self.inst, self.model
+        for d in range(inst.n_devices):
+            port = [iv for (_, dd), iv in self.load_interval.items() if dd == d]
+            if len(port) > 1:
+                m.add_no_overlap(port)
             cap = inst.devices[d].weight_capacity
             if cap is not None:
                 items = [(int(inst.block_bytes[b]), lit) for (b, dd), lit in self.load_lit.items()
@@ -222,8 +236,47 @@ class PlacementCpSat:
                 if sum(w for w, _ in items) > cap:
                     m.add(sum(w * lit for w, lit in items) <= cap)
 
-        # ---- symmetry breaking between interchangeable devices -----------------------------------
-        self.symmetry_groups = interchangeable_devices(inst) if symmetry_breaking else []
+    def add_redundant_constraints(self, bound_inst: PlacementInstance) -> None:
+        """Cuts that make proofs fast: every used block is loaded somewhere and no user
+        precedes its first copy (``avail``), per-device load and work energies ≤ Cmax, and
+        the cuts of the heads and tails of ``bound_inst`` (:meth:`_bound_cuts`)."""
+        inst, m, horizon = self.inst, self.model, self.horizon
+        cost, loads, users = inst.cost, self.load_duration, self.users
+        for b in sorted({b for b, _ in users}):
+            devs = [d for (bb, d) in self.load_lit if bb == b]
+            m.add_bool_or([self.load_lit[(b, d)] for d in devs])
+            ready = []
+            for d in devs:
+                r = m.new_int_var(0, horizon, f"ready{b}_{d}")
+                m.add(r == self.load_end[(b, d)]).only_enforce_if(self.load_lit[(b, d)])
+                m.add(r == horizon).only_enforce_if(self.load_lit[(b, d)].negated())
+                ready.append(r)
+            avail = self.avail[b] = m.new_int_var(int(loads[b, devs].min()), horizon,
+                                                  f"avail{b}")
+            m.add_min_equality(avail, ready)
+            for d in devs:
+                # the users of b on d run one at a time after b is ready there
+                m.add(self.cmax >= self.load_end[(b, d)]
+                      + sum(int(cost[t, d]) * self.pres[(t, d)] for t in users[(b, d)])
+                      ).only_enforce_if(self.load_lit[(b, d)])
+            for t in sorted({t for d in devs for t in users[(b, d)]}):
+                m.add(self.start[t] >= avail)
+        for d in range(inst.n_devices):
+            items = [(int(loads[b, dd]), lit) for (b, dd), lit in self.load_lit.items()
+                     if dd == d]
+            if items:
+                m.add(sum(w * lit for w, lit in items) <= self.cmax)
+            work = [(lit, int(cost[t, d])) for (t, dd), lit in self.pres.items() if dd == d]
+            if work:
+                m.add(sum(c * lit for lit, c in work) <= self.cmax)
+        self._bound_cuts(bound_inst, base=True)
+
+    def add_symmetry_breaking(self, enabled: bool) -> None:
+        """Lexicographic symmetry breaking between interchangeable devices (same class,
+        capacity, costs, loads — P2: of every format — and links): the devices of a group
+        are opened in order of their first task (topological index)."""
+        inst, m = self.inst, self.model
+        self.symmetry_groups = interchangeable_devices(inst) if enabled else []
         if self.formats is not None:  # devices must also agree on every format's loads
             self.symmetry_groups = [
                 g for g in self.symmetry_groups
@@ -231,7 +284,6 @@ class PlacementCpSat:
                        for f in self.formats for x in g[1:])]
         order = inst.topological_order.tolist()
         for group in self.symmetry_groups:
-            # devices of a group are opened in order of their first task (topological index)
             opened = {d: self._const(0) for d in group}
             for t in order:
                 for j in range(1, len(group)):
@@ -247,8 +299,12 @@ class PlacementCpSat:
                         m.add_implication(self.pres[(t, d)], o)
                         nxt[d] = o
                 opened.update(nxt)
-        m.minimize(self.cmax)
 
+    def set_objective(self) -> None:
+        """Minimise the makespan."""
+        self.model.minimize(self.cmax)
+
+    # ---- heads, tails and their cuts ------------------------------------------------------
     @staticmethod
     def _heads_tails(bound_inst: PlacementInstance) -> dict[str, Any]:
         """Device-agnostic and device-aware heads and tails of ``bound_inst`` (forced transfers
@@ -269,9 +325,9 @@ class PlacementCpSat:
         it to fewer legal devices (a node of ``solvers.placement.block_branching``)."""
         m, nd = self.model, bound_inst.n_devices
         bounds = self._bounds if base else self._heads_tails(bound_inst)
-        head, tail, tail_any = bounds["head"], bounds["tail"], bounds["tail_any"]
+        head, tail = bounds["head"], bounds["tail"]
         dev_head, dev_tail = bounds["dev_head"], bounds["dev_tail"]
-        cost, loads = bound_inst.cost, bound_inst.load_duration
+        cost = bound_inst.cost
         if not base:  # (the base model has it as cmax's domain)
             self.cmax_lb = bounds["cmax_lb"]
             m.add(self.cmax >= self.cmax_lb)
@@ -290,7 +346,14 @@ class PlacementCpSat:
         dmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
         m.add(nd * self.cmax >= int(dmin.sum()))
         users = {k: [t for t in ts if cost[t, k[1]] >= 0] for k, ts in self.users.items()}
-        users = {k: ts for k, ts in users.items() if ts}
+        self._delivery_cuts(bound_inst, {k: ts for k, ts in users.items() if ts}, bounds)
+
+    def _delivery_cuts(self, bound_inst: PlacementInstance,
+                       users: dict[tuple[int, int], list[int]], bounds: dict[str, Any]) -> None:
+        """Load-port energy and delivery-time cuts: after a block is ready on a device some
+        user runs there with its tail (``users``: the users still legal on each device)."""
+        m, nd, loads = self.model, bound_inst.n_devices, bound_inst.load_duration
+        tail_any, dev_tail = bounds["tail_any"], bounds["dev_tail"]
         # port energy: the loads on d's port run one at a time, and after the last one some
         # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail
         for d in range(nd):

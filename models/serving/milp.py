@@ -77,10 +77,12 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from models.placement.milp import _SCHEDULER_CLASH, _run_highs
-from opt.serving.instance import ServingInstance, lcm_all
-from opt.serving.plan import (REPORT_RTOL, Owner, boundary_occurrences, PlanError, PlanMetrics, ServingPlan,
-                              evaluate_plan, plan_from_solution, template_from_sequence)
+from models.highs import count_binaries, run_highs
+from models.serving.outer import Outer, outer_choices
+from opt.serving.instance import ServingInstance
+from opt.serving.plan import (REPORT_RTOL, Owner, PlanError, PlanMetrics, ServingPlan,
+                              boundary_occurrences, evaluate_plan, plan_from_solution,
+                              template_from_sequence)
 
 #: HiGHS tolerances: an owner's busy time reaches ~SLO, so y within the default 1e-6 integrality
 #: tolerance could move a T term by 1e-6·SLO; these keep the MILP's T on the integer plan's T.
@@ -117,130 +119,104 @@ class ServingMilpResult:
         return None if self.cost is None else self.cost * 1e6
 
 
-@dataclass
-class _Outer:
-    """One outer choice: owners K, microbatches μ, global batch B and its admissible choices
-    (config index, batch); ``lb``: cheap lower bound on the cost ($/token)."""
-
-    k: int
-    mu: int
-    total_batch: int
-    choices: list[tuple[int, int]]
-    lb: float
-    t_lb: int
-
-
-# ---------------------------------------------------------------------------------------------
-# outer choices
-
-def _outer_choices(inst: ServingInstance, owners: list[int], mus: list[int]
-                   ) -> tuple[list[_Outer], int]:
-    """Admissible outer choices sorted by their cheap bound, and how many were skipped as
-    infeasible before any MILP (no admissible choice, GPUs, T_LB > SLO)."""
-    grid = inst.grid
-    n = inst.n_ops
-    cnt = inst.op_count
-    tick_s = inst.seconds(1)
-    price = [inst.replica_price_usd_per_s(c) for c in inst.configs]
-    cap = [inst.replica_memory_bytes(c) for c in inst.configs]
-    w_cnt = np.array([o.weight_bytes for o in inst.ops], dtype=np.float64) * cnt
-    kv_cnt = np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64) * cnt
-    out: list[_Outer] = []
-    skipped = 0
-    for mu in mus:
-        batches = sorted({b for b in grid.batches
-                          if b % mu == 0 and (b // mu) in inst.microbatch_sizes})
-        totals = sorted({b * r for b in batches for r in range(1, grid.max_replicas + 1)})
-        for total in totals:
-            adm = [b for b in batches if total % b == 0 and total // b <= grid.max_replicas]
-            if not adm or lcm_all(adm) != total:
-                continue  # covered by B = lcm(adm) (module docstring)
-            for k in owners:
-                if k > n:
-                    continue
-                # an owner replicates its batch's share of GPUs and holds at least one op
-                choices = [(c, b) for c, cfg in enumerate(inst.configs) for b in adm
-                           if cfg.tp * (total // b) <= grid.max_gpus
-                           and float(np.min(w_cnt + b * kv_cnt)) <= cap[c]]
-                if not choices:
-                    skipped += 1
-                    continue
-                if k * min(inst.configs[c].tp * (total // b) for c, b in choices) > grid.max_gpus:
-                    skipped += 1
-                    continue
-                ci = np.array([c for c, _ in choices])
-                mbi = np.array([inst.mb_index(b // mu) for _, b in choices])
-                work = int((cnt * inst.op_duration[ci, mbi, :].min(axis=0)).sum()
-                           + inst.head_duration[ci, mbi, 0].min()
-                           + inst.head_duration[ci, mbi, 1].min())
-                t_lb = max(work, mu * -(-work // k))
-                if t_lb > inst.tpot_slo:
-                    skipped += 1
-                    continue
-                rates = np.array([price[c] / b for c, b in choices])
-                # T·Σ_m r_m ≥ T_LB·K·min r, and ≥ Σ_m μ·busy_m·r_m ≥ μ·Σ_i min_j dur·r
-                by_op = (cnt * inst.op_duration[ci, mbi, :] * rates[:, None]).min(axis=0).sum()
-                heads = sum((inst.head_duration[ci, mbi, h] * rates).min() for h in (0, 1))
-                lb = max(t_lb * k * float(rates.min()), mu * float(by_op + heads)) * tick_s
-                out.append(_Outer(k, mu, total, choices, lb, t_lb))
-    out.sort(key=lambda o: (o.lb, o.k, o.mu, o.total_batch))
-    return out, skipped
-
-
 # ---------------------------------------------------------------------------------------------
 # the inner model
 
-def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
-                       choices: list[tuple[int, int]], t_lb: int = 0) -> pyo.ConcreteModel:
-    """The MILP for one outer choice (module docstring). ``choices``: admissible
-    (config index, per-replica batch) pairs; ``t_lb``: a valid lower bound on T (ticks).
+@dataclass
+class _Coefficients:
+    """The data of one inner MILP in model units (module docstring): k owners, μ
+    microbatches, global batch B, the admissible choices j = (config ``cfg[j]``, batch
+    ``bat[j]``); ``ts`` model units per tick; durations per choice and op (× op count),
+    heads, capacities (GB), weights and KV per request (GB, × op count), rates ($/s per
+    request) and the batches' choices and microbatch indices."""
 
-    Times inside the model are in units of SLO/1000 (``model._time_scale`` = 1000/SLO model
-    units per tick) so that T ∈ [0, 1000]; the objective is in model-time × rate/``_rate_ref``.
-    """
+    inst: ServingInstance
+    k: int
+    mu: int
+    total_batch: int
+    t_lb: int
+    ts: float
+    cfg: list[Any]
+    bat: list[int]
+    rates: list[float]
+    dur: list[list[float]]
+    head0: list[float]
+    head1: list[float]
+    cap: list[float]
+    w_cnt: list[float]
+    kv_cnt: list[float]
+    batch_vals: list[int]
+    j_of_b: dict[int, list[int]]
+    mb_of_b: dict[int, int]
+
+    @property
+    def rate_ref(self) -> float:
+        return min(self.rates)
+
+
+def _coefficients(inst: ServingInstance, k: int, mu: int, total_batch: int,
+                  choices: list[tuple[int, int]], t_lb: int) -> _Coefficients:
     n = inst.n_ops
     cnt = [int(v) for v in inst.op_count]
-    last = inst.last_op
-    slo = int(inst.tpot_slo)
-    ts = _T_RANGE / slo
+    ts = _T_RANGE / int(inst.tpot_slo)
     nj = len(choices)
     cfg = [inst.configs[c] for c, _ in choices]
     bat = [b for _, b in choices]
     mbi = [inst.mb_index(b // mu) for b in bat]
-    rates = [inst.replica_price_usd_per_s(c) / b for c, b in zip(cfg, bat)]
-    rate_ref = min(rates)
     dur = [[ts * cnt[i] * int(inst.op_duration[choices[j][0], mbi[j], i]) for i in range(n)]
            for j in range(nj)]
-    head0 = [ts * int(inst.head_duration[choices[j][0], mbi[j], 0]) for j in range(nj)]
-    head1 = [ts * int(inst.head_duration[choices[j][0], mbi[j], 1]) for j in range(nj)]
-    cap = [inst.replica_memory_bytes(c) * _GB for c in cfg]
-    w_cnt = [cnt[i] * inst.ops[i].weight_bytes * _GB for i in range(n)]
-    kv_cnt = [cnt[i] * inst.ops[i].kv_bytes_per_request * _GB for i in range(n)]
     batch_vals = sorted(set(bat))
-    j_of_b = {b: [j for j in range(nj) if bat[j] == b] for b in batch_vals}
-    mb_of_b = {b: inst.mb_index(b // mu) for b in batch_vals}
+    return _Coefficients(
+        inst=inst, k=k, mu=mu, total_batch=total_batch, t_lb=t_lb, ts=ts, cfg=cfg, bat=bat,
+        rates=[inst.replica_price_usd_per_s(c) / b for c, b in zip(cfg, bat)], dur=dur,
+        head0=[ts * int(inst.head_duration[choices[j][0], mbi[j], 0]) for j in range(nj)],
+        head1=[ts * int(inst.head_duration[choices[j][0], mbi[j], 1]) for j in range(nj)],
+        cap=[inst.replica_memory_bytes(c) * _GB for c in cfg],
+        w_cnt=[cnt[i] * inst.ops[i].weight_bytes * _GB for i in range(n)],
+        kv_cnt=[cnt[i] * inst.ops[i].kv_bytes_per_request * _GB for i in range(n)],
+        batch_vals=batch_vals, j_of_b={b: [j for j in range(nj) if bat[j] == b]
+                                       for b in batch_vals},
+        mb_of_b={b: inst.mb_index(b // mu) for b in batch_vals})
 
-    md = pyo.ConcreteModel(name=f"serving_K{k}_mu{mu}_B{total_batch}")
-    M = range(k)
-    I = range(n)
-    J = range(nj)
+
+def _xb(md: pyo.ConcreteModel, co: _Coefficients, i: int, mm: int, b: int) -> Any:
+    """Owner m owns op i with a choice of batch b."""
+    return sum(md.x[i, mm, j] for j in co.j_of_b[b])
+
+
+def add_variables(md: pyo.ConcreteModel, co: _Coefficients) -> None:
+    """y (owner per op; owner 0 owns op 0), z (choice per owner), x = y ∧ z, v (T per chosen
+    choice) and T ∈ [T_LB, SLO] in model units."""
+    n, k, nj = co.inst.n_ops, co.k, len(co.bat)
+    I, M, J = range(n), range(k), range(nj)
     md.y = pyo.Var(I, M, domain=pyo.Binary)
     md.z = pyo.Var(M, J, domain=pyo.Binary)
     md.x = pyo.Var(I, M, J, bounds=(0, 1))
     md.v = pyo.Var(M, J, bounds=(0, _T_RANGE))
-    md.T = pyo.Var(bounds=(min(t_lb, slo) * ts, _T_RANGE))
+    md.T = pyo.Var(bounds=(min(co.t_lb, int(co.inst.tpot_slo)) * co.ts, _T_RANGE))
     md.y[0, 0].fix(1)
     for mm in range(1, k):
         md.y[0, mm].fix(0)
 
-    # owner sequence: one owner per op, every owner used, changes go to the next owner
+
+def add_owner_constraints(md: pyo.ConcreteModel, co: _Coefficients) -> None:
+    """Owner sequence: one owner per op, every owner used, changes go to the next owner
+    (round robin, K ≥ 3)."""
+    n, k = co.inst.n_ops, co.k
+    I, M = range(n), range(k)
     md.assign = pyo.Constraint(I, rule=lambda mod, i: sum(mod.y[i, mm] for mm in M) == 1)
     md.used = pyo.Constraint(M, rule=lambda mod, mm: sum(mod.y[i, mm] for i in I) >= 1)
     if k >= 3:
         md.round_robin = pyo.Constraint(
             I, M, rule=lambda mod, i, mm:
             mod.y[(i + 1) % n, mm] <= mod.y[i, mm] + mod.y[i, (mm - 1) % k])
-    # owner choices and x = y ∧ z
+
+
+def add_choice_constraints(md: pyo.ConcreteModel, co: _Coefficients) -> None:
+    """One choice per owner, x = y ∧ z (with the cut Σ_i x ≥ z) and the busy time
+    ``md.busy[m, j]`` of owner m under choice j (0 for other choices)."""
+    I, M, J = range(co.inst.n_ops), range(co.k), range(len(co.bat))
+    last = co.inst.last_op
     md.one_choice = pyo.Constraint(M, rule=lambda mod, mm: sum(mod.z[mm, j] for j in J) == 1)
     md.x_sum = pyo.Constraint(
         I, M, rule=lambda mod, i, mm: sum(mod.x[i, mm, j] for j in J) == mod.y[i, mm])
@@ -250,92 +226,146 @@ def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
 
     def busy_j(mod: pyo.ConcreteModel, mm: int, j: int) -> Any:
         """Owner m's busy time if its choice is j (0 otherwise), model time units."""
-        expr = sum(dur[j][i] * mod.x[i, mm, j] for i in I if dur[j][i])
-        expr += head1[j] * mod.x[last, mm, j]
+        expr = sum(co.dur[j][i] * mod.x[i, mm, j] for i in I if co.dur[j][i])
+        expr += co.head1[j] * mod.x[last, mm, j]
         if mm == 0:
-            expr += head0[j] * mod.z[0, j]
+            expr += co.head0[j] * mod.z[0, j]
         return expr
 
-    def xb(mod: pyo.ConcreteModel, i: int, mm: int, b: int) -> Any:
-        return sum(mod.x[i, mm, j] for j in j_of_b[b])
-
     md.busy = pyo.Expression(M, J, rule=busy_j)
-    # transfers (K ≥ 2): what owner m sends (path), its NIC out by batch, NIC in of m+1
-    send: list[Any] = [0 for _ in M]
-    out_by_b: dict[tuple[int, int], Any] = {(mm, b): 0 for mm in M for b in batch_vals}
-    nic_in: list[Any] = [0 for _ in M]
-    if k > 1:
-        occ = [boundary_occurrences(inst, i) for i in range(n)]
-        bidx = [i for i in I if occ[i] > 0]
-        md.e = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
-        md.e_def = pyo.Constraint(
-            bidx, M, batch_vals, rule=lambda mod, i, mm, b:
-            mod.e[i, mm, b] >= xb(mod, i, mm, b) - mod.y[(i + 1) % n, mm])
-        # receiving side: owner m receives boundary i at its own batch b (its replica's b̂)
-        md.g = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
-        md.g_def = pyo.Constraint(
-            bidx, M, batch_vals, rule=lambda mod, i, mm, b:
-            mod.g[i, mm, b] >= xb(mod, (i + 1) % n, mm, b) - mod.y[i, mm])
-        # token ids reach owner 0 (embedding) at its batch when the LM-head owner is another
-        md.h = pyo.Var(batch_vals, bounds=(0, 1))
-        md.h_def = pyo.Constraint(
-            batch_vals, rule=lambda mod, b: mod.h[b] >= xb(mod, 0, 0, b) - mod.y[last, 0])
-        for mm in M:
-            for b in batch_vals:
-                mb = mb_of_b[b]
-                nic_in[mm] = nic_in[mm] + sum(
-                    ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.g[i, mm, b] for i in bidx)
-        for b in batch_vals:
-            nic_in[0] = nic_in[0] + ts * int(inst.token_transfer_busy[mb_of_b[b]]) * md.h[b]
-        for mm in M:
-            for b in batch_vals:
-                mb = mb_of_b[b]
-                s_b = sum(ts * occ[i] * int(inst.transfer_duration[mb, i]) * md.e[i, mm, b]
-                          for i in bidx)
-                o_b = sum(ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.e[i, mm, b]
-                          for i in bidx)
-                if mm != 0:  # token ids from the LM-head owner back to owner 0
-                    s_b = s_b + ts * int(inst.token_transfer_duration[mb]) * xb(md, last, mm, b)
-                    tok = ts * int(inst.token_transfer_busy[mb]) * xb(md, last, mm, b)
-                    o_b = o_b + tok
-                send[mm] = send[mm] + s_b
-                out_by_b[mm, b] = o_b
 
-    # T_rtt ≥ every term
+
+@dataclass
+class _Transfers:
+    """Per owner: what it sends on the path (model time), its NIC-out busy time by batch
+    and its NIC-in busy time (all 0 for K = 1)."""
+
+    send: list[Any]
+    out_by_b: dict[tuple[int, int], Any]
+    nic_in: list[Any]
+
+
+def add_transfer_constraints(md: pyo.ConcreteModel, co: _Coefficients) -> _Transfers:
+    """Boundary transfers (K ≥ 2): e (owner m sends boundary i at batch b), g (owner m
+    receives it), h (token ids reach owner 0); returns the transfer terms per owner."""
+    inst, k, n, ts = co.inst, co.k, co.inst.n_ops, co.ts
+    I, M, batch_vals, last = range(n), range(k), co.batch_vals, inst.last_op
+    tr = _Transfers([0 for _ in M], {(mm, b): 0 for mm in M for b in batch_vals},
+                    [0 for _ in M])
+    if k == 1:
+        return tr
+    occ = [boundary_occurrences(inst, i) for i in range(n)]
+    bidx = [i for i in I if occ[i] > 0]
+    md.e = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
+    md.e_def = pyo.Constraint(
+        bidx, M, batch_vals, rule=lambda mod, i, mm, b:
+        mod.e[i, mm, b] >= _xb(mod, co, i, mm, b) - mod.y[(i + 1) % n, mm])
+    # receiving side: owner m receives boundary i at its own batch b (its replica's b̂)
+    md.g = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
+    md.g_def = pyo.Constraint(
+        bidx, M, batch_vals, rule=lambda mod, i, mm, b:
+        mod.g[i, mm, b] >= _xb(mod, co, (i + 1) % n, mm, b) - mod.y[i, mm])
+    # token ids reach owner 0 (embedding) at its batch when the LM-head owner is another
+    md.h = pyo.Var(batch_vals, bounds=(0, 1))
+    md.h_def = pyo.Constraint(
+        batch_vals, rule=lambda mod, b: mod.h[b] >= _xb(mod, co, 0, 0, b) - mod.y[last, 0])
+    for mm in M:
+        for b in batch_vals:
+            mb = co.mb_of_b[b]
+            tr.nic_in[mm] = tr.nic_in[mm] + sum(
+                ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.g[i, mm, b] for i in bidx)
+    for b in batch_vals:
+        tr.nic_in[0] = tr.nic_in[0] + ts * int(inst.token_transfer_busy[co.mb_of_b[b]]) * md.h[b]
+    for mm in M:
+        for b in batch_vals:
+            mb = co.mb_of_b[b]
+            s_b = sum(ts * occ[i] * int(inst.transfer_duration[mb, i]) * md.e[i, mm, b]
+                      for i in bidx)
+            o_b = sum(ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.e[i, mm, b]
+                      for i in bidx)
+            if mm != 0:  # token ids from the LM-head owner back to owner 0
+                s_b = s_b + ts * int(inst.token_transfer_duration[mb]) * _xb(md, co, last, mm, b)
+                tok = ts * int(inst.token_transfer_busy[mb]) * _xb(md, co, last, mm, b)
+                o_b = o_b + tok
+            tr.send[mm] = tr.send[mm] + s_b
+            tr.out_by_b[mm, b] = o_b
+    return tr
+
+
+def add_time_constraints(md: pyo.ConcreteModel, co: _Coefficients, tr: _Transfers) -> None:
+    """T_rtt ≥ every term: the path (busy times and transfers), μ·busy, μ·NIC out/in."""
+    M, J, mu = range(co.k), range(len(co.bat)), co.mu
     md.t_path = pyo.Constraint(expr=md.T >= sum(md.busy[mm, j] for mm in M for j in J)
-                               + sum(send))
+                               + sum(tr.send))
     md.t_busy = pyo.Constraint(
         M, rule=lambda mod, mm: mod.T >= mu * sum(mod.busy[mm, j] for j in J))
-    if k > 1:
+    if co.k > 1:
         md.t_out = pyo.Constraint(
-            M, rule=lambda mod, mm: mod.T >= mu * sum(out_by_b[mm, b] for b in batch_vals))
-        md.t_in = pyo.Constraint(M, rule=lambda mod, mm: mod.T >= mu * nic_in[mm])
+            M, rule=lambda mod, mm: mod.T >= mu * sum(tr.out_by_b[mm, b]
+                                                      for b in co.batch_vals))
+        md.t_in = pyo.Constraint(M, rule=lambda mod, mm: mod.T >= mu * tr.nic_in[mm])
 
-    # memory per replica (GB)
+
+def add_resource_constraints(md: pyo.ConcreteModel, co: _Coefficients) -> None:
+    """Memory per replica (GB: owned weights × op count, KV per request × batch, the
+    embedding on owner 0, the LM head on its owner) and the GPU budget."""
+    inst = co.inst
+    I, M, J, last = range(inst.n_ops), range(co.k), range(len(co.bat)), inst.last_op
+
     def memory(mod: pyo.ConcreteModel, mm: int) -> Any:
-        expr = sum(w_cnt[i] * mod.y[i, mm] for i in I if w_cnt[i])
-        expr += sum(bat[j] * kv_cnt[i] * mod.x[i, mm, j] for i in I for j in J if kv_cnt[i])
+        expr = sum(co.w_cnt[i] * mod.y[i, mm] for i in I if co.w_cnt[i])
+        expr += sum(co.bat[j] * co.kv_cnt[i] * mod.x[i, mm, j] for i in I for j in J
+                    if co.kv_cnt[i])
         if mm == 0:
             expr += inst.embed_weight_bytes * _GB
         if mm != 0 or not inst.tied_embeddings:
             expr += inst.lm_head_weight_bytes * _GB * mod.y[last, mm]
-        return expr <= sum(cap[j] * mod.z[mm, j] for j in J)
+        return expr <= sum(co.cap[j] * mod.z[mm, j] for j in J)
 
     md.memory = pyo.Constraint(M, rule=memory)
-    md.gpus = pyo.Constraint(expr=sum(cfg[j].tp * (total_batch // bat[j]) * md.z[mm, j]
+    md.gpus = pyo.Constraint(expr=sum(co.cfg[j].tp * (co.total_batch // co.bat[j]) * md.z[mm, j]
                                       for mm in M for j in J) <= inst.grid.max_gpus)
-    # cost: v[m,j] = T·z[m,j] (disaggregation), plus its perspective cuts v ≥ μ·busy, μ·NIC out
+
+
+def add_cost_constraints(md: pyo.ConcreteModel, co: _Coefficients, tr: _Transfers) -> None:
+    """v[m,j] = T·z[m,j] (disaggregation), plus its perspective cuts v ≥ μ·busy, μ·NIC out."""
+    M, J, mu = range(co.k), range(len(co.bat)), co.mu
     md.v_sum = pyo.Constraint(M, rule=lambda mod, mm: sum(mod.v[mm, j] for j in J) == mod.T)
     md.v_le = pyo.Constraint(M, J, rule=lambda mod, mm, j: mod.v[mm, j] <= _T_RANGE * mod.z[mm, j])
     md.v_busy = pyo.Constraint(M, J, rule=lambda mod, mm, j: mod.v[mm, j] >= mu * mod.busy[mm, j])
-    if k > 1:
+    if co.k > 1:
         md.v_out = pyo.Constraint(
-            M, batch_vals, rule=lambda mod, mm, b:
-            sum(mod.v[mm, j] for j in j_of_b[b]) >= mu * out_by_b[mm, b])
-    md.cost = pyo.Objective(expr=sum(rates[j] / rate_ref * md.v[mm, j] for mm in M for j in J),
+            M, co.batch_vals, rule=lambda mod, mm, b:
+            sum(mod.v[mm, j] for j in co.j_of_b[b]) >= mu * tr.out_by_b[mm, b])
+
+
+def set_objective(md: pyo.ConcreteModel, co: _Coefficients) -> None:
+    """Minimise Σ_{m,j} (rate_j / rate_ref)·v[m,j] (cost per token up to scaling)."""
+    M, J, rate_ref = range(co.k), range(len(co.bat)), co.rate_ref
+    md.cost = pyo.Objective(expr=sum(co.rates[j] / rate_ref * md.v[mm, j] for mm in M for j in J),
                             sense=pyo.minimize)
-    md._rate_ref = rate_ref
-    md._time_scale = ts
+
+
+def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
+                       choices: list[tuple[int, int]], t_lb: int = 0) -> pyo.ConcreteModel:
+    """The MILP for one outer choice (module docstring). ``choices``: admissible
+    (config index, per-replica batch) pairs; ``t_lb``: a valid lower bound on T (ticks).
+
+    Times inside the model are in units of SLO/1000 (``model._time_scale`` = 1000/SLO model
+    units per tick) so that T ∈ [0, 1000]; the objective is in model-time × rate/``_rate_ref``.
+    """
+    co = _coefficients(inst, k, mu, total_batch, choices, t_lb)
+    md = pyo.ConcreteModel(name=f"serving_K{k}_mu{mu}_B{total_batch}")
+    add_variables(md, co)
+    add_owner_constraints(md, co)
+    add_choice_constraints(md, co)
+    tr = add_transfer_constraints(md, co)
+    add_time_constraints(md, co, tr)
+    add_resource_constraints(md, co)
+    add_cost_constraints(md, co, tr)
+    set_objective(md, co)
+    md._rate_ref = co.rate_ref
+    md._time_scale = co.ts
     md._choices = list(choices)
     md._k = k
     md._mu = mu
@@ -380,12 +410,7 @@ def _solve_one(inst: ServingInstance, model: pyo.ConcreteModel, highs_options: d
     with a solution at or above the bound, which is discarded here."""
     from pyomo.contrib.appsi.base import TerminationCondition as TC
 
-    solver, res, log = _run_highs(model, highs_options, deadline, False)
-    if any(_SCHEDULER_CLASH in line for line in log):
-        import highspy  # HiGHS keeps one thread pool per OS thread (see placement_milp)
-
-        highspy.Highs.resetGlobalScheduler(True)
-        solver, res, log = _run_highs(model, highs_options, deadline, False)
+    solver, res, _, _ = run_highs(model, highs_options, deadline, False)
     tc = res.termination_condition
     scale = model._rate_ref * inst.seconds(1) / model._time_scale
     cutoff = highs_options.get("objective_bound", math.inf)
@@ -412,44 +437,28 @@ def _solve_one(inst: ServingInstance, model: pyo.ConcreteModel, highs_options: d
 
 
 def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0,
-                       threads: int = 1, seed: int = 0,
+                       num_workers: int = 1, seed: int = 0,
                        owners: list[int] | None = None, microbatches: list[int] | None = None,
-                       initial_plan: ServingPlan | dict[str, Any] | None = None,
+                       initial_solution: ServingPlan | dict[str, Any] | None = None,
                        **highs_params: Any) -> ServingMilpResult:
     """Minimise the cost per token of a P3 plan exactly (module docstring).
 
-    time_limit: wall-clock limit for the whole outer loop (s; None = none); threads: HiGHS
-    threads; seed: HiGHS random seed; owners / microbatches: restrict K / μ (default: the
-    grid's 1..max); initial_plan: a feasible plan (or solution dict) whose cost serves as the
-    first incumbent (only strictly better plans are then searched; it is returned when none
-    is better); highs_params: HiGHS options passed through untouched."""
+    time_limit: wall-clock limit for the whole outer loop (s; None = none); num_workers:
+    HiGHS threads; seed: HiGHS random seed; owners / microbatches: restrict K / μ (default:
+    the grid's 1..max); initial_solution: a feasible plan (or solution dict) whose cost serves
+    as the first incumbent (only strictly better plans are then searched; it is returned when
+    none is better); highs_params: HiGHS options passed through untouched."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
     ks = list(owners) if owners else list(range(1, inst.grid.max_owners + 1))
     mus = list(microbatches) if microbatches else list(range(1, inst.grid.max_microbatches + 1))
-    highs_options = {"threads": int(threads), "random_seed": int(seed), **_TOLERANCES,
+    highs_options = {"threads": int(num_workers), "random_seed": int(seed), **_TOLERANCES,
                      **highs_params}
     stats: dict[str, Any] = {"milps_solved": 0, "pruned_by_bound": 0, "cutoff_no_better": 0,
                              "max_variables": 0, "max_binaries": 0, "max_constraints": 0,
                              "build_s": 0.0, "solve_s": 0.0, "outer": []}
-    best_plan: ServingPlan | None = None
-    best_cost = math.inf
-    best_t: int | None = None
-    if initial_plan is not None:
-        try:
-            plan0 = (plan_from_solution(inst, initial_plan) if isinstance(initial_plan, dict)
-                     else initial_plan)
-            met0 = evaluate_plan(inst, plan0)
-        except PlanError as exc:
-            stats["initial_rejected"] = str(exc)
-        else:
-            if met0.feasible:
-                best_plan, best_cost, best_t = plan0, met0.cost_usd_per_token, met0.t_rtt
-                stats["initial_cost_usd_per_token"] = best_cost
-            else:
-                stats["initial_rejected"] = met0.violations[0]
-
-    outers, skipped = _outer_choices(inst, ks, mus)
+    best = _initial_incumbent(inst, initial_solution, stats)
+    outers, skipped = outer_choices(inst, ks, mus)
     stats["outer_choices"] = len(outers) + skipped
     stats["skipped_infeasible"] = skipped
     open_bounds: list[float] = []   # bounds of outer choices not solved to completion
@@ -457,7 +466,7 @@ def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0
         row: dict[str, Any] = {"K": o.k, "mu": o.mu, "B": o.total_batch,
                                "choices": len(o.choices), "lb": o.lb}
         stats["outer"].append(row)
-        if o.lb >= best_cost * (1 - _REL):
+        if o.lb >= best.cost * (1 - _REL):
             stats["pruned_by_bound"] += 1
             row["result"] = "pruned"
             continue
@@ -465,43 +474,80 @@ def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0
             open_bounds.append(o.lb)
             row["result"] = "not_started"
             continue
-        tb = time.perf_counter()
-        model = build_serving_milp(inst, o.k, o.mu, o.total_batch, o.choices, o.t_lb)
-        stats["build_s"] += time.perf_counter() - tb
-        nvars = model.nvariables()
-        stats["max_variables"] = max(stats["max_variables"], nvars)
-        stats["max_binaries"] = max(stats["max_binaries"],
-                                    sum(1 for v in model.component_data_objects(pyo.Var)
-                                        if v.is_binary() and not v.fixed))
-        stats["max_constraints"] = max(stats["max_constraints"], model.nconstraints())
-        opts = dict(highs_options)
-        if math.isfinite(best_cost):
-            opts["objective_bound"] = best_cost * model._time_scale / (model._rate_ref
-                                                                       * inst.seconds(1))
-        ts = time.perf_counter()
-        run = _solve_one(inst, model, opts, deadline)
-        stats["solve_s"] += time.perf_counter() - ts
-        stats["milps_solved"] += 1
-        row["result"] = run.termination
-        if run.plan is not None:
-            met = evaluate_plan(inst, run.plan)
-            _check_agreement(run, met)
-            row["cost"] = met.cost_usd_per_token
-            if met.cost_usd_per_token < best_cost:
-                best_plan, best_cost, best_t = run.plan, met.cost_usd_per_token, met.t_rtt
-        elif run.finished and "objective_bound" in opts:
-            stats["cutoff_no_better"] += 1
-        if not run.finished:  # time limit (or a solver failure): only its bound is proven
-            open_bounds.append(max(o.lb, run.bound if run.bound is not None else o.lb))
+        bound = _solve_outer(inst, o, highs_options, deadline, best, stats, row)
+        if bound is not None:  # time limit (or a solver failure): only its bound is proven
+            open_bounds.append(bound)
     stats["runtime_s"] = time.perf_counter() - t0
     finished = not open_bounds
-    if best_plan is None:
+    if best.plan is None:
         status = "INFEASIBLE" if finished else "TIME_LIMIT_NO_SOLUTION"
         lb = None if finished else min(open_bounds)
         return ServingMilpResult(status, None, None, None, lb, stats)
-    lb = min([best_cost] + open_bounds)
-    status = "OPTIMAL" if lb >= best_cost * (1 - REPORT_RTOL) else "FEASIBLE"
-    return ServingMilpResult(status, best_plan, best_cost, best_t, min(lb, best_cost), stats)
+    lb = min([best.cost] + open_bounds)
+    status = "OPTIMAL" if lb >= best.cost * (1 - REPORT_RTOL) else "FEASIBLE"
+    return ServingMilpResult(status, best.plan, best.cost, best.t_rtt, min(lb, best.cost), stats)
+
+
+@dataclass
+class _Incumbent:
+    """The best plan so far, its cost ($/token; inf without a plan) and T_rtt (ticks)."""
+
+    plan: ServingPlan | None = None
+    cost: float = math.inf
+    t_rtt: int | None = None
+
+
+def _initial_incumbent(inst: ServingInstance, initial: ServingPlan | dict[str, Any] | None,
+                       stats: dict[str, Any]) -> _Incumbent:
+    """The initial solution as the first incumbent when it is a feasible plan (why not goes
+    to ``stats["initial_rejected"]``)."""
+    if initial is None:
+        return _Incumbent()
+    try:
+        plan0 = plan_from_solution(inst, initial) if isinstance(initial, dict) else initial
+        met0 = evaluate_plan(inst, plan0)
+    except PlanError as exc:
+        stats["initial_rejected"] = str(exc)
+        return _Incumbent()
+    if not met0.feasible:
+        stats["initial_rejected"] = met0.violations[0]
+        return _Incumbent()
+    stats["initial_cost_usd_per_token"] = met0.cost_usd_per_token
+    return _Incumbent(plan0, met0.cost_usd_per_token, met0.t_rtt)
+
+
+def _solve_outer(inst: ServingInstance, o: Outer, highs_options: dict[str, Any],
+                 deadline: float | None, best: _Incumbent, stats: dict[str, Any],
+                 row: dict[str, Any]) -> float | None:
+    """Build and solve the MILP of outer choice ``o`` with the incumbent's cost as cutoff;
+    update ``best``, ``stats`` and the choice's ``row``. Returns the choice's proven bound
+    when it is not settled (time limit), else None."""
+    tb = time.perf_counter()
+    model = build_serving_milp(inst, o.k, o.mu, o.total_batch, o.choices, o.t_lb)
+    stats["build_s"] += time.perf_counter() - tb
+    stats["max_variables"] = max(stats["max_variables"], model.nvariables())
+    stats["max_binaries"] = max(stats["max_binaries"], count_binaries(model, free_only=True))
+    stats["max_constraints"] = max(stats["max_constraints"], model.nconstraints())
+    opts = dict(highs_options)
+    if math.isfinite(best.cost):
+        opts["objective_bound"] = best.cost * model._time_scale / (model._rate_ref
+                                                                   * inst.seconds(1))
+    ts = time.perf_counter()
+    run = _solve_one(inst, model, opts, deadline)
+    stats["solve_s"] += time.perf_counter() - ts
+    stats["milps_solved"] += 1
+    row["result"] = run.termination
+    if run.plan is not None:
+        met = evaluate_plan(inst, run.plan)
+        _check_agreement(run, met)
+        row["cost"] = met.cost_usd_per_token
+        if met.cost_usd_per_token < best.cost:
+            best.plan, best.cost, best.t_rtt = run.plan, met.cost_usd_per_token, met.t_rtt
+    elif run.finished and "objective_bound" in opts:
+        stats["cutoff_no_better"] += 1
+    if run.finished:
+        return None
+    return max(o.lb, run.bound if run.bound is not None else o.lb)
 
 
 def _check_agreement(run: _Solved, met: PlanMetrics) -> None:

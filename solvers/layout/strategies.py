@@ -189,6 +189,25 @@ def _cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
     return res
 
 
+def base_schedule(inst: PlacementInstance, base: str) -> dict[str, Any]:
+    """The base schedule of the format-only model: ``bifocal`` (Bifocal/Linear),
+    ``bifocal/wla`` (WLA's final schedule) or ``heft`` (all-linear)."""
+    if base == "bifocal":
+        from heuristics.placement.bifocal import bifocal_schedule
+
+        return bifocal_schedule(with_formats(inst, uniform(inst, "linear")))
+    if base == "bifocal/wla":
+        from heuristics.layout.wla import wla
+
+        return wla(inst).solution
+    if base == "heft":
+        from heuristics.placement.list_scheduler import heft
+
+        return heft(with_formats(inst, uniform(inst, "linear")))
+    raise InputError(f"unknown base '{base}'; known: bifocal, bifocal/wla, heft",
+                     field="params.base")
+
+
 def _cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
     from models.layout.cpsat import solve_format_only
 
@@ -196,7 +215,10 @@ def _cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
     msg = budget_message(inst)
     if msg is not None:
         return infeasible("cpsat-formats", options, msg, t0)
-    res = solve_format_only(inst, options)
+    base = None  # without an initial solution the model starts from a heuristic's schedule
+    if options.initial_solution is None:
+        base = base_schedule(inst, str(options.params.get("base", "bifocal")))
+    res = solve_format_only(inst, options, base)
     if res.solution is not None:
         res.stats.update(layout_stats(inst, res.solution["formats"]))
     return res

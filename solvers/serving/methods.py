@@ -162,8 +162,8 @@ def _milp_backend(inst: ServingInstance, *, time_limit: float | None,
     from models.serving.milp import solve_serving_milp
 
     t0 = time.perf_counter()
-    out = solve_serving_milp(inst, time_limit=time_limit, threads=num_workers, seed=seed,
-                             initial_plan=incumbent, **params)
+    out = solve_serving_milp(inst, time_limit=time_limit, num_workers=num_workers, seed=seed,
+                             initial_solution=incumbent, **params)
     stats = {"space": "full template space", **dict(out.stats)}
     if out.plan is None:
         if out.status == "INFEASIBLE":

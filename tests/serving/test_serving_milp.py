@@ -106,7 +106,7 @@ def _exhaustive(name: str):
 
 @lru_cache(maxsize=None)
 def _milp(name: str):
-    return solve_serving_milp(_instance(name), time_limit=20, threads=1, seed=0)
+    return solve_serving_milp(_instance(name), time_limit=20, num_workers=1, seed=0)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -161,12 +161,13 @@ def test_unreachable_slo_infeasible() -> None:
     assert out.stats["milps_solved"] == 0  # the cheap T_rtt bound already exceeds the SLO
 
 
-def test_initial_plan_and_time_limit() -> None:
+def test_initial_solution_and_time_limit() -> None:
     name = "llama-2L-hetero"
     inst = _instance(name)
     opt = _milp(name)
     # the optimum as incumbent: nothing strictly better, the incumbent comes back, OPTIMAL
-    again = solve_serving_milp(inst, time_limit=20, initial_plan=plan_solution(inst, opt.plan))
+    again = solve_serving_milp(inst, time_limit=20,
+                               initial_solution=plan_solution(inst, opt.plan))
     assert again.status == "OPTIMAL"
     assert again.cost == pytest.approx(opt.cost, rel=RTOL)
     assert again.stats["milps_solved"] <= opt.stats["milps_solved"]
@@ -175,7 +176,7 @@ def test_initial_plan_and_time_limit() -> None:
     assert none.status == "TIME_LIMIT_NO_SOLUTION"
     assert none.lower_bound is not None and none.lower_bound <= opt.cost * (1 + RTOL)
     # with the incumbent but no time: FEASIBLE unless the bound closes the gap
-    feas = solve_serving_milp(inst, time_limit=0.0, initial_plan=opt.plan)
+    feas = solve_serving_milp(inst, time_limit=0.0, initial_solution=opt.plan)
     assert feas.plan == opt.plan
     assert feas.status in ("FEASIBLE", "OPTIMAL")
     assert feas.lower_bound <= feas.cost * (1 + RTOL)

@@ -1,0 +1,88 @@
+"""HiGHS through Pyomo's appsi interface, shared by the MILPs (placement, serving)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pyomo.environ as pyo
+
+#: HiGHS' complaint when a run asks for another thread count than the OS thread's pool has.
+SCHEDULER_CLASH = "scheduler has already been initialized"
+_LOG = logging.getLogger(__name__)
+
+
+def highs_solver() -> Any:
+    """A fresh appsi HiGHS solver (RuntimeError when highspy is missing)."""
+    from pyomo.contrib.appsi.solvers import Highs
+
+    solver = Highs()
+    if not solver.available():
+        raise RuntimeError("HiGHS is not available to Pyomo (install highspy)")
+    return solver
+
+
+class LogCapture(logging.Handler):
+    """Keeps HiGHS' log lines (and forwards them to this module's logger at DEBUG)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage().rstrip()
+        if msg.strip():
+            self.lines.append(msg)
+            _LOG.debug("highs: %s", msg)
+
+
+def run_highs_once(model: pyo.ConcreteModel, highs_options: dict[str, Any],
+                   deadline: float | None, warmstart: bool) -> tuple[Any, Any, list[str]]:
+    """One HiGHS run through Pyomo's appsi interface; returns (solver, results, log lines).
+    ``deadline``: ``time.perf_counter()`` value by which to stop (the model hand-over to HiGHS
+    counts against it); ``warmstart``: hand the variables' current values over as a MIP start."""
+    solver = highs_solver()
+    solver.set_instance(model)
+    upd = solver.update_config  # the model does not change between hand-over and solve
+    for key in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                "check_for_new_or_removed_params", "check_for_new_objective",
+                "update_constraints", "update_vars", "update_params",
+                "update_named_expressions", "update_objective"):
+        setattr(upd, key, False)
+    capture = LogCapture()
+    sink = logging.Logger("hetopt.highs", logging.INFO)  # private, unregistered: no propagation
+    sink.addHandler(capture)
+    cfg = solver.config
+    cfg.load_solution = False
+    cfg.stream_solver = False
+    cfg.solver_output_logger = sink
+    cfg.log_level = logging.INFO
+    cfg.mip_gap = 0.0
+    if deadline is not None:
+        cfg.time_limit = max(0.0, deadline - time.perf_counter())
+    cfg.warmstart = warmstart
+    solver.highs_options = dict(highs_options)
+    res = solver.solve(model)
+    return solver, res, capture.lines
+
+
+def run_highs(model: pyo.ConcreteModel, highs_options: dict[str, Any], deadline: float | None,
+              warmstart: bool) -> tuple[Any, Any, list[str], bool]:
+    """:func:`run_highs_once`, run again after resetting HiGHS' thread pool when the first
+    run hit :data:`SCHEDULER_CLASH` (HiGHS keeps one pool per OS thread; another ``threads``
+    needs a fresh one). Returns (solver, results, log lines, whether the pool was reset)."""
+    solver, res, log = run_highs_once(model, highs_options, deadline, warmstart)
+    reset = any(SCHEDULER_CLASH in line for line in log)
+    if reset:
+        import highspy
+
+        highspy.Highs.resetGlobalScheduler(True)
+        solver, res, log = run_highs_once(model, highs_options, deadline, warmstart)
+    return solver, res, log, reset
+
+
+def count_binaries(model: pyo.ConcreteModel, *, free_only: bool = False) -> int:
+    """Binary variables of ``model`` (``free_only``: not fixed)."""
+    return sum(1 for v in model.component_data_objects(pyo.Var)
+               if v.is_binary() and not (free_only and v.fixed))
