@@ -201,7 +201,8 @@ def placement_payload(inst: PlacementInstance, solution: dict[str, Any], *,
         "counts": {"tasks": inst.n_tasks, "edges": inst.n_edges, "transfers": len(tr[0]),
                    "transfer_lanes": n_tr, "loads": n_ld, "evictions": n_ev},
         "metrics": {**metrics.to_dict(), "utilisation": util.to_dict()},
-        "has": {k: getattr(inst, k) is not None and bool(np.any(getattr(inst, k) >= 0))
-                for k in ("phase", "step", "layer", "shard")},
+        "has": {**{k: getattr(inst, k) is not None and bool(np.any(getattr(inst, k) >= 0))
+                   for k in ("phase", "step", "layer", "shard")},
+                "kind": any(k is not None for k in inst.kind)},
     }
     return header, blob

@@ -118,7 +118,8 @@ def test_placement_without_metadata(heft):
     inst, sol = heft
     header, blob = placement_payload(inst, sol)
     head, cols = _roundtrip(header, blob, compress=False)
-    assert head["has"] == {"phase": False, "step": False, "layer": False, "shard": False}
+    assert head["has"] == {"phase": False, "step": False, "layer": False, "shard": False,
+                           "kind": False}
     assert head["pair"] is None and head["tables"]["kind"] == ["task"]
     assert head["counts"]["tasks"] == 10 and head["time_unit"] == "unit"
 

@@ -76,7 +76,7 @@
   function setupDag(M, tl, api) {
     if (!M.dagData) { $("hv-dag-panel").style.display = "none"; return; }
     const hasSL = M.head.has.step || M.head.has.layer;
-    if (!hasSL) { $("hv-dag-step").style.display = $("hv-dag-layer").style.display = "none"; $("hv-dag-show").style.display = "none"; }
+    if (!hasSL) { $("hv-dag-sl").style.display = "none"; $("hv-dag-show").style.display = "none"; }
     $("hv-dag-show").onclick = () => api.showDag(numOrNull("hv-dag-step"), numOrNull("hv-dag-layer"));
     $("hv-dag-view").onclick = () => api.showDagList(M.tasksInView(tl.t0, tl.t1, 400), "tasks in view");
   }
@@ -180,8 +180,12 @@
         info.textContent = `${what}: ${r.nodes} operators, ${r.edges} dependencies (dark: crosses devices, a transfer), ${r.layers} levels`;
         return r;
       };
-      api.showDag = (step, layerNo, sel) => api.showDagList(M.tasksOf(step, layerNo),
+      api.showDag = (step, layerNo, sel) => {
+        $("hv-dag-step").value = step == null ? "" : step;
+        $("hv-dag-layer").value = layerNo == null ? "" : layerNo;
+        return api.showDagList(M.tasksOf(step, layerNo),
         `step ${step == null ? "any" : step}, layer ${layerNo == null ? "any" : layerNo}`, sel);
+      };
     }
     setupControls(M, tl, api);
     setupDag(M, tl, api);

@@ -58,6 +58,7 @@
     E.label = null;
 
     function taskLabel(t) {
+      if (!head.has.kind) return T.ids.get(t);
       const k = kinds[T.kind[t]];
       return T.shard[t] >= 0 ? `${k}·${T.shard[t]}` : k;
     }
