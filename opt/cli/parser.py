@@ -4,7 +4,7 @@ Commands: ``models``, ``hardware``, ``instances`` (:mod:`opt.cli.info`); ``theor
 plot`` (:mod:`opt.cli.theory`); ``build placement|serving-plan``, ``import dot``, ``validate``,
 ``solve``, ``lower-bound`` (:mod:`opt.cli.placement`, :mod:`opt.cli.serving`); ``sweep
 placement|layout|serving``, ``bench``, ``replay``, ``scaling`` (:mod:`opt.cli.runs`); ``plot
-gantt|utilisation|sweep|serving`` (:mod:`opt.cli.plots`). Bad input prints one line naming the
+gantt|utilisation|sweep|serving`` (:mod:`opt.cli.plots`); ``view`` (:mod:`opt.cli.view`). Bad input prints one line naming the
 file, field and value and exits 2; ``--json`` prints machine-readable output.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from opt.cli import info, placement, plots, runs, serving, theory
+from opt.cli import info, placement, plots, runs, serving, theory, view
 from opt.cli.common import common_parser, run_command
 
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     placement.add_parsers(sub, common)
     runs.add_parsers(sub, common)
     plots.add_parsers(sub, common)
+    view.add_parsers(sub, common)
     return p
 
 

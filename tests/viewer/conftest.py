@@ -9,6 +9,8 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import os
+
 import pytest
 
 import instances
@@ -42,12 +44,14 @@ def afd():
 
 @pytest.fixture(scope="session")
 def browser():
+    # in CI (.ci/run installs both) a missing browser is a failure, never a silent skip
+    missing = pytest.fail if os.environ.get("CI") else pytest.skip
     if CHROMIUM is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium); browser tests skipped")
+        missing("Chromium is not installed (apt-get install chromium); browser tests skipped")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("playwright is not installed (pip install playwright); browser tests skipped")
+        missing("playwright is not installed (pip install playwright); browser tests skipped")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield b
