@@ -38,7 +38,8 @@ from opt.costlib.hardware import bundled_catalog
 from opt.common.jsonio import read_json, write_json_atomic
 from opt.costlib.modelcard import bundled_cards
 from opt.common.report import table
-from solvers.api import EXACT_METHODS, PLACEMENT_METHODS, solve
+from solvers.api import solve
+from solvers.registry import methods as registered, names
 
 EXACT = "cpsat"
 BASELINE = "pd"
@@ -68,9 +69,8 @@ def report_cases(n: int) -> list[dict[str, Any]]:
 
 
 def default_methods() -> list[str]:
-    from solvers.layout.strategies import LAYOUT_METHODS  # P2 strategies: not bounded by P1 optima
-
-    return [m for m in PLACEMENT_METHODS if m not in EXACT_METHODS and m not in LAYOUT_METHODS]
+    """The P1 heuristics (P2 layout strategies are not bounded by P1 optima)."""
+    return [m.name for m in registered("placement") if not m.exact]
 
 
 def ablation_label(label: str) -> str:
@@ -183,17 +183,18 @@ def _case_str(c: dict[str, Any]) -> str:
 def run(args) -> int:
     catalog, cards = bundled_catalog(), bundled_cards()
     methods = list(dict.fromkeys(args.methods or default_methods()))
-    unknown = [m for m in methods + [BASELINE] if m not in PLACEMENT_METHODS]
+    known = names(("placement", "layout"))
+    unknown = [m for m in methods + [BASELINE] if m not in known]
     if unknown:
         print(f"gap_report: unknown method(s) {', '.join(unknown)}; known: "
-              f"{', '.join(PLACEMENT_METHODS)}", file=sys.stderr)
+              f"{', '.join(known)}", file=sys.stderr)
         return 2
     if EXACT in methods:
         methods.remove(EXACT)
     jobs = [(EXACT, EXACT, {})] + [(m, m, {}) for m in methods]
     if BASELINE not in methods:
         jobs.append((BASELINE, BASELINE, {}))
-    ablation = "bifocal" in PLACEMENT_METHODS and not args.no_ablation
+    ablation = "bifocal" in known and not args.no_ablation
     if ablation:
         jobs += [(ablation_label(lab), "bifocal", params) for lab, params in ABLATION]
     t0 = time.perf_counter()
