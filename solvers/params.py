@@ -199,7 +199,8 @@ def _pb_type(field: Any) -> str:
         kind = {F.TYPE_BOOL: "true or false", F.TYPE_STRING: "a string",
                 F.TYPE_DOUBLE: "a number", F.TYPE_FLOAT: "a number"}.get(field.type,
                                                                            "an integer")
-    repeated = field.label == F.LABEL_REPEATED
+    repeated = field.is_repeated if hasattr(field, "is_repeated") \
+        else field.label == F.LABEL_REPEATED
     return f"a list, each {kind}" if repeated else kind
 
 
