@@ -3,7 +3,7 @@
 Instances are drawn at random (seeded, reproducible) from 1-layer slices of llama-2-7b,
 dops-qwen-1.8b, qwen-1.8b and mixtral-8x7b, mostly on HP32 (NPU + 2 PIM), some on HP0 (NPU only),
 prefill 8–32 tokens, 0–2 decode steps, batch 1–4: ≈ 20–57 tasks, which CP-SAT usually proves in
-seconds. Each instance is solved with CP-SAT (``--time-limit``, ``--workers``) and with every
+seconds. Each instance is solved with CP-SAT (``--time-limit``, ``--num-workers``) and with every
 heuristic of ``--methods`` (default: every registered placement heuristic — HEFT, the static
 policies of DOPS Table 1 and Bifocal once it is registered).
 
@@ -14,7 +14,7 @@ heuristic below CP-SAT's proven lower bound is impossible and is printed as a ``
 status 1). When ``bifocal`` is registered an ablation table follows: EFT only (``window=false
 phase=false token=false``), then +window, +phase, +token, cumulatively, on the same instances.
 
-    python benchmarks/gap_report.py [--instances 30] [--time-limit 60] [--workers 2]
+    python benchmarks/gap_report.py [--instances 30] [--time-limit 60] [--num-workers 2]
         [--methods heft pd ...] [--out results/gap-report] [--fresh] [--per-instance]
 
 Results are written per instance (``<out>/<nn>.json``, one record per method) as they finish; a
@@ -108,10 +108,10 @@ def run_instance(index: int, case: dict[str, Any], jobs: list[tuple[str, str, di
     for label, method, params in todo:
         print(f"  [{index:02d}] {label} ({inst.n_tasks} tasks) ...", file=sys.stderr, flush=True)
         if method == EXACT:
-            res = solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
+            res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
                         seed=0, **params)
             results[label] = {**_record(res, params), "time_limit": args.time_limit,
-                              "workers": args.workers}
+                              "num_workers": args.num_workers}
         else:
             try:
                 results[label] = _record(solve(inst, method, seed=0, **params), params)
@@ -221,7 +221,7 @@ def run(args) -> int:
         print()
     rows, n_proven = summarise(data, methods)
     print(f"{len(data)} instances, {n_proven} proven optimal by CP-SAT "
-          f"(time limit {args.time_limit:g} s, {args.workers} workers); gaps over the proven ones")
+          f"(time limit {args.time_limit:g} s, {args.num_workers} workers); gaps over the proven ones")
     print(table(SUMMARY_HEADERS, rows))
     labels = list(methods)
     if ablation:
@@ -247,7 +247,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--instances", type=int, default=30, help="how many (default 30)")
     p.add_argument("--time-limit", type=float, default=60.0, help="CP-SAT seconds per instance")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
+    p.add_argument("--num-workers", type=int, default=2, help="CP-SAT workers (default 2)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="heuristics to compare (default: every registered heuristic: "
                         + ", ".join(default_methods()) + ")")

@@ -81,8 +81,9 @@ def number(lo: float = 0.0, hi: float | None = None, *, lo_open: bool = False) -
             v = float(value)
             ok = (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
         if not ok:
-            low = f"{'(' if lo_open else '['}{lo:g}, "
-            raise ValueError(f"must be a finite number in {low}{'∞)' if hi is None else f'{hi:g}]'}")
+            low = f"{'(' if lo_open else '['}{lo:g}"
+            high = "∞)" if hi is None else f"{hi:g}]"
+            raise ValueError(f"must be a finite number in {low}, {high}")
         return float(value)
     return check
 

@@ -61,11 +61,11 @@ class Method:
 _PL = "solvers.placement.backends"
 _LA = "solvers.layout.strategies"
 _SE = "solvers.serving.methods"
-_STATIC = {"pd": "prefill on the NPU, decode on PIM (DOPS Table 1)",
-           "af": "attention on PIM, FFN on the NPU (DOPS Table 1)",
-           "pd+linear": "PD, decode linear layers on PIM only (DOPS Table 1)",
-           "pd+attn": "PD, decode attention on PIM only (DOPS Table 1)",
-           "pd+ffn": "PD, decode FFN on PIM only (DOPS Table 1)"}
+_STATIC = {"pd": "prefill → NPU, decode → PIM",
+           "af": "attention module → PIM in both phases, rest → NPU",
+           "pd+linear": "prefill → NPU; decode linear projections → PIM",
+           "pd+attn": "prefill → NPU; decode qk/softmax/sv/kv_write → PIM",
+           "pd+ffn": "prefill → NPU; decode FFN / expert ops → PIM"}
 
 _METHODS: tuple[Method, ...] = (
     # P1 placement (registration order is the order of listings)
@@ -83,7 +83,8 @@ _METHODS: tuple[Method, ...] = (
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
            "Bifocal list scheduling with weight-load lookahead (problems.md §6)", P.BIFOCAL),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
-             f"static policy {name.upper()}: {text}") for name, text in _STATIC.items()),
+             f"static policy {name.upper()} (DOPS Table 1): {text}")
+      for name, text in _STATIC.items()),
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
            "search over static device-class policies, list-scheduled", P.POLICY_SEARCH),
     # P2 layout strategies on placement instances

@@ -1,4 +1,5 @@
-"""P3 serving-plan back ends of ``solvers.solve`` (problems.md §3).
+"""P3 serving-plan back ends ``(instance, SolveOptions) -> Result`` of ``solvers.solve``
+(problems.md §3), registered with their params in :mod:`solvers.registry`.
 
 =========  ==========================================================================
 method     what it does
@@ -19,7 +20,9 @@ complete over the full template space (``enum``, ``milp``, and ``bnb`` when its 
 the whole block); ``bnb`` on a tiled space and the baselines are optimal over their own
 restricted spaces only and report ``FEASIBLE`` with ``stats["optimal_in_space"]``. No plan
 meeting the SLO gives ``INFEASIBLE`` with the tightest T_rtt of any plan that fits in memory
-(``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so.
+(``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so. A given
+``initial_solution`` (a plan solution dict, problems.md §3.2) is the searches' first
+incumbent and the MILP's first cutoff; it comes back when nothing is strictly better.
 """
 
 from __future__ import annotations
