@@ -61,7 +61,7 @@ def small(args: argparse.Namespace) -> int:
             continue
         seen.add(key)
         inst = case.build()
-        res = solve(inst, "cpsat", time_limit=args.time_limit, num_workers=args.workers, seed=0)
+        res = solve(inst, "cpsat", time_limit=args.time_limit, num_workers=args.num_workers, seed=0)
         opt = res.objective if res.status == "OPTIMAL" else None
         label = (f"gap{seed - 1} {case.model} {case.platform} p{case.prefill} d{case.decode} "
                  f"b{case.batch}")
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("small", help="bound / optimum on small instances")
     s.add_argument("--cases", type=int, default=12, help="generated LLM cases (default 12)")
     s.add_argument("--time-limit", type=float, default=30.0)
-    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--num-workers", type=int, default=2)
     s.set_defaults(func=small)
     d = sub.add_parser("dops", help="certified gaps of PD and Bifocal on DOPS workloads")
     d.add_argument("--models", nargs="+", default=["dops-qwen-1.8b"])

@@ -8,7 +8,7 @@ lower-bound search (``cpsat-lbsearch``), the block-branching search over that mo
 the baseline), and the MILP (Pyomo + HiGHS), each with the same time limit and workers, and prints
 a table with ratios against the baseline.
 
-    python benchmarks/exact_placement.py [--time-limit 60] [--workers 2] [--out results/exact]
+    python benchmarks/exact_placement.py [--time-limit 60] [--num-workers 2] [--out results/exact]
         [--layers 1 2 4] [--decode 1 2 3 4]
         [--methods cpsat cpsat-lbsearch cpsat-blocks cpsat-plain milp]
         [--fresh]
@@ -61,7 +61,7 @@ def run(args) -> int:
                     print(f"L{layers} D{decode} {name} ({inst.n_tasks} tasks) ...",
                           file=sys.stderr, flush=True)
                     res = solve(inst, method, time_limit=args.time_limit,
-                                num_workers=args.workers, seed=0, **extra)
+                                num_workers=args.num_workers, seed=0, **extra)
                     rec = {"layers": layers, "decode": decode, "tasks": inst.n_tasks,
                            "method": name, "status": res.status, "objective": res.objective,
                            "lower_bound": res.lower_bound, "gap": res.gap,
@@ -80,7 +80,7 @@ def run(args) -> int:
                            round(r["runtime_s"], 2), ratio])
     print(table(["layers", "decode", "tasks", "method", "status", "objective", "lower bound",
                  "gap %", "time s", "speed-up vs plain"], table_rows))
-    print(f"time limit {args.time_limit} s, {args.workers} workers; results in {out}/")
+    print(f"time limit {args.time_limit} s, {args.num_workers} workers; results in {out}/")
     return 0
 
 
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     p.add_argument("--decode", type=int, nargs="+", default=[1, 2, 3, 4])
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     p.add_argument("--time-limit", type=float, default=60.0)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--num-workers", type=int, default=2)
     p.add_argument("--out", default="results/exact-placement")
     p.add_argument("--fresh", action="store_true")
     return run(p.parse_args(argv))

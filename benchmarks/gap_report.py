@@ -3,7 +3,7 @@
 Instances are drawn at random (seeded, reproducible) from 1-layer slices of llama-2-7b,
 dops-qwen-1.8b, qwen-1.8b and mixtral-8x7b, mostly on HP32 (NPU + 2 PIM), some on HP0 (NPU only),
 prefill 8–32 tokens, 0–2 decode steps, batch 1–4: ≈ 20–57 tasks, which CP-SAT usually proves in
-seconds. Each instance is solved with CP-SAT (``--time-limit``, ``--workers``) and with every
+seconds. Each instance is solved with CP-SAT (``--time-limit``, ``--num-workers``) and with every
 heuristic of ``--methods`` (default: every registered placement heuristic — HEFT, the static
 policies of DOPS Table 1 and Bifocal once it is registered).
 
@@ -14,7 +14,7 @@ heuristic below CP-SAT's proven lower bound is impossible and is printed as a ``
 status 1). When ``bifocal`` is registered an ablation table follows: EFT only (``window=false
 phase=false token=false``), then +window, +phase, +token, cumulatively, on the same instances.
 
-    python benchmarks/gap_report.py [--instances 30] [--time-limit 60] [--workers 2]
+    python benchmarks/gap_report.py [--instances 30] [--time-limit 60] [--num-workers 2]
         [--methods heft pd ...] [--out results/gap-report] [--fresh] [--per-instance]
 
 Results are written per instance (``<out>/<nn>.json``, one record per method) as they finish; a
@@ -38,7 +38,8 @@ from opt.costlib.hardware import bundled_catalog
 from opt.common.jsonio import read_json, write_json_atomic
 from opt.costlib.modelcard import bundled_cards
 from opt.common.report import table
-from solvers.api import EXACT_METHODS, PLACEMENT_METHODS, solve
+from solvers.api import solve
+from solvers.registry import methods as registered, names
 
 EXACT = "cpsat"
 BASELINE = "pd"
@@ -68,9 +69,8 @@ def report_cases(n: int) -> list[dict[str, Any]]:
 
 
 def default_methods() -> list[str]:
-    from solvers.layout.strategies import LAYOUT_METHODS  # P2 strategies: not bounded by P1 optima
-
-    return [m for m in PLACEMENT_METHODS if m not in EXACT_METHODS and m not in LAYOUT_METHODS]
+    """The P1 heuristics (P2 layout strategies are not bounded by P1 optima)."""
+    return [m.name for m in registered("placement") if not m.exact]
 
 
 def ablation_label(label: str) -> str:
@@ -108,10 +108,10 @@ def run_instance(index: int, case: dict[str, Any], jobs: list[tuple[str, str, di
     for label, method, params in todo:
         print(f"  [{index:02d}] {label} ({inst.n_tasks} tasks) ...", file=sys.stderr, flush=True)
         if method == EXACT:
-            res = solve(inst, method, time_limit=args.time_limit, num_workers=args.workers,
+            res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
                         seed=0, **params)
             results[label] = {**_record(res, params), "time_limit": args.time_limit,
-                              "workers": args.workers}
+                              "num_workers": args.num_workers}
         else:
             try:
                 results[label] = _record(solve(inst, method, seed=0, **params), params)
@@ -183,17 +183,18 @@ def _case_str(c: dict[str, Any]) -> str:
 def run(args) -> int:
     catalog, cards = bundled_catalog(), bundled_cards()
     methods = list(dict.fromkeys(args.methods or default_methods()))
-    unknown = [m for m in methods + [BASELINE] if m not in PLACEMENT_METHODS]
+    known = names(("placement", "layout"))
+    unknown = [m for m in methods + [BASELINE] if m not in known]
     if unknown:
         print(f"gap_report: unknown method(s) {', '.join(unknown)}; known: "
-              f"{', '.join(PLACEMENT_METHODS)}", file=sys.stderr)
+              f"{', '.join(known)}", file=sys.stderr)
         return 2
     if EXACT in methods:
         methods.remove(EXACT)
     jobs = [(EXACT, EXACT, {})] + [(m, m, {}) for m in methods]
     if BASELINE not in methods:
         jobs.append((BASELINE, BASELINE, {}))
-    ablation = "bifocal" in PLACEMENT_METHODS and not args.no_ablation
+    ablation = "bifocal" in known and not args.no_ablation
     if ablation:
         jobs += [(ablation_label(lab), "bifocal", params) for lab, params in ABLATION]
     t0 = time.perf_counter()
@@ -220,7 +221,7 @@ def run(args) -> int:
         print()
     rows, n_proven = summarise(data, methods)
     print(f"{len(data)} instances, {n_proven} proven optimal by CP-SAT "
-          f"(time limit {args.time_limit:g} s, {args.workers} workers); gaps over the proven ones")
+          f"(time limit {args.time_limit:g} s, {args.num_workers} workers); gaps over the proven ones")
     print(table(SUMMARY_HEADERS, rows))
     labels = list(methods)
     if ablation:
@@ -246,7 +247,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--instances", type=int, default=30, help="how many (default 30)")
     p.add_argument("--time-limit", type=float, default=60.0, help="CP-SAT seconds per instance")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
+    p.add_argument("--num-workers", type=int, default=2, help="CP-SAT workers (default 2)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="heuristics to compare (default: every registered heuristic: "
                         + ", ".join(default_methods()) + ")")

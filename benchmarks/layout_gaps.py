@@ -5,7 +5,7 @@ PIM), prefill 8–32, 0–1 decode steps, batch 1–4 (19–38 tasks, 7 weight b
 with
 
 - ``cpsat-layout`` over linear / npu_opt / pim_opt (the paper's WLA formats; warm-started
-  from the best layout heuristic, ``--time-limit``, ``--workers``),
+  from the best layout heuristic, ``--time-limit``, ``--num-workers``),
 - ``bifocal/linear``, ``bifocal/wla``, ``bifocal/dual``, ``pd/linear``,
 - ``cpsat-formats`` on Bifocal/Linear's placement and orders (exact formats, fixed placement),
 - and, for the extension, ``cpsat-layout`` over all four formats under a budget of 1.5× the
@@ -16,7 +16,7 @@ Every result is validated by ``solvers.solve``. Per instance one JSON file is wr
 makespans relative to the joint optimum (``gap = makespan / optimum − 1``) on the instances
 CP-SAT proved OPTIMAL; a method below a proven optimum would be a bug (printed, exit 1).
 
-    python benchmarks/layout_gaps.py [--instances 12] [--time-limit 30] [--workers 2]
+    python benchmarks/layout_gaps.py [--instances 12] [--time-limit 30] [--num-workers 2]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def layout_case(seed: int) -> LlmCase:
                    decode=rng.choice((0, 0, 1)), batch=rng.choice((1, 2, 4)))
 
 
-def run_instance(case: LlmCase, time_limit: float, workers: int) -> dict[str, Any]:
+def run_instance(case: LlmCase, time_limit: float, num_workers: int) -> dict[str, Any]:
     inst = case.build()
     rec: dict[str, Any] = {"case": case.to_dict(), "tasks": inst.n_tasks,
                            "blocks": len(inst.block_ids), "methods": {}}
@@ -56,15 +56,15 @@ def run_instance(case: LlmCase, time_limit: float, workers: int) -> dict[str, An
                                  "lower_bound": res.lower_bound, "runtime_s": res.runtime_s,
                                  "format_mix": res.stats.get("format_mix")}
 
-    put("joint", solve(inst, "cpsat-layout", time_limit=time_limit, num_workers=workers,
+    put("joint", solve(inst, "cpsat-layout", time_limit=time_limit, num_workers=num_workers,
                        seed=0, formats=WLA_FORMATS))
     for m in HEURISTICS:
         put(m, solve(inst, m))
     put("formats|bifocal", solve(inst, "cpsat-formats", time_limit=time_limit,
-                                 num_workers=workers, seed=0, formats=WLA_FORMATS))
+                                 num_workers=num_workers, seed=0, formats=WLA_FORMATS))
     budgeted = with_budget(inst, budget_from(inst, factor=1.5))
     put("joint+dual@1.5", solve(budgeted, "cpsat-layout", time_limit=time_limit,
-                                num_workers=workers, seed=0))
+                                num_workers=num_workers, seed=0))
     put("bifocal/wla+dual@1.5", solve(budgeted, "bifocal/wla+dual"))
     return rec
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--instances", type=int, default=12)
     ap.add_argument("--time-limit", type=float, default=30.0)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--num-workers", type=int, default=2)
     ap.add_argument("--out", default="results/layout-gaps")
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args(argv)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec = None
         if rec is None:
             t0 = time.perf_counter()
-            rec = run_instance(case, args.time_limit, args.workers)
+            rec = run_instance(case, args.time_limit, args.num_workers)
             rec["wall_s"] = time.perf_counter() - t0
             write_json(rec, path)
         print(f"[{len(recs) + 1}/{args.instances}] {case.model} p{case.prefill} "

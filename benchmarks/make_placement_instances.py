@@ -8,7 +8,7 @@ best-known values and bounds with provenance (writes ``instances/``).
   block-branching search (``cpsat-blocks``) proves; the monolithic CP-SAT model and the MILP
   leave a gap within the limit.
 
-    python benchmarks/make_placement_instances.py [--time-limit 300] [--workers 2]
+    python benchmarks/make_placement_instances.py [--time-limit 300] [--num-workers 2]
         [--only p1|p2]
 """
 
@@ -47,7 +47,7 @@ def _entry(name: str, inst, problem_note: str, results: list, reference: str) ->
     proven = best.objective <= lb
     prov = {"method": ", ".join(f"{_label(r)} ({r.status})" for r in results),
             "versions": _versions(), "time_limit": results[0].params.get("time_limit"),
-            "seed": 0, "workers": results[0].params.get("num_workers"),
+            "seed": 0, "num_workers": results[0].params.get("num_workers"),
             "best_by": best.method}
     return {"name": name, "file": rel, "problem": "placement",
             "optimum": int(best.objective) if proven else None,
@@ -64,7 +64,7 @@ def _label(r) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=300.0)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--num-workers", type=int, default=2)
     ap.add_argument("--only", choices=("p1", "p2"), help="rebuild one entry only")
     args = ap.parse_args(argv)
     cat, cards = bundled_catalog(), bundled_cards()
@@ -89,7 +89,7 @@ def _p2_entry(cat, cards, args) -> dict:
     p2 = build_placement(cards["dops-qwen-1.8b"], cat.platform("HP32"), cat, Workload(8, 0, 1),
                          BuildOptions(layers=1, formats=("linear", "npu_opt", "pim_opt", "dual")))
     p2 = with_budget(p2, budget_from(p2, factor=1.5))
-    res = [solve(p2, "cpsat-layout", time_limit=args.time_limit, num_workers=args.workers,
+    res = [solve(p2, "cpsat-layout", time_limit=args.time_limit, num_workers=args.num_workers,
                  seed=0)]
     return _entry(
         "p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", p2,
@@ -104,7 +104,7 @@ def _p1_entry(cat, cards, args) -> dict:
     p1 = build_placement(cards["llama-2-7b"], cat.platform("HP32"), cat, Workload(64, 2, 1),
                          BuildOptions(layers=2))
     runs = [("cpsat-blocks", {})]
-    res = [solve(p1, m, time_limit=args.time_limit, num_workers=args.workers, seed=0, **kw)
+    res = [solve(p1, m, time_limit=args.time_limit, num_workers=args.num_workers, seed=0, **kw)
            for m, kw in runs]
     return _entry(
         "p1-llama-2-7b-hp32-p64-d2-l2", p1,

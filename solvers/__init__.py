@@ -1,5 +1,7 @@
-"""Solver back ends and the single ``solve`` entry point. Built on ``opt`` and ``models``."""
+"""Solver back ends, the method registry and the single ``solve`` entry point. Built on ``opt``
+and ``models``; importing this package imports no back end (:mod:`solvers.registry`)."""
 
-from solvers.api import PLACEMENT_METHODS, solve
+from solvers.api import solve
+from solvers.registry import Method, default_method, get_method, methods
 
-__all__ = ["PLACEMENT_METHODS", "solve"]
+__all__ = ["Method", "default_method", "get_method", "methods", "solve"]

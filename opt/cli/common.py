@@ -136,9 +136,9 @@ def apply_budget(inst, args: argparse.Namespace):
 def placement_method_names() -> list[str]:
     """Registered placement methods (solvers imported lazily: the core does not depend on them;
     the registry itself imports no back end)."""
-    from solvers.api import PLACEMENT_METHODS
+    from solvers.registry import names
 
-    return list(PLACEMENT_METHODS)
+    return list(names(("placement", "layout")))
 
 
 class PlacementMethodsHelp(argparse.Action):

@@ -197,10 +197,10 @@ def _run_grid_sweep(args: argparse.Namespace, out: Path, solve_one, cat, crds):
 def cmd_sweep_placement(args: argparse.Namespace) -> int:
     """``sweep placement``: every model × platform × workload × method, resumable."""
     from opt.runs.sweep import geomean_speedups, render
-    from solvers.api import PLACEMENT_METHODS
+    from solvers.registry import names
     from solvers.sweep_calls import SolveCall
 
-    check_methods(args.methods, PLACEMENT_METHODS)
+    check_methods(args.methods, names(("placement", "layout")))
     cat, crds = catalog(args), cards(args)
     out = Path(args.out)
     solve_one = SolveCall(time_limit=args.time_limit, num_workers=args.num_workers,
@@ -220,11 +220,10 @@ def cmd_sweep_placement(args: argparse.Namespace) -> int:
 def cmd_sweep_layout(args: argparse.Namespace) -> int:
     """Layout strategies over a workload grid; resumable like ``sweep placement``."""
     from opt.runs.layout_sweep import format_shares, pair_speedups, render_layout
-    from solvers.api import PLACEMENT_METHODS
-    from solvers.layout.strategies import LAYOUT_METHODS
+    from solvers.registry import names
     from solvers.sweep_calls import SolveCall
 
-    check_methods(args.methods, PLACEMENT_METHODS, suggest=LAYOUT_METHODS,
+    check_methods(args.methods, names(("placement", "layout")), suggest=names("layout"),
                   label="layout strategies")
     cat, crds = catalog(args), cards(args)
     out = Path(args.out)
@@ -253,10 +252,10 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
     """``sweep serving``: model × GPU mix × context × SLO × method, resumable."""
     from opt.runs.serving_sweep import cells, render, run_serving_sweep
     from opt.runs.sweep import Progress
-    from solvers.serving.methods import SERVING_METHODS
+    from solvers.registry import names
     from solvers.sweep_calls import SolveCall
 
-    check_methods(args.methods, SERVING_METHODS)
+    check_methods(args.methods, names("serving"))
     todo = cells(args.models, args.gpus, args.contexts, args.slo_ms)
     grid = grid_from_args(args)
     out = Path(args.out)

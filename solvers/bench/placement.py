@@ -14,7 +14,7 @@ from opt.costlib.hardware import bundled_catalog
 from opt.placement.instance import read_instance
 from opt.costlib.modelcard import bundled_cards
 from solvers.api import solve
-from solvers.layout.strategies import LAYOUT_METHODS
+from solvers.registry import methods, names
 
 SUITE = "placement"
 
@@ -31,7 +31,7 @@ def references_case() -> CaseResult:
     for name in instances.names("placement"):
         inst, info = instances.load(name), instances.info(name)
         best_by = (info.provenance or {}).get("best_by")
-        if info.optimum is None or best_by in LAYOUT_METHODS:
+        if info.optimum is None or best_by in names("layout"):
             continue  # best-known entries and P2 entries: no P1 optimum to reproduce
         blocks = best_by == "cpsat-blocks"
         cp = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
@@ -95,12 +95,9 @@ def heuristic_gap_case(n: int = 6) -> CaseResult:
     """Every heuristic against CP-SAT's proven optimum on seeded small LLM instances (the first
     ``n`` of the gap report's family; ``benchmarks/gap_report.py`` runs 30)."""
     from instances.generated import gap_case
-    from solvers.api import EXACT_METHODS, PLACEMENT_METHODS
-    from solvers.layout.strategies import LAYOUT_METHODS
 
     # P1 heuristics only: layout strategies choose formats, so P1 optima do not bound them
-    heuristics = [m for m in PLACEMENT_METHODS if m not in EXACT_METHODS
-                  and m not in LAYOUT_METHODS]
+    heuristics = [m.name for m in methods("placement") if not m.exact]
     gaps: dict[str, list[float]] = {m: [] for m in heuristics}
     checks, proven = [], 0
     for seed in range(1000, 1000 + n):

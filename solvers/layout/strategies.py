@@ -1,4 +1,6 @@
-"""P2 weight-layout strategies (problems.md §2, DOPS §6.5) as placement back ends of ``solvers.solve``.
+"""P2 weight-layout strategies (problems.md §2, DOPS §6.5): back ends ``(instance,
+SolveOptions) -> Result`` of ``solvers.solve`` on placement instances, registered (with the
+params each accepts) in :mod:`solvers.registry`.
 
 =====================  ===================================================================
 method                 what it does
@@ -23,7 +25,6 @@ analytic P1 bound of the format-relaxed instance (:func:`opt.placement.layout.re
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from models.options import SolveOptions
@@ -32,8 +33,7 @@ from opt.placement.instance import PlacementInstance
 from opt.placement.layout import (budget_message, fits_budget, format_mix, storage_bytes, uniform,
                         with_formats)
 from opt.common.result import Result
-
-Backend = Callable[[PlacementInstance, SolveOptions], Result]
+from solvers.registry import methods, parsed_params
 
 
 def infeasible(method: str, options: SolveOptions, message: str, t0: float) -> Result:
@@ -53,110 +53,78 @@ def layout_stats(inst: PlacementInstance, formats: dict[str, str]) -> dict[str, 
                              "memory_budget": inst.layout.memory_budget}}
 
 
-def _fixed_format(method: str, scheduler: str, fmt: str) -> Backend:
+def fixed_format(inst: PlacementInstance, options: SolveOptions, *, method: str,
+                 scheduler: str, fmt: str) -> Result:
     """``scheduler`` (``pd`` or ``bifocal``) with every block stored as ``fmt``."""
+    t0 = time.perf_counter()
+    msg = budget_message(inst)
+    if fmt not in inst.layout.formats or fmt not in inst.block_load:
+        return infeasible(method, options, f"format '{fmt}' is not among the instance's "
+                                           f"formats {list(inst.layout.formats)}", t0)
+    phi = uniform(inst, fmt)
+    if msg is None and not fits_budget(inst, phi):
+        msg = (f"all-{fmt} storage takes {storage_bytes(inst, phi):.0f} bytes > memory "
+               f"budget {inst.layout.memory_budget} (other layouts may fit)")
+    if msg is not None:
+        return infeasible(method, options, msg, t0)
+    view = with_formats(inst, phi)
+    stats: dict[str, Any] = {}
+    if scheduler == "pd":
+        from heuristics.placement.static_policies import static_schedule
 
-    def backend(inst: PlacementInstance, options: SolveOptions) -> Result:
-        t0 = time.perf_counter()
-        msg = budget_message(inst)
-        if fmt not in inst.layout.formats or fmt not in inst.block_load:
-            return infeasible(method, options, f"format '{fmt}' is not among the instance's "
-                                               f"formats {list(inst.layout.formats)}", t0)
-        phi = uniform(inst, fmt)
-        if msg is None and not fits_budget(inst, phi):
-            msg = (f"all-{fmt} storage takes {storage_bytes(inst, phi):.0f} bytes > memory "
-                   f"budget {inst.layout.memory_budget} (other layouts may fit)")
-        if msg is not None:
-            return infeasible(method, options, msg, t0)
-        view = with_formats(inst, phi)
-        stats: dict[str, Any] = {}
-        if scheduler == "pd":
-            from heuristics.placement.static_policies import static_schedule
+        solution = static_schedule(view, "pd")
+    else:
+        from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
-            solution = static_schedule(view, "pd")
-        else:
-            from heuristics.placement.bifocal import bifocal_schedule
-            from heuristics.layout.wla import WlaParams
-
-            _, bp = WlaParams.split(options.params)  # Bifocal's knobs (WLA's are ignored)
-            solution = bifocal_schedule(view, bp, stats=stats)
-        return Result(problem="placement", method=method, status="FEASIBLE",
-                      runtime_s=time.perf_counter() - t0, seed=options.seed,
-                      params=dict(options.params), solution=solution,
-                      stats={**stats, **layout_stats(inst, phi)})
-
-    backend.__name__ = backend.__qualname__ = f"_layout_{scheduler}_{fmt}"
-    return backend
+        bp = BifocalParams(**parsed_params(method, "layout", options.params))
+        solution = bifocal_schedule(view, bp, stats=stats)
+    return Result(problem="placement", method=method, status="FEASIBLE",
+                  runtime_s=time.perf_counter() - t0, seed=options.seed,
+                  params=dict(options.params), solution=solution,
+                  stats={**stats, **layout_stats(inst, phi)})
 
 
-def _wla(method: str, dual: bool) -> Backend:
-    def backend(inst: PlacementInstance, options: SolveOptions) -> Result:
-        from dataclasses import asdict, replace
+def wla(inst: PlacementInstance, options: SolveOptions, *, method: str, dual: bool) -> Result:
+    """Bifocal + WLA (``dual``: with ``dual`` as a memory-budgeted option)."""
+    from dataclasses import asdict, fields, replace
 
-        from heuristics.layout.wla import WlaParams, wla
+    from heuristics.layout.wla import WlaParams, wla as run_wla
+    from heuristics.placement.bifocal import BifocalParams
 
-        t0 = time.perf_counter()
-        p, bp = WlaParams.split(options.params)
-        p = replace(p, dual=dual or p.dual)
-        msg = budget_message(inst, ("linear", "npu_opt", "pim_opt") + (("dual",) if p.dual
-                                                                       else ()))
-        if msg is not None:
-            return infeasible(method, options, msg, t0)
-        try:
-            out = wla(inst, p, bp)
-        except InputError as exc:
-            if exc.field == "memory_budget":
-                return infeasible(method, options, str(exc), t0)
-            raise
-        stats = {**out.stats(), "wla_params": asdict(p), **layout_stats(inst, out.formats)}
-        stats["sweep_record"].update(evaluations=len(out.trajectory),
-                                     stop_reason=out.stop_reason,
-                                     trajectory=[r["makespan"] for r in out.trajectory])
-        return Result(problem="placement", method=method, status="FEASIBLE",
-                      runtime_s=time.perf_counter() - t0, seed=options.seed,
-                      params=dict(options.params), solution=out.solution, stats=stats)
-
-    backend.__name__ = backend.__qualname__ = "_wla_dual" if dual else "_wla"
-    return backend
-
-
-def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]
-                      ) -> tuple[str, dict[str, Any]] | None:
-    """The best eviction-free schedule within ``formats`` and the budget among Bifocal/WLA
-    (with ``dual`` when allowed), Bifocal/Dual and HEFT/Linear: (name, solution) or None."""
-    from heuristics.placement.bifocal import bifocal_schedule
-    from heuristics.placement.list_scheduler import heft
-    from heuristics.layout.wla import WlaParams, wla
-
-    cands: list[tuple[str, Any]] = []
-    if "linear" in formats:
-        cands.append(("bifocal/wla", lambda: wla(inst, WlaParams(dual="dual" in formats)).solution))
-        cands.append(("heft/linear", lambda: heft(with_formats(inst, uniform(inst, "linear")))))
-    if "dual" in formats and fits_budget(inst, uniform(inst, "dual")):
-        cands.append(("bifocal/dual",
-                      lambda: bifocal_schedule(with_formats(inst, uniform(inst, "dual")))))
-    best = None
-    for name, make in cands:
-        try:
-            sol = make()
-        except InputError:
-            continue  # e.g. capacities the heuristic cannot meet
-        if sol.get("evictions") or any(f not in formats for f in sol["formats"].values()) \
-                or not fits_budget(inst, sol["formats"]):
-            continue
-        ms = max((c["end"] for c in sol["compute"]), default=0)
-        if best is None or ms < best[0]:
-            best = (ms, name, sol)
-    return None if best is None else (best[1], best[2])
+    t0 = time.perf_counter()
+    given = parsed_params(method, "layout", options.params)
+    own = {f.name for f in fields(WlaParams)}
+    p = WlaParams(**{k: v for k, v in given.items() if k in own})
+    bp = BifocalParams(**{k: v for k, v in given.items() if k not in own})
+    if dual:
+        p = replace(p, dual=True)
+    msg = budget_message(inst, ("linear", "npu_opt", "pim_opt") + (("dual",) if p.dual
+                                                                   else ()))
+    if msg is not None:
+        return infeasible(method, options, msg, t0)
+    try:
+        out = run_wla(inst, p, bp)
+    except InputError as exc:
+        if exc.field == "memory_budget":
+            return infeasible(method, options, str(exc), t0)
+        raise
+    stats = {**out.stats(), "wla_params": asdict(p), **layout_stats(inst, out.formats)}
+    stats["sweep_record"].update(evaluations=len(out.trajectory),
+                                 stop_reason=out.stop_reason,
+                                 trajectory=[r["makespan"] for r in out.trajectory])
+    return Result(problem="placement", method=method, status="FEASIBLE",
+                  runtime_s=time.perf_counter() - t0, seed=options.seed,
+                  params=dict(options.params), solution=out.solution, stats=stats)
 
 
-def _cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
+def cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
     """Joint model, warm-started from the best layout heuristic unless an initial solution
     is given; the warm start is kept when CP-SAT returns nothing better within the limit."""
     from dataclasses import replace
 
     from models.layout.cpsat import solve_layout_cpsat
     from opt.placement.layout import allowed_formats
+    from solvers.placement.warm_start import layout_warm_start
 
     t0 = time.perf_counter()
     params = dict(options.params)
@@ -164,10 +132,7 @@ def _cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
     msg = budget_message(inst, formats)
     if msg is not None:
         return infeasible("cpsat-layout", options, msg, t0)
-    warm_kind = params.pop("warm", "heuristic")
-    if warm_kind not in ("heuristic", "none"):
-        raise InputError(f"parameter 'warm' must be heuristic or none, got {warm_kind!r}",
-                         field="params.warm")
+    warm_kind = params.pop("warm", "heuristic")  # "heuristic" or "none" (solvers.params)
     options = replace(options, params=params)
     if options.initial_solution is not None:
         warm = ("initial_solution", options.initial_solution)
@@ -208,7 +173,7 @@ def base_schedule(inst: PlacementInstance, base: str) -> dict[str, Any]:
                      field="params.base")
 
 
-def _cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
+def cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
     from models.layout.cpsat import solve_format_only
 
     t0 = time.perf_counter()
@@ -224,17 +189,3 @@ def _cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
     return res
 
 
-#: Layout strategies by method name (merged into ``solvers.api.PLACEMENT_METHODS``).
-LAYOUT_METHODS: dict[str, Backend] = {
-    "pd/linear": _fixed_format("pd/linear", "pd", "linear"),
-    "pd/dual": _fixed_format("pd/dual", "pd", "dual"),
-    "bifocal/linear": _fixed_format("bifocal/linear", "bifocal", "linear"),
-    "bifocal/dual": _fixed_format("bifocal/dual", "bifocal", "dual"),
-    "bifocal/wla": _wla("bifocal/wla", dual=False),
-    "bifocal/wla+dual": _wla("bifocal/wla+dual", dual=True),
-    "cpsat-layout": _cpsat_layout,
-    "cpsat-formats": _cpsat_formats,
-}
-#: Layout methods ``solvers.solve`` should seed with HEFT: none, ``cpsat-layout`` picks its
-#: own warm start (:func:`layout_warm_start`).
-LAYOUT_EXACT: frozenset[str] = frozenset()

@@ -71,7 +71,7 @@ from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.common.result import Result
 from opt.placement.validator import validate_placement
-from solvers.api import warm_start_schedule
+from solvers.placement.warm_start import warm_start_schedule
 
 #: default seconds per inner node
 NODE_TIME_LIMIT_S = 0.5
@@ -388,9 +388,9 @@ class BlockBranching:
                 break  # sorted: no later configuration can beat the incumbent
             sub = restricted(self.inst, self.order, [(int(d),) for d in row])
             tried += 1
-            solution, _ = warm_start_schedule(sub, "best")  # eviction-free HEFT / Bifocal
-            if solution is not None:
-                self._offer(solution)
+            start = warm_start_schedule(sub, "best")  # eviction-free HEFT / Bifocal
+            if start is not None:
+                self._offer(start.solution)
         self.stats["configurations"] = tried
         if self.found:
             self.prefer = dict(self.best_sets)

@@ -22,6 +22,7 @@ from opt.common.errors import InputError, UnknownNameError
 from opt.placement.instance import PlacementInstance
 from opt.runs.replay import Shape, ShapeTimes
 from opt.placement.validator import validate_placement
+from solvers.registry import parsed_params
 
 #: Bifocal as in DOPS' request replay: no token-amortisation term.
 REPLAY_BIFOCAL = {"token": False}
@@ -32,7 +33,7 @@ def _scheduler(method: str) -> Callable[[PlacementInstance], dict[str, Any]]:
     if method == "bifocal":
         from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
-        params = BifocalParams.from_dict(REPLAY_BIFOCAL)
+        params = BifocalParams(**parsed_params("bifocal", "placement", REPLAY_BIFOCAL))
         return lambda inst: bifocal_schedule(inst, params)
     if method == "heft":
         from heuristics.placement.list_scheduler import heft
@@ -112,7 +113,7 @@ def validated_heuristic(inst: PlacementInstance, method: str,
     if method == "bifocal":
         from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
-        bp = BifocalParams.from_dict(params)
+        bp = BifocalParams(**parsed_params("bifocal", "placement", params or {}))
         run: Callable[[PlacementInstance], dict[str, Any]] = lambda i: bifocal_schedule(i, bp)
     else:
         run = _scheduler(method)

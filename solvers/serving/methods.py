@@ -1,4 +1,5 @@
-"""P3 serving-plan back ends of ``solvers.solve`` (problems.md §3).
+"""P3 serving-plan back ends ``(instance, SolveOptions) -> Result`` of ``solvers.solve``
+(problems.md §3), registered with their params in :mod:`solvers.registry`.
 
 =========  ==========================================================================
 method     what it does
@@ -19,118 +20,94 @@ complete over the full template space (``enum``, ``milp``, and ``bnb`` when its 
 the whole block); ``bnb`` on a tiled space and the baselines are optimal over their own
 restricted spaces only and report ``FEASIBLE`` with ``stats["optimal_in_space"]``. No plan
 meeting the SLO gives ``INFEASIBLE`` with the tightest T_rtt of any plan that fits in memory
-(``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so.
+(``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so. A given
+``initial_solution`` (a plan solution dict, problems.md §3.2) is the searches' first
+incumbent and the MILP's first cutoff; it comes back when nothing is strictly better.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
-from opt.common.errors import InputError, UnknownNameError
+from models.options import SolveOptions
+from opt.common.errors import InputError
 from opt.common.result import Result, gap_of
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import PlanError, ServingPlan, check_plan, evaluate_plan, plan_solution
+from opt.serving.plan import (PlanError, ServingPlan, check_plan, evaluate_plan, plan_from_solution,
+                              plan_solution)
+from solvers.registry import methods, parsed_params
 
 #: Largest block for exhaustive enumeration (sequences grow like 2^N).
 ENUM_MAX_OPS = 16
 
-_BNB_PARAMS = {"frontier", "bounds", "sub_block_layers", "owners", "microbatches"}
 
-
-def _flag(params: dict[str, Any], key: str, default: bool) -> bool:
-    value = params.get(key, default)
-    if isinstance(value, str):
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-    if not isinstance(value, bool):
-        raise InputError(f"expected true or false, got {value!r}", field=f"param {key}")
-    return value
-
-
-def _int_list(params: dict[str, Any], key: str) -> list[int] | None:
-    value = params.get(key)
-    if value is None:
+def initial_plan(inst: ServingInstance, solution: dict[str, Any] | None) -> ServingPlan | None:
+    """The plan of a given ``initial_solution`` (a plan solution dict, problems.md §3.2);
+    InputError when the plan checker rejects it."""
+    if solution is None:
         return None
-    values = value if isinstance(value, list) else [value]
     try:
-        out = [int(v) for v in values]
-    except (TypeError, ValueError):
-        raise InputError(f"expected integers, got {value!r}", field=f"param {key}") from None
-    if any(v < 1 for v in out):
-        raise InputError(f"expected positive integers, got {value!r}", field=f"param {key}")
-    return out
+        check_plan(inst, solution)
+        return plan_from_solution(inst, solution)
+    except PlanError as exc:
+        raise InputError(f"invalid initial plan: {exc}", field="initial_solution") from None
 
 
-def _check_params(params: dict[str, Any], allowed: set[str], method: str) -> None:
-    for key in params:
-        if key not in allowed:
-            raise InputError(f"unknown parameter for method '{method}'; known: "
-                             f"{', '.join(sorted(allowed)) or 'none'}", field=f"param {key}")
+def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Result:
+    """``bnb``, ``enum`` or a baseline (``col``, ``afd``, ``cad``): the template search of
+    ``heuristics.serving.search`` over the method's space, started from the given plan."""
+    from heuristics.serving import search as ss
 
-
-def _search_backend(method: str) -> Callable[..., Result]:
-    def backend(inst: ServingInstance, *, time_limit: float | None, incumbent: ServingPlan | None,
-                params: dict[str, Any]) -> Result:
-        from heuristics.serving import search as ss
-
-        allowed = _BNB_PARAMS if method == "bnb" else {"frontier", "bounds", "microbatches"}
-        if method == "enum":
-            allowed = {"owners", "microbatches"}
-        _check_params(params, allowed, method)
-        frontier = _flag(params, "frontier", True)
-        bounds = _flag(params, "bounds", True)
-        mus = _int_list(params, "microbatches")
-        owners = _int_list(params, "owners")
-        full = False
-        try:
-            if method == "bnb":
-                sub = int(params.get("sub_block_layers", 1))
-                sequences = ss.structured_sequences(inst, sub, owners)
-                full = sub == inst.block_layers
-                space = f"structured (sub-block of {sub} layer(s) tiled over {inst.block_layers})"
-            elif method == "enum":
-                if inst.n_ops > ENUM_MAX_OPS:
-                    raise InputError(f"exhaustive enumeration over a block of {inst.n_ops} ops "
-                                     f"is intractable (limit {ENUM_MAX_OPS}); use bnb or milp",
-                                     field="method")
-                sequences = ss.full_sequences(inst, owners)
-                full = True
-                space = "full template space"
-            else:
-                sequences = ss.baseline_sequences(inst, method)
-                space = f"{method.upper()} fixed boundaries"
-        except ValueError as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise InputError(str(exc), field="param sub_block_layers") from None
-        inc_cost = None
-        if incumbent is not None:
-            met = evaluate_plan(inst, incumbent)
-            inc_cost = met.cost_usd_per_token if met.feasible else None
-        out = ss.search(inst, sequences, frontier=frontier, bounds=bounds,
-                        microbatches=mus, time_limit=time_limit, incumbent=inc_cost)
-        stats: dict[str, Any] = {"space": space, "search": out.stats.to_dict(),
-                                 "frontier": frontier, "bounds": bounds}
-        plan = out.plan if out.plan is not None else (incumbent if inc_cost is not None else None)
-        if plan is None:
-            return _infeasible(inst, method, sequences, mus, stats)
-        complete = not out.stats.timed_out
-        status = "OPTIMAL" if (full and complete) else "FEASIBLE"
-        if complete:
-            stats["optimal_in_space"] = space
-        res = Result(problem="serving_plan", method=method, status=status,
-                     runtime_s=out.stats.runtime_s, solution=plan_solution(inst, plan),
-                     stats=stats)
-        if status == "OPTIMAL":
-            res.lower_bound = res.solution["cost_usd_per_mtok"]
-        return res
-
-    backend.__name__ = backend.__qualname__ = f"_search_{method}"
-    return backend
+    params = parsed_params(method, "serving", options.params)
+    frontier = params.get("frontier", True)
+    bounds = params.get("bounds", True)
+    mus = params.get("microbatches")
+    owners = params.get("owners")
+    full = False
+    try:
+        if method == "bnb":
+            sub = params.get("sub_block_layers", 1)
+            sequences = ss.structured_sequences(inst, sub, owners)
+            full = sub == inst.block_layers
+            space = f"structured (sub-block of {sub} layer(s) tiled over {inst.block_layers})"
+        elif method == "enum":
+            if inst.n_ops > ENUM_MAX_OPS:
+                raise InputError(f"exhaustive enumeration over a block of {inst.n_ops} ops "
+                                 f"is intractable (limit {ENUM_MAX_OPS}); use bnb or milp",
+                                 field="method")
+            sequences = ss.full_sequences(inst, owners)
+            full = True
+            space = "full template space"
+        else:
+            sequences = ss.baseline_sequences(inst, method)
+            space = f"{method.upper()} fixed boundaries"
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(str(exc), field="params.sub_block_layers") from None
+    start = initial_plan(inst, options.initial_solution)
+    start_cost = None
+    if start is not None:
+        met = evaluate_plan(inst, start)
+        start_cost = met.cost_usd_per_token if met.feasible else None
+    out = ss.search(inst, sequences, frontier=frontier, bounds=bounds,
+                    microbatches=mus, time_limit=options.time_limit, incumbent=start_cost)
+    stats: dict[str, Any] = {"space": space, "search": out.stats.to_dict(),
+                             "frontier": frontier, "bounds": bounds}
+    plan = out.plan if out.plan is not None else (start if start_cost is not None else None)
+    if plan is None:
+        return _infeasible(inst, method, sequences, mus, stats)
+    complete = not out.stats.timed_out
+    status = "OPTIMAL" if (full and complete) else "FEASIBLE"
+    if complete:
+        stats["optimal_in_space"] = space
+    res = Result(problem="serving_plan", method=method, status=status,
+                 runtime_s=out.stats.runtime_s, solution=plan_solution(inst, plan),
+                 stats=stats)
+    if status == "OPTIMAL":
+        res.lower_bound = res.solution["cost_usd_per_mtok"]
+    return res
 
 
 def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[str, Any]
@@ -156,14 +133,15 @@ def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[
     return Result(problem="serving_plan", method=method, status="INFEASIBLE", stats=stats)
 
 
-def _milp_backend(inst: ServingInstance, *, time_limit: float | None,
-                  incumbent: ServingPlan | None, params: dict[str, Any],
-                  num_workers: int = 1, seed: int = 0) -> Result:
+def milp(inst: ServingInstance, options: SolveOptions) -> Result:
+    """The exact MILP over the full template space (``models.serving.milp``, HiGHS)."""
     from models.serving.milp import solve_serving_milp
 
+    params = parsed_params("milp", "serving", options.params)
     t0 = time.perf_counter()
-    out = solve_serving_milp(inst, time_limit=time_limit, num_workers=num_workers, seed=seed,
-                             initial_solution=incumbent, **params)
+    out = solve_serving_milp(inst, time_limit=options.time_limit, num_workers=options.num_workers,
+                             seed=options.seed,
+                             initial_solution=initial_plan(inst, options.initial_solution), **params)
     stats = {"space": "full template space", **dict(out.stats)}
     if out.plan is None:
         if out.status == "INFEASIBLE":
@@ -184,46 +162,6 @@ def _per_mtok(cost_per_token: float | None) -> float | None:
     return None if cost_per_token is None else cost_per_token * 1e6
 
 
-SERVING_METHODS: dict[str, Callable[..., Result]] = {
-    "bnb": _search_backend("bnb"),
-    "enum": _search_backend("enum"),
-    "milp": _milp_backend,
-    "col": _search_backend("col"),
-    "afd": _search_backend("afd"),
-    "cad": _search_backend("cad"),
-}
-
-
-def solve_serving(instance: ServingInstance, method: str = "bnb", *,
-                  time_limit: float | None = 60.0, num_workers: int = 1, seed: int = 0,
-                  initial_solution: dict[str, Any] | Result | None = None,
-                  **params: Any) -> Result:
-    """Solve a P3 instance and return a checked :class:`Result` (objective in $ per million
-    output tokens, recomputed by the plan checker)."""
-    if method not in SERVING_METHODS:
-        raise UnknownNameError("serving-plan method", method, SERVING_METHODS)
-    if isinstance(initial_solution, Result):
-        initial_solution = initial_solution.solution
-    incumbent = None
-    if initial_solution is not None:
-        from opt.serving.plan import plan_from_solution
-
-        try:
-            check_plan(instance, initial_solution)
-            incumbent = plan_from_solution(instance, initial_solution)
-        except PlanError as exc:
-            raise InputError(f"invalid initial plan: {exc}", field="initial_solution") from None
-    t0 = time.perf_counter()
-    backend = SERVING_METHODS[method]
-    if method == "milp":
-        res = backend(instance, time_limit=time_limit, incumbent=incumbent, params=dict(params),
-                      num_workers=num_workers, seed=seed)
-    else:
-        res = backend(instance, time_limit=time_limit, incumbent=incumbent, params=dict(params))
-    res.seed = seed
-    res.params = dict(params)
-    res.runtime_s = time.perf_counter() - t0
-    return certify_serving(instance, res)
 
 
 def certify_serving(inst: ServingInstance, res: Result) -> Result:

@@ -18,7 +18,7 @@ from opt.placement.layout import (budget_from, format_mix, relaxed_instance, sto
 from opt.placement.lower_bounds import placement_lower_bound
 from opt.placement.validator import ScheduleError, validate_placement
 from solvers import solve
-from solvers.layout.strategies import LAYOUT_METHODS
+from solvers.registry import names
 
 WLA_FORMATS = ["linear", "npu_opt", "pim_opt"]
 #: small cases CP-SAT proves in about a second with one worker
@@ -156,7 +156,7 @@ def test_budget_in_the_joint_model():
 
 def test_impossible_budget_is_infeasible(small):
     inst = with_budget(small, budget_from(small, factor=0.5))
-    for method in LAYOUT_METHODS:
+    for method in names("layout"):
         res = solve(inst, method, time_limit=5, num_workers=1, seed=0)
         assert res.status == "INFEASIBLE", method
         assert "memory budget" in res.stats["message"] and res.objective is None

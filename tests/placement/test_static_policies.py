@@ -15,7 +15,8 @@ from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.cli import main
 from opt.common.errors import UnknownNameError
 from opt.placement.validator import validate_placement
-from solvers import PLACEMENT_METHODS, solve
+from solvers import solve
+from solvers.registry import names
 
 ATTENTION = {"attn_norm", "q_proj", "k_proj", "v_proj", "o_proj", "kv_write", "qk", "softmax",
              "sv"}
@@ -57,7 +58,7 @@ def llm_instances(catalog, cards):
 
 def test_registered_as_methods():
     assert set(POLICIES) == set(ON_PIM)
-    assert set(POLICIES) <= set(PLACEMENT_METHODS)
+    assert set(POLICIES) <= set(names("placement"))
 
 
 @pytest.mark.parametrize("policy", list(ON_PIM))

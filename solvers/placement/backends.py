@@ -1,0 +1,90 @@
+"""P1 placement back ends of ``solvers.solve`` (problems.md §1): ``(instance, SolveOptions) ->
+Result`` for the exact models and the heuristics (registered in :mod:`solvers.registry`).
+
+The exact models come from :mod:`models` and :mod:`solvers.placement.block_branching`; each
+heuristic schedule is wrapped as FEASIBLE with the cheap certified lower bound. ``solve``
+validates every result afterwards. Models and heuristics are imported on first use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from models.options import SolveOptions
+from opt.common.result import Result
+from opt.placement.certified_bounds import certified_lower_bound
+from opt.placement.instance import PlacementInstance
+from solvers.registry import parsed_params
+
+
+def cpsat(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from models.placement.cpsat import solve_placement_cpsat
+
+    return solve_placement_cpsat(inst, options)
+
+
+def cpsat_blocks(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from solvers.placement.block_branching import solve_placement_blocks
+
+    return solve_placement_blocks(inst, options)
+
+
+def milp(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from models.placement.milp import solve_placement_milp
+
+    return solve_placement_milp(inst, options)
+
+
+def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions,
+                     schedule: Callable[[], dict[str, Any]], **stats: Any) -> Result:
+    """Run a heuristic ``schedule()`` and wrap it: FEASIBLE with the cheap certified bound
+    (runtime in seconds)."""
+    t0 = time.perf_counter()
+    solution = schedule()
+    runtime_s = time.perf_counter() - t0
+    return Result(problem="placement", method=method, status="FEASIBLE",
+                  lower_bound=float(certified_lower_bound(inst).value),
+                  runtime_s=runtime_s, seed=options.seed,
+                  params=dict(options.params), solution=solution,
+                  stats={"lower_bound_kind": "certified (opt.placement.certified_bounds)",
+                         **stats})
+
+
+def heft(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from heuristics.placement.list_scheduler import heft as heft_schedule
+
+    return heuristic_result(inst, "heft", options, lambda: heft_schedule(inst))
+
+
+def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
+
+    params = BifocalParams(**parsed_params("bifocal", "placement", options.params))
+    stats: dict[str, Any] = {}
+    result = heuristic_result(inst, "bifocal", options,
+                              lambda: bifocal_schedule(inst, params, stats=stats))
+    result.stats.update(stats)
+    return result
+
+
+def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
+    from heuristics.placement.policy_search import PolicySearchParams
+    from heuristics.placement.policy_search import policy_search as search
+
+    params = PolicySearchParams(**parsed_params("policy-search", "placement", options.params))
+    stats: dict[str, Any] = {}
+    result = heuristic_result(inst, "policy-search", options,
+                              lambda: search(inst, params, time_limit=options.time_limit,
+                                             stats=stats))
+    result.stats.update(stats)
+    return result
+
+
+def static(inst: PlacementInstance, options: SolveOptions, *, policy: str) -> Result:
+    """Static policy ``policy`` (DOPS Table 1, heuristics.placement.static_policies)."""
+    from heuristics.placement.static_policies import POLICIES, static_schedule
+
+    return heuristic_result(inst, policy, options, lambda: static_schedule(inst, policy),
+                            policy=POLICIES[policy].description)

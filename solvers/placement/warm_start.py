@@ -1,0 +1,88 @@
+"""Start schedules for the exact placement and layout models: the shortest valid,
+eviction-free schedule among a few heuristics (the exact models model no evictions).
+
+One picker (:func:`pick_start`) with two candidate lists: :func:`warm_start_schedule` (P1:
+HEFT and/or Bifocal, or policy search; ``solvers.solve`` seeds ``cpsat``, ``cpsat-blocks`` and
+``milp`` with it, and ``cpsat-blocks``' configuration search runs it on each restricted
+instance) and :func:`layout_warm_start` (P2: Bifocal/WLA, HEFT/Linear, Bifocal/Dual within the
+allowed formats and the memory budget; ``cpsat-layout`` starts from it). A given
+``initial_solution`` is checked by ``solvers.solve`` itself. Heuristics are imported lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from opt.common.errors import InputError
+from opt.placement.instance import PlacementInstance
+from opt.placement.validator import ScheduleError, validate_placement
+
+#: heuristics an exact solve may start from ("best": the shorter of heft and bifocal;
+#: "policy-search" is slower — up to 200 schedules — and often shorter on large slices)
+WARM_STARTS = ("heft", "bifocal", "best", "policy-search")
+
+
+class Start(NamedTuple):
+    """A start schedule and the name of the heuristic that made it."""
+
+    name: str
+    solution: dict[str, Any]
+
+
+def pick_start(inst: PlacementInstance,
+               candidates: Iterable[tuple[str, Callable[[], dict[str, Any]]]],
+               accept: Callable[[dict[str, Any]], bool] = lambda solution: True
+               ) -> Start | None:
+    """The shortest (validated makespan; first on ties) of the candidates' schedules that
+    has no evictions and passes ``accept``; candidates that cannot schedule the instance
+    (InputError) or give an invalid schedule are skipped. None if no schedule qualifies."""
+    best: tuple[int, Start] | None = None
+    for name, make in candidates:
+        try:
+            solution = make()
+            if solution.get("evictions") or not accept(solution):
+                continue
+            span = validate_placement(inst, solution).makespan
+        except (InputError, ScheduleError):
+            continue  # e.g. capacities a heuristic cannot meet without evictions
+        if best is None or span < best[0]:
+            best = (span, Start(name, solution))
+    return None if best is None else best[1]
+
+
+def warm_start_schedule(inst: PlacementInstance, name: str) -> Start | None:
+    """The schedule of heuristic ``name`` (one of :data:`WARM_STARTS`; "best": the shorter
+    of HEFT's and Bifocal's) that the exact P1 models can take, or None."""
+    from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
+    from heuristics.placement.list_scheduler import heft
+    from heuristics.placement.policy_search import policy_search
+
+    runs = {"heft": lambda: heft(inst),
+            "bifocal": lambda: bifocal_schedule(inst, BifocalParams()),
+            "policy-search": lambda: policy_search(inst)}
+    keys = ("heft", "bifocal") if name == "best" else (name,)
+    return pick_start(inst, [(key, runs[key]) for key in keys])
+
+
+def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]) -> Start | None:
+    """The best eviction-free schedule within ``formats`` and the budget among Bifocal/WLA
+    (with ``dual`` when allowed), HEFT/Linear and Bifocal/Dual, or None."""
+    from heuristics.layout.wla import WlaParams, wla
+    from heuristics.placement.bifocal import bifocal_schedule
+    from heuristics.placement.list_scheduler import heft
+    from opt.placement.layout import fits_budget, uniform, with_formats
+
+    cands: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    if "linear" in formats:
+        cands.append(("bifocal/wla", lambda: wla(inst, WlaParams(dual="dual" in formats)).solution))
+        cands.append(("heft/linear", lambda: heft(with_formats(inst, uniform(inst, "linear")))))
+    if "dual" in formats and fits_budget(inst, uniform(inst, "dual")):
+        cands.append(("bifocal/dual",
+                      lambda: bifocal_schedule(with_formats(inst, uniform(inst, "dual")))))
+
+    def within(solution: dict[str, Any]) -> bool:
+        return all(f in formats for f in solution["formats"].values()) \
+            and fits_budget(inst, solution["formats"])
+
+    return pick_start(inst, cands, within)

@@ -1,0 +1,187 @@
+"""Every method of ``solvers.solve`` in one registry, built once at import (no back end is
+imported until a method runs).
+
+Problems: ``placement`` (P1, problems.md §1), ``layout`` (P2 strategies, problems.md §2: they
+also decide the weight formats of a placement instance) and ``serving`` (P3 serving plans,
+problems.md §3). Every back end has the signature ``(instance, SolveOptions) -> Result``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from opt.common.errors import InputError, UnknownNameError
+from solvers import params as P
+
+PROBLEMS = ("placement", "layout", "serving")
+
+
+@dataclass(frozen=True)
+class BackendRef:
+    """A back end ``module:function`` imported on its first call, with fixed keyword
+    arguments (e.g. the static policy's name)."""
+
+    target: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def resolve(self) -> Callable[..., Any]:
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def __call__(self, instance: Any, options: Any) -> Any:
+        return self.resolve()(instance, options, **dict(self.kwargs))
+
+
+def _ref(target: str, **kwargs: Any) -> BackendRef:
+    return BackendRef(target, tuple(kwargs.items()))
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method: its name, problem, whether it can prove optimality over the problem's
+    whole space (``exact``), its back end ``(instance, SolveOptions) -> Result``, a one-line
+    description and the params it accepts. ``warm_start``: ``solve`` seeds it with a
+    heuristic schedule when no ``initial_solution`` is given; ``export``: it can write its
+    model (``export_path``)."""
+
+    name: str
+    problem: str
+    exact: bool
+    backend: Callable[[Any, Any], Any]
+    description: str
+    params: P.ParamSpec = P.NONE
+    warm_start: bool = False
+    export: bool = False
+
+
+_PL = "solvers.placement.backends"
+_LA = "solvers.layout.strategies"
+_SE = "solvers.serving.methods"
+_STATIC = {"pd": "prefill → NPU, decode → PIM",
+           "af": "attention module → PIM in both phases, rest → NPU",
+           "pd+linear": "prefill → NPU; decode linear projections → PIM",
+           "pd+attn": "prefill → NPU; decode qk/softmax/sv/kv_write → PIM",
+           "pd+ffn": "prefill → NPU; decode FFN / expert ops → PIM"}
+
+_METHODS: tuple[Method, ...] = (
+    # P1 placement (registration order is the order of listings)
+    Method("cpsat", "placement", True, _ref(f"{_PL}:cpsat"),
+           "CP-SAT model of the whole instance, no evictions (models.placement.cpsat)",
+           P.CPSAT, warm_start=True),
+    Method("cpsat-blocks", "placement", True, _ref(f"{_PL}:cpsat_blocks"),
+           "branching on the devices holding each weight block, a CP-SAT model per node",
+           P.CPSAT_BLOCKS, warm_start=True),
+    Method("milp", "placement", True, _ref(f"{_PL}:milp"),
+           "MILP with HiGHS through Pyomo, no evictions (models.placement.milp)",
+           P.MILP, warm_start=True, export=True),
+    Method("heft", "placement", False, _ref(f"{_PL}:heft"),
+           "HEFT list scheduling (Topcuoglu et al. 2002)"),
+    Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
+           "Bifocal list scheduling with weight-load lookahead (problems.md §6)", P.BIFOCAL),
+    *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
+             f"static policy {name.upper()} (DOPS Table 1): {text}")
+      for name, text in _STATIC.items()),
+    Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
+           "search over static device-class policies, list-scheduled", P.POLICY_SEARCH),
+    # P2 layout strategies on placement instances
+    Method("pd/linear", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/linear",
+                                              scheduler="pd", fmt="linear"),
+           "PD static policy, every block stored linear"),
+    Method("pd/dual", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/dual",
+                                            scheduler="pd", fmt="dual"),
+           "PD static policy, every block stored dual (storage ×2)"),
+    Method("bifocal/linear", "layout", False,
+           _ref(f"{_LA}:fixed_format", method="bifocal/linear", scheduler="bifocal",
+                fmt="linear"), "Bifocal, every block stored linear", P.BIFOCAL),
+    Method("bifocal/dual", "layout", False,
+           _ref(f"{_LA}:fixed_format", method="bifocal/dual", scheduler="bifocal", fmt="dual"),
+           "Bifocal, every block stored dual", P.BIFOCAL),
+    Method("bifocal/wla", "layout", False, _ref(f"{_LA}:wla", method="bifocal/wla", dual=False),
+           "Bifocal + WLA over linear / npu_opt / pim_opt (DOPS' arbiter)", P.WLA + P.BIFOCAL),
+    Method("bifocal/wla+dual", "layout", False,
+           _ref(f"{_LA}:wla", method="bifocal/wla+dual", dual=True),
+           "Bifocal + WLA with dual as a memory-budgeted option", P.WLA + P.BIFOCAL),
+    Method("cpsat-layout", "layout", True, _ref(f"{_LA}:cpsat_layout"),
+           "exact joint placement + format model (CP-SAT, no evictions)", P.CPSAT_LAYOUT),
+    Method("cpsat-formats", "layout", False, _ref(f"{_LA}:cpsat_formats"),
+           "exact formats for a fixed placement and orders (CP-SAT; not exact for P2)",
+           P.CPSAT_FORMATS),
+    # P3 serving plans
+    Method("bnb", "serving", False, _ref(f"{_SE}:search", method="bnb"),
+           "regularity-aware branch-and-bound over a tiled sub-block template (exact when "
+           "the sub-block is the whole block)", P.BNB),
+    Method("enum", "serving", True, _ref(f"{_SE}:search", method="enum"),
+           "exhaustive enumeration of the full template space (tiny instances)", P.ENUM),
+    Method("milp", "serving", True, _ref(f"{_SE}:milp"),
+           "exact MILP over the full template space (models.serving.milp, HiGHS)",
+           P.SERVING_MILP),
+    Method("col", "serving", False, _ref(f"{_SE}:search", method="col"),
+           "colocated baseline: one stage per block, one owner", P.SERVING_BASELINE),
+    Method("afd", "serving", False, _ref(f"{_SE}:search", method="afd"),
+           "attention | FFN/MoE disaggregation baseline, two owners", P.SERVING_BASELINE),
+    Method("cad", "serving", False, _ref(f"{_SE}:search", method="cad"),
+           "core attention | the rest disaggregation baseline, two owners",
+           P.SERVING_BASELINE),
+)
+
+#: the method ``solve`` uses when none is given, per problem
+DEFAULTS = MappingProxyType({"placement": "cpsat", "layout": "cpsat-layout", "serving": "bnb"})
+
+
+def _problems(problem: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    wanted = PROBLEMS if problem is None else (problem,) if isinstance(problem, str) \
+        else tuple(problem)
+    for p in wanted:
+        if p not in PROBLEMS:
+            raise UnknownNameError("problem", p, PROBLEMS)
+    return wanted
+
+
+def methods(problem: str | tuple[str, ...] | None = None) -> tuple[Method, ...]:
+    """The registered methods (of ``problem``: a name or a tuple of names), in registration
+    order."""
+    wanted = _problems(problem)
+    return tuple(m for m in _METHODS if m.problem in wanted)
+
+
+def names(problem: str | tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The names of :func:`methods` (``milp`` is both a placement and a serving method)."""
+    return tuple(dict.fromkeys(m.name for m in methods(problem)))
+
+
+def get_method(name: str, problem: str | tuple[str, ...]) -> Method:
+    """The method ``name`` of ``problem`` (a name or a tuple of names);
+    :class:`UnknownNameError` listing that problem's methods."""
+    wanted = _problems(problem)
+    for m in _METHODS:
+        if m.name == name and m.problem in wanted:
+            return m
+    raise UnknownNameError(f"{' or '.join(wanted)} method", name, names(wanted))
+
+
+def default_method(problem: str) -> Method:
+    """The method ``solve`` uses for ``problem`` when none is given."""
+    if problem not in DEFAULTS:
+        raise UnknownNameError("problem", problem, DEFAULTS)
+    return get_method(DEFAULTS[problem], problem)
+
+
+def parsed_params(name: str, problem: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The typed values of method ``name``'s declared params (back-end names untouched and
+    unchecked: ``solve`` checked them): for back ends that need typed knobs."""
+    return get_method(name, problem).params.parse(name, params, native=False)
+
+
+def _check_unique() -> None:
+    seen = set()
+    for m in _METHODS:
+        if (m.problem, m.name) in seen or m.problem not in PROBLEMS:
+            raise InputError(f"registry: duplicate or misfiled method {m.problem}/{m.name}")
+        seen.add((m.problem, m.name))
+
+
+_check_unique()
