@@ -499,7 +499,8 @@ def _print_serving_result(res) -> None:
 
 def cmd_bound(args) -> int:
     """Certified lower bound of a P1 instance: every component, its value and compute time."""
-    from opt.placement.certified_bounds import BoundOptions, certified_lower_bound
+    from opt.placement.bound_options import BoundOptions
+    from opt.placement.certified_bounds import certified_lower_bound
     from opt.placement.instance import PlacementInstance
 
     inst = _load_instance(args.instance)
