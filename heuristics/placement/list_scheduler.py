@@ -203,19 +203,25 @@ class ScheduleState:
             ts = eu
             if dur > 0:
                 ks = pair_chan[k]
-                if loc is None:
-                    loc = {}
-                    for ch in ks:
+                if len(ks) == 1:  # fast path: one channel (full topology)
+                    ch = ks[0]
+                    if loc is None:
+                        loc = {}
                         c = chan[ch]
-                        if c > ts:
-                            ts = c
+                    else:
+                        c = loc.get(ch, chan[ch])
+                    if c > ts:
+                        ts = c
+                    loc[ch] = ts + dur
                 else:
+                    if loc is None:
+                        loc = {}
                     for ch in ks:
                         c = loc.get(ch, chan[ch])
                         if c > ts:
                             ts = c
-                for ch in ks:
-                    loc[ch] = ts + dur
+                    for ch in ks:
+                        loc[ch] = ts + dur
             ts += dur
             if ts > ready:
                 ready = ts
