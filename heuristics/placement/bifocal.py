@@ -304,8 +304,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
              else [int(x) for x in order])
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
-    place = _placer(st, p, look, bias, dcls_l, len(classes))
-    ties_by_hint = _run(inst, st, order, p, look, bias, dcls_l, place)
+    ties_by_hint = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
     t_loop = time.perf_counter()
     solution = st.solution()
     t_end = time.perf_counter()
@@ -413,21 +412,26 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
 # the list-scheduling loop: score the devices, commit the best, update θ and the hints
 
 def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: BifocalParams,
-         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], place) -> int:
+         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int) -> int:
     """Schedule ``order``: per task, the device with the lowest score EFT + γ·tail + B_phase +
-    B_token (+ the eviction cost; module docstring), ties to the hinted class, committed by
-    ``place``. Returns how many ties the hint broke. The hot loop: state bound to locals."""
+    B_token (+ the eviction cost; module docstring), ties to the hinted class; commit it and
+    update θ and the hints. Returns how many ties the hint broke. The hot loop: state bound
+    to locals, no call per task beyond the state's own."""
     window = look is not None
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     block, loadd, res_ready, tls = st.block, st.loadd, st.res_ready, st.tl
-    evaluate, load_plan, pred_info = st.evaluate, st.load_plan, st.pred_info
+    evaluate, load_plan, pred_info, commit = st.evaluate, st.load_plan, st.pred_info, st.commit
+    evictions = st.evictions
+    class_devs = [[d for d in range(len(dcls_l)) if dcls_l[d] == c] for c in range(K)]
     phase_l, step_l, theta, holds_all = bias.phase, bias.step, bias.theta, bias.holds_all
-    use_phase, use_token, l_out = bias.use_phase, bias.use_token, bias.l_out
-    uses_left = bias.uses_left
-    lam, eta, alpha, kappa, r_min, p_reuse = p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, \
-        p.p_reuse
-    type_w = look.type_w if window else None
-    hint = look.hint if window else None
+    use_phase, use_token, l_out, uses_left = bias.use_phase, bias.use_token, bias.l_out, \
+        bias.uses_left
+    lam, eta, alpha, kappa, r_min, p_reuse = (p.lam, p.eta, p.alpha, p.evict_cost, p.r_min,
+                                              p.p_reuse)
+    type_w, hint = (look.type_w, look.hint) if window else (None, None)
+    if window:
+        H, patterns, type_best, hs_l, hint_dist = look.H, look.patterns, look.type_best, \
+            look.hs, look.hint_dist
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
     seen = [False] * inst.n_tasks
     ties_by_hint = 0
@@ -437,10 +441,8 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                              field="order")
         seen[t] = True
         info = pred_info(t)
-        ty = ttype[t]
+        ty, b, ph = ttype[t], block[t], phase_l[t]
         durs = type_dur[ty]
-        b = block[t]
-        ph = phase_l[t]
         inv_r = -1.0
         if use_token and b >= 0 and ph == 1:
             i = step_l[t]
@@ -488,42 +490,17 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 ties_by_hint += 1
         if best_d is None:
             raise st.no_device_error(t)
-        place(t, best_d, info)
-    return ties_by_hint
-
-
-def _placer(st: ScheduleState, p: BifocalParams, look: _Lookahead | None, bias: _Biases,
-            dcls_l: list[int], K: int):
-    """place(t, d, info): commit t to d, then update the eviction-cost use counts, θ (cleared
-    for evicted blocks without a copy left on the class, set to d's class for t's block) and
-    the hints along t's heaviest-successor chain."""
-    window = look is not None
-    ttype, block, res_ready = st.ttype, st.block, st.res_ready
-    commit, evictions = st.commit, st.evictions
-    theta, uses_left = bias.theta, bias.uses_left
-    count_uses = p.evict_cost > 0
-    nd = len(dcls_l)
-    class_devs = [[d for d in range(nd) if dcls_l[d] == c] for c in range(K)]
-    if window:
-        H, patterns, type_best = look.H, look.patterns, look.type_best
-        hs_l, hint, hint_dist = look.hs, look.hint, look.hint_dist
-
-    def place(t: int, best_d: int, info) -> None:
-        b = block[t]
         n_ev = len(evictions)
         commit(t, best_d, info)
-        if count_uses and b >= 0:
+        if kappa > 0 and b >= 0:
             uses_left[b] -= 1
         c = dcls_l[best_d]
         if n_ev != len(evictions):
-            for v, vd, _ in evictions[n_ev:]:
-                cv = dcls_l[vd]
-                if theta[v] == cv and not any(v in res_ready[x] for x in class_devs[cv]):
-                    theta[v] = -1
+            _forget_evicted(theta, evictions[n_ev:], dcls_l, class_devs, res_ready)
         if b >= 0:
             theta[b] = c
-        if window:
-            pat = patterns[type_best[ttype[t]][c]]
+        if window:  # the best pattern's classes become hints along the heaviest chain
+            pat = patterns[type_best[ty][c]]
             u = hs_l[t]
             k = 0
             while u >= 0 and k < H:
@@ -532,5 +509,13 @@ def _placer(st: ScheduleState, p: BifocalParams, look: _Lookahead | None, bias: 
                     hint_dist[u] = k + 1
                 u = hs_l[u]
                 k += 1
+    return ties_by_hint
 
-    return place
+
+def _forget_evicted(theta: list[int], evicted: list[tuple[int, int, int]], dcls_l: list[int],
+                    class_devs: list[list[int]], res_ready: list[dict[int, int]]) -> None:
+    """θ(v) = −1 for evicted blocks v whose class θ(v) keeps no resident copy."""
+    for v, vd, _ in evicted:
+        cv = dcls_l[vd]
+        if theta[v] == cv and not any(v in res_ready[x] for x in class_devs[cv]):
+            theta[v] = -1

@@ -143,6 +143,9 @@ class ScheduleState:
         # channel ids of each ordered device pair (src·nd + dst), from Links.channels
         self.pair_chan: list[tuple[int, ...]] = [links.channels(i, j) for i in range(nd)
                                                  for j in range(nd)]
+        # every transfer on one channel (full topology): ready()'s fast path reads its id here
+        self.one_channel = all(len(c) == 1 for c in self.pair_chan)
+        self.pair_chan1: list[int] = [c[0] for c in self.pair_chan] if self.one_channel else []
         self.chan = [0] * links.n_channels  # channel id -> time it is free
         # blocks
         self.block: list[int] = inst.task_block.tolist()
@@ -191,7 +194,8 @@ class ScheduleState:
                     ready = eu
             return ready
         chan = self.chan
-        pair_chan = self.pair_chan
+        one = self.one_channel
+        pair_chan = self.pair_chan1 if one else self.pair_chan
         loc = None  # channel id -> free time after this task's earlier (planned) transfers
         for eu, du, row, _ in info:
             if du == d:
@@ -202,9 +206,8 @@ class ScheduleState:
             dur = row[k]
             ts = eu
             if dur > 0:
-                ks = pair_chan[k]
-                if len(ks) == 1:  # fast path: one channel (full topology)
-                    ch = ks[0]
+                if one:  # fast path: one channel per transfer
+                    ch = pair_chan[k]
                     if loc is None:
                         loc = {}
                         c = chan[ch]
@@ -214,6 +217,7 @@ class ScheduleState:
                         ts = c
                     loc[ch] = ts + dur
                 else:
+                    ks = pair_chan[k]
                     if loc is None:
                         loc = {}
                     for ch in ks:
