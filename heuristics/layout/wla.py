@@ -120,7 +120,6 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
     """Run WLA on the P2 instance ``inst`` (see the module docstring). Raises InputError when
     the all-linear start does not fit the memory budget and no other start is possible."""
     p = params or WlaParams()
-    bp = bifocal or BifocalParams()
     t0 = time.perf_counter()
     formats = tuple(f for f in allowed_formats(inst) if f in WLA_FORMATS or
                     (p.dual and f == "dual"))
@@ -133,88 +132,32 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
     if not fits_budget(inst, phi):
         raise InputError(f"the all-linear layout needs {storage_bytes(inst, phi):.0f} bytes > "
                          f"memory budget {inst.layout.memory_budget}", field="memory_budget")
-    order = priority_order(inst, upward_rank(inst))
-    traj: list[dict[str, Any]] = []
-
-    def evaluate(assign: dict[str, str], stage: str, changed: int) -> tuple[dict, int]:
-        sol = bifocal_schedule(with_formats(inst, assign), bp, order=order)
-        ms = max((c["end"] for c in sol["compute"]), default=0)
-        traj.append({"evaluation": len(traj) + 1, "stage": stage, "changed": changed,
-                     "makespan": int(ms), "accepted": False})
-        return sol, int(ms)
-
-    sol, ms = evaluate(phi, "start", 0)
-    traj[-1]["accepted"] = True
+    ev = _Evaluator(inst, bifocal or BifocalParams(), priority_order(inst, upward_rank(inst)))
+    sol, ms = ev(phi, "start", 0)
+    ev.trajectory[-1]["accepted"] = True
     cap = max(1, math.ceil(p.share * len(inst.block_ids)))
-
-    def favoured(solution: dict) -> dict[str, tuple[str, float]]:
-        """block -> (favoured format, margin) from the solution's load pressure."""
-        pres = load_pressure(inst, solution)
-        out = {}
-        for b in free:
-            per = pres.get(b)
-            if not per:
-                continue
-            pn = sum(v for c, v in per.items() if _side(c) == "npu")
-            pp = sum(v for c, v in per.items() if _side(c) == "pim")
-            if pn == 0 and pp == 0:
-                continue
-            hi, lo = max(pn, pp), min(pn, pp)
-            if p.dual and "dual" in formats and lo > 0 and lo >= p.dual_ratio * hi:
-                fav = "dual"
-            else:
-                fav = NATIVE_FORMAT["npu"] if pn > pp else NATIVE_FORMAT["pim"]
-            if fav in formats:
-                out[b] = (fav, abs(pn - pp))
-        return out
-
     passes = 0
     stop = "budget"
-    while len(traj) < p.budget:
+    while len(ev.trajectory) < p.budget:
         # ---- outer dominance stage ----------------------------------------------------------
-        fav = favoured(sol)
-        ranked = sorted(((m, b, f) for b, (f, m) in fav.items() if phi[b] != f),
-                        key=lambda x: (-x[0], x[1]))
-        new = dict(phi)
-        changed = 0
-        for _, b, f in ranked:
-            if changed >= cap:
-                break
-            trial = {**new, b: f}
-            if fits_budget(inst, trial):
-                new = trial
-                changed += 1
+        new, changed = _outer_pass(inst, phi, _favoured(inst, sol, free, formats, p), cap)
         if changed == 0:
             stop = "outer stage changed nothing"
             break
         passes += 1
-        sol_o, ms_o = evaluate(new, "outer", changed)
+        sol_o, ms_o = ev(new, "outer", changed)
         if ms_o > ms:
             stop = "pass regressed (reverted)"
             break
-        traj[-1]["accepted"] = True
+        ev.trajectory[-1]["accepted"] = True
         phi, sol, ms = new, sol_o, ms_o
         # ---- inner targeted refinement --------------------------------------------------------
-        fav = favoured(sol)
-        disagree = sorted(((m, b) for b, (f, m) in fav.items() if phi[b] != f),
-                          key=lambda x: (-x[0], x[1]))[:p.refine]
-        for _, b in disagree:
-            best = None
-            for f in formats:
-                if f == phi[b] or len(traj) >= p.budget:
-                    continue
-                trial = {**phi, b: f}
-                if not fits_budget(inst, trial):
-                    continue
-                sol_f, ms_f = evaluate(trial, "refine", 1)
-                if best is None or ms_f < best[2]:
-                    best = (trial, sol_f, ms_f, len(traj) - 1)
-            if best is not None and best[2] < ms * (1.0 - p.eps):
-                phi, sol, ms = best[0], best[1], best[2]
-                traj[best[3]]["accepted"] = True
-        if len(traj) >= p.budget:
+        phi, sol, ms = _refine(inst, phi, sol, ms, _favoured(inst, sol, free, formats, p),
+                               formats, p, ev)
+        if len(ev.trajectory) >= p.budget:
             stop = "budget"
             break
+    traj = ev.trajectory
     held = traj[0]["makespan"]
     for row in traj:  # the makespan the arbiter holds after each evaluation
         if row["accepted"]:
@@ -222,3 +165,86 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
         row["best"] = held
     return WlaOutcome(formats=phi, solution=sol, makespan=ms, trajectory=traj,
                       stop_reason=stop, passes=passes, time_s=time.perf_counter() - t0)
+
+
+class _Evaluator:
+    """One evaluation = a Bifocal schedule of ``inst`` with the blocks stored as given (the
+    task order computed once); every evaluation is appended to ``trajectory``."""
+
+    def __init__(self, inst: PlacementInstance, bifocal: BifocalParams, order: list[int]):
+        self.inst, self.bifocal, self.order = inst, bifocal, order
+        self.trajectory: list[dict[str, Any]] = []
+
+    def __call__(self, assign: dict[str, str], stage: str, changed: int) -> tuple[dict, int]:
+        sol = bifocal_schedule(with_formats(self.inst, assign), self.bifocal, order=self.order)
+        ms = max((c["end"] for c in sol["compute"]), default=0)
+        self.trajectory.append({"evaluation": len(self.trajectory) + 1, "stage": stage,
+                                "changed": changed, "makespan": int(ms), "accepted": False})
+        return sol, int(ms)
+
+
+def _favoured(inst: PlacementInstance, solution: dict, free: list[str],
+              formats: tuple[str, ...], p: WlaParams) -> dict[str, tuple[str, float]]:
+    """block -> (favoured format, margin) from the solution's load pressure."""
+    pres = load_pressure(inst, solution)
+    out = {}
+    for b in free:
+        per = pres.get(b)
+        if not per:
+            continue
+        pn = sum(v for c, v in per.items() if _side(c) == "npu")
+        pp = sum(v for c, v in per.items() if _side(c) == "pim")
+        if pn == 0 and pp == 0:
+            continue
+        hi, lo = max(pn, pp), min(pn, pp)
+        if p.dual and "dual" in formats and lo > 0 and lo >= p.dual_ratio * hi:
+            fav = "dual"
+        else:
+            fav = NATIVE_FORMAT["npu"] if pn > pp else NATIVE_FORMAT["pim"]
+        if fav in formats:
+            out[b] = (fav, abs(pn - pp))
+    return out
+
+
+def _outer_pass(inst: PlacementInstance, phi: dict[str, str],
+                fav: dict[str, tuple[str, float]], cap: int) -> tuple[dict[str, str], int]:
+    """(new formats, blocks changed): up to ``cap`` blocks not in their favoured format move
+    to it, largest margin first, skipping moves that break the memory budget."""
+    ranked = sorted(((m, b, f) for b, (f, m) in fav.items() if phi[b] != f),
+                    key=lambda x: (-x[0], x[1]))
+    new = dict(phi)
+    changed = 0
+    for _, b, f in ranked:
+        if changed >= cap:
+            break
+        trial = {**new, b: f}
+        if fits_budget(inst, trial):
+            new = trial
+            changed += 1
+    return new, changed
+
+
+def _refine(inst: PlacementInstance, phi: dict[str, str], sol: dict, ms: int,
+            fav: dict[str, tuple[str, float]], formats: tuple[str, ...], p: WlaParams,
+            ev: _Evaluator) -> tuple[dict[str, str], dict, int]:
+    """Inner targeted refinement: for up to ``refine`` blocks whose format disagrees with the
+    observed loading (largest margin first) try every other format within the budget; keep
+    the best flip when it lowers the makespan by more than ``eps``."""
+    traj = ev.trajectory
+    disagree = sorted(((m, b) for b, (f, m) in fav.items() if phi[b] != f),
+                      key=lambda x: (-x[0], x[1]))[:p.refine]
+    for _, b in disagree:
+        best = None
+        for f in formats:
+            if f == phi[b] or len(traj) >= p.budget:
+                continue
+            trial = {**phi, b: f}
+            if not fits_budget(inst, trial):
+                continue
+            sol_f, ms_f = ev(trial, "refine", 1)
+            if best is None or ms_f < best[2]:
+                best = (trial, sol_f, ms_f, len(traj) - 1)
+        if best is not None and best[2] < ms * (1.0 - p.eps):
+            phi, sol, ms = best[0], best[1], best[2]
+            traj[best[3]]["accepted"] = True
+    return phi, sol, ms

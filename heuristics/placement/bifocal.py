@@ -289,44 +289,99 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     and timings when given."""
     p = params if isinstance(params, BifocalParams) else BifocalParams.from_dict(params)
     t0 = time.perf_counter()
-    n, nd = inst.n_tasks, inst.n_devices
     classes: list[str] = []
     for dv in inst.devices:
         if dv.device_class not in classes:
             classes.append(dv.device_class)
-    K = len(classes)
     dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
-    dev_cls = np.array(dcls_l, dtype=np.int64)
-    H = p.H if p.window else 0
-    window = H > 0
-
-    # ---- per-task types: cost row (+ lookahead tail and best pattern per class) -----------
-    if window:
-        tail, best, hs = window_tails(inst, H, dev_cls, K)
-        if not np.isfinite(tail).all():  # cannot happen: every task has a legal device
-            raise InputError("lookahead found no feasible class pattern", field="window")
-        combo = np.concatenate([inst.cost, tail.astype(np.int64), best], axis=1)
-        rows, inv = unique_rows(combo)
-        st = ScheduleState(inst, insertion=True, evict=True,
-                           cost_types=(rows[:, :nd], inv))
-        g = p.gamma
-        type_w = [[g * r[nd + dcls_l[d]] for d in range(nd)] for r in rows.tolist()]
-        type_best = [r[nd + K:] for r in rows.tolist()]
-        hs_l = hs.tolist()
-        hint = [-1] * n
-        hint_dist = [H + 1] * n
-        n_pat = K ** H
-        patterns = [[(i // K ** (H - 1 - k)) % K for k in range(H)] for i in range(n_pat)]
+    look = _lookahead(inst, p, dcls_l, len(classes))
+    if look is not None:
+        st = ScheduleState(inst, insertion=True, evict=True, cost_types=look.cost_types)
     else:
         st = ScheduleState(inst, insertion=True, evict=True)
-        type_w = type_best = hs_l = hint = hint_dist = patterns = None
     t_pre = time.perf_counter()
     order = (priority_order(inst, upward_rank(inst)) if order is None
              else [int(x) for x in order])
     t_order = time.perf_counter()
+    bias = _biases(inst, p, dcls_l, len(classes))
+    ties_by_hint = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
+    t_loop = time.perf_counter()
+    solution = st.solution()
+    t_end = time.perf_counter()
+    if stats is not None:
+        counts = {c: 0 for c in classes}
+        for d in st.dev:
+            counts[classes[dcls_l[d]]] += 1
+        stats.update({
+            "params": asdict(p), "classes": classes, "l_out": bias.l_out,
+            "loads": len(st.load_events), "evictions": len(st.evictions),
+            "tasks_per_class": counts, "ties_broken_by_hint": ties_by_hint,
+            "types": len(st.type_dur),
+            "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
+                       "schedule": t_loop - t_order, "solution": t_end - t_loop,
+                       "total": t_end - t0},
+        })
+    return solution
 
-    # ---- phase and token data -----------------------------------------------------------------
-    nb = len(inst.block_ids)
+
+# ---------------------------------------------------------------------------------------------
+# state set-up: lookahead per cost type, phase / token / eviction-cost data
+
+@dataclass(frozen=True)
+class _Lookahead:
+    """The window term per task type (cost row + tail + best pattern): γ·tail per device
+    (``type_w``), the best pattern index per class (``type_best``); the heaviest successor of
+    each task, the hint map (class, distance) filled on commits, and the class patterns."""
+
+    H: int
+    cost_types: tuple[np.ndarray, np.ndarray]
+    type_w: list[list[float]]
+    type_best: list[list[int]]
+    hs: list[int]
+    hint: list[int]
+    hint_dist: list[int]
+    patterns: list[list[int]]
+
+
+def _lookahead(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
+               ) -> _Lookahead | None:
+    """The window data (switch ``window``, depth H; None when off or H = 0)."""
+    H = p.H if p.window else 0
+    if H <= 0:
+        return None
+    n, nd = inst.n_tasks, inst.n_devices
+    tail, best, hs = window_tails(inst, H, np.array(dcls_l, dtype=np.int64), K)
+    if not np.isfinite(tail).all():  # cannot happen: every task has a legal device
+        raise InputError("lookahead found no feasible class pattern", field="window")
+    combo = np.concatenate([inst.cost, tail.astype(np.int64), best], axis=1)
+    rows, inv = unique_rows(combo)
+    g = p.gamma
+    type_w = [[g * r[nd + dcls_l[d]] for d in range(nd)] for r in rows.tolist()]
+    type_best = [r[nd + K:] for r in rows.tolist()]
+    n_pat = K ** H
+    patterns = [[(i // K ** (H - 1 - k)) % K for k in range(H)] for i in range(n_pat)]
+    return _Lookahead(H, (rows[:, :nd], inv), type_w, type_best, hs.tolist(), [-1] * n,
+                      [H + 1] * n, patterns)
+
+
+@dataclass(frozen=True)
+class _Biases:
+    """Per-task phase and step, θ (block -> class of its last use, −1 none; updated in place),
+    whether each class can hold all blocks, L_out, the switches in effect and, for the
+    eviction cost, the uses each block has left (updated in place)."""
+
+    phase: list[int]
+    step: list[int]
+    theta: list[int]
+    holds_all: list[bool]
+    l_out: int | None
+    use_phase: bool
+    use_token: bool
+    uses_left: list[int]
+
+
+def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int) -> _Biases:
+    n, nb = inst.n_tasks, len(inst.block_ids)
     phase_l = inst.phase.tolist() if inst.phase is not None else [-1] * n
     step_l = inst.step.tolist() if inst.step is not None else [-1] * n
     theta = [-1] * nb
@@ -343,30 +398,42 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
         l_out = wl["decode"]
     elif inst.step is not None and inst.phase is not None and (inst.phase == 1).any():
         l_out = int(inst.step[inst.phase == 1].max())
-    amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
-
-    def amort_of(i: int) -> float:
-        r_eff = max(p.r_min, (l_out - i + 1) * p.p_reuse)
-        return 1.0 / max(1.0, r_eff)
-
-    use_phase, use_token = p.phase, p.token and l_out is not None
     # eviction cost (extension): victims still needed later are charged their reload time
-    kappa = p.evict_cost
     uses_left = [0] * nb
-    if kappa > 0 and nb:
+    if p.evict_cost > 0 and nb:
         for b_ in inst.task_block.tolist():
             if b_ >= 0:
                 uses_left[b_] += 1
-    load_plan = st.load_plan
-    lam, eta, alpha = p.lam, p.eta, p.alpha
+    return _Biases(phase_l, step_l, theta, holds_all, l_out, p.phase,
+                   p.token and l_out is not None, uses_left)
 
-    # ---- the list-scheduling loop --------------------------------------------------------------
+
+# ---------------------------------------------------------------------------------------------
+# the list-scheduling loop: score the devices, commit the best, update θ and the hints
+
+def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: BifocalParams,
+         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int) -> int:
+    """Schedule ``order``: per task, the device with the lowest score EFT + γ·tail + B_phase +
+    B_token (+ the eviction cost; module docstring), ties to the hinted class; commit it and
+    update θ and the hints. Returns how many ties the hint broke. The hot loop: state bound
+    to locals, no call per task beyond the state's own."""
+    window = look is not None
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     block, loadd, res_ready, tls = st.block, st.loadd, st.res_ready, st.tl
-    evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
+    evaluate, load_plan, pred_info, commit = st.evaluate, st.load_plan, st.pred_info, st.commit
     evictions = st.evictions
-    class_devs = [[d for d in range(nd) if dcls_l[d] == c] for c in range(K)]
-    seen = [False] * n
+    class_devs = [[d for d in range(len(dcls_l)) if dcls_l[d] == c] for c in range(K)]
+    phase_l, step_l, theta, holds_all = bias.phase, bias.step, bias.theta, bias.holds_all
+    use_phase, use_token, l_out, uses_left = bias.use_phase, bias.use_token, bias.l_out, \
+        bias.uses_left
+    lam, eta, alpha, kappa, r_min, p_reuse = (p.lam, p.eta, p.alpha, p.evict_cost, p.r_min,
+                                              p.p_reuse)
+    type_w, hint = (look.type_w, look.hint) if window else (None, None)
+    if window:
+        H, patterns, type_best, hs_l, hint_dist = look.H, look.patterns, look.type_best, \
+            look.hs, look.hint_dist
+    amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
+    seen = [False] * inst.n_tasks
     ties_by_hint = 0
     for t in order:
         if seen[t]:
@@ -374,16 +441,14 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
                              field="order")
         seen[t] = True
         info = pred_info(t)
-        ty = ttype[t]
+        ty, b, ph = ttype[t], block[t], phase_l[t]
         durs = type_dur[ty]
-        b = block[t]
-        ph = phase_l[t]
         inv_r = -1.0
         if use_token and b >= 0 and ph == 1:
             i = step_l[t]
             inv_r = amort.get(i)
             if inv_r is None:
-                inv_r = amort[i] = amort_of(i)
+                inv_r = amort[i] = 1.0 / max(1.0, max(r_min, (l_out - i + 1) * p_reuse))
         wrow = type_w[ty] if window else None
         h = hint[t] if window else -1
         best_s = best_d = None
@@ -431,13 +496,10 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             uses_left[b] -= 1
         c = dcls_l[best_d]
         if n_ev != len(evictions):
-            for v, vd, _ in evictions[n_ev:]:
-                cv = dcls_l[vd]
-                if theta[v] == cv and not any(v in res_ready[x] for x in class_devs[cv]):
-                    theta[v] = -1
+            _forget_evicted(theta, evictions[n_ev:], dcls_l, class_devs, res_ready)
         if b >= 0:
             theta[b] = c
-        if window:
+        if window:  # the best pattern's classes become hints along the heaviest chain
             pat = patterns[type_best[ty][c]]
             u = hs_l[t]
             k = 0
@@ -447,20 +509,13 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
                     hint_dist[u] = k + 1
                 u = hs_l[u]
                 k += 1
-    t_loop = time.perf_counter()
-    solution = st.solution()
-    t_end = time.perf_counter()
-    if stats is not None:
-        counts = {c: 0 for c in classes}
-        for d in st.dev:
-            counts[classes[dcls_l[d]]] += 1
-        stats.update({
-            "params": asdict(p), "classes": classes, "l_out": l_out,
-            "loads": len(st.load_events), "evictions": len(st.evictions),
-            "tasks_per_class": counts, "ties_broken_by_hint": ties_by_hint,
-            "types": len(type_dur),
-            "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
-                       "schedule": t_loop - t_order, "solution": t_end - t_loop,
-                       "total": t_end - t0},
-        })
-    return solution
+    return ties_by_hint
+
+
+def _forget_evicted(theta: list[int], evicted: list[tuple[int, int, int]], dcls_l: list[int],
+                    class_devs: list[list[int]], res_ready: list[dict[int, int]]) -> None:
+    """θ(v) = −1 for evicted blocks v whose class θ(v) keeps no resident copy."""
+    for v, vd, _ in evicted:
+        cv = dcls_l[vd]
+        if theta[v] == cv and not any(v in res_ready[x] for x in class_devs[cv]):
+            theta[v] = -1

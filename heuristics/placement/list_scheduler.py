@@ -140,9 +140,13 @@ class ScheduleState:
             self.etr = []
         links = inst.links
         self.contention = bool(links.contention)
-        self.star = links.topology == "star"
-        self.up0, self.down0 = nd * nd, nd * nd + nd
-        self.chan = [0] * (nd * nd + 2 * nd)
+        # channel ids of each ordered device pair (src·nd + dst), from Links.channels
+        self.pair_chan: list[tuple[int, ...]] = [links.channels(i, j) for i in range(nd)
+                                                 for j in range(nd)]
+        # every transfer on one channel (full topology): ready()'s fast path reads its id here
+        self.one_channel = all(len(c) == 1 for c in self.pair_chan)
+        self.pair_chan1: list[int] = [c[0] for c in self.pair_chan] if self.one_channel else []
+        self.chan = [0] * links.n_channels  # channel id -> time it is free
         # blocks
         self.block: list[int] = inst.task_block.tolist()
         self.bbytes: list[int] = inst.block_bytes.tolist()
@@ -190,38 +194,38 @@ class ScheduleState:
                     ready = eu
             return ready
         chan = self.chan
-        loc = None
-        star = self.star
+        one = self.one_channel
+        pair_chan = self.pair_chan1 if one else self.pair_chan
+        loc = None  # channel id -> free time after this task's earlier (planned) transfers
         for eu, du, row, _ in info:
             if du == d:
                 if eu > ready:
                     ready = eu
                 continue
-            dur = row[du * nd + d]
+            k = du * nd + d
+            dur = row[k]
             ts = eu
             if dur > 0:
-                if star:
-                    k1, k2 = self.up0 + du, self.down0 + d
+                if one:  # fast path: one channel per transfer
+                    ch = pair_chan[k]
                     if loc is None:
                         loc = {}
-                        c1, c2 = chan[k1], chan[k2]
+                        c = chan[ch]
                     else:
-                        c1, c2 = loc.get(k1, chan[k1]), loc.get(k2, chan[k2])
-                    if c1 > ts:
-                        ts = c1
-                    if c2 > ts:
-                        ts = c2
-                    loc[k1] = loc[k2] = ts + dur
-                else:
-                    k = du * nd + d
-                    if loc is None:
-                        loc = {}
-                        c = chan[k]
-                    else:
-                        c = loc.get(k, chan[k])
+                        c = loc.get(ch, chan[ch])
                     if c > ts:
                         ts = c
-                    loc[k] = ts + dur
+                    loc[ch] = ts + dur
+                else:
+                    ks = pair_chan[k]
+                    if loc is None:
+                        loc = {}
+                    for ch in ks:
+                        c = loc.get(ch, chan[ch])
+                        if c > ts:
+                            ts = c
+                    for ch in ks:
+                        loc[ch] = ts + dur
             ts += dur
             if ts > ready:
                 ready = ts
@@ -280,26 +284,23 @@ class ScheduleState:
         dur = self.type_dur[self.ttype[t]][d]
         ready = 0
         chan = self.chan
-        contention, star = self.contention, self.star
+        contention, pair_chan = self.contention, self.pair_chan
         tstart = self.transfer_start
         for eu, du, row, e in info:
             if du == d:
                 if eu > ready:
                     ready = eu
                 continue
-            tdur = row[du * nd + d]
+            k = du * nd + d
+            tdur = row[k]
             ts = eu
             if contention and tdur > 0:
-                if star:
-                    k1, k2 = self.up0 + du, self.down0 + d
-                    ts = max(ts, chan[k1], chan[k2])
-                    chan[k1] = max(chan[k1], ts + tdur)
-                    chan[k2] = max(chan[k2], ts + tdur)
-                else:
-                    k = du * nd + d
-                    if chan[k] > ts:
-                        ts = chan[k]
-                    chan[k] = ts + tdur
+                ks = pair_chan[k]
+                for ch in ks:
+                    if chan[ch] > ts:
+                        ts = chan[ch]
+                for ch in ks:
+                    chan[ch] = ts + tdur
             tstart[e] = ts
             if ts + tdur > ready:
                 ready = ts + tdur

@@ -265,7 +265,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def cmd_lower_bound(args: argparse.Namespace) -> int:
     """``lower-bound``: certified makespan lower bound of a P1 instance: every component, its
     value and compute time."""
-    from opt.placement.certified_bounds import BoundOptions, certified_lower_bound
+    from opt.placement.bound_options import BoundOptions
+    from opt.placement.certified_bounds import certified_lower_bound
     from opt.placement.instance import PlacementInstance
 
     inst = load_instance(args.instance)

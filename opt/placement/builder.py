@@ -30,6 +30,7 @@ Modelling choices (documented; each is a switch or a clear default):
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,8 +38,9 @@ import numpy as np
 
 from opt import __version__
 from opt.common.errors import InputError
-from opt.costlib.hardware import FORMATS, Catalog, PlatformSpec
-from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links
+from opt.costlib.hardware import FORMATS, Catalog, DeviceSpec, PlatformSpec
+from opt.placement.instance import (Device, Layout, Links, PlacementInstance, build_instance,
+                                    make_links)
 from opt.costlib.latency import ring_allreduce_s, star_allreduce_s
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
@@ -141,11 +143,74 @@ class _Template:
         return len(self.names) - 1
 
 
+@dataclass(frozen=True)
+class _Devices:
+    """The instance's devices with their catalog specs, class index sets and the KV homes."""
+
+    specs: list[tuple[str, DeviceSpec]]
+    devices: list[Device]
+    compute: np.ndarray  # NPU/GPU device indices
+    pim: np.ndarray      # PIM device indices
+    host: int            # the fabric host (runs the all-reduces) when tp > 1, else -1
+    kv_home: list[int]   # per shard (one entry when tp = 1)
+    links: Links
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Per-step shapes of the workload: step 0 is the prefill, steps 1..L_out decode."""
+
+    n_steps: int
+    ctx: np.ndarray  # T_kv per step (float64)
+    tok: np.ndarray  # T_q per step (float64)
+
+
 def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
                     workload: Workload, options: BuildOptions | None = None) -> PlacementInstance:
     """The P1 instance of ``workload`` for ``card`` on ``platform`` (see the module docstring)."""
     t_start = time.perf_counter()
     opt = options or BuildOptions()
+    n_layers, prec, formats = _check_options(card, opt)
+    devs = _devices(platform, catalog, opt)
+    tpl = _step_template(card, opt, n_layers, prec)
+    steps = _steps(workload)
+    table = _step_ops(card, opt, n_layers, prec, workload)
+    cost, out_bytes = _task_costs(tpl, table, devs, platform, card, workload, opt, prec, steps)
+    edge_src, edge_dst, edge_bytes = _edges(tpl, out_bytes, card, n_layers, workload, opt, prec,
+                                            steps)
+    block_ids, block_bytes, block_load, t_block = _blocks(tpl, table, devs, platform, opt,
+                                                          formats)
+
+    # ---- assemble ---------------------------------------------------------------------------
+    n_steps, k_tasks, nd = steps.n_steps, len(tpl.names), len(devs.devices)
+    step_ids = np.arange(n_steps, dtype=np.int64)
+    ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
+    phase = np.where(step_ids == 0, 0, 1).astype(np.int8)
+    meta = {
+        "model": card.name, "platform": platform.name,
+        "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
+                                                  "version": __version__, **asdict(opt),
+                                                  "precision": asdict(prec)},
+        "kv_home": [devs.devices[d].name for d in devs.kv_home],
+        "tasks_per_step": k_tasks,
+        "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
+    }
+    inst = build_instance(
+        time_unit=opt.time_unit, devices=devs.devices, links=devs.links, task_ids=ids,
+        cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
+        edge_src=edge_src, edge_dst=edge_dst, edge_bytes=edge_bytes, block_ids=block_ids,
+        block_bytes=block_bytes, block_load=block_load,
+        layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
+        kind=tpl.kinds * n_steps, phase=np.repeat(phase, k_tasks),
+        step=np.repeat(step_ids, k_tasks), layer=np.tile(np.array(tpl.layer), n_steps),
+        shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)
+    meta["build_s"] = time.perf_counter() - t_start
+    return inst
+
+
+def _check_options(card: ModelCard, opt: BuildOptions
+                   ) -> tuple[int, Precision, tuple[str, ...]]:
+    """(layers used, resolved precision, formats offered); raises InputError on a bad option."""
     n_layers = card.layers if opt.layers is None else opt.layers
     if not 1 <= n_layers <= card.layers:
         raise InputError(f"layers must be in 1..{card.layers}, got {opt.layers}", field="layers")
@@ -172,10 +237,15 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     if opt.memory_budget is not None and opt.memory_budget < 0:
         raise InputError(f"memory_budget must be ≥ 0 bytes, got {opt.memory_budget}",
                          field="memory_budget")
+    return n_layers, prec, formats
+
+
+# ---- devices and links ------------------------------------------------------------------------
+
+def _devices(platform: PlatformSpec, catalog: Catalog, opt: BuildOptions) -> _Devices:
+    """The platform's devices (plus the host when tp > 1), KV homes and the fabric links."""
     tp = opt.tp
     tick = TIME_UNITS[opt.time_unit]
-
-    # ---- devices ----------------------------------------------------------------------------
     specs = [(name, catalog.device(kind)) for name, kind in platform.device_names()]
     host_spec = catalog.device(platform.host)
     if tp > 1:
@@ -195,169 +265,229 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     lat = int(seconds_to_ticks(platform.fabric.latency_s, opt.time_unit))
     bw = platform.fabric.bandwidth_bytes_per_s * tick
     links = make_links(devices, platform.topology, True, lat, bw)
+    return _Devices(specs, devices, compute_devs, pim_devs, host_dev, kv_home, links)
 
-    # ---- the step template --------------------------------------------------------------------
+
+# ---- the step template ------------------------------------------------------------------------
+
+@dataclass
+class _Layer:
+    """Adds one layer's tasks to the template: task names ``L{layer}.{kind}[#shard]`` and
+    weight-block names ``L{lo}-{hi}_{family}[#shard]`` (``block_span`` layers per block)."""
+
+    tpl: _Template
+    layer: int
+    probe: dict[str, Op]
+    block_span: int
+    n_layers: int
+    shards: Sequence[int]
+
+    def add(self, kind: str, shard: int = -1, family: str | None = None) -> int:
+        name = f"L{self.layer}.{kind}" + (f"#{shard}" if shard >= 0 else "")
+        return self.tpl.add(name, kind, self.layer, shard, family, (kind, self.layer, shard))
+
+    def fam(self, kind: str, shard: int = -1) -> str | None:
+        f = self.probe[kind].family
+        if f is None:
+            return None
+        span = self.layer // self.block_span
+        lo = span * self.block_span
+        hi = min((span + 1) * self.block_span, self.n_layers) - 1
+        return f"L{lo}-{hi}_{f}" + (f"#{shard}" if shard >= 0 else "")
+
+    def edge(self, src: int, dst: int, spec: tuple | None = None) -> None:
+        """Edge src → dst carrying ``spec`` (default: src's output)."""
+        self.tpl.edges.append((src, dst, ("out", src) if spec is None else spec))
+
+
+def _step_template(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision
+                   ) -> _Template:
+    """``embed``, every layer's operators (sharded, with all-reduces when tp > 1),
+    ``final_norm`` and ``lm_head`` of one step, with the edges between them."""
     tpl = _Template()
     e_idx = tpl.add("embed", "embed", -1, -1, None, ("embed", -1, -1))
     x_src = e_idx  # the residual stream entering the next layer
+    shards = range(opt.tp) if opt.tp > 1 else [-1]
     for layer in range(n_layers):
         probe = {o.kind: o for o in layer_ops(card, layer, tokens=1, context=1, batch=1,
                                               precision=prec, experts=opt.experts)}
-        kinds = list(probe)
-
-        def add(kind, shard=-1, family=None):
-            name = f"L{layer}.{kind}" + (f"#{shard}" if shard >= 0 else "")
-            return tpl.add(name, kind, layer, shard, family, (kind, layer, shard))
-
-        def fam(kind, shard=-1):
-            f = probe[kind].family
-            if f is None:
-                return None
-            span = layer // opt.block_span
-            lo, hi = span * opt.block_span, min((span + 1) * opt.block_span, n_layers) - 1
-            return f"L{lo}-{hi}_{f}" + (f"#{shard}" if shard >= 0 else "")
-
-        shards = range(tp) if tp > 1 else [-1]
-        norm = add("attn_norm")
-        tpl.edges.append((x_src, norm, ("out", x_src)))
-        add_attn = None
-        o_list = []
-        for s in shards:
-            q = add("q_proj", s, fam("q_proj", s))
-            k = add("k_proj", s, fam("k_proj", s))
-            v = add("v_proj", s, fam("v_proj", s))
-            kvw = add("kv_write", s)
-            qk = add("qk", s)
-            sm = add("softmax", s)
-            sv = add("sv", s)
-            for p in (q, k, v):
-                tpl.edges.append((norm, p, ("out", norm)))
-            tpl.edges += [(k, kvw, ("out", k)), (v, kvw, ("out", v)), (q, qk, ("out", q)),
-                          (kvw, qk, ("kv", layer)), (qk, sm, ("out", qk)),
-                          (sm, sv, ("out", sm)), (kvw, sv, ("kv", layer))]
-            last = sv
-            if "attn_gate" in probe:
-                g = add("attn_gate", s)
-                tpl.edges += [(sv, g, ("out", sv)), (q, g, ("out", q))]
-                last = g
-            o = add("o_proj", s, fam("o_proj", s))
-            tpl.edges.append((last, o, ("out", last)))
-            o_list.append(o)
-        add_attn = add("add_attn")
-        tpl.edges.append((x_src, add_attn, ("out", x_src)))
-        if tp > 1:
-            ar = add("allreduce_attn")
-            tpl.edges += [(o, ar, ("zero",)) for o in o_list]
-            tpl.edges.append((ar, add_attn, ("zero",)))
-        else:
-            tpl.edges.append((o_list[0], add_attn, ("out", o_list[0])))
-        fnorm = add("ffn_norm")
-        tpl.edges.append((add_attn, fnorm, ("out", add_attn)))
-        if card.moe is None:
-            downs = []
-            for s in shards:
-                gt = add("gate_proj", s, fam("gate_proj", s))
-                up = add("up_proj", s, fam("up_proj", s))
-                act = add("act", s)
-                dn = add("down_proj", s, fam("down_proj", s))
-                tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
-                              (gt, act, ("out", gt)), (up, act, ("out", up)),
-                              (act, dn, ("out", act))]
-                downs.append(dn)
-            ffn_out = downs
-        else:
-            router = add("router", -1, fam("router"))
-            tpl.edges.append((fnorm, router, ("out", fnorm)))
-            downs = []
-            expert_kinds = sorted({k.rsplit("_", 1)[0] for k in kinds
-                                   if k.startswith(("expert", "shared")) and k.endswith("_gate")})
-            for ek in expert_kinds:
-                for s in shards:
-                    gt = add(f"{ek}_gate", s, fam(f"{ek}_gate", s))
-                    up = add(f"{ek}_up", s, fam(f"{ek}_up", s))
-                    act = add(f"{ek}_act", s)
-                    dn = add(f"{ek}_down", s, fam(f"{ek}_down", s))
-                    tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
-                                  (gt, act, ("out", gt)), (up, act, ("out", up)),
-                                  (act, dn, ("out", act))]
-                    if ek.startswith("expert"):
-                        tpl.edges += [(router, gt, ("zero",))]
-                    downs.append(dn)
-            ffn_out = downs
-        add_ffn = add("add_ffn")
-        tpl.edges.append((add_attn, add_ffn, ("out", add_attn)))
-        if tp > 1:
-            ar = add("allreduce_ffn")
-            tpl.edges += [(dn, ar, ("zero",)) for dn in ffn_out]
-            merged = ar
-        else:
-            merged = None
-        if card.moe is not None:
-            comb = add("combine")
-            tpl.edges.append((router, comb, ("out", router)))
-            if merged is not None:
-                tpl.edges.append((merged, comb, ("zero",)))
-            else:
-                tpl.edges += [(dn, comb, ("out", dn)) for dn in ffn_out]
-            tpl.edges.append((comb, add_ffn, ("out", comb)))
-        elif merged is not None:
-            tpl.edges.append((merged, add_ffn, ("zero",)))
-        else:
-            tpl.edges.append((ffn_out[0], add_ffn, ("out", ffn_out[0])))
-        x_src = add_ffn
+        lay = _Layer(tpl, layer, probe, opt.block_span, n_layers, shards)
+        add_attn = _attention_tasks(lay, x_src, opt.tp)
+        x_src = _ffn_tasks(lay, add_attn, card.moe is not None, opt.tp)
     fn = tpl.add("final_norm", "final_norm", -1, -1, None, ("final_norm", -1, -1))
     lm = tpl.add("lm_head", "lm_head", -1, -1, None, ("lm_head", -1, -1))
     tpl.edges += [(x_src, fn, ("out", x_src)), (fn, lm, ("out", fn))]
-    k_tasks = len(tpl.names)
+    return tpl
 
-    # ---- op costs per step (prefill scalar, decode vectorised) --------------------------------
-    l_in, l_out, batch = workload.prefill, workload.decode, workload.batch
-    n_steps = l_out + 1
+
+def _attention_tasks(lay: _Layer, x_src: int, tp: int) -> int:
+    """attn_norm, per shard q/k/v, kv_write, qk, softmax, sv (attn_gate), o_proj, then the
+    all-reduce (tp > 1) and add_attn; returns add_attn."""
+    add, fam, edge, tpl = lay.add, lay.fam, lay.edge, lay.tpl
+    norm = add("attn_norm")
+    edge(x_src, norm)
+    o_list = []
+    for s in lay.shards:
+        q = add("q_proj", s, fam("q_proj", s))
+        k = add("k_proj", s, fam("k_proj", s))
+        v = add("v_proj", s, fam("v_proj", s))
+        kvw = add("kv_write", s)
+        qk = add("qk", s)
+        sm = add("softmax", s)
+        sv = add("sv", s)
+        for p in (q, k, v):
+            edge(norm, p)
+        tpl.edges += [(k, kvw, ("out", k)), (v, kvw, ("out", v)), (q, qk, ("out", q)),
+                      (kvw, qk, ("kv", lay.layer)), (qk, sm, ("out", qk)),
+                      (sm, sv, ("out", sm)), (kvw, sv, ("kv", lay.layer))]
+        last = sv
+        if "attn_gate" in lay.probe:
+            g = add("attn_gate", s)
+            tpl.edges += [(sv, g, ("out", sv)), (q, g, ("out", q))]
+            last = g
+        o = add("o_proj", s, fam("o_proj", s))
+        edge(last, o)
+        o_list.append(o)
+    add_attn = add("add_attn")
+    edge(x_src, add_attn)
+    if tp > 1:
+        ar = add("allreduce_attn")
+        tpl.edges += [(o, ar, ("zero",)) for o in o_list]
+        edge(ar, add_attn, ("zero",))
+    else:
+        edge(o_list[0], add_attn)
+    return add_attn
+
+
+def _mlp_tasks(lay: _Layer, fnorm: int, prefix: str, router: int | None) -> list[int]:
+    """gate, up, act, down of one MLP (``prefix`` '' for the dense FFN, else an expert's) per
+    shard; routed experts also depend on the router. Returns the down projections."""
+    add, fam, tpl = lay.add, lay.fam, lay.tpl
+    g_kind, u_kind, a_kind, d_kind = ((f"{prefix}_gate", f"{prefix}_up", f"{prefix}_act",
+                                       f"{prefix}_down") if prefix else
+                                      ("gate_proj", "up_proj", "act", "down_proj"))
+    downs = []
+    for s in lay.shards:
+        gt = add(g_kind, s, fam(g_kind, s))
+        up = add(u_kind, s, fam(u_kind, s))
+        act = add(a_kind, s)
+        dn = add(d_kind, s, fam(d_kind, s))
+        tpl.edges += [(fnorm, gt, ("out", fnorm)), (fnorm, up, ("out", fnorm)),
+                      (gt, act, ("out", gt)), (up, act, ("out", up)),
+                      (act, dn, ("out", act))]
+        if router is not None and prefix.startswith("expert"):
+            tpl.edges += [(router, gt, ("zero",))]
+        downs.append(dn)
+    return downs
+
+
+def _ffn_tasks(lay: _Layer, add_attn: int, moe: bool, tp: int) -> int:
+    """ffn_norm, the dense FFN or the MoE (router, experts, shared experts, combine), the
+    all-reduce (tp > 1) and add_ffn; returns add_ffn."""
+    add, edge, tpl = lay.add, lay.edge, lay.tpl
+    fnorm = add("ffn_norm")
+    edge(add_attn, fnorm)
+    router = None
+    if not moe:
+        ffn_out = _mlp_tasks(lay, fnorm, "", None)
+    else:
+        router = add("router", -1, lay.fam("router"))
+        edge(fnorm, router)
+        ffn_out = []
+        expert_kinds = sorted({k.rsplit("_", 1)[0] for k in lay.probe
+                               if k.startswith(("expert", "shared")) and k.endswith("_gate")})
+        for ek in expert_kinds:
+            ffn_out += _mlp_tasks(lay, fnorm, ek, router)
+    add_ffn = add("add_ffn")
+    edge(add_attn, add_ffn)
+    if tp > 1:
+        ar = add("allreduce_ffn")
+        tpl.edges += [(dn, ar, ("zero",)) for dn in ffn_out]
+        merged = ar
+    else:
+        merged = None
+    if moe:
+        comb = add("combine")
+        edge(router, comb)
+        if merged is not None:
+            edge(merged, comb, ("zero",))
+        else:
+            tpl.edges += [(dn, comb, ("out", dn)) for dn in ffn_out]
+        edge(comb, add_ffn)
+    elif merged is not None:
+        edge(merged, add_ffn, ("zero",))
+    else:
+        edge(ffn_out[0], add_ffn)
+    return add_ffn
+
+
+# ---- op costs per step (prefill scalar, decode vectorised) ----------------------------------
+
+def _steps(workload: Workload) -> _Steps:
+    l_in, l_out = workload.prefill, workload.decode
     ctx = np.concatenate([[l_in], l_in + np.arange(1, l_out + 1)]).astype(np.float64)
     tok = np.concatenate([[l_in], np.ones(l_out)]).astype(np.float64)
+    return _Steps(l_out + 1, ctx, tok)
 
-    def step_ops():
-        """{(kind, layer): Op with arrays over steps} from a prefill and a decode evaluation."""
-        table: dict[tuple[str, int], dict[str, np.ndarray]] = {}
 
-        def put(key, ops_pre, ops_dec):
-            for op_p, op_d in zip(ops_pre, ops_dec):
-                table[(op_p.kind, key)] = {
-                    "op": op_p,
-                    **{f: np.concatenate([np.atleast_1d(getattr(op_p, f)),
-                                          np.broadcast_to(getattr(op_d, f), (l_out,))])
-                       for f in ("flops", "bytes", "out_bytes")}}
+def _empty_decode(ops: list[Op]) -> list[Op]:
+    """The decode ops of a workload without decode steps: zero-length arrays."""
+    return [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
+               o.weight_bytes, np.zeros(0)) for o in ops]
 
-        for layer in range(n_layers):
-            pre = layer_ops(card, layer, tokens=l_in, context=l_in, batch=batch, precision=prec,
-                            experts=opt.experts, sparsity=sparsity, phase="prefill")
-            dec = layer_ops(card, layer, tokens=1, context=ctx[1:] if l_out else np.array([l_in + 1.0]),
-                            batch=batch, precision=prec, experts=opt.experts, sparsity=sparsity,
-                            phase="decode")
-            if not l_out:
-                dec = [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
-                          o.weight_bytes, np.zeros(0)) for o in dec]
-            put(layer, pre, dec)
-        e_p, t_p = head_ops(card, tokens=l_in, batch=batch, prefill=True, precision=prec)
-        e_d, t_d = head_ops(card, tokens=np.ones(max(l_out, 1)), batch=batch, prefill=False,
-                            precision=prec)
+
+def _step_ops(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision,
+              workload: Workload) -> dict[tuple[str, int], dict[str, Any]]:
+    """{(kind, layer): {"op": the prefill Op, "flops"/"bytes"/"out_bytes": arrays over steps}}
+    from one prefill and one (vectorised) decode evaluation; layer −1 for the head ops."""
+    l_in, l_out, batch = workload.prefill, workload.decode, workload.batch
+    ctx = _steps(workload).ctx
+    sparsity = opt.sparsity
+    table: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def put(key, ops_pre, ops_dec):
+        for op_p, op_d in zip(ops_pre, ops_dec):
+            table[(op_p.kind, key)] = {
+                "op": op_p,
+                **{f: np.concatenate([np.atleast_1d(getattr(op_p, f)),
+                                      np.broadcast_to(getattr(op_d, f), (l_out,))])
+                   for f in ("flops", "bytes", "out_bytes")}}
+
+    for layer in range(n_layers):
+        pre = layer_ops(card, layer, tokens=l_in, context=l_in, batch=batch, precision=prec,
+                        experts=opt.experts, sparsity=sparsity, phase="prefill")
+        dec = layer_ops(card, layer, tokens=1, context=ctx[1:] if l_out else np.array([l_in + 1.0]),
+                        batch=batch, precision=prec, experts=opt.experts, sparsity=sparsity,
+                        phase="decode")
         if not l_out:
-            e_d, *t_d = [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
-                            o.weight_bytes, np.zeros(0)) for o in [e_d, *t_d]]
-        put(-1, [e_p, *t_p], [e_d, *t_d])
-        return table
+            dec = _empty_decode(dec)
+        put(layer, pre, dec)
+    e_p, t_p = head_ops(card, tokens=l_in, batch=batch, prefill=True, precision=prec)
+    e_d, t_d = head_ops(card, tokens=np.ones(max(l_out, 1)), batch=batch, prefill=False,
+                        precision=prec)
+    if not l_out:
+        e_d, *t_d = _empty_decode([e_d, *t_d])
+    put(-1, [e_p, *t_p], [e_d, *t_d])
+    return table
 
-    table = step_ops()
+
+def _task_costs(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
+                card: ModelCard, workload: Workload, opt: BuildOptions, prec: Precision,
+                steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
+    """(cost [steps, K, D] ticks, −1 illegal; output bytes [K, steps]) of the template's tasks.
+    Legality: kv_write on its KV home; NPU/GPU everything else, PIM all but PIM_ILLEGAL; the
+    all-reduces only on the host (duration from the fabric's collective model)."""
+    tp, nd, k_tasks = opt.tp, len(devs.devices), len(tpl.names)
     shard_div = float(tp)
-    cost = np.full((n_steps, k_tasks, nd), -1, dtype=np.int64)
-    out_bytes = np.zeros((k_tasks, n_steps))
-    ar_bytes = (batch * tok * card.hidden * prec.a)
+    cost = np.full((steps.n_steps, k_tasks, nd), -1, dtype=np.int64)
+    out_bytes = np.zeros((k_tasks, steps.n_steps))
+    ar_bytes = (workload.batch * steps.tok * card.hidden * prec.a)
     for k in range(k_tasks):
         kind, layer, shard = tpl.ops[k]
         if kind.startswith("allreduce"):
             link = platform.fabric
             f_ar = ring_allreduce_s if platform.topology == "full" else star_allreduce_s
-            cost[:, k, host_dev] = seconds_to_ticks(f_ar(ar_bytes, tp, link), opt.time_unit)
+            cost[:, k, devs.host] = seconds_to_ticks(f_ar(ar_bytes, tp, link), opt.time_unit)
             continue
         entry = table[(kind, layer)]
         op: Op = entry["op"]
@@ -367,21 +497,31 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         out = entry["out_bytes"] / (div if kind not in ROW_PARALLEL else 1.0)
         out_bytes[k] = out
         if kind == "kv_write":
-            legal = [kv_home[max(shard, 0)]]
+            legal = [devs.kv_home[max(shard, 0)]]
         else:
-            legal = list(compute_devs)
+            legal = list(devs.compute)
             if kind not in PIM_ILLEGAL:
-                legal += list(pim_devs)
+                legal += list(devs.pim)
         for d in legal:
-            spec = specs[d][1]
+            spec = devs.specs[d][1]
             cost[:, k, d] = seconds_to_ticks(spec.latency_s(op.op_class, flops, nbytes),
                                              opt.time_unit)
+    return cost, out_bytes
 
-    # ---- edges (template → all steps) -----------------------------------------------------------
+
+# ---- edges (template → all steps) -----------------------------------------------------------
+
+def _edges(tpl: _Template, out_bytes: np.ndarray, card: ModelCard, n_layers: int,
+           workload: Workload, opt: BuildOptions, prec: Precision, steps: _Steps
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, bytes) of every step's template edges (payload: the source's output, the
+    visible K/V of the layer's shard, or 0), then the lm_head → next embed token chain."""
+    batch, n_steps, k_tasks = workload.batch, steps.n_steps, len(tpl.names)
+    shard_div = float(opt.tp)
     kv_tok = {}
     for layer in range(n_layers):
         window = card.sliding_window if card.layer_type(layer) == "sliding" else None
-        visible = np.minimum(ctx, window) if window else ctx
+        visible = np.minimum(steps.ctx, window) if window else steps.ctx
         kv_tok[layer] = batch * visible * card.kv_dim * prec.k / shard_div
     e_src = np.array([a for a, _, _ in tpl.edges], dtype=np.int64)
     e_dst = np.array([b for _, b, _ in tpl.edges], dtype=np.int64)
@@ -391,18 +531,27 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
             e_bytes[i] = out_bytes[spec[1]]
         elif spec[0] == "kv":
             e_bytes[i] = kv_tok[spec[1]]
-    steps = np.arange(n_steps, dtype=np.int64)
-    src_all = (steps[:, None] * k_tasks + e_src[None, :]).ravel()
-    dst_all = (steps[:, None] * k_tasks + e_dst[None, :]).ravel()
+    step_ids = np.arange(n_steps, dtype=np.int64)
+    src_all = (step_ids[:, None] * k_tasks + e_src[None, :]).ravel()
+    dst_all = (step_ids[:, None] * k_tasks + e_dst[None, :]).ravel()
     bytes_all = np.ceil(e_bytes.T).astype(np.int64).ravel()
-    chain_src = steps[:-1] * k_tasks + lm
-    chain_dst = steps[1:] * k_tasks + e_idx
+    lm, e_idx = tpl.names.index("lm_head"), tpl.names.index("embed")
+    chain_src = step_ids[:-1] * k_tasks + lm
+    chain_dst = step_ids[1:] * k_tasks + e_idx
     chain_bytes = np.full(n_steps - 1, batch * 4, dtype=np.int64)  # sampled token ids (int32)
-    src_all = np.concatenate([src_all, chain_src])
-    dst_all = np.concatenate([dst_all, chain_dst])
-    bytes_all = np.concatenate([bytes_all, chain_bytes])
+    return (np.concatenate([src_all, chain_src]), np.concatenate([dst_all, chain_dst]),
+            np.concatenate([bytes_all, chain_bytes]))
 
-    # ---- blocks -----------------------------------------------------------------------------------
+
+# ---- weight blocks ----------------------------------------------------------------------------
+
+def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
+            opt: BuildOptions, formats: tuple[str, ...]
+            ) -> tuple[list[str], np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """(block ids, bytes, load ticks per format [B, D] (−1 = not loadable), block of each
+    template task (−1 = none)). Blocks are ordered by first layer, then name."""
+    shard_div = float(opt.tp)
+    nd = len(devs.devices)
     block_ids = sorted({f for f in tpl.family if f is not None},
                        key=lambda b: (int(b.split("-")[0][1:]), b))  # by first layer, then name
     bindex = {b: i for i, b in enumerate(block_ids)}
@@ -416,7 +565,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     # right (each op reads its own matrix); the same block name appears for all three.
     block_bytes = np.ceil(block_bytes).astype(np.int64)
     block_load = {fmt: np.full((len(block_ids), nd), -1, dtype=np.int64) for fmt in formats}
-    for d, (_, spec) in enumerate(specs):
+    for d, (_, spec) in enumerate(devs.specs):
         if spec.device_class == "cpu":
             continue
         for fmt in formats:
@@ -428,27 +577,4 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
                                                                   platform.host_link),
                                                       opt.time_unit) for b in block_bytes]
     t_block = np.array([bindex[f] if f is not None else -1 for f in tpl.family], dtype=np.int64)
-
-    # ---- assemble -----------------------------------------------------------------------------------
-    ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
-    phase = np.where(steps == 0, 0, 1).astype(np.int8)
-    meta = {
-        "model": card.name, "platform": platform.name,
-        "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
-                                                  "version": __version__, **asdict(opt),
-                                                  "precision": asdict(prec)},
-        "kv_home": [devices[d].name for d in kv_home],
-        "tasks_per_step": k_tasks,
-        "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
-    }
-    inst = build_instance(
-        time_unit=opt.time_unit, devices=devices, links=links, task_ids=ids,
-        cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
-        edge_src=src_all, edge_dst=dst_all, edge_bytes=bytes_all, block_ids=block_ids,
-        block_bytes=block_bytes, block_load=block_load,
-        layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
-        kind=tpl.kinds * n_steps, phase=np.repeat(phase, k_tasks),
-        step=np.repeat(steps, k_tasks), layer=np.tile(np.array(tpl.layer), n_steps),
-        shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)
-    meta["build_s"] = time.perf_counter() - t_start
-    return inst
+    return block_ids, block_bytes, block_load, t_block

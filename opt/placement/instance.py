@@ -1,4 +1,5 @@
-"""P1 placement instances (problems.md §1.1, §1.2a): immutable columnar data, JSON reader and writer.
+"""P1 placement instances (problems.md §1.1, §1.2a): immutable columnar data and its JSON writer
+(the reader is :mod:`opt.placement.io`).
 
 In memory an instance is columnar (numpy arrays, read-only) so full-size DOPS workloads of
 hundreds of thousands of tasks stay compact and fast; on disk it is the JSON shape of problems.md §1.2a
@@ -12,7 +13,7 @@ Conventions: ``cost[t, d]`` is task t's duration on device d, ``-1`` where d is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.common.jsonio import Fields, read_json, write_json
+from opt.common.jsonio import write_json
 from opt.common.units import TIME_UNITS
 
 SCHEMA = 1
@@ -413,26 +414,8 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
     def err(msg: str, fld: str) -> InputError:
         return InputError(msg, source=source, field=fld)
 
-    if time_unit not in TIME_UNITS:
-        raise err(f"unknown time_unit '{time_unit}'; known: {', '.join(TIME_UNITS)}", "time_unit")
-    if d == 0:
-        raise err("an instance needs at least one device", "devices")
-    names = [x.name for x in devices]
-    if len(set(names)) != d:
-        dup = next(x for x in names if names.count(x) > 1)
-        raise err(f"duplicate device name '{dup}'", "devices")
-    if len(set(task_ids)) != n:
-        seen: set[str] = set()
-        dup = next(t for t in task_ids if t in seen or seen.add(t))
-        raise err(f"duplicate task id '{dup}'", "tasks")
-    cost = np.asarray(cost, dtype=np.int64).reshape(n, d)
-    if (cost < -1).any():
-        t, dv = map(int, np.argwhere(cost < -1)[0])
-        raise err(f"task '{task_ids[t]}' has negative duration {int(cost[t, dv])} on "
-                  f"'{names[dv]}'", f"tasks[{t}].cost")
-    no_dev = np.flatnonzero((cost < 0).all(axis=1))
-    if len(no_dev):
-        raise err(f"task '{task_ids[no_dev[0]]}' has no legal device", f"tasks[{no_dev[0]}].cost")
+    names = _check_names(time_unit, devices, task_ids, err)
+    cost = _check_costs(cost, task_ids, names, err)
     nb = len(block_ids)
     task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
                   else np.asarray(task_block, dtype=np.int64))
@@ -443,62 +426,15 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
         b = int(np.flatnonzero(block_bytes < 0)[0])
         raise err(f"block '{block_ids[b]}' has negative bytes", f"blocks[{b}].bytes")
     layout = layout or Layout()
-    for fmt in layout.formats:
-        if fmt not in LAYOUT_FORMATS:
-            raise err(f"unknown format '{fmt}'; known: {', '.join(LAYOUT_FORMATS)}",
-                      "layout.formats")
-    if layout.default not in layout.formats:
-        raise err(f"default format '{layout.default}' is not in formats", "layout.default")
-    for bid, fmt in layout.fixed.items():
-        if fmt not in layout.formats:
-            raise err(f"block '{bid}' fixed to unknown format '{fmt}'", "layout.fixed")
+    _check_layout(layout, err)
     block_load = {f: np.asarray(a, dtype=np.int64).reshape(nb, d)
                   for f, a in (block_load or {}).items()}
-    for fmt, arr in block_load.items():
-        if fmt not in layout.formats:
-            raise err(f"load durations given for format '{fmt}' not in layout.formats",
-                      "blocks.load")
-        if (arr < -1).any():
-            b, dv = map(int, np.argwhere(arr < -1)[0])
-            raise err(f"block '{block_ids[b]}' has negative load duration on '{names[dv]}'",
-                      f"blocks[{b}].load")
-    index_b = {b: i for i, b in enumerate(block_ids)}
-    for bid in layout.fixed:
-        if bid not in index_b:
-            raise err(f"unknown block '{bid}'", "layout.fixed")
-    if (task_block >= nb).any() or (task_block < -1).any():
-        raise err("task block index out of range", "tasks")
-    # every legal device of a blocked task must be able to load the block in its P1 format
-    has_block = np.flatnonzero(task_block >= 0)
-    if len(has_block):
-        fmts = [layout.format_of(b) for b in block_ids]
-        load_p1 = np.full((nb, d), -1, dtype=np.int64)
-        for b, fmt in enumerate(fmts):
-            if fmt in block_load:
-                load_p1[b] = block_load[fmt][b]
-        bad = (cost[has_block] >= 0) & (load_p1[task_block[has_block]] < 0)
-        if bad.any():
-            r, dv = map(int, np.argwhere(bad)[0])
-            t = int(has_block[r])
-            raise err(f"task '{task_ids[t]}' may run on '{names[dv]}' but its block "
-                      f"'{block_ids[task_block[t]]}' has no load there in format "
-                      f"'{fmts[task_block[t]]}'", f"tasks[{t}].block")
+    _check_block_loads(layout, block_ids, block_load, names, err)
+    _check_task_blocks(cost, task_block, task_ids, block_ids, block_load, layout, names, err)
     edge_src = np.asarray(edge_src, dtype=np.int64)
     edge_dst = np.asarray(edge_dst, dtype=np.int64)
     edge_bytes = np.asarray(edge_bytes, dtype=np.int64)
-    if (edge_bytes < 0).any():
-        e = int(np.flatnonzero(edge_bytes < 0)[0])
-        raise err(f"edge {task_ids[edge_src[e]]}->{task_ids[edge_dst[e]]} has negative bytes",
-                  f"edges[{e}].bytes")
-    loops = np.flatnonzero(edge_src == edge_dst)
-    if len(loops):
-        raise err(f"self-loop on task '{task_ids[edge_src[loops[0]]]}'", f"edges[{loops[0]}]")
-    if len(edge_src):
-        key = edge_src * n + edge_dst
-        uniq, counts = np.unique(key, return_counts=True)
-        if (counts > 1).any():
-            k = int(uniq[counts > 1][0])
-            raise err(f"duplicate edge {task_ids[k // n]}->{task_ids[k % n]}", "edges")
+    _check_edges(edge_src, edge_dst, edge_bytes, task_ids, err)
 
     def opt_arr(a, dtype):
         return None if a is None else _frozen(np.asarray(a, dtype=dtype).reshape(n))
@@ -521,188 +457,110 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
     return inst
 
 
-# --------------------------------------------------------------------------------------------
-# JSON reader
-
-def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
-    """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
-    f = Fields(obj, source, "")
-    f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
-                  "blocks", "layout", "meta"})
-    schema = f.get("schema")
-    if schema != SCHEMA:
-        raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
-    if f.str("problem") != "placement":
-        raise f.error("problem", f"expected 'placement', got {obj['problem']!r}")
-    time_unit = f.str("time_unit", "ns")
-    devices = []
-    for df in f.items("devices"):
-        df.check_keys({"name", "class", "weight_capacity"})
-        devices.append(Device(df.str("name"), df.str("class"),
-                              df.int("weight_capacity", None)))
-    dindex = {dv.name: i for i, dv in enumerate(devices)}
-    lf = f.sub("links", {})
-    lf.check_keys({"topology", "contention", "default", "pairs"})
-    default = lf.sub("default", {})
-    pairs = []
-    for pf in lf.items("pairs") if "pairs" in lf.obj else []:
-        pf.check_keys({"src", "dst", "latency", "bandwidth"})
-        pairs.append((pf.str("src"), pf.str("dst"), pf.int("latency"),
-                      pf.num("bandwidth", strict=True)))
-    links = make_links(devices, lf.str("topology", "full"), lf.bool("contention", True),
-                       default.int("latency", 0), default.num("bandwidth", 1.0, strict=True),
-                       pairs, source)
-    lay = f.sub("layout", {})
-    lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
-    default_fmt = lay.str("default", "linear")
-    formats = tuple(lay.list("formats", [default_fmt]))
-    layout = Layout(formats=formats, fixed=dict(lay.get("fixed", {}) or {}), default=default_fmt,
-                    storage_multiplier={**DEFAULT_STORAGE, **(lay.get("storage_multiplier", {}) or {})},
-                    memory_budget=lay.int("memory_budget", None))
-    blocks = f.items("blocks") if "blocks" in obj else []
-    block_ids = []
-    block_bytes = []
-    block_load = {fmt: np.full((len(blocks), len(devices)), -1, dtype=np.int64) for fmt in formats}
-    for b, bf in enumerate(blocks):
-        bf.check_keys({"id", "bytes", "load"})
-        block_ids.append(bf.str("id"))
-        block_bytes.append(bf.int("bytes"))
-        load = bf.sub("load", {})
-        for dname, per_fmt in load.obj.items():
-            if dname not in dindex:
-                raise load.error(dname, f"unknown device '{dname}'")
-            pf = load.sub(dname)
-            for fmt in per_fmt:
-                if fmt not in block_load:
-                    raise pf.error(fmt, f"format '{fmt}' is not in layout.formats "
-                                        f"{list(formats)}")
-                block_load[fmt][b, dindex[dname]] = pf.int(fmt)
-    bindex = {b: i for i, b in enumerate(block_ids)}
-    raw_tasks = f.list("tasks")
-    raw_edges = f.list("edges", [])
-    try:  # fast path for large files; any irregularity reruns the checked path for the message
-        cols = _fast_columns(raw_tasks, raw_edges, dindex, bindex, len(devices))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        cols = _checked_columns(f, obj, dindex, bindex, len(devices))
-    ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
-    return build_instance(
-        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
-        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
-        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
-        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
-        meta=f.get("meta", {}) or {}, source=source)
+_Err = Callable[[str, str], InputError]
 
 
-def _has_bool(values: list) -> bool:
-    """JSON true/false where an integer is required (numpy would silently read them as 1/0)."""
-    return any(type(x) is bool for x in values)
+def _check_names(time_unit: str, devices: Sequence[Device], task_ids: Sequence[str],
+                 err: _Err) -> list[str]:
+    """The time unit is known, there is a device, device names and task ids are unique."""
+    d = len(devices)
+    if time_unit not in TIME_UNITS:
+        raise err(f"unknown time_unit '{time_unit}'; known: {', '.join(TIME_UNITS)}", "time_unit")
+    if d == 0:
+        raise err("an instance needs at least one device", "devices")
+    names = [x.name for x in devices]
+    if len(set(names)) != d:
+        dup = next(x for x in names if names.count(x) > 1)
+        raise err(f"duplicate device name '{dup}'", "devices")
+    if len(set(task_ids)) != len(task_ids):
+        seen: set[str] = set()
+        dup = next(t for t in task_ids if t in seen or seen.add(t))
+        raise err(f"duplicate task id '{dup}'", "tasks")
+    return names
 
 
-_TASK_KEYS = frozenset({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
-_EDGE_KEYS = frozenset({"src", "dst", "bytes"})
+def _check_costs(cost: np.ndarray, task_ids: Sequence[str], names: list[str], err: _Err
+                 ) -> np.ndarray:
+    """The [n, d] cost matrix: durations ≥ 0 or −1 (illegal), every task with a legal device."""
+    cost = np.asarray(cost, dtype=np.int64).reshape(len(task_ids), len(names))
+    if (cost < -1).any():
+        t, dv = map(int, np.argwhere(cost < -1)[0])
+        raise err(f"task '{task_ids[t]}' has negative duration {int(cost[t, dv])} on "
+                  f"'{names[dv]}'", f"tasks[{t}].cost")
+    no_dev = np.flatnonzero((cost < 0).all(axis=1))
+    if len(no_dev):
+        raise err(f"task '{task_ids[no_dev[0]]}' has no legal device", f"tasks[{no_dev[0]}].cost")
+    return cost
 
 
-def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict[str, int],
-                  nd: int):
-    """Columns of well-formed task and edge lists, with bulk checks (raises on anything odd)."""
-    n = len(tasks)
-    if set().union(*(t.keys() for t in tasks)) - _TASK_KEYS:
-        raise KeyError("unknown task key")
-    ids = [t["id"] for t in tasks]
-    if not all(type(i) is str and i for i in ids):
-        raise TypeError("task id")
-    rows, cols, vals = [], [], []
-    for i, t in enumerate(tasks):
-        c = t["cost"]
-        rows.extend([i] * len(c))
-        cols.extend(dindex[k] for k in c)
-        vals.extend(c.values())
-    v = np.array(vals)
-    if v.dtype.kind != "i" or (len(v) and v.min() < 0) or _has_bool(vals):
-        raise ValueError("durations")
-    cost = np.full((n, nd), -1, dtype=np.int64)
-    cost[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)] = v
-    task_block = np.array([-1 if t.get("block") is None else bindex[t["block"]] for t in tasks],
-                          dtype=np.int64)
-    kinds = [t.get("kind") for t in tasks]
-    phase = np.array([-1 if t.get("phase") is None else PHASES.index(t["phase"])
-                      for t in tasks], dtype=np.int8)
-    ints = []
-    for key in ("step", "layer", "shard"):
-        raw = [t.get(key, -1) for t in tasks]
-        a = np.array(raw)
-        if len(a) and (a.dtype.kind != "i" or _has_bool(raw)):
-            raise ValueError(key)
-        ints.append(a.astype(np.int64))
-    if edges and set().union(*(e.keys() for e in edges)) - _EDGE_KEYS:
-        raise KeyError("unknown edge key")
-    tindex = {t: i for i, t in enumerate(ids)}
-    src = np.array([tindex[e["src"]] for e in edges], dtype=np.int64)
-    dst = np.array([tindex[e["dst"]] for e in edges], dtype=np.int64)
-    raw_nb = [e.get("bytes", 0) for e in edges]
-    nb = np.array(raw_nb)
-    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
-        raise ValueError("bytes")
-    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
+def _check_layout(layout: Layout, err: _Err) -> None:
+    """Known formats, a default among them, fixed blocks in offered formats."""
+    for fmt in layout.formats:
+        if fmt not in LAYOUT_FORMATS:
+            raise err(f"unknown format '{fmt}'; known: {', '.join(LAYOUT_FORMATS)}",
+                      "layout.formats")
+    if layout.default not in layout.formats:
+        raise err(f"default format '{layout.default}' is not in formats", "layout.default")
+    for bid, fmt in layout.fixed.items():
+        if fmt not in layout.formats:
+            raise err(f"block '{bid}' fixed to unknown format '{fmt}'", "layout.fixed")
 
 
-def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
-                     nd: int):
-    """The same columns, field by field, raising an InputError that names the bad field."""
-    tasks = f.items("tasks")
-    n = len(tasks)
-    ids, kinds = [], []
-    cost = np.full((n, nd), -1, dtype=np.int64)
-    task_block = np.full(n, -1, dtype=np.int64)
-    phase = np.full(n, -1, dtype=np.int8)
-    step = np.full(n, -1, dtype=np.int64)
-    layer = np.full(n, -1, dtype=np.int64)
-    shard = np.full(n, -1, dtype=np.int64)
-    for i, tf in enumerate(tasks):
-        tf.check_keys({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
-        ids.append(tf.str("id"))
-        cf = tf.sub("cost")
-        for dname in cf.obj:
-            if dname not in dindex:
-                raise cf.error(dname, f"unknown device '{dname}' in task '{ids[-1]}'")
-            cost[i, dindex[dname]] = cf.int(dname, minimum=None)
-            if cost[i, dindex[dname]] < 0:
-                raise cf.error(dname, f"task '{ids[-1]}' has negative duration "
-                                      f"{cf.obj[dname]!r}")
-        blk = tf.get("block", None)
-        if blk is not None:
-            if blk not in bindex:
-                raise tf.error("block", f"unknown block '{blk}' in task '{ids[-1]}'")
-            task_block[i] = bindex[blk]
-        kinds.append(tf.get("kind", None))
-        ph = tf.get("phase", None)
-        if ph is not None:
-            if ph not in PHASES:
-                raise tf.error("phase", f"expected prefill or decode, got {ph!r}")
-            phase[i] = PHASES.index(ph)
-        for key, arr in (("step", step), ("layer", layer), ("shard", shard)):
-            v = tf.int(key, None)
-            if v is not None:
-                arr[i] = v
-    tindex = {t: i for i, t in enumerate(ids)}
-    edges = f.items("edges") if "edges" in obj else []
-    m = len(edges)
-    src = np.empty(m, dtype=np.int64)
-    dst = np.empty(m, dtype=np.int64)
-    nbytes = np.empty(m, dtype=np.int64)
-    for k, ef in enumerate(edges):
-        ef.check_keys({"src", "dst", "bytes"})
-        for key, arr in (("src", src), ("dst", dst)):
-            tid = ef.get(key)
-            if tid not in tindex:
-                raise ef.error(key, f"edge to an unknown task '{tid}'")
-            arr[k] = tindex[tid]
-        nbytes[k] = ef.int("bytes", 0, minimum=None)
-        if nbytes[k] < 0:
-            raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
-    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes
+def _check_block_loads(layout: Layout, block_ids: Sequence[str],
+                       block_load: dict[str, np.ndarray], names: list[str], err: _Err) -> None:
+    """Load durations only for offered formats and ≥ −1; fixed blocks that exist."""
+    for fmt, arr in block_load.items():
+        if fmt not in layout.formats:
+            raise err(f"load durations given for format '{fmt}' not in layout.formats",
+                      "blocks.load")
+        if (arr < -1).any():
+            b, dv = map(int, np.argwhere(arr < -1)[0])
+            raise err(f"block '{block_ids[b]}' has negative load duration on '{names[dv]}'",
+                      f"blocks[{b}].load")
+    index_b = {b: i for i, b in enumerate(block_ids)}
+    for bid in layout.fixed:
+        if bid not in index_b:
+            raise err(f"unknown block '{bid}'", "layout.fixed")
 
 
-def read_instance(path: str | Path) -> PlacementInstance:
-    """Read a placement instance (``.json`` or ``.json.gz``)."""
-    return instance_from_dict(read_json(path), source=str(path))
+def _check_task_blocks(cost: np.ndarray, task_block: np.ndarray, task_ids: Sequence[str],
+                       block_ids: Sequence[str], block_load: dict[str, np.ndarray],
+                       layout: Layout, names: list[str], err: _Err) -> None:
+    """Task blocks in range, and every legal device of a blocked task can load the block in
+    its P1 format."""
+    nb, d = len(block_ids), len(names)
+    if (task_block >= nb).any() or (task_block < -1).any():
+        raise err("task block index out of range", "tasks")
+    has_block = np.flatnonzero(task_block >= 0)
+    if len(has_block):
+        fmts = [layout.format_of(b) for b in block_ids]
+        load_p1 = np.full((nb, d), -1, dtype=np.int64)
+        for b, fmt in enumerate(fmts):
+            if fmt in block_load:
+                load_p1[b] = block_load[fmt][b]
+        bad = (cost[has_block] >= 0) & (load_p1[task_block[has_block]] < 0)
+        if bad.any():
+            r, dv = map(int, np.argwhere(bad)[0])
+            t = int(has_block[r])
+            raise err(f"task '{task_ids[t]}' may run on '{names[dv]}' but its block "
+                      f"'{block_ids[task_block[t]]}' has no load there in format "
+                      f"'{fmts[task_block[t]]}'", f"tasks[{t}].block")
+
+
+def _check_edges(edge_src: np.ndarray, edge_dst: np.ndarray, edge_bytes: np.ndarray,
+                 task_ids: Sequence[str], err: _Err) -> None:
+    """Edge bytes ≥ 0, no self-loops, no duplicate edges."""
+    n = len(task_ids)
+    if (edge_bytes < 0).any():
+        e = int(np.flatnonzero(edge_bytes < 0)[0])
+        raise err(f"edge {task_ids[edge_src[e]]}->{task_ids[edge_dst[e]]} has negative bytes",
+                  f"edges[{e}].bytes")
+    loops = np.flatnonzero(edge_src == edge_dst)
+    if len(loops):
+        raise err(f"self-loop on task '{task_ids[edge_src[loops[0]]]}'", f"edges[{loops[0]}]")
+    if len(edge_src):
+        key = edge_src * n + edge_dst
+        uniq, counts = np.unique(key, return_counts=True)
+        if (counts > 1).any():
+            k = int(uniq[counts > 1][0])
+            raise err(f"duplicate edge {task_ids[k // n]}->{task_ids[k % n]}", "edges")

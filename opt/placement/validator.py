@@ -64,18 +64,42 @@ def _int(value: Any, what: str) -> int:
 
 
 def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> PlacementMetrics:
-    """Check ``solution`` (problems.md §1.2a shape) against ``inst``; return the recomputed metrics."""
+    """Check ``solution`` (problems.md §1.2a shape) against ``inst``; return the recomputed metrics.
+
+    The rules are checked in order (1 compute events, 2 device overlap, 3 transfers, 4 channels,
+    formats and the memory budget, 5 loads and evictions, 6 capacity); the first violation
+    raises :class:`ScheduleError`."""
     if not isinstance(solution, dict):
         raise ScheduleError("solution must be an object")
-    n, names = inst.n_tasks, [d.name for d in inst.devices]
-    tindex, dindex, bindex = inst.task_index, inst.device_index, inst.block_index
+    task_dev, start, end = _check_compute(inst, solution)
+    _check_device_overlap(inst, task_dev, start, end)
+    channel_use = _check_transfers(inst, solution, task_dev, start, end)
+    _check_channels(inst, channel_use)
+    fmt_of = _check_formats(inst, solution)
+    loads = _check_loads(inst, solution, fmt_of)
+    resid = _residencies(inst, solution, loads)
+    _check_blocks_resident(inst, resid, task_dev, start)
+    _check_capacity(inst, resid)
+    return _metrics(inst, task_dev, start, end, len(solution.get("evictions", ())))
 
-    def dev(name: Any, what: str) -> int:
-        if name not in dindex:
-            raise ScheduleError(f"{what}: unknown device {name!r}")
-        return dindex[name]
 
-    # ---- rule 1: one compute event per task, legal device, exact duration -------------------
+def _names(inst: PlacementInstance) -> list[str]:
+    return [d.name for d in inst.devices]
+
+
+def _dev(inst: PlacementInstance, name: Any, what: str) -> int:
+    """The index of device ``name``; ``what`` names the event in the error."""
+    if name not in inst.device_index:
+        raise ScheduleError(f"{what}: unknown device {name!r}")
+    return inst.device_index[name]
+
+
+# ---- rule 1: one compute event per task, legal device, exact duration -------------------------
+
+def _check_compute(inst: PlacementInstance, solution: dict[str, Any]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(device, start, end) of every task from the compute events (and ``assignment``)."""
+    n, names, tindex = inst.n_tasks, _names(inst), inst.task_index
     task_dev = np.full(n, -1, dtype=np.int64)
     start = np.zeros(n, dtype=np.int64)
     end = np.zeros(n, dtype=np.int64)
@@ -86,7 +110,7 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
         t = tindex[tid]
         if task_dev[t] >= 0:
             raise ScheduleError(f"rule 1: task '{tid}' has more than one compute event")
-        d = dev(ev.get("device"), f"rule 1: compute event of task '{tid}'")
+        d = _dev(inst, ev.get("device"), f"rule 1: compute event of task '{tid}'")
         s, e = _int(ev.get("start"), f"start of '{tid}'"), _int(ev.get("end"), f"end of '{tid}'")
         c = int(inst.cost[t, d])
         if c < 0:
@@ -106,26 +130,57 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
         if dname != names[task_dev[tindex[tid]]]:
             raise ScheduleError(f"rule 1: assignment puts '{tid}' on {dname!r} but its compute "
                                 f"event is on '{names[task_dev[tindex[tid]]]}'")
+    return task_dev, start, end
 
-    # ---- rule 2: one task at a time per device ------------------------------------------------
+
+# ---- rule 2: one task at a time per device ----------------------------------------------------
+
+def _check_device_overlap(inst: PlacementInstance, task_dev: np.ndarray, start: np.ndarray,
+                          end: np.ndarray) -> None:
     hit = _overlaps(task_dev, start, end)
     if hit:
         i, j = hit
         raise ScheduleError(f"rule 2: tasks '{inst.task_ids[i]}' [{start[i]}, {end[i]}) and "
                             f"'{inst.task_ids[j]}' [{start[j]}, {end[j]}) overlap on "
-                            f"'{names[task_dev[i]]}'")
+                            f"'{_names(inst)[task_dev[i]]}'")
 
-    # ---- rule 3: precedence and transfers ------------------------------------------------------
+
+# ---- rule 3: precedence and transfers ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class _ChannelUse:
+    """The transfer events of the cross-device edges: devices, times and the edge index."""
+
+    src_dev: np.ndarray
+    dst_dev: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    edge: list[int]
+
+
+def _transfer_events(inst: PlacementInstance, solution: dict[str, Any]
+                     ) -> dict[tuple[int, int], tuple[int, int, int, int]]:
+    """(src task, dst task) -> (from device, to device, start, end); unknown tasks are −1."""
+    tindex = inst.task_index
     transfers: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     for k, ev in enumerate(solution.get("transfers", ())):
         key = (tindex.get(ev.get("src"), -1), tindex.get(ev.get("dst"), -1))
         if key in transfers:
             raise ScheduleError(f"rule 3: edge {ev.get('src')}->{ev.get('dst')} has more than "
                                 f"one transfer")
-        transfers[key] = (dev(ev.get("from"), f"rule 3: transfer[{k}]"),
-                          dev(ev.get("to"), f"rule 3: transfer[{k}]"),
+        transfers[key] = (_dev(inst, ev.get("from"), f"rule 3: transfer[{k}]"),
+                          _dev(inst, ev.get("to"), f"rule 3: transfer[{k}]"),
                           _int(ev.get("start"), f"transfer[{k}].start"),
                           _int(ev.get("end"), f"transfer[{k}].end"))
+    return transfers
+
+
+def _check_transfers(inst: PlacementInstance, solution: dict[str, Any], task_dev: np.ndarray,
+                     start: np.ndarray, end: np.ndarray) -> _ChannelUse:
+    """Same-device edges wait for their source; cross-device edges have exactly one transfer
+    of the right devices and duration between the source's end and the destination's start."""
+    names = _names(inst)
+    transfers = _transfer_events(inst, solution)
     src, dst, nbytes = inst.edge_src, inst.edge_dst, inst.edge_bytes
     du, dv = task_dev[src], task_dev[dst]
     same = du == dv
@@ -136,7 +191,7 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
                             f"its predecessor '{inst.task_ids[src[e]]}' ends at {end[src[e]]} "
                             f"on the same device")
     used = 0
-    ch_group, ch_start, ch_end, ch_edge = [], [], [], []
+    uses: list[tuple[int, int, int, int, int]] = []
     for e in np.flatnonzero(~same).tolist():
         u, v = int(src[e]), int(dst[e])
         tr = transfers.get((u, v))
@@ -160,35 +215,41 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
         if start[v] < te:
             raise ScheduleError(f"rule 3: '{vn}' starts at {start[v]} before the transfer of "
                                 f"edge {un}->{vn} ends at {te}")
-        ch_group.append((f, t))
-        ch_start.append(ts)
-        ch_end.append(te)
-        ch_edge.append(e)
+        uses.append((f, t, ts, te, e))
     if used != len(transfers):
         edge_keys = set(zip(src[~same].tolist(), dst[~same].tolist()))
         extra = next(k for k in transfers if k not in edge_keys)
         raise ScheduleError(f"rule 3: transfer for {extra} is not a cross-device edge of the "
                             f"schedule (unknown edge or both tasks on one device)")
+    cols = np.array([u[:4] for u in uses], dtype=np.int64).reshape(-1, 4)
+    return _ChannelUse(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], [u[4] for u in uses])
 
-    # ---- rule 4: channel contention -------------------------------------------------------------
-    if inst.links.contention and ch_group:
-        cs, ce = np.array(ch_start), np.array(ch_end)
-        pairs = np.array(ch_group, dtype=np.int64)
-        d_n = inst.n_devices
-        if inst.links.topology == "full":
-            groups = [(pairs[:, 0] * d_n + pairs[:, 1], "channel")]
-        else:
-            groups = [(pairs[:, 0], "uplink"), (pairs[:, 1] + d_n, "downlink")]
-        for g, label in groups:
-            hit = _overlaps(g, cs, ce)
-            if hit:
-                a, b = (ch_edge[x] for x in hit)
-                raise ScheduleError(
-                    f"rule 4: transfers of edges {inst.task_ids[src[a]]}->{inst.task_ids[dst[a]]}"
-                    f" [{cs[hit[0]]}, {ce[hit[0]]}) and {inst.task_ids[src[b]]}->"
-                    f"{inst.task_ids[dst[b]]} [{cs[hit[1]]}, {ce[hit[1]]}) share a {label}")
 
-    # ---- formats (P1 fixed, P2 decided) and the memory budget ------------------------------------
+# ---- rule 4: channel contention ---------------------------------------------------------------
+
+def _check_channels(inst: PlacementInstance, use: _ChannelUse) -> None:
+    """No two transfers overlap on a channel (:meth:`Links.channel_ids`: ``full`` the ordered
+    device pair; ``star`` the source's uplink, then the destination's downlink)."""
+    if not inst.links.contention or not use.edge:
+        return
+    src, dst = inst.edge_src, inst.edge_dst
+    cs, ce = use.start, use.end
+    for g in inst.links.channel_ids(use.src_dev, use.dst_dev):
+        hit = _overlaps(g, cs, ce)
+        if hit:
+            label = inst.links.channel_label(int(g[hit[0]])).split()[0]
+            a, b = (use.edge[x] for x in hit)
+            raise ScheduleError(
+                f"rule 4: transfers of edges {inst.task_ids[src[a]]}->{inst.task_ids[dst[a]]}"
+                f" [{cs[hit[0]]}, {ce[hit[0]]}) and {inst.task_ids[src[b]]}->"
+                f"{inst.task_ids[dst[b]]} [{cs[hit[1]]}, {ce[hit[1]]}) share a {label}")
+
+
+# ---- formats (P1 fixed, P2 decided) and the memory budget -------------------------------------
+
+def _check_formats(inst: PlacementInstance, solution: dict[str, Any]) -> list[str]:
+    """Each block's storage format (the solution's ``formats`` over the P1 defaults)."""
+    bindex = inst.block_index
     fmt_of = list(inst.block_format)
     for bid, fmt in (solution.get("formats") or {}).items():
         if bid not in bindex:
@@ -207,8 +268,25 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
         if used_bytes > budget:
             raise ScheduleError(f"memory budget: formats store {used_bytes:.0f} bytes > budget "
                                 f"{budget}")
+    return fmt_of
 
-    # ---- rule 5: loads before use, one load port per device ------------------------------------
+
+# ---- rule 5: loads before use, one load port per device ---------------------------------------
+
+@dataclass(frozen=True)
+class _Loads:
+    """The load events as columns: block, device, start, end."""
+
+    block: np.ndarray
+    device: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+def _check_loads(inst: PlacementInstance, solution: dict[str, Any], fmt_of: list[str]) -> _Loads:
+    """Every load names a known block in its stored format, lasts its load duration, and the
+    loads of one device do not overlap on its load port."""
+    names, bindex = _names(inst), inst.block_index
     loads = solution.get("loads", ())
     ld_b = np.empty(len(loads), dtype=np.int64)
     ld_d = np.empty(len(loads), dtype=np.int64)
@@ -219,7 +297,7 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
         if bid not in bindex:
             raise ScheduleError(f"rule 5: load[{k}] names unknown block {bid!r}")
         b = bindex[bid]
-        d = dev(ev.get("device"), f"rule 5: load of '{bid}'")
+        d = _dev(inst, ev.get("device"), f"rule 5: load of '{bid}'")
         s, e = _int(ev.get("start"), f"load[{k}].start"), _int(ev.get("end"), f"load[{k}].end")
         fmt = ev.get("format", fmt_of[b])
         if fmt != fmt_of[b]:
@@ -239,16 +317,27 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
         raise ScheduleError(f"rule 5: loads of '{inst.block_ids[ld_b[i]]}' [{ld_s[i]}, {ld_e[i]}) "
                             f"and '{inst.block_ids[ld_b[j]]}' [{ld_s[j]}, {ld_e[j]}) overlap on "
                             f"the load port of '{names[ld_d[i]]}'")
-    evictions = solution.get("evictions", ())
+    return _Loads(ld_b, ld_d, ld_s, ld_e)
+
+
+Residencies = dict[tuple[int, int], list[tuple[int, int, float]]]
+
+
+def _residencies(inst: PlacementInstance, solution: dict[str, Any], loads: _Loads
+                 ) -> Residencies:
+    """(block, device) -> residency intervals [load start, load end, eviction or +inf),
+    pairing each device's loads of a block in time order with its evictions."""
+    names = _names(inst)
+    bindex = inst.block_index
     ev_by: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for k, ev in enumerate(evictions):
+    for k, ev in enumerate(solution.get("evictions", ())):
         bid = ev.get("block")
         if bid not in bindex:
             raise ScheduleError(f"evictions[{k}] names unknown block {bid!r}")
-        ev_by[(bindex[bid], dev(ev.get("device"), f"eviction of '{bid}'"))].append(
+        ev_by[(bindex[bid], _dev(inst, ev.get("device"), f"eviction of '{bid}'"))].append(
             _int(ev.get("time"), f"evictions[{k}].time"))
-    # residency intervals per (block, device): [load start, load end, eviction or +inf)
-    resid: dict[tuple[int, int], list[tuple[int, int, float]]] = defaultdict(list)
+    ld_b, ld_d, ld_s, ld_e = loads.block, loads.device, loads.start, loads.end
+    resid: Residencies = defaultdict(list)
     ld_order = np.lexsort((ld_s, ld_d, ld_b)).tolist()
     by_key: dict[tuple[int, int], list[int]] = defaultdict(list)
     for k in ld_order:
@@ -271,6 +360,13 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
                                     f"'{names[d]}' at {ld_s[ks[i + 1]]} while still resident "
                                     f"(no eviction in between)")
             resid[key].append((int(ld_s[k]), int(ld_e[k]), stop))
+    return resid
+
+
+def _check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
+                           start: np.ndarray) -> None:
+    """A task with a block starts while the block is resident (loaded, not yet evicted)."""
+    names = _names(inst)
     for t in np.flatnonzero(inst.task_block >= 0).tolist():
         b, d, s = int(inst.task_block[t]), int(task_dev[t]), int(start[t])
         ok = any(le <= s < stop for _, le, stop in resid.get((b, d), ()))
@@ -281,7 +377,11 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
                                 f"then (loaded by the start and not evicted; residencies "
                                 f"[start, ready, evicted): {spans[:4]})")
 
-    # ---- rule 6: capacity -----------------------------------------------------------------------
+
+# ---- rule 6: capacity -------------------------------------------------------------------------
+
+def _check_capacity(inst: PlacementInstance, resid: Residencies) -> None:
+    """The blocks resident on a device (from load start to eviction) fit its capacity."""
     for d, device in enumerate(inst.devices):
         cap = device.weight_capacity
         if cap is None:
@@ -303,7 +403,12 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
                                     f"take {level} bytes > capacity {cap} (loading "
                                     f"'{inst.block_ids[b]}')")
 
-    # ---- metrics --------------------------------------------------------------------------------
+
+# ---- metrics ----------------------------------------------------------------------------------
+
+def _metrics(inst: PlacementInstance, task_dev: np.ndarray, start: np.ndarray, end: np.ndarray,
+             evictions: int) -> PlacementMetrics:
+    n, names = inst.n_tasks, _names(inst)
     makespan = int(end.max()) if n else 0
     pre, dec = inst.is_prefill(), inst.is_decode()
     ttft = int(end[pre].max()) if pre.any() else None
@@ -316,7 +421,7 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
                             decode_steps=steps,
                             mean_tpot=(decode_time / steps if decode_time is not None and steps
                                        else None),
-                            utilisation=util, evictions=len(evictions))
+                            utilisation=util, evictions=evictions)
 
 
 def certify_placement(inst: PlacementInstance, result: Result) -> Result:

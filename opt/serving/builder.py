@@ -169,6 +169,47 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
         raise InputError(f"TPOT SLO must be > 0, got {workload.tpot_slo_s} s", field="slo")
     if not gpu_names:
         raise InputError("at least one GPU type is needed", field="gpus")
+    gpus, models, network = _gpu_types(catalog, gpu_names)
+    configs = _configs(card, gpus, tp_degrees, grid, expert_parallel)
+    mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
+    s = workload.context_tokens
+    period = card.block_period
+    ops, members_by_mb = _block_ops(card, mbs, s, p)
+    dur_s, head_s = _durations(card, configs, gpus, models, ops, members_by_mb, mbs, p)
+
+    out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
+    mb_arr = np.array(mbs, dtype=np.float64)[:, None]
+    busy_s = mb_arr * out_b / network.bandwidth_bytes_per_s
+    tok_busy_s = np.array(mbs, dtype=np.float64) * TOKEN_ID_BYTES / network.bandwidth_bytes_per_s
+
+    def ticks(x):
+        return np.asarray(seconds_to_ticks(x, time_unit), dtype=np.int64)
+
+    busy = ticks(busy_s)
+    tok_busy = ticks(tok_busy_s)
+    lat = int(ticks(network.latency_s))
+    embed_w = card.vocab * card.hidden * p.w
+    return ServingInstance(
+        model=card.name, layers=card.layers, block_layers=period, ops=tuple(ops),
+        embed_weight_bytes=int(embed_w), lm_head_weight_bytes=int(embed_w),
+        tied_embeddings=card.tied_embeddings, gpus=gpus, network=network,
+        configs=tuple(configs), context_tokens=s,
+        tpot_slo=int(ticks(workload.tpot_slo_s)), grid=grid, microbatch_sizes=mbs,
+        op_duration=ticks(dur_s), head_duration=ticks(head_s),
+        transfer_duration=busy + lat, transfer_busy=busy,
+        token_transfer_duration=tok_busy + lat, token_transfer_busy=tok_busy,
+        memory_fraction=memory_fraction, time_unit=time_unit,
+        meta={"builder": "opt.serving.builder", "model": card.name,
+              "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
+              "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
+              "routing": "expected" if card.moe is not None else None,
+              "network": network.to_dict()})
+
+
+def _gpu_types(catalog: Catalog, gpu_names: Sequence[str]
+               ) -> tuple[dict[str, GpuType], dict[str, EfficiencyRoofline], Link]:
+    """(GPU types by name, their roofline models, the plan's network: the slowest endpoint's —
+    all bundled node types share OpWeave's 20 us / 32 GB/s baseline)."""
     gpus: dict[str, GpuType] = {}
     models: dict[str, EfficiencyRoofline] = {}
     networks: list[Link] = []
@@ -187,12 +228,15 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                                  node.gpus_per_node, node.intra_node)
         models[dev.name] = dev.latency_model
         networks.append(node.network)
-    # One network for the plan: the slowest endpoint's (all bundled node types share OpWeave's
-    # 20 us / 32 GB/s baseline).
     network = Link(max(n.latency_s for n in networks),
                    min(n.bandwidth_bytes_per_s for n in networks),
                    "slowest network of the chosen node types")
+    return gpus, models, network
 
+
+def _configs(card: ModelCard, gpus: dict[str, GpuType], tp_degrees: Sequence[int],
+             grid: ServingGrid, expert_parallel: bool) -> list[ServingConfig]:
+    """Every GPU type × TP degree that fits a node and the grid (plus ``-ep`` for MoE)."""
     configs: list[ServingConfig] = []
     for g in gpus.values():
         for tp in sorted(set(tp_degrees)):
@@ -204,16 +248,17 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     if not configs:
         raise InputError(f"no configuration: TP degrees {list(tp_degrees)} exceed every GPU "
                          f"type's GPUs per node", field="tp")
+    return configs
 
-    mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
-    s = workload.context_tokens
-    period = card.block_period
-    # ---- ops of the block and their member kernels at every microbatch --------------------
+
+def _block_ops(card: ModelCard, mbs: Sequence[int], s: int, p: Precision
+               ) -> tuple[list[ServingOp], list[list[list[Op]]]]:
+    """(the block's ops, their member kernels per microbatch: [mb][op] -> kernels)."""
     ops: list[ServingOp] = []
-    members_by_mb: list[list[list[Op]]] = []  # [mb][op] -> member kernels
+    members_by_mb: list[list[list[Op]]] = []
     for mi, mb in enumerate(mbs):
         row: list[list[Op]] = []
-        for layer in range(period):
+        for layer in range(card.block_period):
             groups: dict[str, list[Op]] = {k: [] for k in P3_OPS}
             for op in layer_ops(card, layer, tokens=1, context=s, batch=mb, precision=p,
                                 routing="expected"):
@@ -229,7 +274,14 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                         int(round(_resident_weights(card, groups[kind], p))), int(round(kv)),
                         int(round(_boundary_bytes(card, layer, kind, p)))))
         members_by_mb.append(row)
+    return ops, members_by_mb
 
+
+def _durations(card: ModelCard, configs: list[ServingConfig], gpus: dict[str, GpuType],
+               models: dict[str, EfficiencyRoofline], ops: list[ServingOp],
+               members_by_mb: list[list[list[Op]]], mbs: Sequence[int], p: Precision
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(op seconds [c, mb, i] incl. TP collectives, head seconds [c, mb, embed|lm_head])."""
     n = len(ops)
     dur_s = np.zeros((len(configs), len(mbs), n))
     head_s = np.zeros((len(configs), len(mbs), 2))
@@ -247,41 +299,21 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                     if op.kind == "ffn_out" and card.moe is not None and cfg.ep > 1:
                         t += 2 * _all_to_all_s(mb * card.moe.top_k * d * a, cfg.ep, link)
                 dur_s[ci, mi, i] = t
-            # embedding gather (replicated) and final norm + vocabulary-parallel LM head
-            embed = mb * d * (p.w + a) / (model.eta_m * model.mem_bw_bytes_per_s) + model.t0_s
-            w_lm = d * card.vocab * p.w / cfg.tp
-            f_lm = 2.0 * mb * d * card.vocab / cfg.tp
-            lm = (max(f_lm / (model.eta_c * model.peak_flops),
-                      (w_lm + mb * (d + card.vocab / cfg.tp) * a)
-                      / (model.eta_m * model.mem_bw_bytes_per_s)) + 2 * model.t0_s)
-            if cfg.tp > 1:
-                lm += _all_to_all_s(mb * card.vocab * a, cfg.tp, link)
-            head_s[ci, mi] = (embed, lm)
+            head_s[ci, mi] = _head_s(card, model, cfg, mb, p, link)
+    return dur_s, head_s
 
-    out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
-    mb_arr = np.array(mbs, dtype=np.float64)[:, None]
-    busy_s = mb_arr * out_b / network.bandwidth_bytes_per_s
-    tok_busy_s = np.array(mbs, dtype=np.float64) * TOKEN_ID_BYTES / network.bandwidth_bytes_per_s
 
-    def ticks(x):
-        return np.asarray(seconds_to_ticks(x, time_unit), dtype=np.int64)
-
-    busy = ticks(busy_s)
-    tok_busy = ticks(tok_busy_s)
-    lat = int(ticks(network.latency_s))
-    embed_w = card.vocab * d * p.w
-    return ServingInstance(
-        model=card.name, layers=card.layers, block_layers=period, ops=tuple(ops),
-        embed_weight_bytes=int(embed_w), lm_head_weight_bytes=int(embed_w),
-        tied_embeddings=card.tied_embeddings, gpus=gpus, network=network,
-        configs=tuple(configs), context_tokens=s,
-        tpot_slo=int(ticks(workload.tpot_slo_s)), grid=grid, microbatch_sizes=mbs,
-        op_duration=ticks(dur_s), head_duration=ticks(head_s),
-        transfer_duration=busy + lat, transfer_busy=busy,
-        token_transfer_duration=tok_busy + lat, token_transfer_busy=tok_busy,
-        memory_fraction=memory_fraction, time_unit=time_unit,
-        meta={"builder": "opt.serving.builder", "model": card.name,
-              "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
-              "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
-              "routing": "expected" if card.moe is not None else None,
-              "network": network.to_dict()})
+def _head_s(card: ModelCard, model: EfficiencyRoofline, cfg: ServingConfig, mb: int,
+            p: Precision, link: Link) -> tuple[float, float]:
+    """Seconds of the embedding gather (replicated) and of the final norm + vocabulary-parallel
+    LM head (with the logits' all-gather when tp > 1) at microbatch ``mb``."""
+    d, a = card.hidden, p.a
+    embed = mb * d * (p.w + a) / (model.eta_m * model.mem_bw_bytes_per_s) + model.t0_s
+    w_lm = d * card.vocab * p.w / cfg.tp
+    f_lm = 2.0 * mb * d * card.vocab / cfg.tp
+    lm = (max(f_lm / (model.eta_c * model.peak_flops),
+              (w_lm + mb * (d + card.vocab / cfg.tp) * a)
+              / (model.eta_m * model.mem_bw_bytes_per_s)) + 2 * model.t0_s)
+    if cfg.tp > 1:
+        lm += _all_to_all_s(mb * card.vocab * a, cfg.tp, link)
+    return embed, lm

@@ -280,8 +280,38 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     unit = f.str("time_unit", "ns")
     if unit not in TIME_UNITS:
         raise f.error("time_unit", f"unknown unit '{unit}'; known: {', '.join(TIME_UNITS)}")
-
     m = f.sub("model")
+    layers, block_layers, ops = _read_block(m)
+    gpus, network, frac = _read_hardware(f.sub("hardware"))
+    configs = _read_configs(f, gpus)
+    w = f.sub("workload")
+    w.check_keys({"context_tokens", "tpot_slo"})
+    grid = _read_grid(f.sub("grid", {}))
+    lat = f.sub("latency")
+    lat.check_keys({"microbatch_sizes", "op_duration", "head_duration", "transfer_duration",
+                    "transfer_busy", "token_transfer_duration", "token_transfer_busy"})
+    mbs = tuple(int(x) for x in lat.list("microbatch_sizes"))
+    if not mbs or any(x < 1 for x in mbs) or list(mbs) != sorted(set(mbs)):
+        raise lat.error("microbatch_sizes", f"expected increasing positive sizes, got {list(mbs)}")
+    nc, nm, n = len(configs), len(mbs), len(ops)
+    return ServingInstance(
+        model=m.str("name"), layers=layers, block_layers=block_layers, ops=tuple(ops),
+        embed_weight_bytes=m.int("embed_weight_bytes", 0),
+        lm_head_weight_bytes=m.int("lm_head_weight_bytes", 0),
+        tied_embeddings=m.bool("tied_embeddings", False), gpus=gpus, network=network,
+        configs=tuple(configs), context_tokens=w.int("context_tokens", minimum=1),
+        tpot_slo=w.int("tpot_slo", minimum=1), grid=grid, microbatch_sizes=mbs,
+        op_duration=_table(lat, "op_duration", (nc, nm, n)),
+        head_duration=_table(lat, "head_duration", (nc, nm, 2)),
+        transfer_duration=_table(lat, "transfer_duration", (nm, n)),
+        transfer_busy=_table(lat, "transfer_busy", (nm, n)),
+        token_transfer_duration=_table(lat, "token_transfer_duration", (nm,)),
+        token_transfer_busy=_table(lat, "token_transfer_busy", (nm,)),
+        memory_fraction=frac, time_unit=unit, meta=f.get("meta", {}) or {})
+
+
+def _read_block(m: Fields) -> tuple[int, int, list[ServingOp]]:
+    """(layers, block layers, the block's ops in execution order) of the ``model`` object."""
     m.check_keys({"name", "layers", "block_layers", "ops", "embed_weight_bytes",
                   "lm_head_weight_bytes", "tied_embeddings"})
     layers = m.int("layers", minimum=1)
@@ -307,8 +337,11 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise m.error("ops", f"duplicate op id '{dup}'")
+    return layers, block_layers, ops
 
-    h = f.sub("hardware")
+
+def _read_hardware(h: Fields) -> tuple[dict[str, GpuType], Link, float]:
+    """(GPU types by name, network, memory fraction) of the ``hardware`` object."""
     h.check_keys({"gpus", "network", "memory_fraction"})
     gpus: dict[str, GpuType] = {}
     for gf in h.items("gpus"):
@@ -326,7 +359,11 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     frac = h.num("memory_fraction", 1.0, strict=True)
     if frac > 1:
         raise h.error("memory_fraction", f"must be ≤ 1, got {frac}")
+    return gpus, network, frac
 
+
+def _read_configs(f: Fields, gpus: dict[str, GpuType]) -> list[ServingConfig]:
+    """The device-group configurations (known GPU types, ep dividing tp, unique ids)."""
     configs = []
     for cf in f.items("configs"):
         cf.check_keys({"id", "gpu", "tp", "ep"})
@@ -343,39 +380,18 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     cids = [c.id for c in configs]
     if len(set(cids)) != len(cids):
         raise f.error("configs", f"duplicate config id '{next(c for c in cids if cids.count(c) > 1)}'")
+    return configs
 
-    w = f.sub("workload")
-    w.check_keys({"context_tokens", "tpot_slo"})
-    g = f.sub("grid", {})
+
+def _read_grid(g: Fields) -> ServingGrid:
+    """The search grid (defaults of :class:`ServingGrid` for missing fields)."""
     g.check_keys({"max_gpus", "max_owners", "max_replicas", "max_microbatches", "batches"})
     batches = tuple(int(b) for b in g.list("batches", list(ServingGrid.batches)))
     if not batches or any(b < 1 for b in batches):
         raise g.error("batches", f"expected positive batch sizes, got {list(batches)}")
-    grid = ServingGrid(g.int("max_gpus", 32, minimum=1), g.int("max_owners", 3, minimum=1),
+    return ServingGrid(g.int("max_gpus", 32, minimum=1), g.int("max_owners", 3, minimum=1),
                        g.int("max_replicas", 4, minimum=1),
                        g.int("max_microbatches", 4, minimum=1), tuple(sorted(set(batches))))
-
-    lat = f.sub("latency")
-    lat.check_keys({"microbatch_sizes", "op_duration", "head_duration", "transfer_duration",
-                    "transfer_busy", "token_transfer_duration", "token_transfer_busy"})
-    mbs = tuple(int(x) for x in lat.list("microbatch_sizes"))
-    if not mbs or any(x < 1 for x in mbs) or list(mbs) != sorted(set(mbs)):
-        raise lat.error("microbatch_sizes", f"expected increasing positive sizes, got {list(mbs)}")
-    nc, nm, n = len(configs), len(mbs), len(ops)
-    return ServingInstance(
-        model=m.str("name"), layers=layers, block_layers=block_layers, ops=tuple(ops),
-        embed_weight_bytes=m.int("embed_weight_bytes", 0),
-        lm_head_weight_bytes=m.int("lm_head_weight_bytes", 0),
-        tied_embeddings=m.bool("tied_embeddings", False), gpus=gpus, network=network,
-        configs=tuple(configs), context_tokens=w.int("context_tokens", minimum=1),
-        tpot_slo=w.int("tpot_slo", minimum=1), grid=grid, microbatch_sizes=mbs,
-        op_duration=_table(lat, "op_duration", (nc, nm, n)),
-        head_duration=_table(lat, "head_duration", (nc, nm, 2)),
-        transfer_duration=_table(lat, "transfer_duration", (nm, n)),
-        transfer_busy=_table(lat, "transfer_busy", (nm, n)),
-        token_transfer_duration=_table(lat, "token_transfer_duration", (nm,)),
-        token_transfer_busy=_table(lat, "token_transfer_busy", (nm,)),
-        memory_fraction=frac, time_unit=unit, meta=f.get("meta", {}) or {})
 
 
 def read_serving_instance(path: str | Path) -> ServingInstance:

@@ -168,7 +168,7 @@ def test_cli_flags(tmp_path, capsys):
                "--kv-dtype", "int8", "--act-sparsity", "prefill=0.1,decode=0.5",
                "--attn-sparsity", "0.2", "--weight-sparsity", "0.25", "-o", str(out)])
     assert rc == 0
-    from opt.placement.instance import read_instance
+    from opt.placement.io import read_instance
 
     meta = read_instance(out).meta["builder"]
     assert meta["precision"] == {"weight": "int8", "activation": "fp16", "kv": "int8"}

@@ -12,7 +12,7 @@ from heuristics.layout.wla import WlaParams, wla
 from instances.generated import LlmCase
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
-from opt.placement.instance import instance_from_dict
+from opt.placement.io import instance_from_dict
 from opt.placement.layout import (budget_from, format_mix, relaxed_instance, storage_bytes, uniform,
                         with_budget, with_formats)
 from opt.placement.lower_bounds import placement_lower_bound
@@ -209,7 +209,7 @@ def test_builder_formats_and_budget_round_trip(catalog, cards, tmp_path):
     assert inst.layout.formats == ("linear", "pim_opt") and set(inst.block_load) == {
         "linear", "pim_opt"}
     inst.write(tmp_path / "i.json")
-    from opt.placement.instance import read_instance
+    from opt.placement.io import read_instance
 
     back = read_instance(tmp_path / "i.json")
     assert back.layout.memory_budget == 10**9 and back.layout.formats == inst.layout.formats

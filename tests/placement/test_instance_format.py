@@ -1,4 +1,4 @@
-"""The P1 instance reader and writer (opt/placement/instance.py, problems.md §1.1, §1.2a).
+"""The P1 instance reader and writer (opt/placement/io.py, instance.py, problems.md §1.1, §1.2a).
 
 Round trips (dict and .json/.json.gz files) preserve every array and the metadata; bad input
 gives one InputError naming the file and the offending field, task, edge, block or device; a
@@ -20,7 +20,8 @@ import instances
 from heuristics.placement.list_scheduler import heft
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
-from opt.placement.instance import PHASES, PlacementInstance, instance_from_dict, read_instance
+from opt.placement.instance import PHASES, PlacementInstance
+from opt.placement.io import instance_from_dict, read_instance
 from opt.placement.validator import validate_placement
 
 

@@ -13,8 +13,8 @@ import pytest
 from models.options import SolveOptions
 from models.placement.milp import build_placement_milp, solve_placement_milp
 from opt.common.errors import InputError
-from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links, \
-    read_instance
+from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links
+from opt.placement.io import read_instance
 from opt.placement.validator import certify_placement, validate_placement
 
 HEFT = Path(__file__).resolve().parents[2] / "instances" / "data" / "heft-topcuoglu-2002.json"

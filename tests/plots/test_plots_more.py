@@ -9,7 +9,7 @@ import pytest
 from opt.cli import main
 from opt.common.errors import InputError
 from opt.plots.gantt import merge_close, parse_window
-from opt.placement.instance import instance_from_dict
+from opt.placement.io import instance_from_dict
 from opt.placement.utilisation import busy_profile, intersection, union, utilisation
 from opt.placement.validator import ScheduleError
 

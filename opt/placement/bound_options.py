@@ -1,0 +1,22 @@
+"""Options of the certified P1 lower bound (:mod:`opt.placement.certified_bounds`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BoundOptions:
+    """max_assignments: device assignments enumerated per segment evaluation; max_evaluations:
+    distinct segments of one shape evaluated exactly before bucketing;
+    max_release_evaluations: segment re-evaluations with weight-load release times; lp: compute
+    ``work_lp`` (needs scipy's HiGHS); max_device_path_tasks: largest instance (tasks) that
+    gets the ``device_path`` component; device_path_assignments: neighbour device choices
+    enumerated per (task, device) there (``device_heads_tails``' ``max_assignments``)."""
+
+    max_assignments: int = 20_000
+    max_evaluations: int = 128
+    max_release_evaluations: int = 4096
+    lp: bool = True
+    max_device_path_tasks: int = 5_000
+    device_path_assignments: int = 256

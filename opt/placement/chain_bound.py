@@ -1,0 +1,280 @@
+"""The ``chain`` component of the certified P1 lower bound (:mod:`opt.placement.certified_bounds`,
+whose docstring gives the argument): the instance is cut at tasks comparable with every other
+task, each segment between two cuts is bounded given its cuts' devices
+(:mod:`opt.placement.segment_bound`), and a min-plus dynamic programme over the cut devices adds
+the segments up. Also the chain-strengthened tails used by ``load_chain``. Durations in ticks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from opt.placement.bound_options import BoundOptions
+from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
+from opt.placement.work_bound import BIG, cheapest
+
+
+def cut_positions(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+    """(topological order, positions in it of the cut tasks).
+
+    Task π[p] is a cut iff every earlier task has a successor at position ≤ p (then each reaches
+    π[p]) and every later task has a predecessor at position ≥ p (then π[p] reaches each)."""
+    n = inst.n_tasks
+    order = np.asarray(inst.topological_order)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    min_succ = np.full(n, n + 1, dtype=np.int64)
+    np.minimum.at(min_succ, inst.edge_src, pos[inst.edge_dst])
+    max_pred = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(max_pred, inst.edge_dst, pos[inst.edge_src])
+    a = min_succ[order]
+    before = np.maximum.accumulate(np.concatenate([[-1], a[:-1]]))
+    b = max_pred[order]
+    after = np.minimum.accumulate(np.concatenate([b[1:], [n + 1]])[::-1])[::-1]
+    p = np.arange(n)
+    return order, np.flatnonzero((before <= p) & (after >= p))
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """The decomposition: tasks in topological ``order``; segment k holds positions
+    ``starts[k]..ends[k]`` (closed by a cut when ``has_end[k]``, preceded by one when
+    ``has_prev[k]``); its local edges ``lu → lv`` with bytes ``eb`` are
+    ``e_off[k]:e_off[k + 1]``; per position the cost row, the weight-load releases and their
+    largest value per segment."""
+
+    order: np.ndarray
+    cuts: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    has_prev: np.ndarray
+    has_end: np.ndarray
+    lu: np.ndarray
+    lv: np.ndarray
+    eb: np.ndarray
+    e_off: np.ndarray
+    cost_pos: np.ndarray
+    rel_pos: np.ndarray
+    seg_rmax: np.ndarray
+
+    @property
+    def n_seg(self) -> int:
+        return len(self.starts)
+
+    def bounds(self, k: int) -> tuple[int, int, int, int]:
+        """(first local position incl. the previous cut, end + 1, first edge, end edge)."""
+        lo = int(self.starts[k]) - int(self.has_prev[k])
+        return lo, int(self.ends[k]) + 1, int(self.e_off[k]), int(self.e_off[k + 1])
+
+    def segment(self, k: int) -> Segment:
+        lo, hi, e0, e1 = self.bounds(k)
+        return Segment(self.cost_pos[lo:hi], None, self.lu[e0:e1], self.lv[e0:e1],
+                       self.eb[e0:e1], bool(self.has_prev[k]), bool(self.has_end[k]))
+
+
+def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | None = None
+                ) -> tuple[int, dict[str, Any], np.ndarray | None]:
+    """The ``chain`` component (module docstring), a summary of the decomposition and, when the
+    cheapest tails ``tail`` are given, chain-strengthened tails (``makespan − start(t)`` bound
+    for every task t; see :func:`_chain_tails`)."""
+    ch = _decompose(inst)
+    shapes = _shapes(inst, ch)
+    groups = interchangeable_devices(inst)
+    tables, counts = _shape_tables(inst, ch, shapes, groups, opts)
+    value, n_special = _min_plus(inst, ch, tables, groups, opts)
+    detail = {"cuts": int(len(ch.cuts)), "segments": ch.n_seg, "shapes": len(shapes),
+              "shapes_exact": counts["shapes_exact"], "evaluations": counts["evaluations"],
+              "max_segment_tasks": int((ch.ends - ch.starts + 1).max()),
+              "release_evaluations": n_special, "evaluate_s": round(counts["evaluate_s"], 3)}
+    tails = None
+    if tail is not None:
+        tails = _chain_tails(inst, tail, ch.order, ch.starts, ch.ends, ch.has_end, tables)
+    return int(value), detail, tails
+
+
+def _decompose(inst: PlacementInstance) -> _Chain:
+    """Cut the topological order at the cut tasks; segment-local edges (from inside the
+    segment or from the previous cut) sorted by segment, destination, source."""
+    n = inst.n_tasks
+    order, cuts = cut_positions(inst)
+    starts = np.concatenate([[0], cuts + 1])
+    ends = np.concatenate([cuts, [n - 1]])
+    keep = starts <= ends  # drop an empty tail segment (last cut is the last task)
+    starts, ends = starts[keep], ends[keep]
+    n_seg = len(starts)
+    has_prev = np.arange(n_seg) > 0
+    has_end = np.zeros(n_seg, dtype=bool)
+    has_end[:len(cuts)] = True
+
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    seg_of = np.searchsorted(starts, np.arange(n), side="right") - 1
+    sp, dp = pos[inst.edge_src], pos[inst.edge_dst]
+    ks = seg_of[dp]
+    prev_pos = np.where(has_prev, starts - 1, -5)
+    mask = (seg_of[sp] == ks) | (sp == prev_pos[ks])
+    sp, dp, ks, eb = sp[mask], dp[mask], ks[mask], inst.edge_bytes[mask]
+    off = has_prev.astype(np.int64)
+    lu = sp - starts[ks] + off[ks]
+    lv = dp - starts[ks] + off[ks]
+    e_ord = np.lexsort((lu, lv, ks))
+    lu, lv, ks, eb = lu[e_ord], lv[e_ord], ks[e_ord], eb[e_ord]
+    e_off = np.searchsorted(ks, np.arange(n_seg + 1))
+
+    cost_pos = np.ascontiguousarray(inst.cost[order])
+    legal_pos = cost_pos >= 0
+    rel_pos = _first_releases(inst, order)
+    rmax_pos = np.where(legal_pos & (rel_pos < BIG), rel_pos, 0).max(axis=1)
+    seg_rmax = np.maximum.reduceat(rmax_pos, starts)
+    return _Chain(order, cuts, starts, ends, has_prev, has_end, lu, lv, eb, e_off, cost_pos,
+                  rel_pos, seg_rmax)
+
+
+def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[bytes, dict[bytes, list[int]]]:
+    """Segments grouped by shape (cut flags, size, legal devices, task kinds, local edges),
+    then by data (durations and edge bytes): shape -> data -> member segments."""
+    kind_codes: dict[str | None, int] = {}
+    kinds = inst.kind or (None,) * inst.n_tasks
+    kind_pos = np.array([kind_codes.setdefault(kinds[t], len(kind_codes))
+                         for t in ch.order.tolist()], dtype=np.int64)
+    legal_pos = ch.cost_pos >= 0
+    shapes: dict[bytes, dict[bytes, list[int]]] = {}
+    for k in range(ch.n_seg):
+        lo, hi, e0, e1 = ch.bounds(k)
+        skey = b"".join((bytes([int(ch.has_prev[k]), int(ch.has_end[k])]),
+                         np.int64(hi - lo).tobytes(), legal_pos[lo:hi].tobytes(),
+                         kind_pos[lo:hi].tobytes(), ch.lu[e0:e1].tobytes(),
+                         ch.lv[e0:e1].tobytes()))
+        vkey = ch.cost_pos[lo:hi].tobytes() + ch.eb[e0:e1].tobytes()
+        shapes.setdefault(skey, {}).setdefault(vkey, []).append(k)
+    return shapes
+
+
+def _shape_tables(inst: PlacementInstance, ch: _Chain,
+                  shapes: dict[bytes, dict[bytes, list[int]]], groups: list[list[int]],
+                  opts: BoundOptions) -> tuple[list[np.ndarray | None], dict[str, Any]]:
+    """Each segment's [P, E] table: distinct members of a shape evaluated exactly up to
+    ``max_evaluations``, beyond that per bucket of similar work and bytes (element-wise
+    minimum); and counters."""
+    tables: list[np.ndarray | None] = [None] * ch.n_seg
+    n_eval = 0
+    t_eval = 0.0
+    exact_shapes = 0
+    for members in shapes.values():
+        reps = [ks_[0] for ks_ in members.values()]
+        buckets: list[list[int]]
+        if len(reps) <= opts.max_evaluations:
+            buckets = [[i] for i in range(len(reps))]
+            exact_shapes += 1
+        else:
+            work, nbytes = [], []
+            for k in reps:
+                lo, hi, e0, e1 = ch.bounds(k)
+                c = ch.cost_pos[lo:hi]
+                work.append(int(np.where(c >= 0, c, BIG).min(axis=1).sum()))
+                nbytes.append(int(ch.eb[e0:e1].sum()))
+            buckets = _log_buckets(np.array([work, nbytes], dtype=np.float64).T,
+                                   opts.max_evaluations)
+        keys = list(members)
+        for bucket in buckets:
+            seg = elementwise_min([ch.segment(k) for k in (reps[i] for i in bucket)])
+            t0 = time.perf_counter()
+            table, _ = evaluate_segment(inst, seg, groups, opts.max_assignments)
+            t_eval += time.perf_counter() - t0
+            n_eval += 1
+            for i in bucket:
+                for k in members[keys[i]]:
+                    tables[k] = table
+    return tables, {"shapes_exact": exact_shapes, "evaluations": n_eval, "evaluate_s": t_eval}
+
+
+def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[list[int]],
+              opts: BoundOptions) -> tuple[float, int]:
+    """(bound, release re-evaluations): min-plus dynamic programme along the chain; V[d] bounds
+    end(c_k) given σ(c_k) = d. While V is below a segment's weight-load releases (absolute
+    times: loads start at ≥ 0), the segment is re-evaluated with the releases shifted by its
+    earliest start V[p]."""
+    nd = inst.n_devices
+    n_special = 0
+    v = np.zeros(1)
+    for k in range(ch.n_seg):
+        t = tables[k]
+        if ch.seg_rmax[k] > 0 and n_special < opts.max_release_evaluations:
+            starts_k = np.unique(v[np.isfinite(v) & (v < ch.seg_rmax[k])])
+            if len(starts_k):
+                seg = ch.segment(k)
+                lo = int(ch.starts[k])
+                t = t.copy()
+                for s0 in starts_k.tolist():
+                    rel = np.maximum(ch.rel_pos[lo:int(ch.ends[k]) + 1] - int(s0), 0)
+                    if seg.has_prev:
+                        rel = np.vstack([np.zeros((1, nd), dtype=np.int64), rel])
+                    seg.release = rel
+                    tab, _ = evaluate_segment(inst, seg, groups, opts.max_assignments)
+                    rows = v == s0
+                    t[rows] = np.maximum(t[rows], tab[rows])
+                    n_special += 1
+        v = (v[:, None] + t).min(axis=0)
+    value = float(v.min())
+    if not math.isfinite(value):
+        raise RuntimeError("chain bound: no legal device sequence (instance has no schedule)")
+    return value, n_special
+
+
+def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
+                 starts: np.ndarray, ends: np.ndarray, has_end: np.ndarray,
+                 tables: list) -> np.ndarray:
+    """tail'(t) ≥ makespan − start(t). Backward min-plus over the segment tables gives
+    ``W_k`` ≥ makespan − end(c_k) (the windows after c_k); for t in segment k,
+    ``end(c_k) − start(t)`` ≥ the cheapest path t → c_k ≥ ``tail[t] − tail[c_k] + dmin[c_k]``
+    (a longest cheapest path from t to a sink either passes c_k or jumps from an ancestor of
+    c_k to a descendant of it, and both pieces are bounded through c_k)."""
+    n_seg = len(starts)
+    min_w = np.zeros(n_seg)
+    w = np.zeros(tables[-1].shape[1])
+    for k in range(n_seg - 1, -1, -1):
+        min_w[k] = w.min()
+        w = (tables[k] + w[None, :]).min(axis=1)
+    dmin = cheapest(inst)
+    out = tail.copy()
+    seg_of = np.searchsorted(starts, np.arange(inst.n_tasks), side="right") - 1
+    ks = seg_of
+    ok = has_end[ks]
+    cut_task = order[ends[ks]]
+    w_int = np.where(np.isfinite(min_w), min_w, 0).astype(np.int64)
+    cand = tail[order] - tail[cut_task] + dmin[cut_task] + w_int[ks]
+    out[order[ok]] = np.maximum(tail[order[ok]], cand[ok])
+    return out
+
+
+def _log_buckets(keys: np.ndarray, max_buckets: int) -> list[list[int]]:
+    """Rows of ``keys`` [m, f] (non-negative sizes, e.g. work and edge bytes) grouped so that
+    each size varies by at most a factor (1 + eps) within a group, with the smallest eps
+    (doubling from 1e-4) that needs at most ``max_buckets`` groups. Outliers (e.g. the prefill
+    step among decode steps) keep a group of their own."""
+    logk = np.log(np.maximum(keys, 1.0))
+    eps = 1e-4
+    while True:
+        code = np.floor(logk / math.log1p(eps)).astype(np.int64)
+        uniq, inv = np.unique(code, axis=0, return_inverse=True)
+        if len(uniq) <= max_buckets:
+            inv = inv.reshape(-1)
+            return [list(np.flatnonzero(inv == i)) for i in range(len(uniq))]
+        eps *= 2
+
+
+def _first_releases(inst: PlacementInstance, tasks: np.ndarray) -> np.ndarray:
+    """[len(tasks), D]: a task on d cannot start before its block's load onto d ends."""
+    rel = np.zeros((len(tasks), inst.n_devices), dtype=np.int64)
+    blk = inst.task_block[tasks]
+    has = blk >= 0
+    if has.any():
+        ld = inst.load_duration[blk[has]]
+        rel[has] = np.where(ld >= 0, ld, BIG)  # not loadable there: the task cannot run there
+    return rel

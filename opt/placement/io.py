@@ -1,0 +1,202 @@
+"""The JSON reader of P1 placement instances (problems.md §1.2a): validate the file's shape
+and build a :class:`~opt.placement.instance.PlacementInstance` (errors name file and field).
+
+Large files take a fast path (bulk column extraction with numpy checks); any irregularity
+reruns the field-by-field path, whose error names the offending field. The writer is
+:meth:`PlacementInstance.to_dict` / :meth:`PlacementInstance.write`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opt.common.jsonio import Fields, read_json
+from opt.placement.instance import (DEFAULT_STORAGE, PHASES, SCHEMA, Device, Layout,
+                                    PlacementInstance, build_instance, make_links)
+
+
+def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
+    """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
+    f = Fields(obj, source, "")
+    f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
+                  "blocks", "layout", "meta"})
+    schema = f.get("schema")
+    if schema != SCHEMA:
+        raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
+    if f.str("problem") != "placement":
+        raise f.error("problem", f"expected 'placement', got {obj['problem']!r}")
+    time_unit = f.str("time_unit", "ns")
+    devices = []
+    for df in f.items("devices"):
+        df.check_keys({"name", "class", "weight_capacity"})
+        devices.append(Device(df.str("name"), df.str("class"),
+                              df.int("weight_capacity", None)))
+    dindex = {dv.name: i for i, dv in enumerate(devices)}
+    lf = f.sub("links", {})
+    lf.check_keys({"topology", "contention", "default", "pairs"})
+    default = lf.sub("default", {})
+    pairs = []
+    for pf in lf.items("pairs") if "pairs" in lf.obj else []:
+        pf.check_keys({"src", "dst", "latency", "bandwidth"})
+        pairs.append((pf.str("src"), pf.str("dst"), pf.int("latency"),
+                      pf.num("bandwidth", strict=True)))
+    links = make_links(devices, lf.str("topology", "full"), lf.bool("contention", True),
+                       default.int("latency", 0), default.num("bandwidth", 1.0, strict=True),
+                       pairs, source)
+    lay = f.sub("layout", {})
+    lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
+    default_fmt = lay.str("default", "linear")
+    formats = tuple(lay.list("formats", [default_fmt]))
+    layout = Layout(formats=formats, fixed=dict(lay.get("fixed", {}) or {}), default=default_fmt,
+                    storage_multiplier={**DEFAULT_STORAGE, **(lay.get("storage_multiplier", {}) or {})},
+                    memory_budget=lay.int("memory_budget", None))
+    blocks = f.items("blocks") if "blocks" in obj else []
+    block_ids = []
+    block_bytes = []
+    block_load = {fmt: np.full((len(blocks), len(devices)), -1, dtype=np.int64) for fmt in formats}
+    for b, bf in enumerate(blocks):
+        bf.check_keys({"id", "bytes", "load"})
+        block_ids.append(bf.str("id"))
+        block_bytes.append(bf.int("bytes"))
+        load = bf.sub("load", {})
+        for dname, per_fmt in load.obj.items():
+            if dname not in dindex:
+                raise load.error(dname, f"unknown device '{dname}'")
+            pf = load.sub(dname)
+            for fmt in per_fmt:
+                if fmt not in block_load:
+                    raise pf.error(fmt, f"format '{fmt}' is not in layout.formats "
+                                        f"{list(formats)}")
+                block_load[fmt][b, dindex[dname]] = pf.int(fmt)
+    bindex = {b: i for i, b in enumerate(block_ids)}
+    raw_tasks = f.list("tasks")
+    raw_edges = f.list("edges", [])
+    try:  # fast path for large files; any irregularity reruns the checked path for the message
+        cols = _fast_columns(raw_tasks, raw_edges, dindex, bindex, len(devices))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        cols = _checked_columns(f, obj, dindex, bindex, len(devices))
+    ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
+    return build_instance(
+        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
+        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
+        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
+        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
+        meta=f.get("meta", {}) or {}, source=source)
+
+
+def _has_bool(values: list) -> bool:
+    """JSON true/false where an integer is required (numpy would silently read them as 1/0)."""
+    return any(type(x) is bool for x in values)
+
+
+_TASK_KEYS = frozenset({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
+_EDGE_KEYS = frozenset({"src", "dst", "bytes"})
+
+
+def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict[str, int],
+                  nd: int):
+    """Columns of well-formed task and edge lists, with bulk checks (raises on anything odd)."""
+    n = len(tasks)
+    if set().union(*(t.keys() for t in tasks)) - _TASK_KEYS:
+        raise KeyError("unknown task key")
+    ids = [t["id"] for t in tasks]
+    if not all(type(i) is str and i for i in ids):
+        raise TypeError("task id")
+    rows, cols, vals = [], [], []
+    for i, t in enumerate(tasks):
+        c = t["cost"]
+        rows.extend([i] * len(c))
+        cols.extend(dindex[k] for k in c)
+        vals.extend(c.values())
+    v = np.array(vals)
+    if v.dtype.kind != "i" or (len(v) and v.min() < 0) or _has_bool(vals):
+        raise ValueError("durations")
+    cost = np.full((n, nd), -1, dtype=np.int64)
+    cost[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)] = v
+    task_block = np.array([-1 if t.get("block") is None else bindex[t["block"]] for t in tasks],
+                          dtype=np.int64)
+    kinds = [t.get("kind") for t in tasks]
+    phase = np.array([-1 if t.get("phase") is None else PHASES.index(t["phase"])
+                      for t in tasks], dtype=np.int8)
+    ints = []
+    for key in ("step", "layer", "shard"):
+        raw = [t.get(key, -1) for t in tasks]
+        a = np.array(raw)
+        if len(a) and (a.dtype.kind != "i" or _has_bool(raw)):
+            raise ValueError(key)
+        ints.append(a.astype(np.int64))
+    if edges and set().union(*(e.keys() for e in edges)) - _EDGE_KEYS:
+        raise KeyError("unknown edge key")
+    tindex = {t: i for i, t in enumerate(ids)}
+    src = np.array([tindex[e["src"]] for e in edges], dtype=np.int64)
+    dst = np.array([tindex[e["dst"]] for e in edges], dtype=np.int64)
+    raw_nb = [e.get("bytes", 0) for e in edges]
+    nb = np.array(raw_nb)
+    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
+        raise ValueError("bytes")
+    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
+
+
+def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
+                     nd: int):
+    """The same columns, field by field, raising an InputError that names the bad field."""
+    tasks = f.items("tasks")
+    n = len(tasks)
+    ids, kinds = [], []
+    cost = np.full((n, nd), -1, dtype=np.int64)
+    task_block = np.full(n, -1, dtype=np.int64)
+    phase = np.full(n, -1, dtype=np.int8)
+    step = np.full(n, -1, dtype=np.int64)
+    layer = np.full(n, -1, dtype=np.int64)
+    shard = np.full(n, -1, dtype=np.int64)
+    for i, tf in enumerate(tasks):
+        tf.check_keys({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
+        ids.append(tf.str("id"))
+        cf = tf.sub("cost")
+        for dname in cf.obj:
+            if dname not in dindex:
+                raise cf.error(dname, f"unknown device '{dname}' in task '{ids[-1]}'")
+            cost[i, dindex[dname]] = cf.int(dname, minimum=None)
+            if cost[i, dindex[dname]] < 0:
+                raise cf.error(dname, f"task '{ids[-1]}' has negative duration "
+                                      f"{cf.obj[dname]!r}")
+        blk = tf.get("block", None)
+        if blk is not None:
+            if blk not in bindex:
+                raise tf.error("block", f"unknown block '{blk}' in task '{ids[-1]}'")
+            task_block[i] = bindex[blk]
+        kinds.append(tf.get("kind", None))
+        ph = tf.get("phase", None)
+        if ph is not None:
+            if ph not in PHASES:
+                raise tf.error("phase", f"expected prefill or decode, got {ph!r}")
+            phase[i] = PHASES.index(ph)
+        for key, arr in (("step", step), ("layer", layer), ("shard", shard)):
+            v = tf.int(key, None)
+            if v is not None:
+                arr[i] = v
+    tindex = {t: i for i, t in enumerate(ids)}
+    edges = f.items("edges") if "edges" in obj else []
+    m = len(edges)
+    src = np.empty(m, dtype=np.int64)
+    dst = np.empty(m, dtype=np.int64)
+    nbytes = np.empty(m, dtype=np.int64)
+    for k, ef in enumerate(edges):
+        ef.check_keys({"src", "dst", "bytes"})
+        for key, arr in (("src", src), ("dst", dst)):
+            tid = ef.get(key)
+            if tid not in tindex:
+                raise ef.error(key, f"edge to an unknown task '{tid}'")
+            arr[k] = tindex[tid]
+        nbytes[k] = ef.int("bytes", 0, minimum=None)
+        if nbytes[k] < 0:
+            raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
+    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes
+
+
+def read_instance(path: str | Path) -> PlacementInstance:
+    """Read a placement instance (``.json`` or ``.json.gz``)."""
+    return instance_from_dict(read_json(path), source=str(path))

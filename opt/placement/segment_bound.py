@@ -1,0 +1,260 @@
+"""Lower bounds on one segment of the ``chain`` component of the certified P1 bound
+(:mod:`opt.placement.chain_bound`): the segment's optimum given the devices of its two cut
+tasks, bounded from below by enumerating device assignments (one per orbit of the
+interchangeable devices) and taking, per assignment, the longest path with the assigned
+durations and transfers and the one-machine bound of every device. Durations in ticks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from opt.placement.instance import PlacementInstance
+from opt.placement.work_bound import BIG
+
+
+@dataclass
+class Segment:
+    """A segment sub-problem: local column 0 is the previous cut when ``has_prev`` (duration 0);
+    the last column is the closing cut when ``has_end``. cost/release [n, D] (-1 illegal);
+    edges (local src, local dst) with bytes."""
+
+    cost: np.ndarray
+    release: np.ndarray | None
+    esrc: np.ndarray
+    edst: np.ndarray
+    ebytes: np.ndarray
+    has_prev: bool
+    has_end: bool
+
+
+def elementwise_min(segs: list[Segment]) -> Segment:
+    """A sub-instance every member dominates (same shape; legal patterns are equal)."""
+    if len(segs) == 1:
+        return segs[0]
+    s0 = segs[0]
+    cost = np.stack([s.cost for s in segs]).min(axis=0)
+    ebytes = np.stack([s.ebytes for s in segs]).min(axis=0)
+    release = None
+    if s0.release is not None:
+        release = np.stack([s.release for s in segs]).min(axis=0)
+    return Segment(cost, release, s0.esrc, s0.edst, ebytes, s0.has_prev, s0.has_end)
+
+
+def _assignments(choices: list[np.ndarray], groups: list[list[int]], nd: int) -> np.ndarray:
+    """Every assignment (rows) of the columns' choices, one per orbit of the permutations of
+    interchangeable devices: within a group, members are first used in increasing order."""
+    grp = np.full(nd, -1)
+    rank = np.zeros(nd, dtype=np.int64)
+    for g, members in enumerate(groups):
+        for r, d in enumerate(sorted(members)):
+            grp[d], rank[d] = g, r
+    a = np.zeros((1, 0), dtype=np.int16)
+    used = np.zeros((1, max(len(groups), 1)), dtype=np.int64)
+    for ch in choices:
+        parts, uparts = [], []
+        for x in ch.tolist():
+            if grp[x] < 0:
+                ok = np.ones(len(a), dtype=bool)
+            else:
+                ok = used[:, grp[x]] >= rank[x]
+            if not ok.any():
+                continue
+            col = np.full((int(ok.sum()), 1), x, dtype=np.int16)
+            parts.append(np.hstack([a[ok], col]))
+            u = used[ok].copy()
+            if grp[x] >= 0:
+                u[:, grp[x]] = np.maximum(u[:, grp[x]], rank[x] + 1)
+            uparts.append(u)
+        a = np.vstack(parts)
+        used = np.vstack(uparts)
+    return a
+
+
+def _orbit_expand(table_can: np.ndarray, groups: list[list[int]], nd: int) -> np.ndarray:
+    """table[p, e] = min over canonical (a, b) whose orbit under the device permutations
+    contains (p, e). ``table_can`` is [D, D]."""
+    gmembers = {d: sorted(g) for g in groups for d in g}
+    out = np.full((nd, nd), np.inf)
+    for a, b in zip(*np.nonzero(np.isfinite(table_can))):
+        val = table_can[a, b]
+        ga = gmembers.get(int(a), [int(a)])
+        for a2 in ga:
+            if int(b) == int(a):
+                opts = [a2]
+            elif int(b) in ga:
+                opts = [x for x in ga if x != a2]
+            else:
+                opts = gmembers.get(int(b), [int(b)])
+            for b2 in opts:
+                if val < out[a2, b2]:
+                    out[a2, b2] = val
+    return out
+
+
+def _orbit_expand_1d(vec_can: np.ndarray, groups: list[list[int]]) -> np.ndarray:
+    """out[d] = min over canonical devices c whose orbit contains d of vec_can[c]."""
+    out = vec_can.copy()
+    for g in groups:
+        out[g] = vec_can[g].min()
+    return out
+
+
+def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[int]],
+                     max_assignments: int) -> tuple[np.ndarray, int]:
+    """Table [P, E] of lower bounds on the segment's span given the previous cut's device (rows;
+    one row without a previous cut) and the closing cut's device (columns; one without), and
+    the number of enumerated columns."""
+    nd = inst.n_devices
+    n = seg.cost.shape[0]
+    legal = seg.cost >= 0
+    cost = seg.cost.copy()
+    first = 1 if seg.has_prev else 0
+    if seg.has_prev:
+        cost[0] = np.where(legal[0], 0, -1)  # the previous cut ended at 0
+    # release times relative to the segment's start (the previous cut's row is zeros)
+    rel = np.zeros((n, nd), dtype=np.int64) if seg.release is None else seg.release
+    tt = inst.links.transfer_durations(seg.ebytes) if len(seg.ebytes) else \
+        np.zeros((0, nd, nd), dtype=np.int64)
+    enum = _enumerated_columns(seg, legal, cost, tt, max_assignments)
+    dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
+    edur = _edge_durations(seg, legal, tt, enum, dev)
+    val = _assignment_values(seg, dev, c, r, edur, first, nd)
+    return _cut_table(seg, dev, val, groups, nd), int(enum.sum())
+
+
+def _enumerated_columns(seg: Segment, legal: np.ndarray, cost: np.ndarray, tt: np.ndarray,
+                        max_assignments: int) -> np.ndarray:
+    """bool [n]: the tasks whose device is enumerated — the cuts and single-device tasks, then
+    the most device-sensitive ones (duration spread plus adjacent transfer spans) while the
+    number of assignments stays within ``max_assignments``."""
+    n = seg.cost.shape[0]
+    n_legal = legal.sum(axis=1)
+    must = np.zeros(n, dtype=bool)
+    must |= n_legal == 1
+    if seg.has_prev:
+        must[0] = True
+    if seg.has_end:
+        must[n - 1] = True
+    spread = np.where(legal, cost, 0).max(axis=1) - np.where(legal, cost, BIG).min(axis=1)
+    for e in range(len(seg.esrc)):
+        u, v = int(seg.esrc[e]), int(seg.edst[e])
+        span = int(tt[e][np.ix_(legal[u], legal[v])].max())
+        spread[u] += span
+        spread[v] += span
+    enum = must.copy()
+    size = float(np.prod(n_legal[must].astype(np.float64)))
+    for j in np.argsort(-spread, kind="stable").tolist():
+        if enum[j]:
+            continue
+        if size * n_legal[j] <= max_assignments:
+            enum[j] = True
+            size *= n_legal[j]
+    return enum
+
+
+def _assigned_times(legal: np.ndarray, cost: np.ndarray, rel: np.ndarray, enum: np.ndarray,
+                    groups: list[list[int]], nd: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(device [m, n] (−1 = not enumerated), duration [m, n], release [m, n]) per assignment;
+    tasks not enumerated take their cheapest duration and earliest release."""
+    n = cost.shape[0]
+    rel_cost = np.where(legal, cost, BIG)
+    cols = np.flatnonzero(enum)
+    a = _assignments([np.flatnonzero(legal[j]) for j in cols], groups, nd)
+    m = len(a)
+    dev = np.full((m, n), -1, dtype=np.int64)
+    dev[:, cols] = a
+    c = np.empty((m, n), dtype=np.int64)
+    r = np.empty((m, n), dtype=np.int64)
+    for j in range(n):
+        if enum[j]:
+            c[:, j] = cost[j][dev[:, j]]
+            r[:, j] = rel[j][dev[:, j]]
+        else:  # relaxed: cheapest duration and earliest release, each on its own
+            c[:, j] = rel_cost[j].min()
+            r[:, j] = np.where(legal[j], rel[j], BIG).min()
+    return dev, c, r
+
+
+def _edge_durations(seg: Segment, legal: np.ndarray, tt: np.ndarray, enum: np.ndarray,
+                    dev: np.ndarray) -> np.ndarray:
+    """[m, edges] transfer durations: exact between enumerated ends, else the cheapest one
+    compatible with the enumerated end (or with none)."""
+    m = dev.shape[0]
+    edur = np.empty((m, len(seg.esrc)), dtype=np.int64)
+    for e in range(len(seg.esrc)):
+        u, v = int(seg.esrc[e]), int(seg.edst[e])
+        te = np.where(legal[u][:, None] & legal[v][None, :], tt[e], BIG)
+        if enum[u] and enum[v]:
+            edur[:, e] = te[dev[:, u], dev[:, v]]
+        elif enum[u]:
+            edur[:, e] = te.min(axis=1)[dev[:, u]]
+        elif enum[v]:
+            edur[:, e] = te.min(axis=0)[dev[:, v]]
+        else:
+            edur[:, e] = te.min()
+    return edur
+
+
+def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarray,
+                       edur: np.ndarray, first: int, nd: int) -> np.ndarray:
+    """float [m]: per assignment max(longest path, every device's min head + Σ durations +
+    min tail); inf where no finite value exists."""
+    m, n = c.shape
+    ins: list[list[int]] = [[] for _ in range(n)]
+    outs: list[list[int]] = [[] for _ in range(n)]
+    for e in range(len(seg.esrc)):
+        ins[int(seg.edst[e])].append(e)
+        outs[int(seg.esrc[e])].append(e)
+    head = np.zeros((m, n), dtype=np.int64)
+    for j in range(n):
+        h = r[:, j].copy()
+        for e in ins[j]:
+            u = int(seg.esrc[e])
+            np.maximum(h, head[:, u] + c[:, u] + edur[:, e], out=h)
+        head[:, j] = h
+    tl = np.zeros((m, n), dtype=np.int64)  # after j ends, excluding j
+    for j in range(n - 1, -1, -1):
+        t = np.zeros(m, dtype=np.int64)
+        for e in outs[j]:
+            v = int(seg.edst[e])
+            np.maximum(t, edur[:, e] + c[:, v] + tl[:, v], out=t)
+        tl[:, j] = t
+    val = (head + c).max(axis=1)
+    body = slice(first, n)
+    dv, hd, cc, tq = dev[:, body], head[:, body], c[:, body], tl[:, body]
+    for d in range(nd):
+        on = dv == d
+        any_on = on.any(axis=1)
+        if not any_on.any():
+            continue
+        mh = np.where(on, hd, BIG).min(axis=1)
+        sc = np.where(on, cc, 0).sum(axis=1)
+        mq = np.where(on, tq, BIG).min(axis=1)
+        np.maximum(val, np.where(any_on, mh + sc + mq, 0), out=val)
+    val = np.minimum(val, BIG).astype(np.float64)
+    val[val >= BIG] = np.inf
+    return val
+
+
+def _cut_table(seg: Segment, dev: np.ndarray, val: np.ndarray, groups: list[list[int]],
+               nd: int) -> np.ndarray:
+    """The [P, E] table: the least value per (previous cut device, closing cut device),
+    expanded over the orbits of the interchangeable devices."""
+    m, n = dev.shape
+    pa = dev[:, 0] if seg.has_prev else np.zeros(m, dtype=np.int64)
+    pe = dev[:, n - 1] if seg.has_end else np.zeros(m, dtype=np.int64)
+    can = np.full((nd, nd), np.inf)
+    np.minimum.at(can, (pa, pe), val)
+    if seg.has_prev and seg.has_end:
+        table = _orbit_expand(can, groups, nd)
+    elif seg.has_prev:
+        table = _orbit_expand_1d(can[:, 0], groups)[:, None]
+    elif seg.has_end:
+        table = _orbit_expand_1d(can[0, :], groups)[None, :]
+    else:
+        table = np.array([[can.min()]])
+    return table
