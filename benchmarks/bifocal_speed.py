@@ -121,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from heuristics.placement.bifocal import bifocal_schedule
     from heuristics.placement.list_scheduler import heft
-    from opt.placement.builder import Workload, build_placement
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
+    from opt.placement.builder import Workload, build_placement
     from opt.placement.validator import validate_placement
 
     cat = bundled_catalog()

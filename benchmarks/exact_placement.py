@@ -24,10 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.common.report import table
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.common.report import table
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from solvers import solve
 
 METHODS = {

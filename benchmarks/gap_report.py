@@ -34,12 +34,13 @@ from typing import Any
 
 from instances.generated import LlmCase, gap_case
 from opt.common.errors import InputError
-from opt.costlib.hardware import bundled_catalog
 from opt.common.jsonio import read_json, write_json_atomic
-from opt.costlib.modelcard import bundled_cards
 from opt.common.report import table
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
 from solvers.api import solve
-from solvers.registry import methods as registered, names
+from solvers.registry import methods as registered
+from solvers.registry import names
 
 EXACT = "cpsat"
 BASELINE = "pd"

@@ -30,8 +30,8 @@ from typing import Any
 
 from instances.generated import LlmCase
 from opt.common.jsonio import read_json, write_json
-from opt.placement.layout import budget_from, with_budget
 from opt.common.report import table
+from opt.placement.layout import budget_from, with_budget
 from opt.runs.sweep import geomean
 from solvers import solve
 

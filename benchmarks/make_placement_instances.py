@@ -20,10 +20,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.costlib.hardware import bundled_catalog
-from opt.placement.layout import budget_from, with_budget
 from opt.costlib.modelcard import bundled_cards
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.layout import budget_from, with_budget
 from solvers import solve
 
 ROOT = Path(__file__).resolve().parent.parent / "instances"

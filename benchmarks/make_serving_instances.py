@@ -20,8 +20,8 @@ from pathlib import Path
 
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.serving.instance import ServingGrid
 from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.instance import ServingGrid
 from solvers import solve
 
 ROOT = Path(__file__).resolve().parent.parent / "instances"

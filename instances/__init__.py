@@ -24,8 +24,8 @@ from importlib import resources
 from typing import Any
 
 from opt.common.errors import InputError, UnknownNameError
-from opt.placement.instance import PlacementInstance
 from opt.common.jsonio import Fields
+from opt.placement.instance import PlacementInstance
 from opt.problems import instance_of
 from opt.serving.instance import ServingInstance
 

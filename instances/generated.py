@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.costlib.hardware import Catalog, bundled_catalog
-from opt.placement.instance import PlacementInstance
 from opt.costlib.modelcard import CardSet, bundled_cards
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.instance import PlacementInstance
 
 #: Dense, DOPS-variant, Qwen1 and MoE cards.
 SMALL_LLM_MODELS = ("llama-2-7b", "dops-qwen-1.8b", "mixtral-8x7b", "qwen-1.8b")

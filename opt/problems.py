@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from opt.common.errors import InputError
+from opt.common.jsonio import read_json
 from opt.placement.instance import PlacementInstance
 from opt.placement.io import instance_from_dict
-from opt.common.jsonio import read_json
 from opt.serving.instance import ServingInstance, serving_instance_from_dict
 
 PROBLEMS = ("placement", "serving_plan")

@@ -23,7 +23,7 @@ from opt.placement.layout import relaxed_instance
 from opt.placement.validator import ScheduleError, certify_placement, validate_placement
 from opt.serving.instance import ServingInstance
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
-from solvers.registry import Method, default_method, get_method, methods
+from solvers.registry import Method, default_method, get_method
 
 #: largest seed: CP-SAT's and HiGHS' random seeds are 31-bit non-negative integers
 MAX_SEED = 2**31 - 1

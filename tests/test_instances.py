@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import instances
-from opt.placement.dot import DotGraph, dot_to_instance, parse_dot, read_dot
 from opt.common.errors import InputError, UnknownNameError
+from opt.placement.dot import DotGraph, dot_to_instance, parse_dot, read_dot
 
 DATA = Path(instances.__file__).resolve().parent / "data"
 DOT_DIR = DATA / "sinnen-dot"

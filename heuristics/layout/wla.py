@@ -54,8 +54,15 @@ from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 from heuristics.placement.list_scheduler import priority_order, upward_rank
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
-from opt.placement.layout import (NATIVE_FORMAT, WLA_FORMATS, allowed_formats, fits_budget,
-                        load_pressure, storage_bytes, with_formats)
+from opt.placement.layout import (
+    NATIVE_FORMAT,
+    WLA_FORMATS,
+    allowed_formats,
+    fits_budget,
+    load_pressure,
+    storage_bytes,
+    with_formats,
+)
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,12 @@ from typing import Any
 
 import numpy as np
 
-from heuristics.placement.list_scheduler import ScheduleState, priority_order, unique_rows, upward_rank
+from heuristics.placement.list_scheduler import (
+    ScheduleState,
+    priority_order,
+    unique_rows,
+    upward_rank,
+)
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 

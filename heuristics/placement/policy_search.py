@@ -51,7 +51,7 @@ class PolicySearchParams:
     time_limit: float | None = 60.0
 
     @classmethod
-    def from_dict(cls, params: dict[str, Any] | None) -> "PolicySearchParams":
+    def from_dict(cls, params: dict[str, Any] | None) -> PolicySearchParams:
         params = dict(params or {})
         out = cls()
         for key, value in params.items():

@@ -43,8 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from opt.serving.instance import ServingInstance, lcm_all
-from opt.serving.plan import (Owner, ServingPlan, crossings, resident_bytes,
-                              template_from_sequence)
+from opt.serving.plan import Owner, ServingPlan, crossings, resident_bytes, template_from_sequence
 
 #: Per-layer owner patterns of the baselines over the builder's five ops per layer
 #: (qkv, attn, o_proj, ffn_in, ffn_out).
@@ -162,7 +161,7 @@ class _Cands:
     def __len__(self) -> int:
         return len(self.cfg)
 
-    def take(self, idx: np.ndarray) -> "_Cands":
+    def take(self, idx: np.ndarray) -> _Cands:
         return _Cands(*(getattr(self, f)[idx] for f in
                         ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp")))
 
@@ -176,7 +175,7 @@ class _Configs:
     tp: np.ndarray
 
     @classmethod
-    def of(cls, inst: ServingInstance) -> "_Configs":
+    def of(cls, inst: ServingInstance) -> _Configs:
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
                    np.array([inst.replica_memory_bytes(c) for c in inst.configs]),
                    np.array([c.tp for c in inst.configs]))

@@ -386,7 +386,7 @@ class PlacementCpSat:
                           <= self.cmax).only_enforce_if(self.load_lit[(bk, d)])
 
     def restrict(self, sub: PlacementInstance, loaded: Sequence[tuple[int, int]] = (),
-                 cap: int | None = None) -> "PlacementCpSat":
+                 cap: int | None = None) -> PlacementCpSat:
         """A copy of this model (P1, with redundant constraints) for ``sub``, the same instance
         with fewer legal (task, device) pairs: a clone of the CP-SAT model (no rebuild) with
         the pairs ``sub`` forbids fixed to 0, the (block, device) pairs ``loaded`` loaded, the

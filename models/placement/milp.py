@@ -49,10 +49,22 @@ from pyomo.version import version as pyomo_version
 
 from models.highs import count_binaries
 from models.options import SolveOptions
-from models.placement.milp_data import (Decisions, MilpPrep, canonical, decode_solution, prepare,
-                                        serial_horizon)
-from models.placement.milp_run import (TOL, Run, capacity_may_bind, no_schedule_at_all,
-                                       set_warm_start, solve_and_extract)
+from models.placement.milp_data import (
+    Decisions,
+    MilpPrep,
+    canonical,
+    decode_solution,
+    prepare,
+    serial_horizon,
+)
+from models.placement.milp_run import (
+    TOL,
+    Run,
+    capacity_may_bind,
+    no_schedule_at_all,
+    set_warm_start,
+    solve_and_extract,
+)
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance, interchangeable_devices

@@ -80,9 +80,17 @@ import pyomo.environ as pyo
 from models.highs import count_binaries, run_highs
 from models.serving.outer import Outer, outer_choices
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import (REPORT_RTOL, Owner, PlanError, PlanMetrics, ServingPlan,
-                              boundary_occurrences, evaluate_plan, plan_from_solution,
-                              template_from_sequence)
+from opt.serving.plan import (
+    REPORT_RTOL,
+    Owner,
+    PlanError,
+    PlanMetrics,
+    ServingPlan,
+    boundary_occurrences,
+    evaluate_plan,
+    plan_from_solution,
+    template_from_sequence,
+)
 
 #: HiGHS tolerances: an owner's busy time reaches ~SLO, so y within the default 1e-6 integrality
 #: tolerance could move a T term by 1e-6·SLO; these keep the MILP's T on the integer plan's T.

@@ -8,9 +8,18 @@ import argparse
 import sys
 
 from opt.cli import serving
-from opt.cli.common import (PlacementMethodsHelp, add_budget_args, add_solve_args,
-                            apply_budget, cards, catalog, instance_summary, load_instance,
-                            parse_params, print_json)
+from opt.cli.common import (
+    PlacementMethodsHelp,
+    add_budget_args,
+    add_solve_args,
+    apply_budget,
+    cards,
+    catalog,
+    instance_summary,
+    load_instance,
+    parse_params,
+    print_json,
+)
 from opt.common.errors import InputError
 from opt.common.report import table
 

@@ -7,8 +7,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from opt.cli.common import (PlacementMethodsHelp, add_budget_args, add_out_args, add_solve_args,
-                            cards, catalog, check_methods, int_csv, parse_params, print_json)
+from opt.cli.common import (
+    PlacementMethodsHelp,
+    add_budget_args,
+    add_out_args,
+    add_solve_args,
+    cards,
+    catalog,
+    check_methods,
+    int_csv,
+    parse_params,
+    print_json,
+)
 from opt.cli.serving import add_grid_args, grid_from_args
 from opt.common.errors import InputError
 from opt.common.report import table

@@ -125,8 +125,12 @@ def cmd_hom(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``theory verify``: the claims checked numerically (exit 1 if any fails)."""
-    from opt.theory.verify import (CLAIMS, cad_feasibility, cad_feasibility_summary,
-                                   verify_closed_forms)
+    from opt.theory.verify import (
+        CLAIMS,
+        cad_feasibility,
+        cad_feasibility_summary,
+        verify_closed_forms,
+    )
 
     if args.detailed:
         return _verify_detailed(args)

@@ -132,13 +132,13 @@ class Fields:
             raise self.error(key, f"expected a list, got {type(value).__name__}")
         return value
 
-    def sub(self, key: str, default: Any = _MISSING) -> "Fields | None":
+    def sub(self, key: str, default: Any = _MISSING) -> Fields | None:
         value = self.get(key, default)
         if value is None and default is None:
             return None
         return Fields(value, self.source, self._field(key))
 
-    def items(self, key: str) -> list["Fields"]:
+    def items(self, key: str) -> list[Fields]:
         return [Fields(v, self.source, f"{self._field(key)}[{i}]")
                 for i, v in enumerate(self.list(key))]
 

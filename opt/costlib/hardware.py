@@ -217,7 +217,7 @@ class Catalog:
     def gpus(self) -> list[DeviceSpec]:
         return [d for d in self.devices.values() if d.device_class == "gpu"]
 
-    def merged(self, other: "Catalog") -> "Catalog":
+    def merged(self, other: Catalog) -> Catalog:
         """This catalog with ``other``'s entries added (same names replaced)."""
         return replace(self, devices={**self.devices, **other.devices},
                        platforms={**self.platforms, **other.platforms},

@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.costlib.modelcard import ModelCard
 from opt.common.units import dtype_bytes
+from opt.costlib.modelcard import ModelCard
 
 #: FLOPs per element of the non-GEMM ops.
 NORM_FLOPS = 4.0

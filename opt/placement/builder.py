@@ -38,13 +38,19 @@ import numpy as np
 
 from opt import __version__
 from opt.common.errors import InputError
+from opt.common.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
 from opt.costlib.hardware import FORMATS, Catalog, DeviceSpec, PlatformSpec
-from opt.placement.instance import (Device, Layout, Links, PlacementInstance, build_instance,
-                                    make_links)
 from opt.costlib.latency import ring_allreduce_s, star_allreduce_s
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
-from opt.common.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
+from opt.placement.instance import (
+    Device,
+    Layout,
+    Links,
+    PlacementInstance,
+    build_instance,
+    make_links,
+)
 
 PIM_ILLEGAL = frozenset({"router", "combine", "embed", "lm_head"})
 ATTN_SHARDED = frozenset({"q_proj", "k_proj", "v_proj", "kv_write", "qk", "softmax", "sv",

@@ -148,7 +148,7 @@ class CertifiedBound:
                 "seconds": self.seconds, "components": [asdict(c) for c in self.components]}
 
 
-_CACHE: "weakref.WeakKeyDictionary[PlacementInstance, dict[BoundOptions, CertifiedBound]]" = \
+_CACHE: weakref.WeakKeyDictionary[PlacementInstance, dict[BoundOptions, CertifiedBound]] = \
     weakref.WeakKeyDictionary()
 
 

@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 
 from opt.common.jsonio import Fields, read_json
-from opt.placement.instance import (DEFAULT_STORAGE, PHASES, SCHEMA, Device, Layout,
-                                    PlacementInstance, build_instance, make_links)
+from opt.placement.instance import (
+    DEFAULT_STORAGE,
+    PHASES,
+    SCHEMA,
+    Device,
+    Layout,
+    PlacementInstance,
+    build_instance,
+    make_links,
+)
 
 
 def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:

@@ -21,10 +21,9 @@ Views (all share the task, edge and cost arrays of the original; nothing is copi
 
 from __future__ import annotations
 
-import weakref
-
 import dataclasses
 import math
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -156,7 +155,7 @@ def relaxed_instance(inst: PlacementInstance, formats: Iterable[str] | None = No
 
 
 #: relaxed views per instance (a cache: entries die with their instance)
-_RELAXED: "weakref.WeakKeyDictionary[PlacementInstance, dict[tuple, PlacementInstance]]" = \
+_RELAXED: weakref.WeakKeyDictionary[PlacementInstance, dict[tuple, PlacementInstance]] = \
     weakref.WeakKeyDictionary()
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from opt.placement.instance import PlacementInstance
 from opt.common.result import Result, gap_of
+from opt.placement.instance import PlacementInstance
 
 
 class ScheduleError(ValueError):

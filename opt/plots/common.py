@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from opt.theory import closed_forms as B
 from opt.common.errors import InputError
+from opt.theory import closed_forms as B
 
 __all__ = ["DEFAULT_CONTEXTS", "DPI", "MICROBATCHES", "plot_cad_regions", "plot_het_gain",
            "plot_hom_gain", "tight_price2"]

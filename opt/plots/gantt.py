@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.placement.instance import PlacementInstance
 from opt.common.units import TIME_UNITS
+from opt.placement.instance import PlacementInstance
 from opt.placement.utilisation import compute_events, utilisation
 from opt.placement.validator import validate_placement
 
@@ -155,8 +155,8 @@ def plot_utilisation(inst: PlacementInstance, solution: dict[str, Any], path: st
     """NPU / PIM busy fraction per time bin with their co-utilisation (left) and per-device
     utilisation bars with the class and co-utilisation totals (right). Returns the numbers of
     :func:`opt.placement.utilisation.utilisation`."""
-    from opt.plots.common import _pyplot, _save
     from opt.placement.utilisation import busy_profile
+    from opt.plots.common import _pyplot, _save
 
     rep = utilisation(inst, solution)
     plt = _pyplot()

@@ -10,13 +10,13 @@ import time
 
 import numpy as np
 
-from opt.runs.bench import BenchCase, CaseResult, Check
 from opt.costlib.calibration import PIM_TRACE, calibration_ops
-from opt.theory.gains import GpuGroup, het_report, hom_report, min_gpus
 from opt.costlib.hardware import Catalog, bundled_catalog
 from opt.costlib.modelcard import CardSet, bundled_cards
 from opt.costlib.operators import layer_ops
+from opt.runs.bench import BenchCase, CaseResult, Check
 from opt.runs.reference import KV_KIB_PER_TOKEN, OPWEAVE_ETA
+from opt.theory.gains import GpuGroup, het_report, hom_report, min_gpus
 
 SUITE = "core"
 OPWEAVE_MODELS = ("gemma-3-27b", "qwen3-next-80b-a3b", "qwen3-235b-a22b", "gpt-oss-120b")

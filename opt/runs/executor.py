@@ -25,10 +25,10 @@ written stay).
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 import os
 import pickle
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +57,7 @@ class Executor(ABC):
                       ) -> Iterator[tuple[int, Any]]:
         """Yield ``(index, fn(items[index]))`` for every item as it finishes."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: executors without workers keep it
         """Release workers (pending items are cancelled)."""
 
     def __enter__(self) -> Executor:

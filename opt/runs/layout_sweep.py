@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opt.placement.instance import LAYOUT_FORMATS
 from opt.common.report import table
+from opt.placement.instance import LAYOUT_FORMATS
 from opt.runs.sweep import geomean, workload_key
 
 #: (numerator method, denominator method): speedup = makespan(num) / makespan(den)

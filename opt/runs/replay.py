@@ -58,8 +58,8 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json, write_json_atomic
-from opt.runs.sweep import aborting
 from opt.common.units import TIME_UNITS
+from opt.runs.sweep import aborting
 
 #: BurstGPT's CSV columns (https://github.com/HPMLL/BurstGPT).
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens",

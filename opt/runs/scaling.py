@@ -38,8 +38,15 @@ from typing import Any
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json, write_json_atomic
 from opt.common.report import table
-from opt.runs.sweep import (SolveFn, _Failed, aborting, check_workloads, grid, make_record,
-                       record_path)
+from opt.runs.sweep import (
+    SolveFn,
+    _Failed,
+    aborting,
+    check_workloads,
+    grid,
+    make_record,
+    record_path,
+)
 
 DEFAULT_PLATFORMS = ("HP0", "HP32", "HP64", "HP128")
 #: The DOPS grid (Fig. 14): batch, prefill, decode.

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from opt.common.errors import InputError
-from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.common.jsonio import read_json
 from opt.common.report import table
-from opt.serving.instance import ServingGrid
-from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
+from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.runs.sweep import Progress, aborting, usable
+from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
+from opt.serving.instance import ServingGrid
 
 BASELINES = ("col", "afd", "cad")
 

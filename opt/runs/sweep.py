@@ -22,17 +22,17 @@ import itertools
 import math
 import sys
 import time
-from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from opt.common.errors import InputError
-from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.common.jsonio import read_json
 from opt.common.report import table
 from opt.common.units import TIME_UNITS
+from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 
 #: Fields every record carries (besides the workload's).
 RECORD_FIELDS = ("method", "status", "makespan", "ttft", "decode_time", "mean_tpot",

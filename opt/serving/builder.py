@@ -42,13 +42,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from opt.common.errors import InputError
+from opt.common.units import dtype_bytes, seconds_to_ticks
 from opt.costlib.hardware import Catalog
 from opt.costlib.latency import COLLECTIVE_OVERHEAD_S, EfficiencyRoofline, Link, ring_allreduce_s
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Op, Precision, layer_ops
-from opt.serving.instance import (GpuType, ServingConfig, ServingGrid, ServingInstance, ServingOp,
-                         microbatch_sizes_for)
-from opt.common.units import dtype_bytes, seconds_to_ticks
+from opt.serving.instance import (
+    GpuType,
+    ServingConfig,
+    ServingGrid,
+    ServingInstance,
+    ServingOp,
+    microbatch_sizes_for,
+)
 
 P3_OPS = ("qkv", "attn", "o_proj", "ffn_in", "ffn_out")
 

@@ -30,8 +30,8 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json, write_json
-from opt.costlib.latency import Link
 from opt.common.units import TIME_UNITS
+from opt.costlib.latency import Link
 
 SCHEMA = 1
 

@@ -63,8 +63,14 @@ from typing import Any
 import numpy as np
 
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import (PlanError, PlanMetrics, ServingPlan, evaluate_plan, owner_sequence,
-                              plan_from_solution)
+from opt.serving.plan import (
+    PlanError,
+    PlanMetrics,
+    ServingPlan,
+    evaluate_plan,
+    owner_sequence,
+    plan_from_solution,
+)
 
 NIC_MODELS = ("formula", "sender")
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -72,9 +71,9 @@ __all__ = [
 ]
 
 #: A float for all-scalar input, an ndarray when any argument is an array.
-FloatOut = Union[float, NDArray[np.float64]]
+FloatOut = float | NDArray[np.float64]
 #: A bool for all-scalar input, a boolean ndarray when any argument is an array.
-BoolOut = Union[bool, NDArray[np.bool_]]
+BoolOut = bool | NDArray[np.bool_]
 
 _SECONDS_PER_HOUR = 3600.0
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from opt.theory import closed_forms as bounds
 from opt.common.errors import InputError
 from opt.costlib.hardware import DeviceSpec
 from opt.costlib.modelcard import ModelCard
+from opt.theory import closed_forms as bounds
 
 USD_PER_TOKEN_TO_PER_MTOK = 1e6
 

@@ -21,8 +21,13 @@ import numpy as np
 
 from opt.common.units import TIME_UNITS
 from opt.placement.instance import PHASES, PlacementInstance
-from opt.placement.utilisation import (PAIR, class_intervals, compute_events, intersection,
-                                       utilisation)
+from opt.placement.utilisation import (
+    PAIR,
+    class_intervals,
+    compute_events,
+    intersection,
+    utilisation,
+)
 from opt.placement.validator import PlacementMetrics, validate_placement
 from opt.viewer.payload import Blob, segments
 

@@ -8,11 +8,11 @@ import tracemalloc
 from pathlib import Path
 
 import instances
-from opt.runs.bench import BenchCase, CaseResult, Check
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.costlib.hardware import bundled_catalog
-from opt.placement.io import read_instance
 from opt.costlib.modelcard import bundled_cards
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.io import read_instance
+from opt.runs.bench import BenchCase, CaseResult, Check
 from solvers.api import solve
 from solvers.registry import methods, names
 

@@ -7,11 +7,11 @@ import statistics
 import time
 from dataclasses import replace
 
-from opt.runs.bench import BenchCase, CaseResult, Check
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.serving.instance import ServingGrid, ServingInstance
+from opt.runs.bench import BenchCase, CaseResult, Check
 from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.instance import ServingGrid, ServingInstance
 from solvers.api import solve
 
 SUITE = "serving"

@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from opt.runs.bench import BenchCase, CaseResult, Check
 from opt.common.errors import UnknownNameError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
+from opt.runs.bench import BenchCase, CaseResult, Check
 
 
 def default_suite(out: Path) -> list[BenchCase]:

@@ -29,11 +29,17 @@ from typing import Any
 
 from models.options import SolveOptions
 from opt.common.errors import InputError
-from opt.placement.instance import PlacementInstance
-from opt.placement.layout import (budget_message, fits_budget, format_mix, storage_bytes, uniform,
-                        with_formats)
 from opt.common.result import Result
-from solvers.registry import methods, parsed_params
+from opt.placement.instance import PlacementInstance
+from opt.placement.layout import (
+    budget_message,
+    fits_budget,
+    format_mix,
+    storage_bytes,
+    uniform,
+    with_formats,
+)
+from solvers.registry import parsed_params
 
 
 def infeasible(method: str, options: SolveOptions, message: str, t0: float) -> Result:
@@ -88,7 +94,8 @@ def wla(inst: PlacementInstance, options: SolveOptions, *, method: str, dual: bo
     """Bifocal + WLA (``dual``: with ``dual`` as a memory-budgeted option)."""
     from dataclasses import asdict, fields, replace
 
-    from heuristics.layout.wla import WlaParams, wla as run_wla
+    from heuristics.layout.wla import WlaParams
+    from heuristics.layout.wla import wla as run_wla
     from heuristics.placement.bifocal import BifocalParams
 
     t0 = time.perf_counter()

@@ -68,8 +68,8 @@ from ortools.sat.python import cp_model
 from models.options import SolveOptions
 from models.placement.cpsat import PlacementCpSat, make_solver, ortools_version
 from opt.common.errors import InputError
-from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.common.result import Result
+from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.validator import validate_placement
 from solvers.placement.warm_start import warm_start_schedule
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError, UnknownNameError
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.instance import PlacementInstance
-from opt.runs.replay import Shape, ShapeTimes
 from opt.placement.validator import validate_placement
+from opt.runs.replay import Shape, ShapeTimes
 from solvers.registry import parsed_params
 
 #: Bifocal as in DOPS' request replay: no token-amortisation term.
@@ -114,7 +114,8 @@ def validated_heuristic(inst: PlacementInstance, method: str,
         from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
         bp = BifocalParams(**parsed_params("bifocal", "placement", params or {}))
-        run: Callable[[PlacementInstance], dict[str, Any]] = lambda i: bifocal_schedule(i, bp)
+        def run(i: PlacementInstance) -> dict[str, Any]:
+            return bifocal_schedule(i, bp)
     else:
         run = _scheduler(method)
     t0 = time.perf_counter()

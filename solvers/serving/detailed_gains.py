@@ -37,11 +37,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opt.theory import closed_forms as B
-from opt.theory.gains import GpuGroup, hom_report
-from opt.serving.instance import ServingGrid
 from opt.runs.serving_sweep import ServingCell, run_serving_sweep
 from opt.runs.sweep import Progress
+from opt.serving.instance import ServingGrid
+from opt.theory import closed_forms as B
+from opt.theory.gains import GpuGroup, hom_report
 from opt.theory.verify import ClaimResult
 
 DETAILED_CLAIMS: dict[str, str] = {

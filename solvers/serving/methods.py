@@ -34,9 +34,15 @@ from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.common.result import Result, gap_of
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import (PlanError, ServingPlan, check_plan, evaluate_plan, plan_from_solution,
-                              plan_solution)
-from solvers.registry import methods, parsed_params
+from opt.serving.plan import (
+    PlanError,
+    ServingPlan,
+    check_plan,
+    evaluate_plan,
+    plan_from_solution,
+    plan_solution,
+)
+from solvers.registry import parsed_params
 
 #: Largest block for exhaustive enumeration (sequences grow like 2^N).
 ENUM_MAX_OPS = 16

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from opt.common.errors import InputError, UnknownNameError
-from opt.costlib.hardware import catalog_from_dict, load_catalog
 from opt.common.jsonio import read_json
+from opt.costlib.hardware import catalog_from_dict, load_catalog
 
 
 def test_catalog_contents(catalog):

@@ -7,7 +7,7 @@ import pytest
 
 from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.modelcard import card_from_dict, card_from_hf_config, load_cards
-from opt.costlib.operators import layer_ops, head_ops
+from opt.costlib.operators import head_ops, layer_ops
 from opt.runs.reference import DOPS_BLOCKS, KV_KIB_PER_TOKEN, QWEN3_NEXT_STATE_ELEMENTS
 
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opt.common.errors import InputError
-from opt.costlib.operators import Precision, causal_pairs, head_ops, layer_ops
 from opt.common.units import seconds_to_ticks
+from opt.costlib.operators import Precision, causal_pairs, head_ops, layer_ops
 
 
 @settings(max_examples=200, deadline=None)

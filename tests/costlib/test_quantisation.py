@@ -11,13 +11,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
 from opt.cli import main
 from opt.common.errors import InputError
+from opt.common.units import INT4_GROUP
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.costlib.operators import Precision, Sparsity, layer_ops
-from opt.common.units import INT4_GROUP
+from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
 
 CAT = bundled_catalog()
 CARDS = bundled_cards()

@@ -10,11 +10,18 @@ import pytest
 
 from heuristics.layout.wla import WlaParams, wla
 from instances.generated import LlmCase
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.io import instance_from_dict
-from opt.placement.layout import (budget_from, format_mix, relaxed_instance, storage_bytes, uniform,
-                        with_budget, with_formats)
+from opt.placement.layout import (
+    budget_from,
+    format_mix,
+    relaxed_instance,
+    storage_bytes,
+    uniform,
+    with_budget,
+    with_formats,
+)
 from opt.placement.lower_bounds import placement_lower_bound
 from opt.placement.validator import ScheduleError, validate_placement
 from solvers import solve

@@ -11,13 +11,18 @@ import numpy as np
 import pytest
 
 import instances
-from heuristics.placement.bifocal import BifocalParams, bifocal_schedule, heaviest_successor, window_tails
+from heuristics.placement.bifocal import (
+    BifocalParams,
+    bifocal_schedule,
+    heaviest_successor,
+    window_tails,
+)
 from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
-from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
 from opt.costlib.modelcard import bundled_cards
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
 from opt.placement.validator import validate_placement
 from solvers.api import solve
 

@@ -16,21 +16,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_placement_exact import _capacity_instance
+from test_placement_milp import brute_force, random_instance
 
 import instances
 from heuristics.placement.list_scheduler import heft
 from instances.generated import LlmCase, agreement_case
 from models.options import SolveOptions
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
-from opt.placement.instance import Device, build_instance, interchangeable_devices, make_links
 from opt.common.result import read_result
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.instance import Device, build_instance, interchangeable_devices, make_links
 from opt.placement.validator import validate_placement
 from solvers import solve
-from solvers.placement.block_branching import BlockBranching, Node, block_device_sets, \
-    restricted, single_device_configs, solve_placement_blocks
-from test_placement_exact import _capacity_instance
-from test_placement_milp import brute_force, random_instance
+from solvers.placement.block_branching import (
+    BlockBranching,
+    Node,
+    block_device_sets,
+    restricted,
+    single_device_configs,
+    solve_placement_blocks,
+)
 
 #: Llama-2-7B, 1 layer on HP32 (NPU + 2 PIM), prefill 16, one decode step (38 tasks, 7 blocks)
 LLAMA = LlmCase(model="llama-2-7b", platform="HP32", prefill=16, decode=1, batch=1)
@@ -59,12 +65,12 @@ def _case_id(case) -> str:
     return "-".join(f"{k}={v}" for k, v in case.items())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _llm_instance(case: LlmCase):
     return case.build()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cpsat_optimum(case: LlmCase):
     """The monolithic model's proven result (shared by the agreement and the bound tests)."""
     res = solve(_llm_instance(case), "cpsat", time_limit=60, num_workers=2, seed=0)
@@ -407,8 +413,9 @@ def test_restricted_clone_proves_what_a_fresh_model_proves():
     """A node's model is a clone of the whole instance's model with the restriction's pairs
     fixed, loads forced and head/tail cuts added (``PlacementCpSat.restrict``); it must prove
     the same optimum as a model built from scratch on the restricted instance."""
-    from models.placement.cpsat import PlacementCpSat
     from ortools.sat.python import cp_model
+
+    from models.placement.cpsat import PlacementCpSat
 
     inst = _llm_instance(LLAMA)
     search = BlockBranching(inst, SolveOptions(time_limit=60, num_workers=1, seed=0))

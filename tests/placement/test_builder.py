@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.runs.reference import DOPS_BLOCKS
 
 

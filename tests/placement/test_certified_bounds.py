@@ -11,18 +11,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_placement_milp import brute_force, random_instance
 
 import instances
 from instances.generated import LlmCase
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.bound_options import BoundOptions
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.chain_bound import chain_bound, cut_positions
-from opt.placement.work_bound import _dual_value, work_lp_bound
 from opt.placement.lower_bounds import heads_tails, placement_lower_bound
+from opt.placement.work_bound import _dual_value, work_lp_bound
 from solvers import solve
-from test_placement_milp import brute_force, random_instance
-
 
 # ---- bundled instances with known optima ------------------------------------------------------
 

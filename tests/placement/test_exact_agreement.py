@@ -11,6 +11,7 @@ from instances.generated import agreement_case
 from opt.placement.validator import validate_placement
 from solvers import solve
 
+
 def check_agreement(seed: int, time_limit: float = 60.0) -> bool:
     """Both proven: equal optima. One proven: the other's bound and objective bracket it.
     Returns whether both proved optimality."""

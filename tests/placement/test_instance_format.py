@@ -18,12 +18,11 @@ import pytest
 
 import instances
 from heuristics.placement.list_scheduler import heft
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.instance import PHASES, PlacementInstance
 from opt.placement.io import instance_from_dict, read_instance
 from opt.placement.validator import validate_placement
-
 
 # ---------------------------------------------------------------------------------------------
 # comparison

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_placement_milp import brute_force, random_instance
 
 from instances.generated import LlmCase
 from opt.placement.io import instance_from_dict
 from opt.placement.lower_bounds import BIG, device_heads_tails, heads_tails
 from solvers import solve
-from test_placement_milp import brute_force, random_instance
 
 
 def assert_respected(inst, solution) -> None:

@@ -86,8 +86,8 @@ def test_warm_start_and_cold_start_agree():
 def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
     from heuristics.placement.bifocal import bifocal_schedule
     from heuristics.placement.policy_search import policy_search
-    from opt.placement.builder import BuildOptions, Workload, build_placement
     from opt.common.errors import InputError
+    from opt.placement.builder import BuildOptions, Workload, build_placement
 
     # 4 layers: Bifocal's schedule is ~12 % shorter than HEFT's, and CP-SAT starts from it
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,

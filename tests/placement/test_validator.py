@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 import instances
 from heuristics.placement.list_scheduler import heft
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.common.errors import InputError
-from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
 from opt.common.result import Result
+from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
 from opt.placement.validator import ScheduleError, certify_placement, validate_placement
 from solvers.api import solve
 
@@ -109,7 +109,7 @@ def heft_or_skip(inst: PlacementInstance) -> dict:
         return heft(inst)
     except InputError:
         assume(False)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable") from None
 
 
 @st.composite

@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from opt.plots import common as plots  # noqa: E402
 from opt.cli import main  # noqa: E402
+from opt.plots import common as plots  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -8,10 +8,10 @@ import pytest
 
 from opt.cli import main
 from opt.common.errors import InputError
-from opt.plots.gantt import merge_close, parse_window
 from opt.placement.io import instance_from_dict
 from opt.placement.utilisation import busy_profile, intersection, union, utilisation
 from opt.placement.validator import ScheduleError
+from opt.plots.gantt import merge_close, parse_window
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

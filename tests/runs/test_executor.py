@@ -15,11 +15,12 @@ import pytest
 
 from opt.cli import main
 from opt.common.errors import InputError
-from opt.runs.executor import (SerialExecutor, comparable, drive, make_executor, write_record)
-from opt.costlib.hardware import bundled_catalog
 from opt.common.jsonio import read_json
+from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.runs.serving_sweep import cells, render as render_serving, run_serving_sweep
+from opt.runs.executor import SerialExecutor, comparable, drive, make_executor, write_record
+from opt.runs.serving_sweep import cells, run_serving_sweep
+from opt.runs.serving_sweep import render as render_serving
 from opt.runs.sweep import Progress, geomean_speedups, grid, render, run_sweep, speedups, usable
 from solvers.sweep_calls import SolveCall
 
@@ -190,8 +191,8 @@ def test_killed_sweep_resumes_losing_nothing(tmp_path, capsys, executor):
 
 def _broken_heft(inst, method):
     """HEFT's schedule with one task started a tick late: the validator must reject it."""
-    from solvers import solve
     from opt.placement.validator import certify_placement
+    from solvers import solve
 
     res = solve(inst, "heft")
     if method == "heft":

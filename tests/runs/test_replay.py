@@ -11,8 +11,16 @@ from opt.cli import main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.runs.replay import (ReplayOptions, Request, Shape, ShapeTimes, bucket, generate_trace,
-                        read_burstgpt_csv, run_replay)
+from opt.runs.replay import (
+    ReplayOptions,
+    Request,
+    Shape,
+    ShapeTimes,
+    bucket,
+    generate_trace,
+    read_burstgpt_csv,
+    run_replay,
+)
 from solvers.placement.replay import check_methods, schedule_shape, shape_builder
 
 CAT, CARDS = bundled_catalog(), bundled_cards()

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.cli import main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
+from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.runs.scaling import insight_table, pim_gb, run_scaling, scaled_capacity, summarise
 from opt.runs.sweep import Progress
 from solvers.placement.replay import validated_heuristic

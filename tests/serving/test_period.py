@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import instances
-from opt.serving.period import (EventGraph, event_graph, exact_period, max_cycle_mean,
-                                reduced_matrix)
+from opt.serving.period import EventGraph, event_graph, exact_period, max_cycle_mean, reduced_matrix
 from opt.serving.plan import Owner, PlanError, ServingPlan, evaluate_plan
 from opt.serving.simulator import TokenChain, token_chain
 

@@ -17,12 +17,19 @@ from opt.cli import main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.serving.instance import ServingInstance, serving_instance_from_dict
 from opt.serving.builder import ServingWorkload, build_serving_plan
-from opt.serving.plan import (Owner, PlanError, ServingPlan, check_plan, evaluate_plan,
-                              owner_sequence, plan_solution, template_from_sequence)
+from opt.serving.instance import ServingInstance, serving_instance_from_dict
+from opt.serving.plan import (
+    Owner,
+    PlanError,
+    ServingPlan,
+    check_plan,
+    evaluate_plan,
+    owner_sequence,
+    plan_solution,
+    template_from_sequence,
+)
 from solvers import solve
-
 
 # ---- hand-made instances -----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -14,8 +14,8 @@ from heuristics.serving.search import full_sequences, search, structured_sequenc
 from models.serving.milp import solve_serving_milp
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.serving.instance import ServingGrid, ServingInstance, serving_instance_from_dict
 from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.instance import ServingGrid, ServingInstance, serving_instance_from_dict
 from opt.serving.plan import check_plan, evaluate_plan, plan_solution
 
 RTOL = 1e-6
@@ -93,18 +93,18 @@ CASES = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _instance(name: str) -> ServingInstance:
     return CASES[name]()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exhaustive(name: str):
     inst = _instance(name)
     return search(inst, full_sequences(inst))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _milp(name: str):
     return solve_serving_milp(_instance(name), time_limit=20, num_workers=1, seed=0)
 

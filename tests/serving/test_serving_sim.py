@@ -12,11 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heuristics.serving.search import baseline_sequences, search, structured_sequences
-from opt.serving.instance import ServingInstance, serving_instance_from_dict
 from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.instance import ServingInstance, serving_instance_from_dict
 from opt.serving.plan import Owner, PlanError, ServingPlan, evaluate_plan, plan_solution
 from opt.serving.simulator import SimReport, simulate_plan, simulate_report_rows, token_chain
-
 
 # ---- hand-made instances -------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ def problem_of(info: instances.InstanceInfo, inst) -> str:
     return "placement"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bundled() -> dict[str, tuple[instances.InstanceInfo, object, str]]:
     out = {}
     for info, inst in instances.iter_instances():

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from opt.theory import verify as V
 from opt.cli import main
+from opt.theory import verify as V
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
-import os
-
 import pytest
 
 import instances

@@ -8,14 +8,20 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from opt.placement.utilisation import (PAIR, class_intervals, compute_events, intersection,
-                                       length, utilisation)
+from opt.placement.utilisation import (
+    PAIR,
+    class_intervals,
+    compute_events,
+    intersection,
+    length,
+    utilisation,
+)
 from opt.serving.period import steady_round
+from opt.serving.plan import plan_from_solution
 from opt.viewer.html import render_page
 from opt.viewer.payload import Blob, decode, encode
 from opt.viewer.placement import placement_payload
 from opt.viewer.serving import serving_payload, step_labels
-from opt.serving.plan import plan_from_solution
 
 
 def _roundtrip(header, blob, compress=True):
