@@ -93,16 +93,16 @@ class FormatOnlyCpSat:
         """Start of every task, Cmax ≥ every end, and the base's task order on every device
         (positive durations only)."""
         inst, m, dur = self.inst, self.model, self.dur
-        self.start = [m.NewIntVar(0, self.horizon, f"s{t}") for t in range(inst.n_tasks)]
-        self.cmax = m.NewIntVar(0, self.horizon, "cmax")
+        self.start = [m.new_int_var(0, self.horizon, f"s{t}") for t in range(inst.n_tasks)]
+        self.cmax = m.new_int_var(0, self.horizon, "cmax")
         S = self.start
         for t in range(inst.n_tasks):
-            m.Add(self.cmax >= S[t] + int(dur[t]))
+            m.add(self.cmax >= S[t] + int(dur[t]))
         for d in range(inst.n_devices):
             ts = [t for t in np.flatnonzero((self.dev == d) & (dur > 0)).tolist()]
             ts.sort(key=lambda t: (s0[t], t))
             for a, b in zip(ts, ts[1:]):
-                m.Add(S[b] >= S[a] + int(dur[a]))
+                m.add(S[b] >= S[a] + int(dur[a]))
 
     def add_transfer_constraints(self, base: dict[str, Any]) -> None:
         """Precedence along every edge, through a transfer start when it crosses devices;
@@ -117,20 +117,20 @@ class FormatOnlyCpSat:
         for e in range(inst.n_edges):
             u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
             if dev[u] == dev[v]:
-                m.Add(S[v] >= S[u] + int(dur[u]))
+                m.add(S[v] >= S[u] + int(dur[u]))
                 continue
             tr = links.transfer(int(dev[u]), int(dev[v]), int(inst.edge_bytes[e]))
-            ts = m.NewIntVar(0, self.horizon, f"ts{e}")
+            ts = m.new_int_var(0, self.horizon, f"ts{e}")
             self.transfer[e] = ts
-            m.Add(ts >= S[u] + int(dur[u]))
-            m.Add(S[v] >= ts + tr)
+            m.add(ts >= S[u] + int(dur[u]))
+            m.add(S[v] >= ts + tr)
             if links.contention and tr > 0:
                 for c in links.channels(int(dev[u]), int(dev[v])):
                     channels.setdefault(c, []).append((tstart0[(u, v)], e, ts, tr))
         for items in channels.values():
             items.sort(key=lambda x: (x[0], x[1]))
             for (_, _, ta, da), (_, _, tb, _) in zip(items, items[1:]):
-                m.Add(tb >= ta + da)
+                m.add(tb >= ta + da)
 
     def add_format_constraints(self, base: dict[str, Any], formats: tuple[str, ...]) -> None:
         """One allowed format per block, loadable wherever the base loads it; the memory
@@ -141,8 +141,8 @@ class FormatOnlyCpSat:
             used_dev.setdefault(bix[ev["block"]], set()).add(names[ev["device"]])
 
         def constant():
-            lit = m.NewConstant(1)
-            self.constants.add(lit.Index())
+            lit = m.new_constant(1)
+            self.constants.add(lit.index)
             return lit
 
         self.fmt_lit: dict[tuple[int, str], Any] = format_literals(
@@ -162,17 +162,17 @@ class FormatOnlyCpSat:
         loads = sorted(base.get("loads", ()), key=lambda e: (int(e["start"]), e["block"]))
         for k, ev in enumerate(loads):
             b, d = bix[ev["block"]], names[ev["device"]]
-            ls = m.NewIntVar(0, self.horizon, f"ls{k}")
+            ls = m.new_int_var(0, self.horizon, f"ls{k}")
             opts = [(f, int(inst.block_load[f][b, d])) for f in formats if (b, f) in self.fmt_lit]
-            le = m.NewIntVar(0, self.horizon, f"le{k}")
-            m.Add(le == ls + sum(v * self.fmt_lit[(b, f)] for f, v in opts))
+            le = m.new_int_var(0, self.horizon, f"le{k}")
+            m.add(le == ls + sum(v * self.fmt_lit[(b, f)] for f, v in opts))
             self.loads.append((b, d, ls))
             resid.setdefault((b, d), []).append((int(ev["start"]), int(ev["end"]), ls, le))
             port_events.setdefault(d, []).append((int(ev["start"]), 1, k, (ls, le)))
         for d, evs in port_events.items():
             evs.sort(key=lambda x: (x[0], x[2]))
             for (_, _, _, (_, la)), (_, _, _, (lb, _)) in zip(evs, evs[1:]):
-                m.Add(lb >= la)  # one load port: the next load starts after this one ends
+                m.add(lb >= la)  # one load port: the next load starts after this one ends
         return resid
 
     def add_eviction_constraints(self, base: dict[str, Any],
@@ -186,7 +186,7 @@ class FormatOnlyCpSat:
         ev_times: dict[tuple[int, int], list[tuple[int, Any]]] = {}
         for j, ev in enumerate(base.get("evictions", ())):
             b, d = bix[ev["block"]], names[ev["device"]]
-            x = m.NewIntVar(0, self.horizon, f"ev{j}")
+            x = m.new_int_var(0, self.horizon, f"ev{j}")
             self.evictions.append((b, d, x))
             ev_times.setdefault((b, d), []).append((int(ev["time"]), x))
         stops: dict[tuple[int, int], list[Any]] = {}
@@ -197,7 +197,7 @@ class FormatOnlyCpSat:
             for i, (_, _, ls, le) in enumerate(spans):
                 stop = evs[i][1] if i < len(evs) else None
                 if stop is not None:
-                    m.Add(stop >= le)
+                    m.add(stop >= le)
                 stops[key].append(stop)
         order_events: dict[int, list[tuple[int, int, Any]]] = {}
         for (b, d), evs in ev_times.items():
@@ -209,7 +209,7 @@ class FormatOnlyCpSat:
         for d, evs in order_events.items():
             evs.sort(key=lambda x: (x[0], x[1]))  # evictions before loads at equal times
             for (_, _, a), (_, _, b_) in zip(evs, evs[1:]):
-                m.Add(b_ >= a)
+                m.add(b_ >= a)
         return stops
 
     def add_residency_constraints(self, s0: np.ndarray,
@@ -225,34 +225,34 @@ class FormatOnlyCpSat:
             while i >= 0 and spans[i][1] > s0[t]:
                 i -= 1
             _, _, _, le = spans[i]
-            m.Add(S[t] >= le)
+            m.add(S[t] >= le)
             stop = stops[key][i]
             if stop is not None:
-                m.Add(stop >= S[t] + 1)
+                m.add(stop >= S[t] + 1)
 
     def set_objective(self) -> None:
         """Minimise the makespan."""
-        self.model.Minimize(self.cmax)
+        self.model.minimize(self.cmax)
 
     def add_base_hint(self, s0: np.ndarray, base: dict[str, Any]) -> None:
         """Hint the base schedule itself: its starts and formats."""
         inst, m = self.inst, self.model
         for t in range(inst.n_tasks):
-            m.AddHint(self.start[t], int(s0[t]))
+            m.add_hint(self.start[t], int(s0[t]))
         base_fmt = dict(zip(inst.block_ids, inst.block_format))
         base_fmt.update(base.get("formats") or {})
         for (b, f), lit in self.fmt_lit.items():
-            if lit.Index() not in self.constants:
-                m.AddHint(lit, int(base_fmt[inst.block_ids[b]] == f))
+            if lit.index not in self.constants:
+                m.add_hint(lit, int(base_fmt[inst.block_ids[b]] == f))
 
     def extract(self, solver: cp_model.CpSolver) -> dict[str, Any]:
         inst = self.inst
-        start = [solver.Value(s) for s in self.start]
+        start = [solver.value(s) for s in self.start]
         formats = {inst.block_ids[b]: f for (b, f), lit in self.fmt_lit.items()
-                   if solver.BooleanValue(lit)}
-        loads = [(b, d, solver.Value(ls)) for b, d, ls in self.loads]
-        evictions = [(b, d, solver.Value(x)) for b, d, x in self.evictions]
-        transfer = {e: solver.Value(ts) for e, ts in self.transfer.items()}
+                   if solver.boolean_value(lit)}
+        loads = [(b, d, solver.value(ls)) for b, d, ls in self.loads]
+        evictions = [(b, d, solver.value(x)) for b, d, x in self.evictions]
+        transfer = {e: solver.value(ts) for e, ts in self.transfer.items()}
         return make_solution(inst, self.dev, start, transfer, loads, evictions, formats=formats)
 
 

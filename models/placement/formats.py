@@ -35,10 +35,10 @@ def format_literals(m: cp_model.CpModel, inst: PlacementInstance, formats: Seque
                              field="layout.formats")
         row = []
         for f in cands:
-            lit = constant() if len(cands) == 1 else m.NewBoolVar(f"fmt{b}_{f}")
+            lit = constant() if len(cands) == 1 else m.new_bool_var(f"fmt{b}_{f}")
             lits[(b, f)] = lit
             row.append(lit)
-        m.AddExactlyOne(row)
+        m.add_exactly_one(row)
     return lits
 
 
@@ -48,5 +48,5 @@ def add_storage_budget(m: cp_model.CpModel, inst: PlacementInstance,
     budget = inst.layout.memory_budget
     if budget is None:
         return
-    m.Add(sum(storage_milli(inst, b, f) * lit for (b, f), lit in lits.items())
+    m.add(sum(storage_milli(inst, b, f) * lit for (b, f), lit in lits.items())
           + fixed_milli <= budget * 1000)
