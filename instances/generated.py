@@ -30,6 +30,7 @@ class LlmCase:
     batch: int
     layers: int = 1
     tp: int = 1
+    kv_layout: str = "heads"
 
     def build(self, catalog: Catalog | None = None, cards: CardSet | None = None
               ) -> PlacementInstance:
@@ -37,7 +38,8 @@ class LlmCase:
         cards = cards or bundled_cards()
         return build_placement(cards[self.model], catalog.platform(self.platform), catalog,
                                Workload(self.prefill, self.decode, self.batch),
-                               BuildOptions(layers=self.layers, tp=self.tp))
+                               BuildOptions(layers=self.layers, tp=self.tp,
+                                            kv_layout=self.kv_layout))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -28,11 +28,16 @@ T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
     (patterns with a class illegal for c_k are infeasible). For t on d (class κ₀ = class(d))::
 
         T̂_H(t, d) = EFT(t, d) + min over patterns (κ₁..κ_H) of
-                     Σ_k [ X(κ_{k−1} → κ_k, bytes(c_{k−1} → c_k)) + D(c_k, κ_k) ]
+                     Σ_k [ max(X(κ_{k−1} → κ_k, bytes(c_{k−1} → c_k)), P(c_k, κ_k)) + D(c_k, κ_k) ]
 
     with D(c, κ) = the shortest duration of c on a device of class κ and X = 0 within a
     class, else the shortest transfer of the edge's bytes over a link between the two classes
-    (latency + ceil(bytes / bandwidth)). The tail term depends only on t and class(d), so it is
+    (latency + ceil(bytes / bandwidth)). P(c, κ) (:func:`pinned_inputs`) is the longest such
+    transfer into c on κ from a predecessor pinned to one class — the KV cache a ``qk``/``sv``
+    reads from its ``kv_write`` on the KV home (problems.md §1.4) — taken to arrive in parallel
+    with the chain's own input (hence the max). Without P the window cannot see that running a
+    projection away from the KV home drags its attention there or makes the KV cross (a
+    decision the chain's own payloads, a few KB, never change). The tail term depends only on t and class(d), so it is
     computed once per instance, vectorised over all tasks (the per-(kind, phase, step)
     template cache of the paper, exact for every task). The best pattern's class for each c_k
     goes into the *hint map* when t is committed to d (the nearest ancestor's hint wins); the
@@ -65,7 +70,12 @@ B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
     r_eff = max(r_min, R_i·p_reuse), C_avg = s_warm + max(0, C_cur − s_warm)/max(1, r_eff) —
     the reload's cost spread over the remaining steps that will reuse the block — and
     B_token = min(0, α·(C_avg − C_cur)) = −α·(C_cur − s_warm)·(1 − 1/max(1, r_eff)). It is 0
-    when b is resident (s_cur = s_warm), in prefill, and for tasks without block or step.
+    when b is resident (s_cur = s_warm), in prefill, and for tasks without block or step, and
+    when the load evicts a block that a not yet scheduled task uses: the reuse over the
+    remaining steps that the term counts on does not exist on a device at capacity (each step
+    would evict and reload again). Without this guard the term made Bifocal thrash under memory
+    pressure: Llama-2-13B, HP64, 128/128/16, full size, 28.7 s against 6.6 s without the term
+    and 11.2 s for PD (issue 22); with it 6.6 s.
 
 Capacity (problems.md rule 6)
     A device whose block would exceed its capacity evicts least-recently-used blocks (smallest
@@ -90,6 +100,13 @@ Eviction cost (``evict_cost`` = κ, default 0 = off; an extension beyond DOPS)
     28.7 s; on workloads without capacity pressure nothing changes; with mild pressure
     (llama-2-13b HP64 512/128/8, HP32 128/128/1) it costs 2–7 % — hence off by default.
 
+Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, token, evict)
+    For every task, the device the same partial schedule would give it with that term left out
+    of the score (for the window: also without its hint tie-break; for the phase term: B_token
+    recomputed without the penalty it amortises) is compared with the device chosen; a
+    difference counts one flip. It measures how often a term decides, not what the schedule
+    would be with the term off (later decisions differ once one has).
+
 "EFT only" (``window=phase=token=False``) is exactly the HEFT list schedule (insertion EFT in
 upward-rank order), except that devices whose capacity is exhausted evict instead of being
 skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted and reported).
@@ -112,6 +129,9 @@ from heuristics.placement.list_scheduler import (
 )
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
+
+#: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
+FLIP_TERMS = ("window", "phase", "token", "evict")
 
 
 @dataclass(frozen=True)
@@ -190,8 +210,9 @@ def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: in
     """(tail [n, K], best pattern [n, K], heaviest successor [n]).
 
     tail[t, κ₀] = min over class patterns of the chain's transfer + compute time after t when
-    t runs on class κ₀; best = the index of the first minimal pattern in
-    ``itertools.product(range(K), repeat=H)`` order."""
+    t runs on class κ₀ — each chain task's input arrival being the later of the chain edge's
+    transfer and its inputs from pinned tasks (:func:`pinned_inputs`); best = the index of the
+    first minimal pattern in ``itertools.product(range(K), repeat=H)`` order."""
     n, K = inst.n_tasks, n_cls
     hs, hb = heaviest_successor(inst)
     tail = np.zeros((n, K))
@@ -220,7 +241,8 @@ def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: in
                 out[a, b] = cur
         return out
 
-    chain = []  # per position k: (valid mask, D [n, K], X [K, K, n])
+    pin_in = pinned_inputs(inst, dev_cls, K, xfer)
+    chain = []  # per position k: (D [n, K], X [K, K, n], pinned-input arrival P [n, K])
     c = np.arange(n)
     nbytes = np.zeros(n, dtype=np.int64)
     for _ in range(H):
@@ -232,7 +254,8 @@ def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: in
             break
         D = np.where(valid[:, None], dcl[np.maximum(c, 0)], 0.0)
         X = np.where(valid[None, None, :], xfer(nbytes), 0.0)
-        chain.append((D, X))
+        P = np.where(valid[:, None], pin_in[np.maximum(c, 0)], 0.0)
+        chain.append((D, X, P))
     depth = len(chain)
     if depth == 0:
         return tail, best, hs
@@ -247,14 +270,38 @@ def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: in
                 best_val[better] = partial[better]
                 best_idx[better] = idx
                 return
-            D, X = chain[k]
+            D, X, P = chain[k]
             for kappa in range(K):
-                rec(k + 1, kappa, partial + X[prev, kappa] + D[:, kappa], idx + kappa * stride[k])
+                arrive = np.maximum(X[prev, kappa], P[:, kappa])  # inputs arrive in parallel
+                rec(k + 1, kappa, partial + arrive + D[:, kappa], idx + kappa * stride[k])
 
         rec(0, c0, np.zeros(n), 0)
         tail[:, c0] = best_val
         best[:, c0] = best_idx
     return tail, best, hs
+
+
+def pinned_inputs(inst: PlacementInstance, dev_cls: np.ndarray, K: int, xfer) -> np.ndarray:
+    """[n, K]: for each task v and class κ, the longest transfer into v on κ from a predecessor
+    whose legal devices are all of one class (a *pinned* task: ``kv_write`` on its KV home,
+    ``embed`` on the NPU), over the shortest link between the two classes; 0 without one. This is
+    how the window sees the KV cache a ``qk``/``sv`` away from its home must fetch."""
+    n, m = inst.n_tasks, inst.n_edges
+    out = np.zeros((n, K))
+    if m == 0 or K < 2:
+        return out
+    legal = inst.cost >= 0
+    per_cls = np.stack([legal[:, dev_cls == c].any(axis=1) for c in range(K)], axis=1)
+    pinned = per_cls.sum(axis=1) == 1
+    src = inst.edge_src
+    sel = np.flatnonzero(pinned[src])
+    if len(sel) == 0:
+        return out
+    pcls = per_cls[src[sel]].argmax(axis=1)
+    x = xfer(inst.edge_bytes[sel])  # [K, K, len(sel)]
+    vals = x[pcls, :, np.arange(len(sel))]  # [len(sel), K]
+    np.maximum.at(out, inst.edge_dst[sel], vals)
+    return out
 
 
 def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
@@ -309,7 +356,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
              else [int(x) for x in order])
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
-    ties_by_hint = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
+    ties_by_hint, flips = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
     t_loop = time.perf_counter()
     solution = st.solution()
     t_end = time.perf_counter()
@@ -321,6 +368,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             "params": asdict(p), "classes": classes, "l_out": bias.l_out,
             "loads": len(st.load_events), "evictions": len(st.evictions),
             "tasks_per_class": counts, "ties_broken_by_hint": ties_by_hint,
+            "flipped_decisions": flips,
             "types": len(st.type_dur),
             "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
                        "schedule": t_loop - t_order, "solution": t_end - t_loop,
@@ -405,7 +453,7 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
         l_out = int(inst.step[inst.phase == 1].max())
     # eviction cost (extension): victims still needed later are charged their reload time
     uses_left = [0] * nb
-    if p.evict_cost > 0 and nb:
+    if (p.evict_cost > 0 or p.token) and nb:
         for b_ in inst.task_block.tolist():
             if b_ >= 0:
                 uses_left[b_] += 1
@@ -417,10 +465,13 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
 # the list-scheduling loop: score the devices, commit the best, update θ and the hints
 
 def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: BifocalParams,
-         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int) -> int:
+         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int
+         ) -> tuple[int, dict[str, int]]:
     """Schedule ``order``: per task, the device with the lowest score EFT + γ·tail + B_phase +
     B_token (+ the eviction cost; module docstring), ties to the hinted class; commit it and
-    update θ and the hints. Returns how many ties the hint broke. The hot loop: state bound
+    update θ and the hints. Returns how many ties the hint broke and, per term, how many
+    decisions it flipped (the device the same score without that term — and, for the window,
+    without its hint — would have chosen in the same partial schedule differs). The hot loop: state bound
     to locals, no call per task beyond the state's own."""
     window = look is not None
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
@@ -437,9 +488,11 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     if window:
         H, patterns, type_best, hs_l, hint_dist = look.H, look.patterns, look.type_best, \
             look.hs, look.hint_dist
+    track_uses = kappa > 0 or use_token
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
     seen = [False] * inst.n_tasks
     ties_by_hint = 0
+    flips = [0, 0, 0, 0]  # decisions each term changed: window, phase, token, evict
     for t in order:
         if seen[t]:
             raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice",
@@ -458,15 +511,17 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         h = hint[t] if window else -1
         best_s = best_d = None
         best_h = False
+        # the same choice without one term each (window, phase, token, evict): [score, dev, hint]
+        alt = [[None, None, False] for _ in range(4)]
         for d in type_legal[ty]:
             dur = durs[d]
             r = evaluate(t, d, dur, info)
             if r is None:
                 continue
             f = r[1]
-            score = f + wrow[d] if window else f
+            cw = wrow[d] if window else 0.0
+            penalty = bt = bt0 = ce = 0.0
             if b >= 0 and b not in res_ready[d]:
-                penalty = 0.0
                 if use_phase:
                     tr = r[3] - r[2]  # the reload's exposed delay (0 when prefetched in time)
                     th = theta[b]
@@ -474,30 +529,48 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                         penalty = lam * tr
                     if ph == 0 and holds_all[dcls_l[d]]:
                         penalty -= eta * tr
-                    score += penalty
-                if inv_r >= 0 and r[3] > r[2]:
+                needed = ()  # the victims of this load that later tasks still use
+                if track_uses:
+                    lp = load_plan(b, d)
+                    if lp:
+                        needed = [v for v in lp[1] if uses_left[v] > 0]
+                if inv_r >= 0 and r[3] > r[2] and not needed:
                     # the current cost of the reload is its delay plus its phase penalty; both
-                    # are paid once and amortised over the steps that will reuse the block
+                    # are paid once and amortised over the steps that will reuse the block —
+                    # only when the block can stay: a load that evicts blocks still needed
+                    # makes the device thrash, and its reuse is not to be counted on
                     s_warm = tls[d].earliest(r[2], dur) + dur
                     c_cur = f + max(0.0, penalty)
                     c_avg = s_warm + max(0, c_cur - s_warm) * inv_r
-                    bt = alpha * (c_avg - c_cur)
-                    if bt < 0:
-                        score += bt
-            if kappa > 0 and b >= 0 and b not in res_ready[d]:
-                lp = load_plan(b, d)
-                if lp:
-                    score += kappa * sum(loadd[v][d] for v in lp[1] if uses_left[v] > 0)
+                    bt = min(0.0, alpha * (c_avg - c_cur))
+                    # the same without the phase penalty (for the phase term's flip count)
+                    bt0 = min(0.0, alpha * (s_warm + max(0, f - s_warm) * inv_r - f))
+                if kappa > 0 and needed:
+                    ce = kappa * sum(loadd[v][d] for v in needed)
+            score = f + cw + penalty + bt + ce
+            on_hint = dcls_l[d] == h
             if best_s is None or score < best_s:
-                best_s, best_d, best_h = score, d, dcls_l[d] == h
-            elif score == best_s and not best_h and dcls_l[d] == h:
+                best_s, best_d, best_h = score, d, on_hint
+            elif score == best_s and not best_h and on_hint:
                 best_d, best_h = d, True
                 ties_by_hint += 1
+            # each summed in the same order as the score, so equal scores stay exactly equal
+            for j, sc in enumerate((f + penalty + bt + ce, f + cw + bt0 + ce,
+                                    f + cw + penalty + ce, f + cw + penalty + bt)):
+                a_ = alt[j]
+                hj = on_hint and j != 0  # without the window there is no hint
+                if a_[0] is None or sc < a_[0]:
+                    a_[0], a_[1], a_[2] = sc, d, hj
+                elif sc == a_[0] and not a_[2] and hj:
+                    a_[1], a_[2] = d, True
+        for j in range(4):
+            if alt[j][1] != best_d:
+                flips[j] += 1
         if best_d is None:
             raise st.no_device_error(t)
         n_ev = len(evictions)
         commit(t, best_d, info)
-        if kappa > 0 and b >= 0:
+        if track_uses and b >= 0:
             uses_left[b] -= 1
         c = dcls_l[best_d]
         if n_ev != len(evictions):
@@ -514,7 +587,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                     hint_dist[u] = k + 1
                 u = hs_l[u]
                 k += 1
-    return ties_by_hint
+    return ties_by_hint, dict(zip(FLIP_TERMS, flips))
 
 
 def _forget_evicted(theta: list[int], evicted: list[tuple[int, int, int]], dcls_l: list[int],

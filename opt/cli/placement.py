@@ -35,6 +35,9 @@ def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.Argumen
     pl.add_argument("--layers", type=int, help="use only the first N layers")
     pl.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
     pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
+    pl.add_argument("--kv-layout", default="heads", choices=["heads", "single"],
+                    help="KV cache: 'heads' = head groups over every PIM device (default, "
+                         "problems.md 1.4); 'single' = one home per TP shard (the former layout)")
     pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
     pl.add_argument("--weight-dtype", help="weight precision (overrides --dtype)")
     pl.add_argument("--act-dtype", help="activation precision (default fp16)")
@@ -120,7 +123,7 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                            Workload(args.prefill, args.decode, args.batch),
                            BuildOptions(layers=args.layers, tp=args.tp,
                                         block_span=args.block_span, dtype=args.dtype,
-                                        time_unit=args.time_unit,
+                                        kv_layout=args.kv_layout, time_unit=args.time_unit,
                                         formats=tuple(args.formats) if args.formats else None,
                                         precision=_precision_args(args),
                                         sparsity=_sparsity_args(args)))

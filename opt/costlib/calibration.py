@@ -3,7 +3,8 @@
 DOPS reports, for SK hynix AiM PIM, trace-measured latencies next to its roofline estimates
 (Llama-7B-like dims, prefill, batch 1, sequence 512). hetopt's PIM latency model multiplies its
 own roofline by a per-class slowdown chosen so that the model reproduces each trace figure on
-that shape. :func:`pim_slowdowns` recomputes those factors; the bundled catalog stores them
+that shape. The trace is prefill only; decode attention (T_q = 1, a GEMV over the KV cache)
+takes the GEMV-path factor (:data:`PIM_REGIME_PROXY`). :func:`pim_slowdowns` recomputes those factors; the bundled catalog stores them
 (rounded to 4 significant digits) and the tests check the two agree.
 """
 
@@ -37,6 +38,13 @@ PIM_TRACE = (
 CALIBRATION_SHAPE = {"tokens": 512, "context": 512, "batch": 1}
 #: Classes without a trace figure and the measured class whose factor they take.
 PIM_CLASS_PROXY = {"activation": "norm", "elementwise": "norm", "router": "gemm"}
+#: Regimes the trace does not cover and the measured class whose factor they take, with why.
+#: Decode attention (T_q = 1): qk = q (1 × D_h) · Kᵀ (D_h × T_kv) and sv = p (1 × T_kv) · V per
+#: sequence and head, a GEMV whose matrix is the KV cache — AiM's native operation, which DOPS
+#: runs at the roofline like the projections (problems.md §5.2). The trace's qk point is the
+#: prefill GEMM (512 query rows), compute-bound at AiM's utilisation, so its factor (≈ 10) is
+#: that regime's; the one GEMV-path figure the trace has is q_proj's, hence the gemm factor.
+PIM_REGIME_PROXY = {"attention_decode": "gemm"}
 
 
 def calibration_ops(card: ModelCard) -> dict[str, object]:
@@ -51,6 +59,6 @@ def pim_slowdowns(model: LogisticRoofline, card: ModelCard) -> dict[str, float]:
     for point in PIM_TRACE:
         op = ops[point.kind]
         factors[point.op_class] = point.trace_us * 1e-6 / float(model.roofline_s(op.flops, op.bytes))
-    for cls, proxy in PIM_CLASS_PROXY.items():
+    for cls, proxy in {**PIM_CLASS_PROXY, **PIM_REGIME_PROXY}.items():
         factors[cls] = factors[proxy]
     return factors

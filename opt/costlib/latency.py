@@ -9,7 +9,9 @@
 - :class:`Link` — ``latency + bytes/bandwidth`` and the collectives built on it.
 
 Op classes (``OP_CLASSES``): gemm (dense projections, GEMV in decode), attention (qk/sv over the
-KV cache, linear-attention recurrences), norm, activation, elementwise (adds, KV writes, gathers,
+KV cache with T_q > 1 — the prefill regime —, linear-attention recurrences), attention_decode
+(qk/sv of a decode step, T_q = 1: one GEMV per sequence and head over its KV cache; an op keeps
+its class ``attention`` and :func:`regime_class` picks this one for the latency), norm, activation, elementwise (adds, KV writes, gathers,
 gates, combine), softmax, router (MoE gate GEMM + top-k), collective (TP reductions).
 """
 
@@ -23,10 +25,17 @@ import numpy as np
 
 from opt.common.errors import InputError
 
-OP_CLASSES = ("gemm", "attention", "norm", "activation", "elementwise", "softmax", "router",
-              "collective")
+OP_CLASSES = ("gemm", "attention", "attention_decode", "norm", "activation", "elementwise",
+              "softmax", "router", "collective")
 
 EPS_U = 1e-6  #: utilisation floor ε_u of problems.md §5.1
+
+
+def regime_class(op_class: str, decode: bool) -> str:
+    """The latency class of an op of ``op_class`` in a step with T_q = 1 (``decode``) or
+    T_q > 1: attention in decode is the GEMV regime ``attention_decode`` (problems.md §5.2),
+    every other class is the same in both regimes."""
+    return "attention_decode" if decode and op_class == "attention" else op_class
 
 
 def _check_classes(mapping: Mapping[str, float], what: str, source: str | None) -> None:

@@ -8,9 +8,15 @@ i+1's ``embed`` depends on step i's ``lm_head``. Task durations, edge payloads a
 are computed from the cost library as arrays over steps and converted to integer ticks once.
 
 Modelling choices (documented; each is a switch or a clear default):
-- KV home: the PIM devices when the platform has any (head shard s on PIM s mod #PIM), else the
-  first NPU/GPU. ``kv_write`` is pinned there; ``qk``/``sv`` depend on it with the K (V) bytes of
-  the visible context of their shard as payload, so attention away from home pays the KV move.
+- KV layout (problems.md §1.4, ``kv_layout``): ``heads`` (default) splits each layer's KV heads
+  into one group per PIM device (min(#PIM, H_kv) groups, as even as the head count allows; one
+  group on the first NPU/GPU without PIM), independent of tp; attention (``kv_write, qk,
+  softmax, sv``) is one task set per (TP shard, head group) cell (:func:`_kv_plan`). ``single``
+  is the former layout (one home per TP shard, shard s on PIM s mod #PIM). ``kv_write`` is
+  pinned to its cell's home; ``qk``/``sv`` depend on it with the K (V) bytes of the visible
+  context of the cell's heads as payload, so attention away from home pays the KV move.
+- Decode attention (T_q = 1) takes the latency class ``attention_decode`` (GEMV regime,
+  problems.md §5.2) through :func:`opt.costlib.latency.regime_class`.
 - Weight blocks: one per weight family (wq, wk, wv, wo, w_gate, w_up, w_down, router, expert{e})
   per ``block_span`` consecutive layers (per shard when tp > 1). ``embed``/``lm_head`` weights are
   taken as resident on the NPU (they cannot run on PIM) and are not blocks.
@@ -40,7 +46,7 @@ from opt import __version__
 from opt.common.errors import InputError
 from opt.common.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
 from opt.costlib.hardware import FORMATS, Catalog, DeviceSpec, PlatformSpec
-from opt.costlib.latency import ring_allreduce_s, star_allreduce_s
+from opt.costlib.latency import regime_class, ring_allreduce_s, star_allreduce_s
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
 from opt.placement.instance import (
@@ -52,6 +58,7 @@ from opt.placement.instance import (
     make_links,
 )
 
+KV_LAYOUTS = ("heads", "single")
 PIM_ILLEGAL = frozenset({"router", "combine", "embed", "lm_head"})
 ATTN_SHARDED = frozenset({"q_proj", "k_proj", "v_proj", "kv_write", "qk", "softmax", "sv",
                           "attn_gate", "o_proj"})
@@ -86,7 +93,10 @@ class BuildOptions:
     sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: routed experts per MoE layer (default
     0..k−1, deterministic top-k as in DOPS); formats: the P2 layout formats offered (default
     all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
-    memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited)."""
+    memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited);
+    kv_layout: ``heads`` (default, problems.md §1.4 revised: each layer's KV heads split into one
+    group per PIM device, attention one task per (TP shard, head group) cell) or ``single``
+    (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM)."""
 
     layers: int | None = None
     tp: int = 1
@@ -98,6 +108,7 @@ class BuildOptions:
     memory_budget: int | None = None
     precision: Precision | None = None
     sparsity: Sparsity | None = None
+    kv_layout: str = "heads"
 
     def resolved_precision(self) -> Precision:
         """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
@@ -137,9 +148,13 @@ class _Template:
     family: list[str | None] = field(default_factory=list)
     ops: list[tuple[str, int, int]] = field(default_factory=list)  # (op kind, layer, shard)
     edges: list[tuple[int, int, Any]] = field(default_factory=list)  # (src, dst, payload spec)
+    frac: list[float] = field(default_factory=list)  # share of the layer's op this task does
+    home: list[int] = field(default_factory=list)  # KV home index of an attention cell, else -1
 
     def add(self, name: str, kind: str, layer: int, shard: int, family: str | None,
-            op_ref: tuple[str, int, int]) -> int:
+            op_ref: tuple[str, int, int], frac: float = 1.0, home: int = -1) -> int:
+        self.frac.append(frac)
+        self.home.append(home)
         self.names.append(name)
         self.kinds.append(kind)
         self.layer.append(layer)
@@ -158,8 +173,51 @@ class _Devices:
     compute: np.ndarray  # NPU/GPU device indices
     pim: np.ndarray      # PIM device indices
     host: int            # the fabric host (runs the all-reduces) when tp > 1, else -1
-    kv_home: list[int]   # per shard (one entry when tp = 1)
     links: Links
+
+
+@dataclass(frozen=True)
+class _KvPlan:
+    """Where each layer's KV cache lives (problems.md §1.4, KV cache).
+
+    homes: device index of each KV home; cells: (TP shard or −1, home index, fraction of the
+    layer's KV heads) of every attention cell — one ``kv_write, qk, softmax, sv`` task set;
+    heads: KV heads per home; grouped: whether task names carry the group (``@g{home}``)."""
+
+    layout: str
+    homes: list[int]
+    cells: list[tuple[int, int, float]]
+    heads: list[float]
+    grouped: bool
+
+
+def _kv_plan(card: ModelCard, opt: BuildOptions, devs: _Devices) -> _KvPlan:
+    """The KV layout. ``heads``: the H_kv heads of a layer split into G = min(#PIM, H_kv)
+    contiguous groups as evenly as the head count allows (group g on PIM g; one group on the
+    first NPU/GPU without PIM); TP shard s holds the real head range [s·H_kv/tp, (s+1)·H_kv/tp)
+    (the same division of FLOPs and bytes by tp as every sharded op), and every non-empty
+    (shard, group) intersection is one attention cell whose share is its heads / H_kv. So with
+    tp = 2 and 4 groups each shard has two cells; with tp = 4 and 2 groups two shards share
+    each group. ``single``: one cell per TP shard, shard s on PIM s mod #PIM."""
+    tp, pim = opt.tp, devs.pim
+    shards = list(range(tp)) if tp > 1 else [-1]
+    if opt.kv_layout == "single":
+        homes = [int(pim[s % len(pim)]) if len(pim) else int(devs.compute[0]) for s in range(tp)]
+        cells = [(s, max(s, 0), 1.0 / tp) for s in shards]
+        return _KvPlan("single", homes, cells, [card.kv_heads / tp] * tp, False)
+    h_kv = card.kv_heads
+    n_groups = max(1, min(len(pim), h_kv))
+    sizes = [h_kv // n_groups + (1 if g < h_kv % n_groups else 0) for g in range(n_groups)]
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.float64)
+    homes = [int(pim[g]) for g in range(n_groups)] if len(pim) else [int(devs.compute[0])]
+    cells = []
+    for s in shards:
+        lo, hi = (0.0, float(h_kv)) if s < 0 else (s * h_kv / tp, (s + 1) * h_kv / tp)
+        for g in range(n_groups):
+            width = min(hi, bounds[g + 1]) - max(lo, bounds[g])
+            if width > 1e-9:
+                cells.append((s, g, float(width / h_kv)))
+    return _KvPlan("heads", homes, cells, [float(x) for x in sizes], n_groups > 1)
 
 
 @dataclass(frozen=True)
@@ -178,10 +236,12 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     opt = options or BuildOptions()
     n_layers, prec, formats = _check_options(card, opt)
     devs = _devices(platform, catalog, opt)
-    tpl = _step_template(card, opt, n_layers, prec)
+    kv = _kv_plan(card, opt, devs)
+    tpl = _step_template(card, opt, n_layers, prec, kv)
     steps = _steps(workload)
     table = _step_ops(card, opt, n_layers, prec, workload)
-    cost, out_bytes = _task_costs(tpl, table, devs, platform, card, workload, opt, prec, steps)
+    cost, out_bytes = _task_costs(tpl, table, devs, kv, platform, card, workload, opt, prec,
+                                  steps)
     edge_src, edge_dst, edge_bytes = _edges(tpl, out_bytes, card, n_layers, workload, opt, prec,
                                             steps)
     block_ids, block_bytes, block_load, t_block = _blocks(tpl, table, devs, platform, opt,
@@ -197,7 +257,9 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
                                                   "version": __version__, **asdict(opt),
                                                   "precision": asdict(prec)},
-        "kv_home": [devs.devices[d].name for d in devs.kv_home],
+        "kv_layout": kv.layout,
+        "kv_home": [devs.devices[d].name for d in kv.homes],
+        "kv_heads": kv.heads,
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }
@@ -230,6 +292,9 @@ def _check_options(card: ModelCard, opt: BuildOptions
     if any(card.layer_type(layer) == "linear" for layer in range(n_layers)):
         raise InputError(f"model '{card.name}' has linear-attention layers; the placement "
                          f"builder supports full and sliding attention", field="model")
+    if opt.kv_layout not in KV_LAYOUTS:
+        raise InputError(f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got "
+                         f"'{opt.kv_layout}'", field="kv_layout")
     prec = opt.resolved_precision()
     sparsity = opt.sparsity
     if sparsity is not None:
@@ -266,20 +331,18 @@ def _devices(platform: PlatformSpec, catalog: Catalog, opt: BuildOptions) -> _De
     host_dev = nd - 1 if tp > 1 else -1
     if len(compute_devs) == 0:
         raise InputError(f"platform '{platform.name}' has no NPU or GPU", field="platform")
-    kv_home = [int(pim_devs[s % len(pim_devs)]) if len(pim_devs) else int(compute_devs[0])
-               for s in range(tp)]
     lat = int(seconds_to_ticks(platform.fabric.latency_s, opt.time_unit))
     bw = platform.fabric.bandwidth_bytes_per_s * tick
     links = make_links(devices, platform.topology, True, lat, bw)
-    return _Devices(specs, devices, compute_devs, pim_devs, host_dev, kv_home, links)
+    return _Devices(specs, devices, compute_devs, pim_devs, host_dev, links)
 
 
 # ---- the step template ------------------------------------------------------------------------
 
 @dataclass
 class _Layer:
-    """Adds one layer's tasks to the template: task names ``L{layer}.{kind}[#shard]`` and
-    weight-block names ``L{lo}-{hi}_{family}[#shard]`` (``block_span`` layers per block)."""
+    """Adds one layer's tasks to the template: task names ``L{layer}.{kind}[#shard][@g{group}]``
+    and weight-block names ``L{lo}-{hi}_{family}[#shard]`` (``block_span`` layers per block)."""
 
     tpl: _Template
     layer: int
@@ -287,10 +350,19 @@ class _Layer:
     block_span: int
     n_layers: int
     shards: Sequence[int]
+    tp: int
 
-    def add(self, kind: str, shard: int = -1, family: str | None = None) -> int:
+    def add(self, kind: str, shard: int = -1, family: str | None = None,
+            cell: tuple[int, float, bool] | None = None) -> int:
+        """A task; ``cell`` = (home index, share, grouped) for an attention-cell task."""
         name = f"L{self.layer}.{kind}" + (f"#{shard}" if shard >= 0 else "")
-        return self.tpl.add(name, kind, self.layer, shard, family, (kind, self.layer, shard))
+        frac, home = (1.0 / self.tp if shard >= 0 else 1.0), -1
+        if cell is not None:
+            home, frac, grouped = cell
+            if grouped:
+                name += f"@g{home}"
+        return self.tpl.add(name, kind, self.layer, shard, family, (kind, self.layer, shard),
+                            frac, home)
 
     def fam(self, kind: str, shard: int = -1) -> str | None:
         f = self.probe[kind].family
@@ -306,10 +378,10 @@ class _Layer:
         self.tpl.edges.append((src, dst, ("out", src) if spec is None else spec))
 
 
-def _step_template(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision
-                   ) -> _Template:
-    """``embed``, every layer's operators (sharded, with all-reduces when tp > 1),
-    ``final_norm`` and ``lm_head`` of one step, with the edges between them."""
+def _step_template(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision,
+                   kv: _KvPlan) -> _Template:
+    """``embed``, every layer's operators (sharded, with all-reduces when tp > 1; attention
+    per KV cell of ``kv``), ``final_norm`` and ``lm_head`` of one step, with the edges."""
     tpl = _Template()
     e_idx = tpl.add("embed", "embed", -1, -1, None, ("embed", -1, -1))
     x_src = e_idx  # the residual stream entering the next layer
@@ -317,8 +389,8 @@ def _step_template(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Prec
     for layer in range(n_layers):
         probe = {o.kind: o for o in layer_ops(card, layer, tokens=1, context=1, batch=1,
                                               precision=prec, experts=opt.experts)}
-        lay = _Layer(tpl, layer, probe, opt.block_span, n_layers, shards)
-        add_attn = _attention_tasks(lay, x_src, opt.tp)
+        lay = _Layer(tpl, layer, probe, opt.block_span, n_layers, shards, opt.tp)
+        add_attn = _attention_tasks(lay, x_src, opt.tp, kv)
         x_src = _ffn_tasks(lay, add_attn, card.moe is not None, opt.tp)
     fn = tpl.add("final_norm", "final_norm", -1, -1, None, ("final_norm", -1, -1))
     lm = tpl.add("lm_head", "lm_head", -1, -1, None, ("lm_head", -1, -1))
@@ -326,33 +398,44 @@ def _step_template(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Prec
     return tpl
 
 
-def _attention_tasks(lay: _Layer, x_src: int, tp: int) -> int:
-    """attn_norm, per shard q/k/v, kv_write, qk, softmax, sv (attn_gate), o_proj, then the
-    all-reduce (tp > 1) and add_attn; returns add_attn."""
+def _attention_tasks(lay: _Layer, x_src: int, tp: int, kv: _KvPlan) -> int:
+    """attn_norm, per shard q/k/v, per KV cell of the shard kv_write, qk, softmax, sv, then
+    (attn_gate) o_proj, the all-reduce (tp > 1) and add_attn; returns add_attn. Payloads into a
+    cell are the cell's share of the shard's q/k/v; qk and sv read the cell's K (V) cache."""
     add, fam, edge, tpl = lay.add, lay.fam, lay.edge, lay.tpl
     norm = add("attn_norm")
     edge(x_src, norm)
     o_list = []
+    shard_frac = 1.0 / tp
     for s in lay.shards:
         q = add("q_proj", s, fam("q_proj", s))
         k = add("k_proj", s, fam("k_proj", s))
         v = add("v_proj", s, fam("v_proj", s))
-        kvw = add("kv_write", s)
-        qk = add("qk", s)
-        sm = add("softmax", s)
-        sv = add("sv", s)
         for p in (q, k, v):
             edge(norm, p)
-        tpl.edges += [(k, kvw, ("out", k)), (v, kvw, ("out", v)), (q, qk, ("out", q)),
-                      (kvw, qk, ("kv", lay.layer)), (qk, sm, ("out", qk)),
-                      (sm, sv, ("out", sm)), (kvw, sv, ("kv", lay.layer))]
-        last = sv
+        svs = []
+        for c_shard, home, frac in kv.cells:
+            if c_shard != s:
+                continue
+            cell = (home, frac, kv.grouped)
+            kvw = add("kv_write", s, None, cell)
+            qk = add("qk", s, None, cell)
+            sm = add("softmax", s, None, cell)
+            sv = add("sv", s, None, cell)
+            r = frac / shard_frac  # the cell's share of the shard's heads
+            tpl.edges += [(k, kvw, ("part", k, r)), (v, kvw, ("part", v, r)),
+                          (q, qk, ("part", q, r)), (kvw, qk, ("kv", lay.layer, frac)),
+                          (qk, sm, ("out", qk)), (sm, sv, ("out", sm)),
+                          (kvw, sv, ("kv", lay.layer, frac))]
+            svs.append(sv)
+        last = svs
         if "attn_gate" in lay.probe:
             g = add("attn_gate", s)
-            tpl.edges += [(sv, g, ("out", sv)), (q, g, ("out", q))]
-            last = g
+            tpl.edges += [(sv, g, ("out", sv)) for sv in svs] + [(q, g, ("out", q))]
+            last = [g]
         o = add("o_proj", s, fam("o_proj", s))
-        edge(last, o)
+        for x in last:
+            edge(x, o)
         o_list.append(o)
     add_attn = add("add_attn")
     edge(x_src, add_attn)
@@ -477,17 +560,21 @@ def _step_ops(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision
     return table
 
 
-def _task_costs(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
-                card: ModelCard, workload: Workload, opt: BuildOptions, prec: Precision,
-                steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
+def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
+                platform: PlatformSpec, card: ModelCard, workload: Workload, opt: BuildOptions,
+                prec: Precision, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
     """(cost [steps, K, D] ticks, −1 illegal; output bytes [K, steps]) of the template's tasks.
-    Legality: kv_write on its KV home; NPU/GPU everything else, PIM all but PIM_ILLEGAL; the
-    all-reduces only on the host (duration from the fabric's collective model)."""
+    A task does its share ``tpl.frac`` of the layer's op (1/tp for a TP shard, the cell's heads
+    for attention; row-parallel outputs keep full size). Legality: kv_write on its cell's KV
+    home; NPU/GPU everything else, PIM all but PIM_ILLEGAL; the all-reduces only on the host
+    (duration from the fabric's collective model). Op classes take their regime
+    (:func:`opt.costlib.latency.regime_class`: decode attention is the GEMV regime)."""
     tp, nd, k_tasks = opt.tp, len(devs.devices), len(tpl.names)
-    shard_div = float(tp)
     cost = np.full((steps.n_steps, k_tasks, nd), -1, dtype=np.int64)
     out_bytes = np.zeros((k_tasks, steps.n_steps))
     ar_bytes = (workload.batch * steps.tok * card.hidden * prec.a)
+    decode = steps.tok == 1
+    decode[0] = False  # step 0 is the prefill, even with L_in = 1
     for k in range(k_tasks):
         kind, layer, shard = tpl.ops[k]
         if kind.startswith("allreduce"):
@@ -497,21 +584,26 @@ def _task_costs(tpl: _Template, table: dict, devs: _Devices, platform: PlatformS
             continue
         entry = table[(kind, layer)]
         op: Op = entry["op"]
-        sharded = shard >= 0
-        div = shard_div if sharded else 1.0
-        flops, nbytes = entry["flops"] / div, entry["bytes"] / div
-        out = entry["out_bytes"] / (div if kind not in ROW_PARALLEL else 1.0)
+        frac = tpl.frac[k]
+        flops, nbytes = entry["flops"] * frac, entry["bytes"] * frac
+        out = entry["out_bytes"] * (frac if kind not in ROW_PARALLEL else 1.0)
         out_bytes[k] = out
         if kind == "kv_write":
-            legal = [devs.kv_home[max(shard, 0)]]
+            legal = [kv.homes[tpl.home[k]]]
         else:
             legal = list(devs.compute)
             if kind not in PIM_ILLEGAL:
                 legal += list(devs.pim)
+        regimes = [(regime_class(op.op_class, False), ~decode),
+                   (regime_class(op.op_class, True), decode)]
+        if regimes[0][0] == regimes[1][0]:
+            regimes = [(regimes[0][0], np.ones(steps.n_steps, dtype=bool))]
         for d in legal:
             spec = devs.specs[d][1]
-            cost[:, k, d] = seconds_to_ticks(spec.latency_s(op.op_class, flops, nbytes),
-                                             opt.time_unit)
+            for c, sel in regimes:
+                if sel.any():
+                    cost[sel, k, d] = seconds_to_ticks(spec.latency_s(c, flops[sel], nbytes[sel]),
+                                                       opt.time_unit)
     return cost, out_bytes
 
 
@@ -520,23 +612,24 @@ def _task_costs(tpl: _Template, table: dict, devs: _Devices, platform: PlatformS
 def _edges(tpl: _Template, out_bytes: np.ndarray, card: ModelCard, n_layers: int,
            workload: Workload, opt: BuildOptions, prec: Precision, steps: _Steps
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(src, dst, bytes) of every step's template edges (payload: the source's output, the
-    visible K/V of the layer's shard, or 0), then the lm_head → next embed token chain."""
+    """(src, dst, bytes) of every step's template edges (payload: the source's output, a
+    share of it, the visible K/V of the cell's heads, or 0), then the lm_head → next embed token chain."""
     batch, n_steps, k_tasks = workload.batch, steps.n_steps, len(tpl.names)
-    shard_div = float(opt.tp)
     kv_tok = {}
     for layer in range(n_layers):
         window = card.sliding_window if card.layer_type(layer) == "sliding" else None
         visible = np.minimum(steps.ctx, window) if window else steps.ctx
-        kv_tok[layer] = batch * visible * card.kv_dim * prec.k / shard_div
+        kv_tok[layer] = batch * visible * card.kv_dim * prec.k  # all KV heads of the layer
     e_src = np.array([a for a, _, _ in tpl.edges], dtype=np.int64)
     e_dst = np.array([b for _, b, _ in tpl.edges], dtype=np.int64)
     e_bytes = np.zeros((len(tpl.edges), n_steps))
     for i, (_, _, spec) in enumerate(tpl.edges):
         if spec[0] == "out":
             e_bytes[i] = out_bytes[spec[1]]
+        elif spec[0] == "part":
+            e_bytes[i] = out_bytes[spec[1]] * spec[2]
         elif spec[0] == "kv":
-            e_bytes[i] = kv_tok[spec[1]]
+            e_bytes[i] = kv_tok[spec[1]] * spec[2]
     step_ids = np.arange(n_steps, dtype=np.int64)
     src_all = (step_ids[:, None] * k_tasks + e_src[None, :]).ravel()
     dst_all = (step_ids[:, None] * k_tasks + e_dst[None, :]).ravel()
@@ -556,7 +649,6 @@ def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
             ) -> tuple[list[str], np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """(block ids, bytes, load ticks per format [B, D] (−1 = not loadable), block of each
     template task (−1 = none)). Blocks are ordered by first layer, then name."""
-    shard_div = float(opt.tp)
     nd = len(devs.devices)
     block_ids = sorted({f for f in tpl.family if f is not None},
                        key=lambda b: (int(b.split("-")[0][1:]), b))  # by first layer, then name
@@ -564,8 +656,8 @@ def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
     block_bytes = np.zeros(len(block_ids), dtype=np.float64)
     for k, f in enumerate(tpl.family):
         if f is not None:
-            kind, layer, shard = tpl.ops[k]
-            wb = table[(kind, layer)]["op"].weight_bytes / (shard_div if shard >= 0 else 1.0)
+            kind, layer, _ = tpl.ops[k]
+            wb = table[(kind, layer)]["op"].weight_bytes * tpl.frac[k]
             block_bytes[bindex[f]] += wb
     # gate/up/down of one expert share the expert's block: weight counted once per op above is
     # right (each op reads its own matrix); the same block name appears for all three.

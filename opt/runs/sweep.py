@@ -173,6 +173,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "lower_bound": result.lower_bound, "runtime_s": result.runtime_s,
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
             "layers": layers, "tp": tp,
+            "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
@@ -189,8 +190,12 @@ class _Failed:
 
 
 def _reusable(rec: Any, layers: int | None, tp: int) -> bool:
-    """A finished record of the same build (ERROR records are retried)."""
+    """A finished record of the same build (ERROR records are retried; records from before the
+    head-sharded KV layout, which carry no ``kv_layout``, are rebuilt)."""
+    from opt.placement.builder import BuildOptions
+
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
+        and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
 

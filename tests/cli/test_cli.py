@@ -129,7 +129,7 @@ def test_build_solve_validate_round_trip(capsys, tmp_path):
     code, out, _ = run(capsys, "build", "placement", "--model", "dops-qwen-1.8b", "--platform",
                        "HP32", "--prefill", "8", "--decode", "1", "--layers", "1", "-o", str(inst),
                        "--json")
-    assert code == 0 and json.loads(out)["tasks"] == 2 * (3 + 16)
+    assert code == 0 and json.loads(out)["tasks"] == 2 * (3 + 16 + 4)  # 2 KV head groups
     code, out, _ = run(capsys, "solve", str(inst), "--method", "heft", "-o", str(res), "--json")
     assert code == 0 and json.loads(out)["status"] == "FEASIBLE"
     code, out, _ = run(capsys, "validate", str(inst), str(res))

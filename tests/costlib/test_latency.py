@@ -79,3 +79,33 @@ def test_collectives():
     assert star_allreduce_s(b, 3, Link(1e-6, 31.5e9)) == pytest.approx(5e-6 + 2 * (1e-6 + b / 31.5e9))
     assert Link(1e-6, 1e9).transfer_s(0) == 0
     assert Link(1e-6, 1e9).transfer_s(1e9) == pytest.approx(1.000001)
+
+
+def test_decode_attention_takes_the_gemv_factor_and_prefill_factors_stay(catalog, cards):
+    """problems.md §5.2: decode qk/sv (T_q = 1) are GEMVs over the KV cache and take the GEMV-path
+    factor; the prefill trace factors are unchanged (the bundled values of the trace fit)."""
+    from opt.costlib.calibration import PIM_REGIME_PROXY
+    from opt.costlib.latency import regime_class
+
+    pim, npu = catalog.device("AiM"), catalog.device("Ascend-910B")
+    slow = pim.latency_model.slowdown
+    assert PIM_REGIME_PROXY == {"attention_decode": "gemm"}
+    assert slow["attention_decode"] == slow["gemm"] == pytest.approx(1.2136)
+    assert slow["attention"] == pytest.approx(10.29) and slow["softmax"] == pytest.approx(392.7)
+    assert regime_class("attention", True) == "attention_decode"
+    assert regime_class("attention", False) == "attention"
+    assert regime_class("softmax", True) == "softmax"
+    card = cards["llama-2-7b"]
+    for ctx, batch in ((512, 1), (2048, 1), (2048, 16)):
+        ops = {o.kind: o for o in layer_ops(card, 0, tokens=1, context=ctx, batch=batch)}
+        for kind in ("qk", "sv"):
+            op = ops[kind]
+            cls = regime_class(op.op_class, True)
+            t_pim = float(pim.latency_s(cls, op.flops, op.bytes))
+            t_npu = float(npu.latency_s(cls, op.flops, op.bytes))
+            # the PIM roofline (16 TB/s internal vs 819 GB/s) says PIM wins on this GEMV
+            roof_pim = float(pim.latency_model.roofline_s(op.flops, op.bytes))
+            roof_npu = float(npu.latency_model.roofline_s(op.flops, op.bytes))
+            assert roof_pim < roof_npu
+            assert t_pim < t_npu / 4, (kind, ctx, batch)
+            assert t_pim == pytest.approx(roof_pim * slow["gemm"])

@@ -26,10 +26,14 @@ def test_block_counts(catalog, cards, model, blocks):
 
 def test_task_counts_and_chain(catalog, cards):
     inst = build(catalog, cards, layers=3, decode=4)
-    per_step = 3 + 3 * 16  # embed, final_norm, lm_head + 16 ops per dense layer
+    # embed, final_norm, lm_head + 16 ops per dense layer, attention (4 ops) once per head group
+    # (2 PIM devices on HP32: one more set of kv_write, qk, softmax, sv)
+    per_step = 3 + 3 * (16 + 4)
     assert inst.n_tasks == 5 * per_step
     assert inst.meta["tasks_per_step"] == per_step
     assert kinds_of(inst)[:3] == ["embed", "attn_norm", "q_proj"]
+    single = build(catalog, cards, layers=3, decode=4, kv_layout="single")
+    assert single.n_tasks == 5 * (3 + 3 * 16) and single.meta["kv_layout"] == "single"
     # step i+1's embed depends on step i's lm_head
     for s in range(4):
         lm = inst.task_index[f"s{s}.lm_head"]
@@ -40,20 +44,85 @@ def test_task_counts_and_chain(catalog, cards):
 
 
 def test_legality_and_kv_pinning(catalog, cards):
+    """problems.md §1.4 (revised): group g of the KV heads on PIM g, kv_write pinned there, qk/sv
+    read the group's K (V) of T_kv tokens."""
     inst = build(catalog, cards, layers=1, decode=1)
     names = [d.name for d in inst.devices]
     assert names == ["NPU0", "PIM0", "PIM1"]
+    assert inst.meta["kv_layout"] == "heads" and inst.meta["kv_home"] == ["PIM0", "PIM1"]
+    assert inst.meta["kv_heads"] == [16, 16]
     legal = {inst.task_ids[t]: {names[d] for d in np.flatnonzero(inst.cost[t] >= 0)}
              for t in range(inst.n_tasks)}
     assert legal["s0.embed"] == {"NPU0"} and legal["s0.lm_head"] == {"NPU0"}
-    assert legal["s0.L0.kv_write"] == {"PIM0"}
+    assert legal["s0.L0.kv_write@g0"] == {"PIM0"} and legal["s0.L0.kv_write@g1"] == {"PIM1"}
     assert legal["s0.L0.q_proj"] == {"NPU0", "PIM0", "PIM1"}
-    # qk/sv read the KV of T_kv tokens from the home device
-    kvw = inst.task_index["s1.L0.kv_write"]
-    qk = inst.task_index["s1.L0.qk"]
-    e = np.flatnonzero((inst.edge_src == kvw) & (inst.edge_dst == qk))[0]
+    assert legal["s0.L0.qk@g1"] == {"NPU0", "PIM0", "PIM1"}
     card = cards["llama-2-7b"]
-    assert inst.edge_bytes[e] == 65 * card.kv_dim * 2  # K of 64 + 1 tokens, fp16
+    for g in (0, 1):
+        kvw = inst.task_index[f"s1.L0.kv_write@g{g}"]
+        for kind in ("qk", "sv"):
+            dst = inst.task_index[f"s1.L0.{kind}@g{g}"]
+            e = np.flatnonzero((inst.edge_src == kvw) & (inst.edge_dst == dst))[0]
+            assert inst.edge_bytes[e] == 65 * card.kv_dim * 2 // 2  # half the heads, 65 tokens
+    # the groups split the work: two half-size qk tasks cost what one full one would
+    single = build(catalog, cards, layers=1, decode=1, kv_layout="single")
+    legal_s = {single.task_ids[t]: {names[d] for d in np.flatnonzero(single.cost[t] >= 0)}
+               for t in range(single.n_tasks)}
+    assert legal_s["s0.L0.kv_write"] == {"PIM0"} and single.meta["kv_home"] == ["PIM0"]
+    q_full = single.cost[single.task_index["s0.L0.qk"], 0]
+    q_half = inst.cost[inst.task_index["s0.L0.qk@g0"], 0]
+    assert q_half < q_full
+
+
+@pytest.mark.parametrize("platform,homes", [("HP0", ["NPU0"]), ("HP32", ["PIM0", "PIM1"]),
+                                            ("HP64", ["PIM0", "PIM1", "PIM2", "PIM3"]),
+                                            ("HP128", [f"PIM{i}" for i in range(8)])])
+def test_every_pim_device_holds_kv(catalog, cards, platform, homes):
+    """KV bandwidth grows with the PIM devices (DOPS §6.1), at tp = 1."""
+    inst = build(catalog, cards, platform=platform, layers=1, decode=1)
+    assert inst.meta["kv_home"] == homes
+    kvw = [inst.task_ids[t] for t in range(inst.n_tasks)
+           if inst.kind[t] == "kv_write" and inst.step[t] == 1]
+    assert len(kvw) == len(homes)
+    assert sum(inst.meta["kv_heads"]) == cards["llama-2-7b"].kv_heads
+
+
+def test_fewer_kv_heads_than_pim_devices(catalog, cards):
+    """dops-qwen-1.8b has 2 KV heads: on HP128 they go to PIM0 and PIM1 (a head is not split)."""
+    inst = build(catalog, cards, model="dops-qwen-1.8b", platform="HP128", layers=1, decode=1)
+    assert inst.meta["kv_home"] == ["PIM0", "PIM1"] and inst.meta["kv_heads"] == [1, 1]
+    uneven = build(catalog, cards, model="llama-2-13b", platform="HP128", layers=1, decode=1)
+    assert uneven.meta["kv_heads"] == [5] * 8
+    gqa = build(catalog, cards, model="mixtral-8x7b", platform="HP64", layers=1, decode=1)
+    assert gqa.meta["kv_heads"] == [2, 2, 2, 2]
+
+
+def test_head_groups_times_tp_shards(catalog, cards):
+    """tp = 2 on HP64: each shard's 16 heads span two groups of 8, so 4 cells; tp = 4 on HP32:
+    two shards per group, again 4 cells. Every cell's work is its share of the heads."""
+    a = build(catalog, cards, platform="HP64", layers=1, decode=1, tp=2)
+    cells = sorted(a.task_ids[t] for t in range(a.n_tasks)
+                   if a.kind[t] == "qk" and a.step[t] == 0)
+    assert cells == ["s0.L0.qk#0@g0", "s0.L0.qk#0@g1", "s0.L0.qk#1@g2", "s0.L0.qk#1@g3"]
+    b = build(catalog, cards, platform="HP32", layers=1, decode=1, tp=4)
+    cells = sorted(b.task_ids[t] for t in range(b.n_tasks)
+                   if b.kind[t] == "kv_write" and b.step[t] == 0)
+    assert cells == ["s0.L0.kv_write#0@g0", "s0.L0.kv_write#1@g0", "s0.L0.kv_write#2@g1",
+                     "s0.L0.kv_write#3@g1"]
+    names = [d.name for d in b.devices]
+    for t in range(b.n_tasks):
+        if b.kind[t] == "kv_write":
+            g = int(b.task_ids[t][-1])
+            assert np.flatnonzero(b.cost[t] >= 0).tolist() == [names.index(f"PIM{g}")]
+    # the KV payloads of all cells of a step add up to the layer's whole K cache
+    card = cards["llama-2-7b"]
+    total = 0
+    for t in range(b.n_tasks):
+        if b.kind[t] == "qk" and b.step[t] == 1:
+            e = np.flatnonzero((b.edge_dst == t) & (np.isin(b.edge_src, np.flatnonzero(
+                np.array(b.kind) == "kv_write"))))[0]
+            total += int(b.edge_bytes[e])
+    assert total == 65 * card.kv_dim * 2
 
 
 def test_hp0_keeps_kv_on_npu(catalog, cards):
@@ -84,8 +153,13 @@ def test_tensor_parallel_allreduce_on_host(catalog, cards):
         assert np.flatnonzero(inst.cost[t] >= 0).tolist() == [len(names) - 1]
     shard_q = [t for t in range(inst.n_tasks) if inst.kind[t] == "q_proj" and inst.step[t] == 0]
     assert sorted(inst.shard[shard_q].tolist()) == [0, 1]
-    # KV homes are spread over the PIM devices by head shard
+    # KV homes are the head groups over the PIM devices; the single layout homes shard s on
+    # PIM s mod #PIM
     assert inst.meta["kv_home"] == ["PIM0", "PIM1"]
+    single = build(catalog, cards, layers=1, decode=1, tp=2, kv_layout="single")
+    assert single.meta["kv_home"] == ["PIM0", "PIM1"]
+    with pytest.raises(InputError, match="kv_layout"):
+        build(catalog, cards, layers=1, decode=1, kv_layout="rows")
     assert len(inst.block_ids) == 2 * 7
 
 
@@ -119,6 +193,6 @@ def test_bad_options(catalog, cards):
 def test_full_size_builds_fast(catalog, cards):
     """The DOPS full-size workload (Llama-2-7B, HP64, 1024/1024, batch 16) builds in one go."""
     inst = build(catalog, cards, platform="HP64", prefill=1024, decode=1024, batch=16)
-    assert inst.n_tasks == 1025 * (3 + 32 * 16)
+    assert inst.n_tasks == 1025 * (3 + 32 * (16 + 3 * 4))  # 4 head groups
     assert inst.n_edges > inst.n_tasks
     assert len(inst.block_ids) == 56

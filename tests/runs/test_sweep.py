@@ -59,7 +59,8 @@ def test_sweep_records_resume_fresh(tmp_path, capsys):
     code, text, _ = run(capsys, *ARGS[:-2], "--layers", "2", "--out", str(out), "--json")
     data = json.loads(text)
     assert not any(r["cached"] for r in data["records"])
-    per_step = 1 + 2 * 16 + 2  # embed, two layers of 16 ops, final_norm, lm_head
+    # embed, two layers of 16 ops + 4 attention ops of the second KV head group, final_norm, lm_head
+    per_step = 1 + 2 * 20 + 2
     assert {r["tasks"] for r in data["records"]} == {2 * per_step, 3 * per_step}
 
 

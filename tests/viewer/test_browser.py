@@ -55,14 +55,14 @@ def test_lanes_are_drawn(browser, pages, llama1):
 def test_hover_shows_task_details(browser, pages, llama1):
     inst, sol = llama1
     page = open_page(browser, pages["llama1"])
-    t = inst.task_index["s1.L0.qk"]
-    ev = next(e for e in sol["compute"] if e["task"] == "s1.L0.qk")
+    t = inst.task_index["s1.L0.qk@g0"]
+    ev = next(e for e in sol["compute"] if e["task"] == "s1.L0.qk@g0")
     xy = page.evaluate(f"hetoptView.focus({t})")
     assert xy is not None and xy["width"] > 20
     page.mouse.move(xy["x"], xy["y"])
     page.wait_for_function("hetoptView.tipText() !== null")
     rows = dict(page.evaluate("hetoptView.tipRows()"))
-    assert rows["task"] == "s1.L0.qk" and rows["kind"] == "qk"
+    assert rows["task"] == "s1.L0.qk@g0" and rows["kind"] == "qk"
     assert rows["phase"] == "decode" and rows["step"] == 1 and rows["layer"] == 0
     assert rows["device"] == ev["device"]
     assert rows["start"].startswith(f"{ev['start']:,} ns") and rows["end"].startswith(f"{ev['end']:,} ns")

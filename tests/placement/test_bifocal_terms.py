@@ -1,0 +1,134 @@
+"""Each far-focus term of Bifocal (problems.md §6) on a small instance built to show the phenomenon
+it targets: switching the term off makes the validated makespan strictly worse, and the term's
+count of flipped decisions (``stats["flipped_decisions"]``) says it changed a choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from heuristics.placement.bifocal import FLIP_TERMS, bifocal_schedule
+from opt.placement.instance import PlacementInstance
+from opt.placement.io import instance_from_dict
+from opt.placement.validator import validate_placement
+
+NPU = {"name": "NPU0", "class": "npu", "weight_capacity": None}
+
+
+def _instance(devices: list[dict], tasks: list[dict], edges: list[dict], blocks: list[dict],
+              decode: int) -> PlacementInstance:
+    """Two devices, one link of latency 0 and 1 byte per tick (a transfer of d bytes: d ticks)."""
+    return instance_from_dict({
+        "schema": 1, "problem": "placement", "time_unit": "unit", "devices": devices,
+        "links": {"topology": "full", "contention": True,
+                  "default": {"latency": 0, "bandwidth": 1.0}, "pairs": []},
+        "tasks": tasks, "edges": edges, "blocks": blocks,
+        "layout": {"formats": ["linear"], "default": "linear"},
+        "meta": {"workload": {"prefill": 1, "decode": decode, "batch": 1}}})
+
+
+def _task(tid: str, cost: dict[str, int], *, step: int = 1, block: str | None = None,
+          kind: str = "op") -> dict[str, Any]:
+    return {"id": tid, "cost": cost, "block": block, "kind": kind,
+            "phase": "prefill" if step == 0 else "decode", "step": step}
+
+
+def kv_away_from_home() -> PlacementInstance:
+    """q (NPU 20, PIM 21) feeds qk (NPU 10, PIM 12), which also reads 200 bytes of KV from
+    kv_write, pinned on the PIM (its KV home). EFT puts q on the NPU (20 < 21); qk must then
+    fetch either the KV (200) or q's output (6) across: 20 + 6 + 12 = 38. Looking ahead, q on
+    the PIM costs 1 more and saves the crossing: 22 + 12 = 34."""
+    pim = {"name": "PIM0", "class": "pim", "weight_capacity": None}
+    tasks = [_task("q", {"NPU0": 20, "PIM0": 21}, kind="q_proj"),
+             _task("kvw", {"PIM0": 1}, kind="kv_write"),
+             _task("qk", {"NPU0": 10, "PIM0": 12}, kind="qk")]
+    edges = [{"src": "q", "dst": "qk", "bytes": 6}, {"src": "kvw", "dst": "qk", "bytes": 200}]
+    return _instance([NPU, pim], tasks, edges, [], 1)
+
+
+def reload_after_eviction(steps: int = 6) -> PlacementInstance:
+    """The PIM holds one block. Each decode step runs w (block c, PIM only, 3) then x (block b:
+    NPU 10, PIM 1); b was used by the prefill on the NPU. Moving x to the PIM wins the step on
+    EFT (load 8 after w's start, then 1 < 10) but evicts c, which the next w must reload (8),
+    which evicts b again: thrashing, ≈ 20 per step against 13 when x stays where b lives."""
+    pim = {"name": "PIM0", "class": "pim", "weight_capacity": 100}
+    blocks = [{"id": "b", "bytes": 100, "load": {"NPU0": {"linear": 5}, "PIM0": {"linear": 8}}},
+              {"id": "c", "bytes": 100, "load": {"PIM0": {"linear": 8}}}]
+    tasks = [_task("p", {"NPU0": 2, "PIM0": 50}, step=0, block="b")]
+    edges, prev = [], "p"
+    for i in range(1, steps + 1):
+        tasks += [_task(f"w{i}", {"PIM0": 3}, step=i, block="c"),
+                  _task(f"x{i}", {"NPU0": 10, "PIM0": 1}, step=i, block="b")]
+        edges += [{"src": prev, "dst": f"w{i}", "bytes": 0},
+                  {"src": f"w{i}", "dst": f"x{i}", "bytes": 0}]
+        prev = f"x{i}"
+    return _instance([NPU, pim], tasks, edges, blocks, steps)
+
+
+def move_repaid_by_remaining_steps(steps: int = 8) -> PlacementInstance:
+    """A chain of decode steps x1..x8 on block b (NPU 11, PIM 1; 5 bytes between steps), b on
+    the NPU since the prefill, its PIM copy ready at 46 (a slow load). At step 4 both devices
+    finish at 47 and EFT stays on the NPU, moving one step later and paying the crossing then
+    (56); the token term charges the one-time cost of the move (the exposed load and its phase
+    penalty) over the 5 steps left and moves at step 4 (51)."""
+    pim = {"name": "PIM0", "class": "pim", "weight_capacity": None}
+    blocks = [{"id": "b", "bytes": 100, "load": {"NPU0": {"linear": 1}, "PIM0": {"linear": 46}}}]
+    tasks = [_task("p", {"NPU0": 2, "PIM0": 50}, step=0, block="b")]
+    edges, prev = [], "p"
+    for i in range(1, steps + 1):
+        tasks.append(_task(f"x{i}", {"NPU0": 11, "PIM0": 1}, step=i, block="b"))
+        edges.append({"src": prev, "dst": f"x{i}", "bytes": 5})
+        prev = f"x{i}"
+    return _instance([NPU, pim], tasks, edges, blocks, steps)
+
+
+def _run(inst: PlacementInstance, params: dict) -> tuple[int, dict[str, int], dict]:
+    stats: dict = {}
+    sol = bifocal_schedule(inst, params, stats=stats)
+    return validate_placement(inst, sol).makespan, stats["flipped_decisions"], sol
+
+
+@pytest.mark.parametrize("term,build,on,off", [
+    ("window", kv_away_from_home, 34, 38),
+    ("phase", reload_after_eviction, 86, 108),
+    ("token", move_repaid_by_remaining_steps, 51, 56),
+])
+def test_switching_a_term_off_makes_its_instance_worse(term, build, on, off):
+    inst = build()
+    span_on, flips_on, sol_on = _run(inst, {})
+    span_off, flips_off, _ = _run(inst, {term: False})
+    assert (span_on, span_off) == (on, off)
+    assert span_on < span_off
+    assert flips_on[term] >= 1 and flips_off[term] == 0
+    assert set(flips_on) == set(FLIP_TERMS)
+    if term == "window":
+        assert sol_on["assignment"]["q"] == "PIM0"
+    if term == "phase":  # the loss without the term is the thrash: evictions and reloads
+        _, _, sol_off = _run(inst, {term: False})
+        assert not sol_on["evictions"] and len(sol_off["evictions"]) > 4
+
+
+def test_window_sees_the_kv_only_through_pinned_inputs():
+    """Without the KV edge's pinned source in the lookahead, the window would keep q on the
+    NPU: the tail's chain q → qk alone favours the NPU (its qk is 2 shorter)."""
+    inst = kv_away_from_home()
+    import numpy as np
+
+    from heuristics.placement.bifocal import window_tails
+
+    dev_cls = np.array([0, 1])
+    tail, _, _ = window_tails(inst, 3, dev_cls, 2)
+    q = inst.task_index["q"]
+    # q on the NPU: qk on the PIM after q's 6 bytes (6 + 12 = 18) beats qk on the NPU after the
+    # KV's 200 (210); q on the PIM: qk there, 12
+    assert tail[q].tolist() == [18.0, 12.0]
+
+
+def test_token_term_does_not_amortise_a_load_that_evicts_needed_blocks():
+    """On the thrashing instance the token term would pay for the move to the PIM (the reload
+    amortised over the steps left) if it ignored that the load evicts c, which every step
+    needs: it must not flip any decision there."""
+    inst = reload_after_eviction()
+    _, flips, sol = _run(inst, {})
+    assert flips["token"] == 0 and not sol["evictions"]
