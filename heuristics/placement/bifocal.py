@@ -116,6 +116,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -512,7 +513,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         best_s = best_d = None
         best_h = False
         # the same choice without one term each (window, phase, token, evict): [score, dev, hint]
-        alt = [[None, None, False] for _ in range(4)]
+        alt: list[list[Any]] = [[None, None, False] for _ in range(4)]
         for d in type_legal[ty]:
             dur = durs[d]
             r = evaluate(t, d, dur, info)
@@ -529,7 +530,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                         penalty = lam * tr
                     if ph == 0 and holds_all[dcls_l[d]]:
                         penalty -= eta * tr
-                needed = ()  # the victims of this load that later tasks still use
+                needed: Sequence[int] = ()  # the victims of this load that later tasks still use
                 if track_uses:
                     lp = load_plan(b, d)
                     if lp:
