@@ -14,36 +14,48 @@ Spaces:
   CAD: core attention | the rest).
 
 For a fixed sequence and μ, an owner's choice (configuration c, per-replica batch b) affects the
-plan only through: its busy time, the transfers it sends (fixed by b̂ = b/μ), its price per
-request c/b, its GPUs per replica and b (replicas). Hence
+plan only through: its ops' durations, the transfers it sends (fixed by b̂ = b/μ), its price
+per request c/b, its GPUs per replica and b (replicas). The objective's T_rtt is the exact
+period of the plan's periodic schedule (:mod:`opt.serving.period`), a maximum cycle mean of
+the durations, hence non-decreasing in each of them. Hence
 
 - **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
-  same transfer sizes and replica counts) keep those not dominated in (busy, price, GPUs);
-  dropping a dominated choice never loses the optimum (swap it for its dominator: every T_rtt
-  term, the cost rate and the GPU count stay or drop);
+  same transfer sizes and replica counts) keep those not dominated in (every op's duration,
+  price, GPUs); dropping a dominated choice never loses the optimum (swap it for its
+  dominator: the period, the cost rate and the GPU count stay or drop);
 - **bounds** (OpWeave App. C.1 in this model): with owners 1..d chosen,
   ``T_rtt ≥ Σ_chosen (busy + sent transfers) + Σ_rest min(busy + sent)`` (compute + network
   along the path), ``T_rtt ≥ μ·busy`` and ``μ·NIC load`` of each chosen owner, and
   ``cost rate ≥ Σ_chosen c/b + Σ_rest min c/b``; a node is cut when ``T_LB > SLO``, when
   ``T_LB · rate_LB ≥ incumbent``, or when the GPUs / replicas already committed exceed the grid.
 
+The bounds use the old T_rtt formula, a lower bound on the exact period. At the leaves the
+plans are taken in the order of their formula value and evaluated exactly (the role OpWeave
+gives its simulator) until the formula value cannot beat the incumbent.
+
 Both switches only prune; ``--no-frontier`` / ``--no-bounds`` find the same optimum (tested).
 Counts reported: ``space`` (owner choices × sequences × μ before any pruning), ``candidates``
 (after memory feasibility and frontiers), ``nodes`` (search-tree nodes), ``evaluations`` (full
-plans evaluated at the leaves).
+plans scored by the formula at the leaves), ``exact_evaluations`` (exact periods computed).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from opt.serving.chain import owner_chain
 from opt.serving.instance import ServingInstance, lcm_all
+from opt.serving.period import chain_period
 from opt.serving.plan import Owner, ServingPlan, crossings, resident_bytes, template_from_sequence
+
+#: What the leaves optimise: the exact period (problems.md §3.2) or its lower-bound formula.
+PERIODS = ("exact", "formula")
 
 #: Per-layer owner patterns of the baselines over the builder's five ops per layer
 #: (qkv, attn, o_proj, ffn_in, ffn_out).
@@ -106,12 +118,14 @@ class _Role:
     inn: np.ndarray       # [MB] NIC in serialisation per token (at its own b̂)
     weights: float        # resident bytes per replica
     kv: float             # KV bytes per request
+    times: np.ndarray     # [C, MB, n] its ops' durations (block order), heads appended
 
 
 @dataclass
 class _Seq:
     owner: np.ndarray
     roles: list[_Role]
+    key: bytes = b""  # the owner sequence's bytes (cache key)
 
 
 def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
@@ -137,12 +151,16 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
     roles = []
     for m in range(k):
         busy = dur_cnt[:, :, owner == m].sum(axis=2)
+        times = [inst.op_duration[:, :, owner == m]]
         if m == first:
             busy = busy + inst.head_duration[:, :, 0]
+            times.append(inst.head_duration[:, :, :1])
         if m == last:
             busy = busy + inst.head_duration[:, :, 1]
-        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m])))
-    return _Seq(owner, roles)
+            times.append(inst.head_duration[:, :, 1:2])
+        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m]),
+                           np.concatenate(times, axis=2)))
+    return _Seq(owner, roles, owner.tobytes())
 
 
 @dataclass
@@ -157,13 +175,14 @@ class _Cands:
     out: np.ndarray       # busier NIC direction of one replica per token
     rate: np.ndarray      # $/s per request of one replica: price / b
     tp: np.ndarray
+    times: np.ndarray     # [n, ops] per-op durations (the frontier's dominance vector)
 
     def __len__(self) -> int:
         return len(self.cfg)
 
     def take(self, idx: np.ndarray) -> _Cands:
         return _Cands(*(getattr(self, f)[idx] for f in
-                        ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp")))
+                        ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp", "times")))
 
 
 @dataclass(frozen=True)
@@ -185,6 +204,7 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
                 ) -> tuple[_Cands, int]:
     """Memory-feasible choices (config, batch) of one owner; returns them and the raw count."""
     rows = []
+    vecs = []
     raw = 0
     price, cap, tps = cfgs.price, cfgs.cap, cfgs.tp
     for b in inst.grid.batches:
@@ -196,13 +216,15 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
         for c in np.flatnonzero(ok & (tps <= inst.grid.max_gpus)):
             rows.append((c, b, mb, int(role.busy[c, mb]), int(role.send[mb]),
                          max(int(role.out[mb]), int(role.inn[mb])), price[c] / b, tps[c]))
+            vecs.append(role.times[c, mb])
     if not rows:
         empty = np.zeros(0, dtype=np.int64)
-        return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty), raw
+        return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty,
+                      np.zeros((0, role.times.shape[2]), dtype=np.int64)), raw
     cols = list(zip(*rows))
     cands = _Cands(np.array(cols[0]), np.array(cols[1]), np.array(cols[2]), np.array(cols[3]),
                    np.array(cols[4]), np.array(cols[5]), np.array(cols[6], dtype=np.float64),
-                   np.array(cols[7]))
+                   np.array(cols[7]), np.array(vecs, dtype=np.int64))
     if frontier:
         cands = cands.take(_pareto(cands))
     # cheapest-looking first, so good incumbents come early
@@ -211,16 +233,19 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
 
 
 def _pareto(c: _Cands) -> np.ndarray:
-    """Indices of choices not dominated within their batch in (busy, rate, tp); of equal
-    vectors the first is kept (vectorised pairwise comparison per batch group)."""
+    """Indices of choices not dominated within their batch in (every op's duration, rate, tp);
+    of equal vectors the first is kept (vectorised pairwise comparison per batch group).
+    Per-op dominance (not just the total busy time) keeps the exact period safe: it is a
+    maximum cycle mean, non-decreasing in every duration (problems.md §3.2)."""
     keep = []
     for b in np.unique(c.batch):
         idx = np.flatnonzero(c.batch == b)
-        busy, rate, tp = c.busy[idx], c.rate[idx], c.tp[idx]
-        le = ((busy[:, None] <= busy[None, :]) & (rate[:, None] <= rate[None, :])
-              & (tp[:, None] <= tp[None, :]))            # le[j, i]: j at least as good as i
-        lt = ((busy[:, None] < busy[None, :]) | (rate[:, None] < rate[None, :])
-              | (tp[:, None] < tp[None, :]))
+        vec, rate, tp = c.times[idx], c.rate[idx], c.tp[idx]
+        vle = (vec[:, None, :] <= vec[None, :, :]).all(axis=2)
+        vlt = (vec[:, None, :] < vec[None, :, :]).any(axis=2)
+        le = vle & (rate[:, None] <= rate[None, :]) & (tp[:, None] <= tp[None, :])
+        # le[j, i]: j at least as good as i
+        lt = vlt | (rate[:, None] < rate[None, :]) | (tp[:, None] < tp[None, :])
         earlier = np.arange(len(idx))[:, None] < np.arange(len(idx))[None, :]
         dominated = (le & (lt | earlier)).any(axis=0)
         keep.extend(idx[~dominated].tolist())
@@ -236,14 +261,17 @@ class SearchStats:
     nodes: int = 0
     evaluations: int = 0
     sequences: int = 0
-    best_t_rtt: int | None = None     # tightest T_rtt of any memory/GPU-feasible plan seen
+    exact_evaluations: int = 0        # exact periods computed (distinct plans up to batch)
+    tightest_t_rtt_formula: int | None = None  # lower bound on the tightest T_rtt that fits
     runtime_s: float = 0.0
     timed_out: bool = False
 
     def to_dict(self) -> dict:
         return {"space": self.space, "candidates": self.candidates, "nodes": self.nodes,
                 "evaluations": self.evaluations, "sequences": self.sequences,
-                "best_t_rtt": self.best_t_rtt, "runtime_s": self.runtime_s,
+                "exact_evaluations": self.exact_evaluations,
+                "tightest_t_rtt_formula": self.tightest_t_rtt_formula,
+                "runtime_s": self.runtime_s,
                 "timed_out": self.timed_out}
 
 
@@ -251,13 +279,16 @@ class SearchStats:
 class SearchOutcome:
     plan: ServingPlan | None
     cost_usd_per_token: float | None
-    t_rtt: int | None
+    t_rtt: Fraction | None  # the exact period (ticks)
     stats: SearchStats = field(default_factory=SearchStats)
 
 
 class _Searcher:
     def __init__(self, inst: ServingInstance, *, frontier: bool, bounds: bool,
-                 objective: str, time_limit: float | None):
+                 objective: str, time_limit: float | None, period: str = "exact"):
+        if period not in PERIODS:
+            raise ValueError(f"period must be one of {PERIODS}, got {period!r}")
+        self.period = period
         self.inst = inst
         self.frontier = frontier
         self.bounds = bounds
@@ -269,6 +300,7 @@ class _Searcher:
         self.stats = SearchStats()
         self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
         self.cfgs = _Configs.of(inst)
+        self.periods: dict[tuple, Fraction] = {}
 
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
         return t * self.tick_s * rate if self.objective == "cost" else t.astype(np.float64)
@@ -370,19 +402,52 @@ class _Searcher:
         if not ok.any():
             return
         tight = int(t[ok].min())
-        if self.stats.best_t_rtt is None or tight < self.stats.best_t_rtt:
-            self.stats.best_t_rtt = tight
+        if self.stats.tightest_t_rtt_formula is None or tight < self.stats.tightest_t_rtt_formula:
+            self.stats.tightest_t_rtt_formula = tight
         if self.objective == "cost":
-            ok &= t <= inst.tpot_slo
+            ok &= t <= inst.tpot_slo  # the formula is a lower bound: beyond the SLO for sure
             if not ok.any():
                 return
-        val = np.where(ok, self._value(t, rate), np.inf)
-        j = int(np.argmin(val))
-        if val[j] < self.best:
-            self.best = float(val[j])
-            picks = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj])) for m, jj in enumerate(chosen)]
-            picks.append((int(last.cfg[j]), int(last.batch[j])))
-            self.best_key = (seq.owner.copy(), picks, mu, int(t[j]))
+        # the formula's value is a lower bound: evaluate exact periods in its order until it
+        # cannot beat the incumbent
+        lb = np.where(ok, self._value(t, rate), np.inf)
+        if self.period == "formula":  # optimise the lower-bound formula itself
+            j = int(np.argmin(lb))
+            if lb[j] < self.best:
+                self.best = float(lb[j])
+                chosen_b = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj]))
+                            for m, jj in enumerate(chosen)]
+                chosen_b.append((int(last.cfg[j]), int(last.batch[j])))
+                self.best_key = (seq.owner.copy(), chosen_b, mu, Fraction(int(t[j])))
+            return
+        picks = [(int(cands[m].cfg[jj]), int(cands[m].mb[jj])) for m, jj in enumerate(chosen)]
+        for j in np.argsort(lb, kind="stable"):
+            if not lb[j] < self.best:
+                break
+            period = self._period(seq, mu, picks + [(int(last.cfg[j]), int(last.mb[j]))])
+            if self.objective == "cost" and period > inst.tpot_slo:
+                continue
+            val = (float(period) * self.tick_s * float(rate[j]) if self.objective == "cost"
+                   else float(period))
+            if val < self.best:
+                self.best = val
+                chosen_b = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj]))
+                            for m, jj in enumerate(chosen)]
+                chosen_b.append((int(last.cfg[j]), int(last.batch[j])))
+                self.best_key = (seq.owner.copy(), chosen_b, mu, period)
+
+    def _period(self, seq: _Seq, mu: int, picks: list[tuple[int, int]]) -> Fraction:
+        """Exact T_rtt (ticks) of ``seq`` with owner m on (configuration, microbatch index)
+        ``picks[m]`` and μ microbatches (cached: it does not depend on the batch beyond b̂)."""
+        key = (seq.key, mu, tuple(picks))
+        got = self.periods.get(key)
+        if got is None:
+            cfg = np.array([c for c, _ in picks], dtype=np.int64)
+            mb = np.array([b for _, b in picks], dtype=np.int64)
+            got = chain_period(owner_chain(self.inst, seq.owner, cfg, mb), mu).t_rtt
+            self.periods[key] = got
+            self.stats.exact_evaluations += 1
+        return got
 
 
 def _plan_from(inst: ServingInstance, owner: np.ndarray, picks: list[tuple[int, int]],
@@ -404,17 +469,19 @@ def _owner_counts(inst: ServingInstance, owners: Sequence[int] | None) -> list[i
 def search(inst: ServingInstance, sequences_by_k: dict[int, list[np.ndarray]], *,
            frontier: bool = True, bounds: bool = True, objective: str = "cost",
            microbatches: Sequence[int] | None = None, time_limit: float | None = None,
-           incumbent: float | None = None) -> SearchOutcome:
+           incumbent: float | None = None, period: str = "exact") -> SearchOutcome:
     """Minimise cost per token (or, with ``objective="t_rtt"``, T_rtt ignoring the SLO) over
     the given owner sequences, every owner choice and μ.
 
     incumbent: the objective value of a known plan ($ per token, or ticks); only strictly
     better plans are then returned (``plan`` None means none is better).
+    period: ``"exact"`` (the problem's T_rtt) or ``"formula"`` (optimise the old formula, its
+    lower bound: the optimum is then a lower bound on the exact one, and the plan a heuristic).
     time_limit: seconds; on expiry the best plan so far is returned with
     ``stats.timed_out``."""
     t0 = time.perf_counter()
     s = _Searcher(inst, frontier=frontier, bounds=bounds, objective=objective,
-                  time_limit=time_limit)
+                  time_limit=time_limit, period=period)
     if incumbent is not None:
         s.best = float(incumbent)
     mus = _microbatches(inst, microbatches)

@@ -33,15 +33,9 @@ from typing import Any
 from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.common.result import Result, gap_of
+from opt.serving.checker import check_plan, evaluate_plan, plan_solution
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import (
-    PlanError,
-    ServingPlan,
-    check_plan,
-    evaluate_plan,
-    plan_from_solution,
-    plan_solution,
-)
+from opt.serving.plan import PlanError, ServingPlan, plan_from_solution
 from solvers.registry import parsed_params
 
 #: Largest block for exhaustive enumeration (sequences grow like 2^N).
