@@ -2,8 +2,8 @@
 
 One partition block (``card.block_period`` layers: Gemma-3 6, Qwen3-Next 4, GPT-OSS 2, dense 1)
 is cut into five decode operators per layer, the granularity at which stage boundaries may fall
-(documented choice; norms, residual adds and activations are fused into the neighbouring GEMM
-as serving engines do):
+(documented choice; norms, residual adds and activations belong to the neighbouring GEMM's
+op — they run as kernels of their own under ``kernels="vllm"``, see below):
 
 =========  =====================================================  ==========================
 op         members (``opt.costlib.operators`` kinds)                      boundary activation / req.
@@ -229,8 +229,8 @@ def launches_per_layer(card: ModelCard, layer: int, kernels: str = "vllm") -> in
     _check_kernels(kernels)
     if kernels == "unfused":
         ops = layer_ops(card, layer, tokens=1, context=1, batch=1, routing="expected")
-        return sum(o.op_class in _KERNEL_CLASSES for o in ops)
-    return sum(k.launches for ks in vllm_kernels(card, layer).values() for k in ks)
+        return sum(1 for o in ops if o.op_class in _KERNEL_CLASSES)
+    return sum(1 for ks in vllm_kernels(card, layer).values() for k in ks if k.launches)
 
 
 def _check_kernels(kernels: str) -> None:
@@ -243,35 +243,39 @@ def _extra_work(extra: str, card: ModelCard, n: float, p: Precision) -> tuple[fl
     """(FLOPs, bytes) of structural kernels absent from the operator list, for ``n`` tokens:
     element-wise passes that read and write their tensors once (rope, q/k norms, the gate
     copy, the GDN input rearrange) and the top-k over the router logits."""
-    q, kv = card.q_dim, card.kv_dim
-    if extra == "gdn_prep":
-        la = card.linear_attention
+    q, kv, la, moe = card.q_dim, card.kv_dim, card.linear_attention, card.moe
+    if extra == "gdn_prep" and la is not None:
         return 0.0, 2.0 * n * (la.conv_dim + la.value_dim + 2 * la.num_v_heads) * p.a
     width = {"rope": q + kv, "q_norm": q, "k_norm": kv, "qk_norm_rope_gate": 2 * q + kv}
     if extra in width:
         return NORM_FLOPS * n * width[extra], 2.0 * n * width[extra] * p.a
-    if extra == "topk":
-        return SOFTMAX_FLOPS * n * card.moe.num_experts, n * card.moe.num_experts * p.a
+    if extra == "topk" and moe is not None:
+        return SOFTMAX_FLOPS * n * moe.num_experts, n * moe.num_experts * p.a
     raise InputError(f"unknown structural kernel '{extra}'", field="kernels")
 
 
 def _extra_shard(extra: str, card: ModelCard, tp: int) -> float:
-    if extra == "gdn_prep":
+    if extra == "gdn_prep" and card.linear_attention is not None:
         return float(min(tp, card.linear_attention.num_v_heads))
     if extra == "topk":
         return 1.0
     return float(min(tp, card.kv_heads))
 
 
+def _num(x: object) -> float:
+    """A scalar count of an :class:`Op` (its fields are floats or 0-d arrays here)."""
+    return float(np.asarray(x, dtype=np.float64))
+
+
 def _saved_bytes(kernel: Kernel, ops: dict[str, Op]) -> float:
     """Bytes of ``kernel``'s members that stay on chip when they run as one kernel."""
     if kernel.saves == "shared_input":   # every member after the first re-read the input
-        return sum(float(ops[k].bytes) - ops[k].weight_bytes - float(ops[k].out_bytes)
+        return sum(_num(ops[k].bytes) - ops[k].weight_bytes - _num(ops[k].out_bytes)
                    for k, _ in kernel.members[1:])
     if kernel.saves == "scores":         # qk writes, softmax reads+writes, sv reads them
-        return 4.0 * float(ops["qk"].out_bytes)
+        return 4.0 * _num(ops["qk"].out_bytes)
     if kernel.saves == "residual":       # the norm's input is the add's output, in registers
-        return float(ops[kernel.members[0][0]].out_bytes)
+        return _num(ops[kernel.members[0][0]].out_bytes)
     return 0.0
 
 
@@ -286,8 +290,8 @@ def _kernel_s(kernel: Kernel, ops: dict[str, Op], card: ModelCard, model: Effici
     f = m = 0.0
     for kind, frac in kernel.members:
         div = _shard(ops[kind], card, tp)
-        f += frac * float(ops[kind].flops) / div
-        m += frac * float(ops[kind].bytes) / div
+        f += frac * _num(ops[kind].flops) / div
+        m += frac * _num(ops[kind].bytes) / div
     if kernel.members:
         m -= _saved_bytes(kernel, ops) / _shard(ops[kernel.members[0][0]], card, tp)
     if kernel.extra is not None:
