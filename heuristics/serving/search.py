@@ -64,22 +64,26 @@ BASELINE_PATTERNS = {"col": (0, 0, 0, 0, 0), "afd": (0, 0, 0, 1, 1), "cad": (0, 
 
 # ---- owner sequences -------------------------------------------------------------------------
 
-def owner_patterns(length: int, k: int) -> Iterator[np.ndarray]:
+def owner_patterns(length: int, k: int, max_stages: int | None = None
+                   ) -> Iterator[np.ndarray]:
     """Every cyclic round-robin owner sequence of ``length`` ops that starts with owner 0 and
-    uses all ``k`` owners."""
+    uses all ``k`` owners (with at most ``max_stages`` stages, i.e. owner changes around the
+    cycle, when given)."""
     if k == 1:
         yield np.zeros(length, dtype=np.int64)
         return
     seq = [0] * length
+    cap = length if max_stages is None else min(length, max_stages)
 
     def rec(pos: int, cur: int, changes: int) -> Iterator[np.ndarray]:
         if pos == length:
             wrap = 0 if cur == 0 else 1
-            if (cur + wrap) % k == 0 and (changes + wrap) % k == 0 and changes + wrap >= k:
+            if (cur + wrap) % k == 0 and (changes + wrap) % k == 0 and \
+                    k <= changes + wrap <= cap:
                 yield np.array(seq, dtype=np.int64)
             return
         for nxt in (cur, (cur + 1) % k):
-            if nxt != cur and changes + 1 > length:
+            if nxt != cur and changes + 1 > cap:
                 continue
             seq[pos] = nxt
             yield from rec(pos + 1, nxt, changes + (nxt != cur))
@@ -252,6 +256,47 @@ def _pareto(c: _Cands) -> np.ndarray:
     return np.array(sorted(keep), dtype=np.int64)
 
 
+def sequence_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
+                         mus: Sequence[int]) -> np.ndarray:
+    """A lower bound on the cost per token ($) of every plan over each owner sequence,
+    vectorised over the sequences: ``CPT = T·Σ_m c_m/b_m ≥ Σ_m μ·busy_m·c_m/b_m`` (T ≥ μ·busy_m
+    for every owner, the exact period included) ``= Σ_m busy_m(c, b̂)·c/b̂``, each owner at its
+    cheapest (configuration, microbatch size) that some μ allows: b = μ·b̂ a grid batch, its
+    weights + b·KV within the configuration's memory, μ·busy_m within the SLO."""
+    owner = np.asarray(sequences, dtype=np.int64)              # [s, n]
+    k = int(owner.max()) + 1
+    cnt = inst.op_count.astype(np.float64)
+    dur_cnt = inst.op_duration * cnt[None, None, :]            # [c, b, n]
+    masks = (owner[:, None, :] == np.arange(k)[None, :, None]).astype(np.float64)  # [s, m, n]
+    busy = np.einsum("smn,cbn->smcb", masks, dur_cnt)
+    rows = np.arange(len(owner))
+    first, last = owner[:, 0], owner[:, inst.last_op]
+    busy[rows, first] += inst.head_duration[None, :, :, 0]
+    busy[rows, last] += inst.head_duration[None, :, :, 1]
+    weights = masks @ (cnt * np.array([o.weight_bytes for o in inst.ops], dtype=np.float64))
+    kv = masks @ (cnt * np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64))
+    weights[rows, first] += inst.embed_weight_bytes
+    separate = ~(inst.tied_embeddings & (first == last))
+    weights[rows[separate], last[separate]] += inst.lm_head_weight_bytes
+    price = np.array([inst.replica_price_usd_per_s(c) for c in inst.configs])
+    cap = np.array([inst.replica_memory_bytes(c) for c in inst.configs])
+    tp_ok = np.array([c.tp <= inst.grid.max_gpus for c in inst.configs])
+    mb = np.array(inst.microbatch_sizes, dtype=np.float64)
+    unit = price[:, None] / mb[None, :]                        # [c, b] $/s per request
+    best = np.full(len(owner), np.inf)
+    for mu in mus:
+        valid = np.array([mu * b in inst.grid.batches for b in inst.microbatch_sizes])
+        if not valid.any():
+            continue
+        fits = (weights[:, :, None, None] + mu * mb[None, None, None, :] * kv[:, :, None, None]
+                <= cap[None, None, :, None])                  # [s, m, c, b]
+        ok = fits & (tp_ok[:, None] & valid[None, :])[None, None] & \
+            (mu * busy <= inst.tpot_slo)
+        per_owner = np.where(ok, busy * unit[None, None], np.inf)
+        best = np.minimum(best, per_owner.reshape(len(owner), k, -1).min(axis=2).sum(axis=1))
+    return best * inst.seconds(1)
+
+
 # ---- the search ------------------------------------------------------------------------------
 
 @dataclass
@@ -262,6 +307,7 @@ class SearchStats:
     evaluations: int = 0
     sequences: int = 0
     exact_evaluations: int = 0        # exact periods computed (distinct plans up to batch)
+    sequences_pruned: int = 0         # owner sequences cut by their cost lower bound
     tightest_t_rtt_formula: int | None = None  # lower bound on the tightest T_rtt that fits
     runtime_s: float = 0.0
     timed_out: bool = False
@@ -270,6 +316,7 @@ class SearchStats:
         return {"space": self.space, "candidates": self.candidates, "nodes": self.nodes,
                 "evaluations": self.evaluations, "sequences": self.sequences,
                 "exact_evaluations": self.exact_evaluations,
+                "sequences_pruned": self.sequences_pruned,
                 "tightest_t_rtt_formula": self.tightest_t_rtt_formula,
                 "runtime_s": self.runtime_s,
                 "timed_out": self.timed_out}
@@ -306,7 +353,15 @@ class _Searcher:
         return t * self.tick_s * rate if self.objective == "cost" else t.astype(np.float64)
 
     def run(self, sequences: Sequence[np.ndarray], mus: Sequence[int]) -> None:
-        for owner in sequences:
+        lbs = (sequence_cost_bounds(self.inst, sequences, mus)
+               if self.bounds and self.objective == "cost" and len(sequences) > 1 else None)
+        order = (np.argsort(lbs, kind="stable") if lbs is not None
+                 else np.arange(len(sequences)))
+        for pos, i in enumerate(order):
+            if lbs is not None and not lbs[i] < self.best:
+                self.stats.sequences_pruned += len(order) - pos  # sorted: the rest cannot win
+                return
+            owner = sequences[int(i)]
             seq = _sequence_data(self.inst, owner, self.dur_cnt)
             self.stats.sequences += 1
             for mu in mus:
@@ -496,12 +551,46 @@ def search(inst: ServingInstance, sequences_by_k: dict[int, list[np.ndarray]], *
     return SearchOutcome(plan, cost, t, s.stats)
 
 
-def structured_sequences(inst: ServingInstance, sub_block_layers: int = 1,
-                         owners: Sequence[int] | None = None) -> dict[int, list[np.ndarray]]:
-    """The regularity-aware space: a sub-block's owner sequences tiled over the block."""
-    length = sub_block_length(inst, sub_block_layers)
-    return {k: [tile(inst, sub_block_layers, p) for p in owner_patterns(length, k)]
-            for k in _owner_counts(inst, owners)}
+#: The structured space caps the stages of a multi-layer sub-block's template (a stated
+#: modelling choice: that space is exponential in the sub-block's ops). Default: K, one stage
+#: per owner per sub-block — OpWeave's plans for hybrid models (the full-attention layer's
+#: attention on its own group: 2 stages per block). One-layer templates are never capped.
+def default_max_stages(k: int) -> int:
+    """The default stage cap of a multi-layer sub-block template with ``k`` owners."""
+    return k
+
+
+def sub_block_lengths(inst: ServingInstance) -> list[int]:
+    """Every sub-block length (layers) that divides the block, ascending (the whole block
+    included): problems.md §6."""
+    return [d for d in range(1, inst.block_layers + 1) if inst.block_layers % d == 0]
+
+
+def structured_sequences(inst: ServingInstance, sub_block_layers: int | None = None,
+                         owners: Sequence[int] | None = None,
+                         max_stages: int | None = None) -> dict[int, list[np.ndarray]]:
+    """The regularity-aware space: a sub-block's owner sequences tiled over the block, for one
+    sub-block length or (None) every length that divides the block, each sequence once (a
+    1-layer pattern tiled is also a 2-layer pattern). Templates of multi-layer sub-blocks have
+    at most ``max_stages`` stages (default :func:`default_max_stages`; one-layer templates are
+    complete). Shorter sub-blocks come first (cheap incumbents)."""
+    lengths = [sub_block_layers] if sub_block_layers is not None else sub_block_lengths(inst)
+    out: dict[int, list[np.ndarray]] = {}
+    for k in _owner_counts(inst, owners):
+        seen: set[bytes] = set()
+        seqs = []
+        for lsub in lengths:
+            length = sub_block_length(inst, lsub)
+            cap = (None if lsub == 1 else
+                   max(max_stages if max_stages is not None else default_max_stages(k), k))
+            for p in owner_patterns(length, k, cap):
+                t = tile(inst, lsub, p)
+                key = t.tobytes()
+                if key not in seen:
+                    seen.add(key)
+                    seqs.append(t)
+        out[k] = seqs
+    return out
 
 
 def full_sequences(inst: ServingInstance, owners: Sequence[int] | None = None
