@@ -302,7 +302,11 @@ CPSAT_FORMATS = _spec(_FORMATS, Param("base", choice("bifocal", "bifocal/wla", "
 _SWITCHES = (Param("frontier", flag, "pruning switch"), Param("bounds", flag, "pruning switch"))
 _OWNERS = Param("owners", positive_ints, "owner counts K")
 _MICRO = Param("microbatches", positive_ints, "microbatch counts μ")
-BNB = _spec(*_SWITCHES, Param("sub_block_layers", integer(1), "layers"), _OWNERS, _MICRO)
+BNB = _spec(*_SWITCHES, Param("sub_block_layers", integer(1), "layers (default: every length "
+                                                               "dividing the block)"),
+            Param("max_stages", integer(1), "stages per sub-block template"),
+            Param("period", choice("exact", "formula"), "what the leaves optimise"),
+            _OWNERS, _MICRO)
 ENUM = _spec(_OWNERS, _MICRO)
 SERVING_BASELINE = _spec(*_SWITCHES, _MICRO)
 SERVING_MILP = _spec(_OWNERS, _MICRO, native="highs")

@@ -14,36 +14,48 @@ Spaces:
   CAD: core attention | the rest).
 
 For a fixed sequence and μ, an owner's choice (configuration c, per-replica batch b) affects the
-plan only through: its busy time, the transfers it sends (fixed by b̂ = b/μ), its price per
-request c/b, its GPUs per replica and b (replicas). Hence
+plan only through: its ops' durations, the transfers it sends (fixed by b̂ = b/μ), its price
+per request c/b, its GPUs per replica and b (replicas). The objective's T_rtt is the exact
+period of the plan's periodic schedule (:mod:`opt.serving.period`), a maximum cycle mean of
+the durations, hence non-decreasing in each of them. Hence
 
 - **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
-  same transfer sizes and replica counts) keep those not dominated in (busy, price, GPUs);
-  dropping a dominated choice never loses the optimum (swap it for its dominator: every T_rtt
-  term, the cost rate and the GPU count stay or drop);
+  same transfer sizes and replica counts) keep those not dominated in (every op's duration,
+  price, GPUs); dropping a dominated choice never loses the optimum (swap it for its
+  dominator: the period, the cost rate and the GPU count stay or drop);
 - **bounds** (OpWeave App. C.1 in this model): with owners 1..d chosen,
   ``T_rtt ≥ Σ_chosen (busy + sent transfers) + Σ_rest min(busy + sent)`` (compute + network
   along the path), ``T_rtt ≥ μ·busy`` and ``μ·NIC load`` of each chosen owner, and
   ``cost rate ≥ Σ_chosen c/b + Σ_rest min c/b``; a node is cut when ``T_LB > SLO``, when
   ``T_LB · rate_LB ≥ incumbent``, or when the GPUs / replicas already committed exceed the grid.
 
+The bounds use the old T_rtt formula, a lower bound on the exact period. At the leaves the
+plans are taken in the order of their formula value and evaluated exactly (the role OpWeave
+gives its simulator) until the formula value cannot beat the incumbent.
+
 Both switches only prune; ``--no-frontier`` / ``--no-bounds`` find the same optimum (tested).
 Counts reported: ``space`` (owner choices × sequences × μ before any pruning), ``candidates``
 (after memory feasibility and frontiers), ``nodes`` (search-tree nodes), ``evaluations`` (full
-plans evaluated at the leaves).
+plans scored by the formula at the leaves), ``exact_evaluations`` (exact periods computed).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from opt.serving.chain import owner_chain
 from opt.serving.instance import ServingInstance, lcm_all
+from opt.serving.period import chain_period
 from opt.serving.plan import Owner, ServingPlan, crossings, resident_bytes, template_from_sequence
+
+#: What the leaves optimise: the exact period (problems.md §3.2) or its lower-bound formula.
+PERIODS = ("exact", "formula")
 
 #: Per-layer owner patterns of the baselines over the builder's five ops per layer
 #: (qkv, attn, o_proj, ffn_in, ffn_out).
@@ -52,22 +64,26 @@ BASELINE_PATTERNS = {"col": (0, 0, 0, 0, 0), "afd": (0, 0, 0, 1, 1), "cad": (0, 
 
 # ---- owner sequences -------------------------------------------------------------------------
 
-def owner_patterns(length: int, k: int) -> Iterator[np.ndarray]:
+def owner_patterns(length: int, k: int, max_stages: int | None = None
+                   ) -> Iterator[np.ndarray]:
     """Every cyclic round-robin owner sequence of ``length`` ops that starts with owner 0 and
-    uses all ``k`` owners."""
+    uses all ``k`` owners (with at most ``max_stages`` stages, i.e. owner changes around the
+    cycle, when given)."""
     if k == 1:
         yield np.zeros(length, dtype=np.int64)
         return
     seq = [0] * length
+    cap = length if max_stages is None else min(length, max_stages)
 
     def rec(pos: int, cur: int, changes: int) -> Iterator[np.ndarray]:
         if pos == length:
             wrap = 0 if cur == 0 else 1
-            if (cur + wrap) % k == 0 and (changes + wrap) % k == 0 and changes + wrap >= k:
+            if (cur + wrap) % k == 0 and (changes + wrap) % k == 0 and \
+                    k <= changes + wrap <= cap:
                 yield np.array(seq, dtype=np.int64)
             return
         for nxt in (cur, (cur + 1) % k):
-            if nxt != cur and changes + 1 > length:
+            if nxt != cur and changes + 1 > cap:
                 continue
             seq[pos] = nxt
             yield from rec(pos + 1, nxt, changes + (nxt != cur))
@@ -106,12 +122,14 @@ class _Role:
     inn: np.ndarray       # [MB] NIC in serialisation per token (at its own b̂)
     weights: float        # resident bytes per replica
     kv: float             # KV bytes per request
+    times: np.ndarray     # [C, MB, n] its ops' durations (block order), heads appended
 
 
 @dataclass
 class _Seq:
     owner: np.ndarray
     roles: list[_Role]
+    key: bytes = b""  # the owner sequence's bytes (cache key)
 
 
 def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
@@ -137,12 +155,16 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
     roles = []
     for m in range(k):
         busy = dur_cnt[:, :, owner == m].sum(axis=2)
+        times = [inst.op_duration[:, :, owner == m]]
         if m == first:
             busy = busy + inst.head_duration[:, :, 0]
+            times.append(inst.head_duration[:, :, :1])
         if m == last:
             busy = busy + inst.head_duration[:, :, 1]
-        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m])))
-    return _Seq(owner, roles)
+            times.append(inst.head_duration[:, :, 1:2])
+        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m]),
+                           np.concatenate(times, axis=2)))
+    return _Seq(owner, roles, owner.tobytes())
 
 
 @dataclass
@@ -157,13 +179,14 @@ class _Cands:
     out: np.ndarray       # busier NIC direction of one replica per token
     rate: np.ndarray      # $/s per request of one replica: price / b
     tp: np.ndarray
+    times: np.ndarray     # [n, ops] per-op durations (the frontier's dominance vector)
 
     def __len__(self) -> int:
         return len(self.cfg)
 
     def take(self, idx: np.ndarray) -> _Cands:
         return _Cands(*(getattr(self, f)[idx] for f in
-                        ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp")))
+                        ("cfg", "batch", "mb", "busy", "send", "out", "rate", "tp", "times")))
 
 
 @dataclass(frozen=True)
@@ -185,6 +208,7 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
                 ) -> tuple[_Cands, int]:
     """Memory-feasible choices (config, batch) of one owner; returns them and the raw count."""
     rows = []
+    vecs = []
     raw = 0
     price, cap, tps = cfgs.price, cfgs.cap, cfgs.tp
     for b in inst.grid.batches:
@@ -196,13 +220,15 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
         for c in np.flatnonzero(ok & (tps <= inst.grid.max_gpus)):
             rows.append((c, b, mb, int(role.busy[c, mb]), int(role.send[mb]),
                          max(int(role.out[mb]), int(role.inn[mb])), price[c] / b, tps[c]))
+            vecs.append(role.times[c, mb])
     if not rows:
         empty = np.zeros(0, dtype=np.int64)
-        return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty), raw
+        return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty,
+                      np.zeros((0, role.times.shape[2]), dtype=np.int64)), raw
     cols = list(zip(*rows))
     cands = _Cands(np.array(cols[0]), np.array(cols[1]), np.array(cols[2]), np.array(cols[3]),
                    np.array(cols[4]), np.array(cols[5]), np.array(cols[6], dtype=np.float64),
-                   np.array(cols[7]))
+                   np.array(cols[7]), np.array(vecs, dtype=np.int64))
     if frontier:
         cands = cands.take(_pareto(cands))
     # cheapest-looking first, so good incumbents come early
@@ -211,20 +237,64 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
 
 
 def _pareto(c: _Cands) -> np.ndarray:
-    """Indices of choices not dominated within their batch in (busy, rate, tp); of equal
-    vectors the first is kept (vectorised pairwise comparison per batch group)."""
+    """Indices of choices not dominated within their batch in (every op's duration, rate, tp);
+    of equal vectors the first is kept (vectorised pairwise comparison per batch group).
+    Per-op dominance (not just the total busy time) keeps the exact period safe: it is a
+    maximum cycle mean, non-decreasing in every duration (problems.md §3.2)."""
     keep = []
     for b in np.unique(c.batch):
         idx = np.flatnonzero(c.batch == b)
-        busy, rate, tp = c.busy[idx], c.rate[idx], c.tp[idx]
-        le = ((busy[:, None] <= busy[None, :]) & (rate[:, None] <= rate[None, :])
-              & (tp[:, None] <= tp[None, :]))            # le[j, i]: j at least as good as i
-        lt = ((busy[:, None] < busy[None, :]) | (rate[:, None] < rate[None, :])
-              | (tp[:, None] < tp[None, :]))
+        vec, rate, tp = c.times[idx], c.rate[idx], c.tp[idx]
+        vle = (vec[:, None, :] <= vec[None, :, :]).all(axis=2)
+        vlt = (vec[:, None, :] < vec[None, :, :]).any(axis=2)
+        le = vle & (rate[:, None] <= rate[None, :]) & (tp[:, None] <= tp[None, :])
+        # le[j, i]: j at least as good as i
+        lt = vlt | (rate[:, None] < rate[None, :]) | (tp[:, None] < tp[None, :])
         earlier = np.arange(len(idx))[:, None] < np.arange(len(idx))[None, :]
         dominated = (le & (lt | earlier)).any(axis=0)
         keep.extend(idx[~dominated].tolist())
     return np.array(sorted(keep), dtype=np.int64)
+
+
+def sequence_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
+                         mus: Sequence[int]) -> np.ndarray:
+    """A lower bound on the cost per token ($) of every plan over each owner sequence,
+    vectorised over the sequences: ``CPT = T·Σ_m c_m/b_m ≥ Σ_m μ·busy_m·c_m/b_m`` (T ≥ μ·busy_m
+    for every owner, the exact period included) ``= Σ_m busy_m(c, b̂)·c/b̂``, each owner at its
+    cheapest (configuration, microbatch size) that some μ allows: b = μ·b̂ a grid batch, its
+    weights + b·KV within the configuration's memory, μ·busy_m within the SLO."""
+    owner = np.asarray(sequences, dtype=np.int64)              # [s, n]
+    k = int(owner.max()) + 1
+    cnt = inst.op_count.astype(np.float64)
+    dur_cnt = inst.op_duration * cnt[None, None, :]            # [c, b, n]
+    masks = (owner[:, None, :] == np.arange(k)[None, :, None]).astype(np.float64)  # [s, m, n]
+    busy = np.einsum("smn,cbn->smcb", masks, dur_cnt)
+    rows = np.arange(len(owner))
+    first, last = owner[:, 0], owner[:, inst.last_op]
+    busy[rows, first] += inst.head_duration[None, :, :, 0]
+    busy[rows, last] += inst.head_duration[None, :, :, 1]
+    weights = masks @ (cnt * np.array([o.weight_bytes for o in inst.ops], dtype=np.float64))
+    kv = masks @ (cnt * np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64))
+    weights[rows, first] += inst.embed_weight_bytes
+    separate = ~(inst.tied_embeddings & (first == last))
+    weights[rows[separate], last[separate]] += inst.lm_head_weight_bytes
+    price = np.array([inst.replica_price_usd_per_s(c) for c in inst.configs])
+    cap = np.array([inst.replica_memory_bytes(c) for c in inst.configs])
+    tp_ok = np.array([c.tp <= inst.grid.max_gpus for c in inst.configs])
+    mb = np.array(inst.microbatch_sizes, dtype=np.float64)
+    unit = price[:, None] / mb[None, :]                        # [c, b] $/s per request
+    best = np.full(len(owner), np.inf)
+    for mu in mus:
+        valid = np.array([mu * b in inst.grid.batches for b in inst.microbatch_sizes])
+        if not valid.any():
+            continue
+        fits = (weights[:, :, None, None] + mu * mb[None, None, None, :] * kv[:, :, None, None]
+                <= cap[None, None, :, None])                  # [s, m, c, b]
+        ok = fits & (tp_ok[:, None] & valid[None, :])[None, None] & \
+            (mu * busy <= inst.tpot_slo)
+        per_owner = np.where(ok, busy * unit[None, None], np.inf)
+        best = np.minimum(best, per_owner.reshape(len(owner), k, -1).min(axis=2).sum(axis=1))
+    return best * inst.seconds(1)
 
 
 # ---- the search ------------------------------------------------------------------------------
@@ -236,14 +306,19 @@ class SearchStats:
     nodes: int = 0
     evaluations: int = 0
     sequences: int = 0
-    best_t_rtt: int | None = None     # tightest T_rtt of any memory/GPU-feasible plan seen
+    exact_evaluations: int = 0        # exact periods computed (distinct plans up to batch)
+    sequences_pruned: int = 0         # owner sequences cut by their cost lower bound
+    tightest_t_rtt_formula: int | None = None  # lower bound on the tightest T_rtt that fits
     runtime_s: float = 0.0
     timed_out: bool = False
 
     def to_dict(self) -> dict:
         return {"space": self.space, "candidates": self.candidates, "nodes": self.nodes,
                 "evaluations": self.evaluations, "sequences": self.sequences,
-                "best_t_rtt": self.best_t_rtt, "runtime_s": self.runtime_s,
+                "exact_evaluations": self.exact_evaluations,
+                "sequences_pruned": self.sequences_pruned,
+                "tightest_t_rtt_formula": self.tightest_t_rtt_formula,
+                "runtime_s": self.runtime_s,
                 "timed_out": self.timed_out}
 
 
@@ -251,13 +326,16 @@ class SearchStats:
 class SearchOutcome:
     plan: ServingPlan | None
     cost_usd_per_token: float | None
-    t_rtt: int | None
+    t_rtt: Fraction | None  # the exact period (ticks)
     stats: SearchStats = field(default_factory=SearchStats)
 
 
 class _Searcher:
     def __init__(self, inst: ServingInstance, *, frontier: bool, bounds: bool,
-                 objective: str, time_limit: float | None):
+                 objective: str, time_limit: float | None, period: str = "exact"):
+        if period not in PERIODS:
+            raise ValueError(f"period must be one of {PERIODS}, got {period!r}")
+        self.period = period
         self.inst = inst
         self.frontier = frontier
         self.bounds = bounds
@@ -269,12 +347,21 @@ class _Searcher:
         self.stats = SearchStats()
         self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
         self.cfgs = _Configs.of(inst)
+        self.periods: dict[tuple, Fraction] = {}
 
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
         return t * self.tick_s * rate if self.objective == "cost" else t.astype(np.float64)
 
     def run(self, sequences: Sequence[np.ndarray], mus: Sequence[int]) -> None:
-        for owner in sequences:
+        lbs = (sequence_cost_bounds(self.inst, sequences, mus)
+               if self.bounds and self.objective == "cost" and len(sequences) > 1 else None)
+        order = (np.argsort(lbs, kind="stable") if lbs is not None
+                 else np.arange(len(sequences)))
+        for pos, i in enumerate(order):
+            if lbs is not None and not lbs[i] < self.best:
+                self.stats.sequences_pruned += len(order) - pos  # sorted: the rest cannot win
+                return
+            owner = sequences[int(i)]
             seq = _sequence_data(self.inst, owner, self.dur_cnt)
             self.stats.sequences += 1
             for mu in mus:
@@ -370,19 +457,52 @@ class _Searcher:
         if not ok.any():
             return
         tight = int(t[ok].min())
-        if self.stats.best_t_rtt is None or tight < self.stats.best_t_rtt:
-            self.stats.best_t_rtt = tight
+        if self.stats.tightest_t_rtt_formula is None or tight < self.stats.tightest_t_rtt_formula:
+            self.stats.tightest_t_rtt_formula = tight
         if self.objective == "cost":
-            ok &= t <= inst.tpot_slo
+            ok &= t <= inst.tpot_slo  # the formula is a lower bound: beyond the SLO for sure
             if not ok.any():
                 return
-        val = np.where(ok, self._value(t, rate), np.inf)
-        j = int(np.argmin(val))
-        if val[j] < self.best:
-            self.best = float(val[j])
-            picks = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj])) for m, jj in enumerate(chosen)]
-            picks.append((int(last.cfg[j]), int(last.batch[j])))
-            self.best_key = (seq.owner.copy(), picks, mu, int(t[j]))
+        # the formula's value is a lower bound: evaluate exact periods in its order until it
+        # cannot beat the incumbent
+        lb = np.where(ok, self._value(t, rate), np.inf)
+        if self.period == "formula":  # optimise the lower-bound formula itself
+            j = int(np.argmin(lb))
+            if lb[j] < self.best:
+                self.best = float(lb[j])
+                chosen_b = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj]))
+                            for m, jj in enumerate(chosen)]
+                chosen_b.append((int(last.cfg[j]), int(last.batch[j])))
+                self.best_key = (seq.owner.copy(), chosen_b, mu, Fraction(int(t[j])))
+            return
+        picks = [(int(cands[m].cfg[jj]), int(cands[m].mb[jj])) for m, jj in enumerate(chosen)]
+        for j in np.argsort(lb, kind="stable"):
+            if not lb[j] < self.best:
+                break
+            period = self._period(seq, mu, picks + [(int(last.cfg[j]), int(last.mb[j]))])
+            if self.objective == "cost" and period > inst.tpot_slo:
+                continue
+            val = (float(period) * self.tick_s * float(rate[j]) if self.objective == "cost"
+                   else float(period))
+            if val < self.best:
+                self.best = val
+                chosen_b = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj]))
+                            for m, jj in enumerate(chosen)]
+                chosen_b.append((int(last.cfg[j]), int(last.batch[j])))
+                self.best_key = (seq.owner.copy(), chosen_b, mu, period)
+
+    def _period(self, seq: _Seq, mu: int, picks: list[tuple[int, int]]) -> Fraction:
+        """Exact T_rtt (ticks) of ``seq`` with owner m on (configuration, microbatch index)
+        ``picks[m]`` and μ microbatches (cached: it does not depend on the batch beyond b̂)."""
+        key = (seq.key, mu, tuple(picks))
+        got = self.periods.get(key)
+        if got is None:
+            cfg = np.array([c for c, _ in picks], dtype=np.int64)
+            mb = np.array([b for _, b in picks], dtype=np.int64)
+            got = chain_period(owner_chain(self.inst, seq.owner, cfg, mb), mu).t_rtt
+            self.periods[key] = got
+            self.stats.exact_evaluations += 1
+        return got
 
 
 def _plan_from(inst: ServingInstance, owner: np.ndarray, picks: list[tuple[int, int]],
@@ -404,17 +524,19 @@ def _owner_counts(inst: ServingInstance, owners: Sequence[int] | None) -> list[i
 def search(inst: ServingInstance, sequences_by_k: dict[int, list[np.ndarray]], *,
            frontier: bool = True, bounds: bool = True, objective: str = "cost",
            microbatches: Sequence[int] | None = None, time_limit: float | None = None,
-           incumbent: float | None = None) -> SearchOutcome:
+           incumbent: float | None = None, period: str = "exact") -> SearchOutcome:
     """Minimise cost per token (or, with ``objective="t_rtt"``, T_rtt ignoring the SLO) over
     the given owner sequences, every owner choice and μ.
 
     incumbent: the objective value of a known plan ($ per token, or ticks); only strictly
     better plans are then returned (``plan`` None means none is better).
+    period: ``"exact"`` (the problem's T_rtt) or ``"formula"`` (optimise the old formula, its
+    lower bound: the optimum is then a lower bound on the exact one, and the plan a heuristic).
     time_limit: seconds; on expiry the best plan so far is returned with
     ``stats.timed_out``."""
     t0 = time.perf_counter()
     s = _Searcher(inst, frontier=frontier, bounds=bounds, objective=objective,
-                  time_limit=time_limit)
+                  time_limit=time_limit, period=period)
     if incumbent is not None:
         s.best = float(incumbent)
     mus = _microbatches(inst, microbatches)
@@ -429,12 +551,46 @@ def search(inst: ServingInstance, sequences_by_k: dict[int, list[np.ndarray]], *
     return SearchOutcome(plan, cost, t, s.stats)
 
 
-def structured_sequences(inst: ServingInstance, sub_block_layers: int = 1,
-                         owners: Sequence[int] | None = None) -> dict[int, list[np.ndarray]]:
-    """The regularity-aware space: a sub-block's owner sequences tiled over the block."""
-    length = sub_block_length(inst, sub_block_layers)
-    return {k: [tile(inst, sub_block_layers, p) for p in owner_patterns(length, k)]
-            for k in _owner_counts(inst, owners)}
+#: The structured space caps the stages of a multi-layer sub-block's template (a stated
+#: modelling choice: that space is exponential in the sub-block's ops). Default: K, one stage
+#: per owner per sub-block — OpWeave's plans for hybrid models (the full-attention layer's
+#: attention on its own group: 2 stages per block). One-layer templates are never capped.
+def default_max_stages(k: int) -> int:
+    """The default stage cap of a multi-layer sub-block template with ``k`` owners."""
+    return k
+
+
+def sub_block_lengths(inst: ServingInstance) -> list[int]:
+    """Every sub-block length (layers) that divides the block, ascending (the whole block
+    included): problems.md §6."""
+    return [d for d in range(1, inst.block_layers + 1) if inst.block_layers % d == 0]
+
+
+def structured_sequences(inst: ServingInstance, sub_block_layers: int | None = None,
+                         owners: Sequence[int] | None = None,
+                         max_stages: int | None = None) -> dict[int, list[np.ndarray]]:
+    """The regularity-aware space: a sub-block's owner sequences tiled over the block, for one
+    sub-block length or (None) every length that divides the block, each sequence once (a
+    1-layer pattern tiled is also a 2-layer pattern). Templates of multi-layer sub-blocks have
+    at most ``max_stages`` stages (default :func:`default_max_stages`; one-layer templates are
+    complete). Shorter sub-blocks come first (cheap incumbents)."""
+    lengths = [sub_block_layers] if sub_block_layers is not None else sub_block_lengths(inst)
+    out: dict[int, list[np.ndarray]] = {}
+    for k in _owner_counts(inst, owners):
+        seen: set[bytes] = set()
+        seqs = []
+        for lsub in lengths:
+            length = sub_block_length(inst, lsub)
+            cap = (None if lsub == 1 else
+                   max(max_stages if max_stages is not None else default_max_stages(k), k))
+            for p in owner_patterns(length, k, cap):
+                t = tile(inst, lsub, p)
+                key = t.tobytes()
+                if key not in seen:
+                    seen.add(key)
+                    seqs.append(t)
+        out[k] = seqs
+    return out
 
 
 def full_sequences(inst: ServingInstance, owners: Sequence[int] | None = None

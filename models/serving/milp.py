@@ -1,7 +1,15 @@
-"""Exact MILP of P3 serving-plan partitioning (problems.md §3.2) over the full template space, solved
+"""MILP of P3 serving-plan partitioning (problems.md §3.2) over the full template space, solved
 with Pyomo + HiGHS (appsi), one MILP per outer choice (K, μ, B).
 
-The plan semantics are those of :func:`opt.serving.plan.evaluate_plan`: a cyclic owner sequence
+What it proves. The MILP models T_rtt by the old formula ``max(path, μ·busy, μ·NIC)``, a lower
+bound on the exact period (:mod:`opt.serving.period`): its optimum is a *lower bound* on the
+exact optimum over the full template space. Every plan it returns is re-evaluated by the plan
+checker with the exact period (cost, SLO); the best exactly-feasible plan is the incumbent,
+and an outer choice whose formula-optimal plan costs more under the exact period (or misses the
+SLO) stays open at its formula optimum. The result is OPTIMAL only when the lower bound meets
+the best exact cost.
+
+The plan semantics are those of :func:`opt.serving.checker.evaluate_plan`: a cyclic owner sequence
 over the block's N ops whose changes go to the next owner (mod K), the embedding on the owner of
 op 0, the LM head on the owner of op ``inst.last_op``, op i counted ``op_count[i]`` times,
 boundary i < N−1 counted ``op_count[i+1]`` times and boundary N−1 ``blocks_run − 1`` times,
@@ -79,15 +87,13 @@ import pyomo.environ as pyo
 
 from models.highs import count_binaries, run_highs
 from models.serving.outer import Outer, outer_choices
+from opt.serving.checker import REPORT_RTOL, PlanMetrics, evaluate_plan
 from opt.serving.instance import ServingInstance
 from opt.serving.plan import (
-    REPORT_RTOL,
     Owner,
     PlanError,
-    PlanMetrics,
     ServingPlan,
     boundary_occurrences,
-    evaluate_plan,
     plan_from_solution,
     template_from_sequence,
 )
@@ -109,16 +115,18 @@ class ServingMilpError(RuntimeError):
 class ServingMilpResult:
     """Outcome of :func:`solve_serving_milp`.
 
-    status: OPTIMAL / FEASIBLE / INFEASIBLE / TIME_LIMIT_NO_SOLUTION; plan: the best plan found;
-    cost ($ per token) and t_rtt (ticks of ``inst.time_unit``) as recomputed by
-    ``evaluate_plan``; lower_bound: proven lower bound on the optimal cost ($ per token; equal
-    to the cost when OPTIMAL, None when INFEASIBLE); stats: MILPs solved, pruned outer choices,
-    size of the largest model, times (s) and one row per outer choice."""
+    status: OPTIMAL / FEASIBLE / INFEASIBLE / TIME_LIMIT_NO_SOLUTION; plan: the best plan found
+    that is feasible under the exact period; cost ($ per token) and t_rtt (the exact period,
+    ticks of ``inst.time_unit``) as recomputed by ``evaluate_plan``; lower_bound: proven lower
+    bound on the exact optimal cost ($ per token; equal to the cost when OPTIMAL, None when
+    INFEASIBLE); stats: MILPs solved, pruned outer choices, outer choices left open by the
+    exact period (``exact_open``), size of the largest model, times (s) and one row per outer
+    choice."""
 
     status: str
     plan: ServingPlan | None
     cost: float | None
-    t_rtt: int | None
+    t_rtt: float | None  # the exact period (ticks)
     lower_bound: float | None
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -502,7 +510,7 @@ class _Incumbent:
 
     plan: ServingPlan | None = None
     cost: float = math.inf
-    t_rtt: int | None = None
+    t_rtt: float | None = None
 
 
 def _initial_incumbent(inst: ServingInstance, initial: ServingPlan | dict[str, Any] | None,
@@ -547,10 +555,17 @@ def _solve_outer(inst: ServingInstance, o: Outer, highs_options: dict[str, Any],
     row["result"] = run.termination
     if run.plan is not None:
         met = evaluate_plan(inst, run.plan)
-        _check_agreement(run, met)
+        _check_agreement(inst, run, met)
         row["cost"] = met.cost_usd_per_token
-        if met.cost_usd_per_token < best.cost:
+        row["cost_formula"] = run.objective
+        if met.feasible and met.cost_usd_per_token < best.cost:
             best.plan, best.cost, best.t_rtt = run.plan, met.cost_usd_per_token, met.t_rtt
+        if run.optimal and run.objective is not None and \
+                (not met.feasible or met.cost_usd_per_token > run.objective * (1 + REPORT_RTOL)):
+            # the formula's optimum of this choice is only a lower bound on its exact optimum
+            row["exact_open"] = True
+            stats["exact_open"] = stats.get("exact_open", 0) + 1
+            return run.objective
     elif run.finished and "objective_bound" in opts:
         stats["cutoff_no_better"] += 1
     if run.finished:
@@ -558,25 +573,30 @@ def _solve_outer(inst: ServingInstance, o: Outer, highs_options: dict[str, Any],
     return max(o.lb, run.bound if run.bound is not None else o.lb)
 
 
-def _check_agreement(run: _Solved, met: PlanMetrics) -> None:
+def _check_agreement(inst: ServingInstance, run: _Solved, met: PlanMetrics) -> None:
     """Raise :class:`ServingMilpError` when the checker's recomputation of the MILP's plan
-    disagrees with the MILP or finds a violated rule. At a proven optimum T must equal the
-    plan's integer T_rtt (±0.5 tick) and the cost the MILP objective (REPORT_RTOL relative); an
-    intermediate solution (time limit) may carry slack in T, so its recomputed cost must only
-    not exceed the MILP objective."""
-    if met.violations:
-        raise ServingMilpError(f"MILP plan {run.plan} breaks a rule: {met.violations[0]}")
+    disagrees with the MILP, which models the old T_rtt formula: at a proven optimum T must
+    equal the plan's formula (±0.5 tick) and the MILP objective the formula's cost
+    (REPORT_RTOL relative); an intermediate solution (time limit) may carry slack in T, so its
+    formula cost must only not exceed the MILP objective. Rules other than the SLO must hold,
+    and the SLO under the formula; the exact period may still miss it (the caller's concern)."""
+    other = [v for v in met.violations if not v.startswith("SLO:")]
+    if other:
+        raise ServingMilpError(f"MILP plan {run.plan} breaks a rule: {other[0]}")
+    if met.t_rtt_formula > inst.tpot_slo:
+        raise ServingMilpError(f"MILP plan {run.plan} misses the SLO under its own formula")
     if run.objective is None or run.t_value is None:
         raise ServingMilpError(f"MILP plan {run.plan} without objective or T")
-    tol = REPORT_RTOL * abs(met.cost_usd_per_token)
+    cost = met.cost_formula_usd_per_token
+    tol = REPORT_RTOL * abs(cost)
     if run.optimal:
-        if abs(run.t_value - met.t_rtt) > 0.5:
-            raise ServingMilpError(f"MILP T = {run.t_value} ticks but the plan's T_rtt is "
-                                   f"{met.t_rtt} ({run.plan})")
-        if abs(run.objective - met.cost_usd_per_token) > tol:
-            raise ServingMilpError(f"MILP cost {run.objective} $/token but the plan costs "
-                                   f"{met.cost_usd_per_token} ({run.plan})")
-    elif met.cost_usd_per_token > run.objective + tol or met.t_rtt > run.t_value + 0.5:
+        if abs(run.t_value - met.t_rtt_formula) > 0.5:
+            raise ServingMilpError(f"MILP T = {run.t_value} ticks but the plan's formula is "
+                                   f"{met.t_rtt_formula} ({run.plan})")
+        if abs(run.objective - cost) > tol:
+            raise ServingMilpError(f"MILP cost {run.objective} $/token but the plan's formula "
+                                   f"costs {cost} ({run.plan})")
+    elif cost > run.objective + tol or met.t_rtt_formula > run.t_value + 0.5:
         raise ServingMilpError(f"MILP solution cost {run.objective} $/token, T {run.t_value} "
-                               f"but the plan gives {met.cost_usd_per_token}, {met.t_rtt} "
+                               f"but the plan's formula gives {cost}, {met.t_rtt_formula} "
                                f"({run.plan})")

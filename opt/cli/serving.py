@@ -121,7 +121,8 @@ def print_serving_result(res) -> None:
 
 def validate_serving(inst, res, args: argparse.Namespace) -> int:
     """``validate`` of a serving plan: the plan checker, and the reported cost recomputed."""
-    from opt.serving.plan import PlanError, check_plan
+    from opt.serving.checker import check_plan
+    from opt.serving.plan import PlanError
 
     try:
         met = check_plan(inst, res.solution)

@@ -55,7 +55,8 @@ def _check(inst: Any, res: Any, source: str) -> dict[str, Any]:
                          f"{'serving_plan' if serving else 'placement'} instance",
                          source=source, field="problem")
     if serving:
-        from opt.serving.plan import PlanError, check_plan
+        from opt.serving.checker import check_plan
+        from opt.serving.plan import PlanError
 
         try:
             check_plan(inst, res.solution)

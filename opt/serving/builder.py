@@ -2,8 +2,8 @@
 
 One partition block (``card.block_period`` layers: Gemma-3 6, Qwen3-Next 4, GPT-OSS 2, dense 1)
 is cut into five decode operators per layer, the granularity at which stage boundaries may fall
-(documented choice; norms, residual adds and activations are fused into the neighbouring GEMM
-as serving engines do):
+(documented choice; norms, residual adds and activations belong to the neighbouring GEMM's
+op — they run as kernels of their own under ``kernels="vllm"``, see below):
 
 =========  =====================================================  ==========================
 op         members (``opt.costlib.operators`` kinds)                      boundary activation / req.
@@ -19,9 +19,20 @@ ffn_out    down_proj, add_ffn (MoE: experts, shared experts,       hidden
 =========  =====================================================  ==========================
 
 Latency of an op on a replica of ``tp`` GPUs at microbatch b̂ (decode: 1 token per request,
-context = the workload's mean context s): each member kernel's roofline term
-``max(f/(η_c·F), m/(η_m·β))`` on its per-GPU shard, plus the launch cost t0 once per
-GEMM / attention / softmax / router kernel (norms, adds and activations are fused). Shards:
+context = the workload's mean context s), with the GPU model of problems.md §5.3, depends on the
+kernel model (``kernels``):
+
+- ``"vllm"`` (default): the op runs the kernels vLLM launches for it (:func:`vllm_kernels`:
+  fused QKV and gate/up GEMMs, fused residual-add + RMSNorm, rotary, KV-cache write, one
+  FlashAttention kernel, SiLU/GELU-and-mul, the fused-MoE kernels, the Gated-DeltaNet decode
+  kernels). Each kernel costs ``t0 + max(f/(η_c·F), m/(η_m·β))`` over its *merged* work: a fused
+  GEMM reads its input once, FlashAttention never writes the score matrix, the fused add+norm
+  does not re-read the sum; residual adds ride on the next layer norm's kernel (no launch).
+- ``"unfused"`` (the model before fused kernels, kept to show the effect): each operator of
+  ``opt.costlib.operators`` costs its own roofline term, plus t0 once per GEMM / attention /
+  softmax / router operator (norms, adds and activations free of launches).
+
+Shards:
 GEMMs and activations split over ``tp``; attention over ``min(tp, kv_heads)`` (KV heads are
 replicated beyond that); norms and residual adds are replicated. Collectives on the node's
 intra-node link: a ring all-reduce of the hidden state after ``o_proj`` and ``ffn_out``; with
@@ -46,7 +57,7 @@ from opt.common.units import dtype_bytes, seconds_to_ticks
 from opt.costlib.hardware import Catalog
 from opt.costlib.latency import COLLECTIVE_OVERHEAD_S, EfficiencyRoofline, Link, ring_allreduce_s
 from opt.costlib.modelcard import ModelCard
-from opt.costlib.operators import Op, Precision, layer_ops
+from opt.costlib.operators import NORM_FLOPS, SOFTMAX_FLOPS, Op, Precision, layer_ops
 from opt.serving.instance import (
     GpuType,
     ServingConfig,
@@ -102,6 +113,8 @@ def _shard(op: Op, card: ModelCard, tp: int) -> float:
 
 def _group_latency_s(members: list[Op], card: ModelCard, model: EfficiencyRoofline,
                      tp: int) -> float:
+    """Seconds of an op under ``kernels="unfused"``: every operator's roofline on its shard,
+    plus t0 per GEMM / attention / softmax / router operator (problems.md §5.3)."""
     t = 0.0
     for op in members:
         div = _shard(op, card, tp)
@@ -110,6 +123,194 @@ def _group_latency_s(members: list[Op], card: ModelCard, model: EfficiencyRoofli
         if op.op_class in _KERNEL_CLASSES:
             t += model.t0_s
     return t
+
+
+# ---- kernel model: the kernels vLLM launches per decode step (module docstring) ------------
+
+#: Kernel models of :func:`build_serving_plan` (``kernels=``).
+KERNEL_MODELS = ("vllm", "unfused")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One GPU kernel of a decode step.
+
+    name: the vLLM kernel / op it stands for; members: ``(op kind, fraction)`` of the
+    ``opt.costlib.operators`` work it does; launches: whether it pays t0 (False for a residual
+    add riding on the next fused add+norm kernel); extra: structural work that the operator
+    list does not hold (``rope``, ``q_norm``, ``k_norm``, ``qk_norm_rope_gate``, ``topk``,
+    ``gdn_prep``, or None); saves: bytes that stay on chip (``shared_input``: a merged GEMM
+    reads its input once; ``scores``: FlashAttention never writes the scores; ``residual``:
+    the fused add+norm does not re-read the sum; or None).
+    """
+
+    name: str
+    members: tuple[tuple[str, float], ...] = ()
+    launches: bool = True
+    extra: str | None = None
+    saves: str | None = None
+
+
+def _k(name: str, *kinds: str, saves: str | None = None) -> Kernel:
+    return Kernel(name, tuple((k, 1.0) for k in kinds), saves=saves)
+
+
+def _token_mixer_kernels(card: ModelCard, layer: int) -> dict[str, list[Kernel]]:
+    """Kernels of the qkv / attn / o_proj ops (vLLM ``LlamaAttention``, ``Gemma3Attention``,
+    ``Qwen3NextAttention``, ``QwenGatedDeltaNetAttention``)."""
+    norm = _k("fused_add_rms_norm", "attn_norm", saves="residual")
+    if card.layer_type(layer) == "linear":
+        return {"qkv": [norm, _k("in_proj_qkvz GEMM", "in_proj_qkvz"),
+                        _k("in_proj_ba GEMM", "in_proj_ba")],
+                "attn": [Kernel("gdn input rearrange (compiled copy)", extra="gdn_prep"),
+                         _k("causal_conv1d_update", "conv1d"),
+                         _k("fused_sigmoid_gating_delta_rule_update", "gdn_recurrence"),
+                         _k("RMSNormGated", "gated_norm")],
+                "o_proj": [_k("out_proj GEMM", "out_proj"), _rider("add_attn")]}
+    if card.qk_norm and card.attention_output_gate:   # Qwen3-Next: one fused Triton kernel
+        pre = [Kernel("fused_qk_rmsnorm_rope_gate", extra="qk_norm_rope_gate")]
+    elif card.qk_norm:                                 # Gemma-3, Qwen3: q_norm, k_norm, rope
+        pre = [Kernel("q_norm", extra="q_norm"), Kernel("k_norm", extra="k_norm"),
+               Kernel("rotary_embedding", extra="rope")]
+    else:
+        pre = [Kernel("rotary_embedding", extra="rope")]
+    attn = pre + [_k("reshape_and_cache_flash", "kv_write"),
+                  _k("flash_attn (QK^T, softmax, PV)", "qk", "softmax", "sv", saves="scores")]
+    if card.attention_output_gate:
+        attn.append(_k("sigmoid gate * attn", "attn_gate"))
+    return {"qkv": [norm, _k("qkv_proj GEMM (QKVParallelLinear)", "q_proj", "k_proj", "v_proj",
+                             saves="shared_input")],
+            "attn": attn,
+            "o_proj": [_k("o_proj GEMM", "o_proj"), _rider("add_attn")]}
+
+
+def _rider(kind: str) -> Kernel:
+    """A residual add done by the next ``fused_add_rms_norm`` (its work counted, no launch)."""
+    return Kernel(f"{kind} (in the next fused_add_rms_norm)", ((kind, 1.0),), launches=False)
+
+
+def _ffn_kernels(card: ModelCard) -> dict[str, list[Kernel]]:
+    """Kernels of the ffn_in / ffn_out ops (vLLM ``LlamaMLP`` / ``Gemma3MLP`` with
+    ``MergedColumnParallelLinear`` + ``SiluAndMul`` / ``GeluAndMul``; MoE: router GEMM,
+    ``fused_topk``, then ``fused_experts``: ``moe_align_block_size``, the w13 fused-MoE kernel,
+    ``silu_and_mul``, the w2 fused-MoE kernel, ``moe_sum``)."""
+    norm = _k("fused_add_rms_norm", "ffn_norm", saves="residual")
+    act = "gelu_and_mul" if card.ffn_activation == "geglu" else "silu_and_mul"
+    if card.moe is None:
+        return {"ffn_in": [norm, _k("gate_up_proj GEMM (MergedColumnParallelLinear)",
+                                    "gate_proj", "up_proj", saves="shared_input"),
+                           _k(act, "act")],
+                "ffn_out": [_k("down_proj GEMM", "down_proj"), _rider("add_ffn")]}
+    out = [Kernel("moe_align_block_size"),
+           Kernel("fused_moe w13 (gate/up of the chosen experts)", (("moe_experts", 2 / 3),)),
+           Kernel(act),   # its bytes are in moe_experts' activation traffic
+           Kernel("fused_moe w2 (down)", (("moe_experts", 1 / 3),)),
+           _k("moe_sum", "combine")]
+    for s in range(card.moe.shared_experts):
+        out += [_k(f"shared{s} gate_up GEMM", f"shared{s}_gate", f"shared{s}_up",
+                   saves="shared_input"),
+                _k(f"shared{s} {act}", f"shared{s}_act"), _k(f"shared{s} down GEMM",
+                                                             f"shared{s}_down")]
+        if card.moe.shared_gate:
+            out.append(Kernel(f"shared{s} sigmoid gate (ReplicatedLinear, 1 output)"))
+    return {"ffn_in": [norm, _k("router GEMM (ReplicatedLinear gate)", "router"),
+                       Kernel("topk_softmax (fused_topk)", extra="topk")],
+            "ffn_out": out + [_rider("add_ffn")]}
+
+
+def vllm_kernels(card: ModelCard, layer: int) -> dict[str, list[Kernel]]:
+    """The kernels vLLM launches for each P3 op of ``layer`` in a decode step (docs/serving.md
+    "Kernels and launch cost" cites the vLLM files). TP collectives are charged separately."""
+    return {**_token_mixer_kernels(card, layer), **_ffn_kernels(card)}
+
+
+def launches_per_layer(card: ModelCard, layer: int, kernels: str = "vllm") -> int:
+    """How many kernels of ``layer`` pay the launch cost t0 under the kernel model ``kernels``."""
+    _check_kernels(kernels)
+    if kernels == "unfused":
+        ops = layer_ops(card, layer, tokens=1, context=1, batch=1, routing="expected")
+        return sum(1 for o in ops if o.op_class in _KERNEL_CLASSES)
+    return sum(1 for ks in vllm_kernels(card, layer).values() for k in ks if k.launches)
+
+
+def _check_kernels(kernels: str) -> None:
+    if kernels not in KERNEL_MODELS:
+        raise InputError(f"unknown kernel model '{kernels}'; known: {', '.join(KERNEL_MODELS)}",
+                         field="kernels")
+
+
+def _extra_work(extra: str, card: ModelCard, n: float, p: Precision) -> tuple[float, float]:
+    """(FLOPs, bytes) of structural kernels absent from the operator list, for ``n`` tokens:
+    element-wise passes that read and write their tensors once (rope, q/k norms, the gate
+    copy, the GDN input rearrange) and the top-k over the router logits."""
+    q, kv, la, moe = card.q_dim, card.kv_dim, card.linear_attention, card.moe
+    if extra == "gdn_prep" and la is not None:
+        return 0.0, 2.0 * n * (la.conv_dim + la.value_dim + 2 * la.num_v_heads) * p.a
+    width = {"rope": q + kv, "q_norm": q, "k_norm": kv, "qk_norm_rope_gate": 2 * q + kv}
+    if extra in width:
+        return NORM_FLOPS * n * width[extra], 2.0 * n * width[extra] * p.a
+    if extra == "topk" and moe is not None:
+        return SOFTMAX_FLOPS * n * moe.num_experts, n * moe.num_experts * p.a
+    raise InputError(f"unknown structural kernel '{extra}'", field="kernels")
+
+
+def _extra_shard(extra: str, card: ModelCard, tp: int) -> float:
+    if extra == "gdn_prep" and card.linear_attention is not None:
+        return float(min(tp, card.linear_attention.num_v_heads))
+    if extra == "topk":
+        return 1.0
+    return float(min(tp, card.kv_heads))
+
+
+def _num(x: object) -> float:
+    """A scalar count of an :class:`Op` (its fields are floats or 0-d arrays here)."""
+    return float(np.asarray(x, dtype=np.float64))
+
+
+def _saved_bytes(kernel: Kernel, ops: dict[str, Op]) -> float:
+    """Bytes of ``kernel``'s members that stay on chip when they run as one kernel."""
+    if kernel.saves == "shared_input":   # every member after the first re-read the input
+        return sum(_num(ops[k].bytes) - ops[k].weight_bytes - _num(ops[k].out_bytes)
+                   for k, _ in kernel.members[1:])
+    if kernel.saves == "scores":         # qk writes, softmax reads+writes, sv reads them
+        return 4.0 * _num(ops["qk"].out_bytes)
+    if kernel.saves == "residual":       # the norm's input is the add's output, in registers
+        return _num(ops[kernel.members[0][0]].out_bytes)
+    return 0.0
+
+
+def _roofline_s(f: float, m: float, model: EfficiencyRoofline) -> float:
+    """``max(f/(η_c·F), m/(η_m·β))`` in seconds (problems.md §5.3, without t0)."""
+    return max(f / (model.eta_c * model.peak_flops), m / (model.eta_m * model.mem_bw_bytes_per_s))
+
+
+def _kernel_s(kernel: Kernel, ops: dict[str, Op], card: ModelCard, model: EfficiencyRoofline,
+              tp: int, n: float, p: Precision) -> float:
+    """Seconds of one kernel over its merged work on its per-GPU shard (t0 when it launches)."""
+    f = m = 0.0
+    for kind, frac in kernel.members:
+        div = _shard(ops[kind], card, tp)
+        f += frac * _num(ops[kind].flops) / div
+        m += frac * _num(ops[kind].bytes) / div
+    if kernel.members:
+        m -= _saved_bytes(kernel, ops) / _shard(ops[kernel.members[0][0]], card, tp)
+    if kernel.extra is not None:
+        fe, me = _extra_work(kernel.extra, card, n, p)
+        div = _extra_shard(kernel.extra, card, tp)
+        f, m = f + fe / div, m + me / div
+    return _roofline_s(f, m, model) + (model.t0_s if kernel.launches else 0.0)
+
+
+def _vllm_latency_s(p3: str, members: list[Op], card: ModelCard, layer: int,
+                    model: EfficiencyRoofline, tp: int, n: float, p: Precision) -> float:
+    """Seconds of P3 op ``p3`` of ``layer`` as vLLM's kernels; an operator that no kernel of
+    the plan covers (a card feature the plan does not know) runs as its own launched kernel."""
+    ops = {o.kind: o for o in members}
+    plan = [k for k in vllm_kernels(card, layer)[p3]
+            if all(kind in ops for kind, _ in k.members)]
+    covered = {kind for k in plan for kind, _ in k.members}
+    plan += [_k(o.kind, o.kind) for o in members if o.kind not in covered]
+    return sum(_kernel_s(k, ops, card, model, tp, n, p) for k in plan)
 
 
 def _all_to_all_s(bytes_: float, group: int, link: Link) -> float:
@@ -160,12 +361,15 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                        workload: ServingWorkload, *, grid: ServingGrid | None = None,
                        tp_degrees: Sequence[int] = DEFAULT_TP, expert_parallel: bool = True,
                        precision: Precision | None = None, memory_fraction: float = 1.0,
-                       time_unit: str = "ns") -> ServingInstance:
+                       time_unit: str = "ns", kernels: str = "vllm") -> ServingInstance:
     """The P3 instance for ``card`` on ``gpu_names`` (module docstring for the cost model).
 
     Configurations: every GPU type × TP degree ≤ its GPUs per node (and ≤ ``grid.max_gpus``);
-    for MoE models also ``ep = tp`` when ``expert_parallel``.
+    for MoE models also ``ep = tp`` when ``expert_parallel``. ``kernels``: ``"vllm"`` (fused
+    kernels as vLLM launches them) or ``"unfused"`` (the earlier per-operator model), recorded
+    in ``meta["kernels"]``.
     """
+    _check_kernels(kernels)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     grid = grid or ServingGrid()
     if workload.context_tokens < 1:
@@ -181,7 +385,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     s = workload.context_tokens
     period = card.block_period
     ops, members_by_mb = _block_ops(card, mbs, s, p)
-    dur_s, head_s = _durations(card, configs, gpus, models, ops, members_by_mb, mbs, p)
+    dur_s, head_s = _durations(card, configs, gpus, models, ops, members_by_mb, mbs, p, kernels)
 
     out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
     mb_arr = np.array(mbs, dtype=np.float64)[:, None]
@@ -208,7 +412,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
         meta={"builder": "opt.serving.builder", "model": card.name,
               "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
               "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
-              "routing": "expected" if card.moe is not None else None,
+              "routing": "expected" if card.moe is not None else None, "kernels": kernels,
               "network": network.to_dict()})
 
 
@@ -285,8 +489,8 @@ def _block_ops(card: ModelCard, mbs: Sequence[int], s: int, p: Precision
 
 def _durations(card: ModelCard, configs: list[ServingConfig], gpus: dict[str, GpuType],
                models: dict[str, EfficiencyRoofline], ops: list[ServingOp],
-               members_by_mb: list[list[list[Op]]], mbs: Sequence[int], p: Precision
-               ) -> tuple[np.ndarray, np.ndarray]:
+               members_by_mb: list[list[list[Op]]], mbs: Sequence[int], p: Precision,
+               kernels: str = "vllm") -> tuple[np.ndarray, np.ndarray]:
     """(op seconds [c, mb, i] incl. TP collectives, head seconds [c, mb, embed|lm_head])."""
     n = len(ops)
     dur_s = np.zeros((len(configs), len(mbs), n))
@@ -299,7 +503,11 @@ def _durations(card: ModelCard, configs: list[ServingConfig], gpus: dict[str, Gp
         for mi, mb in enumerate(mbs):
             for i, op in enumerate(ops):
                 members = members_by_mb[mi][i]
-                t = _group_latency_s(members, card, model, cfg.tp)
+                if kernels == "unfused":
+                    t = _group_latency_s(members, card, model, cfg.tp)
+                else:
+                    t = _vllm_latency_s(op.kind, members, card, op.layer, model, cfg.tp,
+                                        float(mb), p)
                 if op.kind in ("o_proj", "ffn_out") and cfg.tp > 1:
                     t += float(ring_allreduce_s(mb * d * a, cfg.tp, link))
                     if op.kind == "ffn_out" and card.moe is not None and cfg.ep > 1:
@@ -323,3 +531,21 @@ def _head_s(card: ModelCard, model: EfficiencyRoofline, cfg: ServingConfig, mb: 
     if cfg.tp > 1:
         lm += _all_to_all_s(mb * card.vocab * a, cfg.tp, link)
     return embed, lm
+
+
+def decode_step_s(card: ModelCard, catalog: Catalog, gpu: str, *, batch: int, context: int,
+                  tp: int = 1, kernels: str = "vllm", precision: Precision | None = None
+                  ) -> float:
+    """Seconds of one whole-model decode step (every layer, embedding and LM head, TP
+    collectives) of ``batch`` requests at ``context`` tokens on one replica of ``tp`` ``gpu``
+    GPUs, as the builder's op tables charge it (one owner, no pipeline transfers)."""
+    _check_kernels(kernels)
+    p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
+    gpus, models, _ = _gpu_types(catalog, [gpu])
+    g = next(iter(gpus.values()))
+    cfg = ServingConfig(f"{g.name}x{tp}", g.name, tp, 1)
+    ops, members = _block_ops(card, [batch], context, p)
+    dur, head = _durations(card, [cfg], gpus, models, ops, members, [batch], p, kernels)
+    per_layer = dur[0, 0].reshape(card.block_period, len(P3_OPS)).sum(axis=1)
+    layers = sum(float(per_layer[layer % card.block_period]) for layer in range(card.layers))
+    return layers + float(head[0, 0].sum())

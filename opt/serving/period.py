@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from opt.serving.chain import TokenChain, token_chain
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import ServingPlan, evaluate_plan, plan_from_solution
-from opt.serving.simulator import TokenChain, token_chain
+from opt.serving.plan import ServingPlan, plan_from_solution
 
 NEG = -np.inf
 
@@ -220,23 +220,30 @@ class Period:
 
 def exact_period(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> Period:
     """T_rtt of ``plan`` (a :class:`ServingPlan` or a problems.md §3.2 solution object) as
-    problems.md §3.2 defines it: the cycle time of its periodic schedule (module docstring).
-    Raises :class:`opt.serving.plan.PlanError` on a structurally invalid plan."""
+    problems.md §3.2 defines it: the cycle time of its periodic schedule (module docstring),
+    with the formula's terms from the same chain. Raises
+    :class:`opt.serving.plan.PlanError` on a structurally invalid plan."""
     if isinstance(plan, dict):
         plan = plan_from_solution(inst, plan)
-    met = evaluate_plan(inst, plan)
-    chain = token_chain(inst, plan)
-    graph = event_graph(chain, plan.microbatches)
+    return chain_period(token_chain(inst, plan), plan.microbatches, inst.seconds(1))
+
+
+def chain_period(chain: TokenChain, microbatches: int, seconds_per_tick: float = 1.0
+                 ) -> Period:
+    """The exact period of ``microbatches`` streams running ``chain`` and the lower-bound
+    formula's terms (path, μ·max compute, μ·max NIC) beside it."""
+    graph = event_graph(chain, microbatches)
     m, _ = reduced_matrix(graph)
     lam = max_cycle_mean(m)
-    mu = plan.microbatches
-    compute = int(mu * max(met.busy))
-    network = int(mu * max(max(met.net_out), max(met.net_in)))
-    binding = ("path" if lam == met.path else "compute" if lam == compute else
+    comp, out, inn = chain.loads()
+    compute = microbatches * max(comp)
+    network = microbatches * max(max(out), max(inn))
+    formula = max(chain.path, compute, network)
+    binding = ("path" if lam == chain.path else "compute" if lam == compute else
                "network" if lam == network else "coupled")
-    return Period(t_rtt=lam, formula=met.t_rtt, path=met.path, compute_term=compute,
+    return Period(t_rtt=lam, formula=formula, path=chain.path, compute_term=compute,
                   network_term=network, binding=binding, nodes=graph.n_nodes,
-                  seconds_per_tick=inst.seconds(1))
+                  seconds_per_tick=seconds_per_tick)
 
 
 @dataclass(frozen=True)

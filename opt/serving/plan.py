@@ -1,4 +1,6 @@
-"""P3 plans and the independent plan checker (problems.md §3.2).
+"""P3 plans (problems.md §3.2): their structure — owners, the cyclic stage template and the owner
+sequence it induces, boundary crossings, resident bytes — and their solution objects.
+Evaluation and checking are in :mod:`opt.serving.checker`.
 
 A plan ``(template q_0 < … < q_S, owners m = 1..K, μ)`` cuts the block's op sequence cyclically
 into S stages (stage j covers block positions q_{j−1} … q_j − 1, positions ≥ N wrapping into
@@ -8,34 +10,18 @@ first block belong to stage S of the (absent) previous block. Over a token the o
 the first op, the LM head on the owner of the last op, and when those differ the sampled token
 ids travel back over the network (one more transfer in the round trip).
 
-Quantities (integers in the instance's ``time_unit``; per microbatch of owner m, b̂_m = b_m/μ):
-
-- ``busy[m]`` = Σ op durations owner m runs per token (its share of one round trip);
-- ``path`` = Σ_m busy[m] + Σ transfer durations along the token (K > 1 only);
-- ``net_out[m]``/``net_in[m]`` = serialisation time of the transfers leaving / entering one
-  replica of owner m per token, at that replica's own b̂_m (full duplex: the two directions are
-  separate endpoints; a replica sends and receives the activations of its own b̂_m requests
-  whatever the other owners' batches — an owner with a larger batch aggregates several
-  senders' microbatches);
-- ``T_rtt = max(path, μ·max busy, μ·max net_out, μ·max net_in)`` — problems.md §3.2;
-- memory per replica of owner m: its ops' weights (every block) + b_m · its ops' KV bytes;
-- ``CPT = T_rtt · Σ_m c_m / b_m`` ($ per token), reported in $ per million tokens.
-
 A truncated last block (layers not a multiple of the block period, e.g. Gemma-3's 62 = 10·6 + 2)
 runs the template's first ops only; every quantity counts each op's real executions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from opt.serving.instance import ServingInstance, lcm_all
-
-#: Relative tolerance when comparing numbers a result reports with the recomputed ones.
-REPORT_RTOL = 1e-6
+from opt.serving.instance import ServingInstance
 
 
 class PlanError(ValueError):
@@ -64,35 +50,6 @@ class ServingPlan:
     @property
     def owners_count(self) -> int:
         return len(self.owners)
-
-
-@dataclass
-class PlanMetrics:
-    """Everything the checker recomputes for a plan (times in the instance's time unit)."""
-
-    t_rtt: int
-    path: int
-    busy: list[int]
-    net_out: list[int]
-    net_in: list[int]
-    memory_bytes: list[float]
-    memory_capacity_bytes: list[float]
-    replicas: list[int]
-    gpus: int
-    t_rtt_s: float
-    cost_usd_per_token: float
-    stages_per_token: float
-    bottleneck: str = "path"  # the T_rtt term that binds: path, compute or network
-    violations: list[str] = field(default_factory=list)
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
-
-    @property
-    def cost_usd_per_mtok(self) -> float:
-        return self.cost_usd_per_token * 1e6
-
 
 
 def boundary_occurrences(inst: ServingInstance, i: int) -> int:
@@ -198,136 +155,3 @@ def plan_from_solution(inst: ServingInstance, solution: dict[str, Any]) -> Servi
             raise
         raise PlanError(f"malformed plan: {exc!r}") from None
     return ServingPlan(template, tuple(owners), mu)
-
-
-def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> PlanMetrics:
-    """Recompute T_rtt, memory, GPUs and cost of a plan; rule violations are collected in
-    ``violations`` (empty = feasible). Structural errors (bad template, unknown configuration,
-    a batch not divisible by μ, no latency table) raise :class:`PlanError`."""
-    if isinstance(plan, dict):
-        plan = plan_from_solution(inst, plan)
-    k = plan.owners_count
-    mu = plan.microbatches
-    if k < 1:
-        raise PlanError("a plan needs at least one owner")
-    if mu < 1:
-        raise PlanError(f"microbatches must be ≥ 1, got {mu}")
-    n = inst.n_ops
-    owner = owner_sequence(n, plan.template, k)
-    cfg_idx, mb_idx = [], []
-    for m, o in enumerate(plan.owners):
-        try:
-            cfg_idx.append(inst.config_index(o.config))
-        except ValueError as exc:
-            raise PlanError(f"owners[{m}]: {exc}") from None
-        if o.batch < 1 or o.batch % mu:
-            raise PlanError(f"owners[{m}]: batch {o.batch} is not a positive multiple of "
-                            f"μ = {mu}")
-        try:
-            mb_idx.append(inst.mb_index(o.batch // mu))
-        except ValueError as exc:
-            raise PlanError(f"owners[{m}]: {exc}") from None
-    cfg_idx_a = np.array(cfg_idx)[owner]
-    mb_idx_a = np.array(mb_idx)[owner]
-    cnt = inst.op_count
-    dur = inst.op_duration[cfg_idx_a, mb_idx_a, np.arange(n)]
-    first, last = int(owner[0]), int(owner[inst.last_op])
-
-    busy = np.zeros(k, dtype=np.int64)
-    np.add.at(busy, owner, cnt * dur)
-    busy[first] += int(inst.head_duration[cfg_idx[first], mb_idx[first], 0])
-    busy[last] += int(inst.head_duration[cfg_idx[last], mb_idx[last], 1])
-    path = int(busy.sum())
-    net_out = np.zeros(k, dtype=np.int64)
-    net_in = np.zeros(k, dtype=np.int64)
-    if k > 1:
-        for i, snd, rcv, occ in crossings(inst, owner):
-            path += occ * int(inst.transfer_duration[mb_idx[snd], i])
-            net_out[snd] += occ * int(inst.transfer_busy[mb_idx[snd], i])
-            net_in[rcv] += occ * int(inst.transfer_busy[mb_idx[rcv], i])
-        if last != first:
-            mb = mb_idx[last]
-            path += int(inst.token_transfer_duration[mb])
-            net_out[last] += int(inst.token_transfer_busy[mb])
-            net_in[first] += int(inst.token_transfer_busy[mb_idx[first]])
-    compute_terms = tuple(int(mu * b) for b in busy)
-    t_rtt = max(path, max(compute_terms), int(mu * net_out.max()), int(mu * net_in.max()))
-
-    violations: list[str] = []
-    batches = [o.batch for o in plan.owners]
-    total = lcm_all(batches)
-    replicas = []
-    for m, o in enumerate(plan.owners):
-        r = o.replicas or total // o.batch
-        replicas.append(r)
-    reqs = {r * o.batch for r, o in zip(replicas, plan.owners)}
-    if len(reqs) > 1:
-        violations.append(f"replicas × batch differ between owners ({sorted(reqs)}): every owner "
-                          f"must serve the same global batch")
-    weights, kv = resident_bytes(inst, owner, k)
-    memory = [float(weights[m] + batches[m] * kv[m]) for m in range(k)]
-    capacity = [inst.replica_memory_bytes(inst.configs[c]) for c in cfg_idx]
-    gpus = 0
-    rate = 0.0
-    for m, o in enumerate(plan.owners):
-        cfg = inst.configs[cfg_idx[m]]
-        if memory[m] > capacity[m]:
-            violations.append(f"memory: owner {m + 1} ({cfg.id}, batch {o.batch}) needs "
-                              f"{memory[m]:.4g} bytes > {capacity[m]:.4g} per replica")
-        if replicas[m] > inst.grid.max_replicas:
-            violations.append(f"replicas: owner {m + 1} ({cfg.id}) has {replicas[m]} > "
-                              f"{inst.grid.max_replicas}")
-        gpus += replicas[m] * cfg.tp
-        rate += inst.replica_price_usd_per_s(cfg) / o.batch
-    if gpus > inst.grid.max_gpus:
-        violations.append(f"GPUs: the plan uses {gpus} > {inst.grid.max_gpus}")
-    if k > inst.grid.max_owners:
-        violations.append(f"owners: K = {k} > {inst.grid.max_owners}")
-    if mu > inst.grid.max_microbatches:
-        violations.append(f"microbatches: μ = {mu} > {inst.grid.max_microbatches}")
-    if t_rtt > inst.tpot_slo:
-        violations.append(f"SLO: T_rtt {t_rtt} {inst.time_unit} > TPOT SLO {inst.tpot_slo} "
-                          f"{inst.time_unit}")
-    t_s = inst.seconds(t_rtt)
-    pm = PlanMetrics(t_rtt=t_rtt, path=path, busy=busy.tolist(), net_out=net_out.tolist(),
-                     net_in=net_in.tolist(), memory_bytes=memory, memory_capacity_bytes=capacity,
-                     replicas=replicas, gpus=gpus, t_rtt_s=t_s, cost_usd_per_token=t_s * rate,
-                     stages_per_token=plan.stages_per_block * inst.blocks_total,
-                     bottleneck=("path" if t_rtt == path else
-                                 "compute" if t_rtt == max(compute_terms) else "network"),
-                     violations=violations)
-    return pm
-
-
-def plan_solution(inst: ServingInstance, plan: ServingPlan) -> dict[str, Any]:
-    """The problems.md §3.2 solution object of a plan, with the checker's recomputed numbers."""
-    met = evaluate_plan(inst, plan)
-    owners = []
-    for o, r in zip(plan.owners, met.replicas):
-        c = inst.configs[inst.config_index(o.config)]
-        owners.append({"config": c.id, "gpu": c.gpu, "tp": c.tp, "ep": c.ep, "batch": o.batch,
-                       "replicas": r})
-    return {"stages_per_block": plan.stages_per_block, "owners_count": plan.owners_count,
-            "template": list(plan.template), "owners": owners, "microbatches": plan.microbatches,
-            "stages_per_token": met.stages_per_token, "t_rtt_s": met.t_rtt_s,
-            "t_rtt": met.t_rtt, "memory_bytes": met.memory_bytes, "gpus": met.gpus,
-            "cost_usd_per_mtok": met.cost_usd_per_mtok}
-
-
-def check_plan(inst: ServingInstance, solution: dict[str, Any]) -> PlanMetrics:
-    """The plan checker: recompute everything and raise :class:`PlanError` on the first broken
-    rule (memory, replicas, GPUs, owners, μ, SLO) or on a reported number that disagrees with
-    the recomputation (``t_rtt``, ``t_rtt_s``, ``cost_usd_per_mtok``, ``stages_per_block``)."""
-    met = evaluate_plan(inst, solution)
-    if met.violations:
-        raise PlanError(met.violations[0])
-    checks = [("t_rtt", met.t_rtt), ("t_rtt_s", met.t_rtt_s),
-              ("cost_usd_per_mtok", met.cost_usd_per_mtok),
-              ("stages_per_block", len(solution["template"]) - 1),
-              ("owners_count", len(solution["owners"]))]
-    for key, value in checks:
-        if key in solution and solution[key] is not None:
-            got = float(solution[key])
-            if abs(got - value) > REPORT_RTOL * max(1.0, abs(value)):
-                raise PlanError(f"reported {key} = {got!r} but the plan gives {value!r}")
-    return met

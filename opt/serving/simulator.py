@@ -1,9 +1,11 @@
 """Discrete-event simulator of a P3 serving plan (problems.md §3.2 fidelity check).
 
-The plan checker (:func:`opt.serving.plan.evaluate_plan`) scores a plan with the closed form
-``T_rtt = max(path, μ·max busy, μ·max NIC out, μ·max NIC in)``. This module *runs* the plan
-instead and measures the time per token; the formula stays the optimisation objective, the
-simulation only says how close it is.
+The plan checker (:func:`opt.serving.checker.evaluate_plan`) computes T_rtt exactly, as the cycle
+time of the plan's periodic schedule (:mod:`opt.serving.period`), with the old closed form
+``max(path, μ·max busy, μ·max NIC out, μ·max NIC in)`` beside it as a lower bound. This module
+*runs* the plan and measures the time per token: with the fixed per-resource order
+(``order="static"``, the default and the semantics of problems.md §3.2) it settles to the exact
+period; ``order="fcfs"`` dispatches first-come-first-served instead, for comparison.
 
 What is simulated
 -----------------
@@ -27,9 +29,12 @@ What is simulated
   max(t1 + busy_in, t0 + transfer_duration). Without contention a transfer takes exactly
   ``transfer_duration``. Full duplex: out and in are separate endpoints; compute and NIC work
   of one owner overlap (DMA).
-- **Dispatch.** Every resource (owner replica, NIC-out, NIC-in endpoint) is a single server
-  taking its queued jobs first-come-first-served by ready time, ties broken by stream index.
-  Events at the same instant are all applied before any resource picks its next job.
+- **Dispatch.** Every resource (owner replica, NIC-out, NIC-in endpoint) is a single server.
+  ``order="static"``: it runs its actions in the fixed order of :mod:`opt.serving.period`
+  (per round, chain step j ascending, then stream s), waiting for the next one in that order
+  to be ready. ``order="fcfs"``: it takes its queued jobs first-come-first-served by ready
+  time, ties broken by stream index. Events at the same instant are all applied before any
+  resource picks its next job.
 
 NIC accounting: each receiving replica deserialises its own share, ``transfer_busy`` at the
 *receiver's* b̂ (with different batches per owner one receiver gathers from several senders
@@ -62,143 +67,16 @@ from typing import Any
 
 import numpy as np
 
+from opt.serving.chain import TokenChain, token_chain
+from opt.serving.checker import PlanMetrics, evaluate_plan
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import (
-    PlanError,
-    PlanMetrics,
-    ServingPlan,
-    evaluate_plan,
-    owner_sequence,
-    plan_from_solution,
-)
-
-NIC_MODELS = ("formula", "sender")
+from opt.serving.plan import ServingPlan, plan_from_solution
 
 # Event kinds of the loop (heap entries: (time, order, kind, a, b)).
 _EV_READY = 0        # stream b's current step becomes ready at resource a
 _EV_FREE = 1         # resource a becomes free (a NIC endpoint's job ended)
 _EV_FREE_ADVANCE = 2  # compute resource a becomes free and stream b advances
 _EV_ADVANCE = 3      # stream b's current step is done (its transfer arrived)
-
-
-@dataclass(frozen=True)
-class TokenChain:
-    """The steps one microbatch runs per token, in order (compute segments and transfers).
-
-    ``kind[j]`` is 0 for a compute segment (on owner ``res[j]``, ``dur[j]`` ticks) and 1 for a
-    transfer from owner ``src[j]`` to owner ``dst[j]``: NIC-out busy ``busy_out[j]``, NIC-in
-    busy ``busy_in[j]``, network latency ``latency[j]`` (ticks). ``path`` is the chain's
-    uncontended duration (Σ segments + Σ transfer durations, ticks)."""
-
-    kind: tuple[int, ...]
-    res: tuple[int, ...]
-    dur: tuple[int, ...]
-    src: tuple[int, ...]
-    dst: tuple[int, ...]
-    busy_out: tuple[int, ...]
-    busy_in: tuple[int, ...]
-    latency: tuple[int, ...]
-    owners: int
-
-    @property
-    def segments(self) -> int:
-        return sum(1 for k in self.kind if k == 0)
-
-    @property
-    def transfers(self) -> int:
-        return sum(1 for k in self.kind if k == 1)
-
-    @property
-    def path(self) -> int:
-        return int(sum(d for k, d in zip(self.kind, self.dur) if k == 0)
-                   + sum(lat + b for k, lat, b in zip(self.kind, self.latency, self.busy_out)
-                         if k == 1))
-
-    def loads(self) -> tuple[list[int], list[int], list[int]]:
-        """Per owner: compute, NIC-out and NIC-in busy ticks of one microbatch token."""
-        comp = [0] * self.owners
-        out = [0] * self.owners
-        inn = [0] * self.owners
-        for j, k in enumerate(self.kind):
-            if k == 0:
-                comp[self.res[j]] += self.dur[j]
-            else:
-                out[self.src[j]] += self.busy_out[j]
-                inn[self.dst[j]] += self.busy_in[j]
-        return comp, out, inn
-
-
-def token_chain(inst: ServingInstance, plan: ServingPlan, nic: str = "formula") -> TokenChain:
-    """Cut one token of ``plan`` into segments and transfers (module docstring). Raises
-    :class:`PlanError` on a structurally invalid plan, ValueError on an unknown ``nic``."""
-    if nic not in NIC_MODELS:
-        raise ValueError(f"nic model must be one of {NIC_MODELS}, got {nic!r}")
-    k, mu, n = plan.owners_count, plan.microbatches, inst.n_ops
-    if k < 1 or mu < 1:
-        raise PlanError(f"a plan needs ≥ 1 owner and μ ≥ 1 (got K = {k}, μ = {mu})")
-    owner = owner_sequence(n, plan.template, k)
-    cfg = np.array([inst.config_index(o.config) for o in plan.owners], dtype=np.int64)
-    for m, o in enumerate(plan.owners):
-        if o.batch < 1 or o.batch % mu:
-            raise PlanError(f"owners[{m}]: batch {o.batch} is not a positive multiple of "
-                            f"μ = {mu}")
-    mb = np.array([inst.mb_index(o.batch // mu) for o in plan.owners], dtype=np.int64)
-    seq = np.concatenate([np.tile(np.arange(n, dtype=np.int64), inst.full_blocks),
-                          np.arange(inst.partial_ops if inst.partial_layers else 0,
-                                    dtype=np.int64)])
-    own = owner[seq]
-    dur = inst.op_duration[cfg[own], mb[own], seq].astype(np.int64)
-    first, last = int(own[0]), int(own[-1])
-
-    kind: list[int] = []
-    res: list[int] = []
-    durs: list[int] = []
-    src: list[int] = []
-    dst: list[int] = []
-    b_out: list[int] = []
-    b_in: list[int] = []
-    lat: list[int] = []
-
-    def add_transfer(a: int, b: int, busy_a: int, busy_b: int, total: int) -> None:
-        kind.append(1)
-        res.append(-1)
-        durs.append(0)
-        src.append(a)
-        dst.append(b)
-        b_out.append(busy_a)
-        b_in.append(busy_a if nic == "sender" else busy_b)
-        lat.append(total - busy_a)
-
-    def add_segment(m: int, d: int) -> None:
-        kind.append(0)
-        res.append(m)
-        durs.append(d)
-        src.append(-1)
-        dst.append(-1)
-        b_out.append(0)
-        b_in.append(0)
-        lat.append(0)
-
-    acc = int(inst.head_duration[cfg[first], mb[first], 0])
-    for p in range(len(seq)):
-        acc += int(dur[p])
-        a = int(own[p])
-        if p + 1 < len(seq) and int(own[p + 1]) != a:
-            add_segment(a, acc)
-            acc = 0
-            b = int(own[p + 1])
-            i = int(seq[p])
-            add_transfer(a, b, int(inst.transfer_busy[mb[a], i]),
-                         int(inst.transfer_busy[mb[b], i]),
-                         int(inst.transfer_duration[mb[a], i]))
-    acc += int(inst.head_duration[cfg[last], mb[last], 1])
-    add_segment(last, acc)
-    if last != first:
-        add_transfer(last, first, int(inst.token_transfer_busy[mb[last]]),
-                     int(inst.token_transfer_busy[mb[first]]),
-                     int(inst.token_transfer_duration[mb[last]]))
-    return TokenChain(tuple(kind), tuple(res), tuple(durs), tuple(src), tuple(dst),
-                      tuple(b_out), tuple(b_in), tuple(lat), k)
 
 
 @dataclass
@@ -227,8 +105,10 @@ class SimReport:
     """Simulated vs formula T_rtt of one plan (times in ``time_unit`` ticks; ``*_s`` seconds).
 
     t_rtt_sim: mean steady-state interval between a stream's consecutive tokens;
-    t_rtt_formula / path / compute_term / network_term: the checker's T_rtt and its terms
-    (compute_term = μ·max busy, network_term = μ·max(NIC out, NIC in));
+    t_rtt_exact: the checker's exact period (with ``nic="formula"`` and ``order="static"`` the
+    simulation settles to it); t_rtt_formula / path / compute_term / network_term: the old
+    formula, its lower bound, and its terms (compute_term = μ·max busy, network_term =
+    μ·max(NIC out, NIC in)); order: the dispatch rule ("static" or "fcfs");
     interval_min / interval_max: extreme single intervals over the measured tokens;
     drift: |mean of the window's second half − first half| / t_rtt_sim (≈ 0 once periodic);
     window: [A, Z] = [min_s C_s(warmup), max_s C_s(tokens)], over which utilisations are
@@ -244,7 +124,9 @@ class SimReport:
     tokens: int
     warmup: int
     nic: str
+    order: str
     t_rtt_sim: float
+    t_rtt_exact: float
     t_rtt_formula: int
     path: int
     compute_term: int
@@ -266,6 +148,11 @@ class SimReport:
         return self.t_rtt_sim / self.t_rtt_formula if self.t_rtt_formula else float("inf")
 
     @property
+    def ratio_exact(self) -> float:
+        """Simulated / exact T_rtt (1 with the static order and the checker's NIC model)."""
+        return self.t_rtt_sim / self.t_rtt_exact if self.t_rtt_exact else float("inf")
+
+    @property
     def t_rtt_sim_s(self) -> float:
         return self.t_rtt_sim * self.seconds_per_tick
 
@@ -285,8 +172,9 @@ class SimReport:
                 "owners_count": self.owners_count, "microbatches": self.microbatches,
                 "segments_per_token": self.segments_per_token,
                 "transfers_per_token": self.transfers_per_token, "tokens": self.tokens,
-                "warmup": self.warmup, "nic": self.nic,
-                "t_rtt_sim": self.t_rtt_sim, "t_rtt_formula": self.t_rtt_formula,
+                "warmup": self.warmup, "nic": self.nic, "order": self.order,
+                "t_rtt_sim": self.t_rtt_sim, "t_rtt_exact": self.t_rtt_exact,
+                "ratio_exact": self.ratio_exact, "t_rtt_formula": self.t_rtt_formula,
                 "t_rtt_sim_s": self.t_rtt_sim_s, "t_rtt_formula_s": self.t_rtt_formula_s,
                 "ratio": self.ratio, "path": self.path, "compute_term": self.compute_term,
                 "network_term": self.network_term, "bottleneck": self.bottleneck,
@@ -297,7 +185,23 @@ class SimReport:
                 "wall_s": self.wall_s}
 
 
-def _run(chain: TokenChain, mu: int, tokens: int) -> tuple[list[list[int]], list[list[int]],
+ORDERS = ("static", "fcfs")
+
+
+def _static_orders(chain: TokenChain, mu: int) -> list[list[tuple[int, int]]]:
+    """Per resource (replicas, NIC-out, NIC-in) its actions of one round as (step, stream),
+    in the fixed order of :mod:`opt.serving.period`."""
+    k = chain.owners
+    orders: list[list[tuple[int, int]]] = [[] for _ in range(3 * k)]
+    for j, kind in enumerate(chain.kind):
+        rs = [chain.res[j]] if kind == 0 else [k + chain.src[j], 2 * k + chain.dst[j]]
+        for r in rs:
+            orders[r].extend((j, s) for s in range(mu))
+    return orders
+
+
+def _run(chain: TokenChain, mu: int, tokens: int, order: str = "static"
+         ) -> tuple[list[list[int]], list[list[int]],
                                                             list[list[int]], int]:
     """The event loop: μ streams run ``chain`` until every stream completed ``tokens`` tokens.
 
@@ -319,14 +223,16 @@ def _run(chain: TokenChain, mu: int, tokens: int) -> tuple[list[list[int]], list
     done: list[list[int]] = [[] for _ in range(mu)]
     finished = 0
     heap: list[tuple[int, int, int, int, int]] = []
-    order = 0
+    seq = 0
+    static = _static_orders(chain, mu) if order == "static" else None
+    pos = [0] * n_res  # static: index of each resource's next action in its order
 
     def first_resource(j: int) -> int:
         return res[j] if kind[j] == 0 else k + src[j]
 
     for s in range(mu):
-        heap.append((0, order, _EV_READY, first_resource(0), s))
-        order += 1
+        heap.append((0, seq, _EV_READY, first_resource(0), s))
+        seq += 1
     heapq.heapify(heap)
     events = 0
     push, pop = heapq.heappush, heapq.heappop
@@ -358,25 +264,33 @@ def _run(chain: TokenChain, mu: int, tokens: int) -> tuple[list[list[int]], list
         for r in sorted(touched):
             if not idle[r] or not queues[r]:
                 continue
-            _, s = heapq.heappop(queues[r])
-            j = step[s]
+            if static is not None:
+                j, s = static[r][pos[r]]
+                if step[s] != j or not any(q[1] == s for q in queues[r]):
+                    continue  # the next action in the fixed order is not ready yet
+                queues[r].remove(next(q for q in queues[r] if q[1] == s))
+                heapq.heapify(queues[r])
+                pos[r] = (pos[r] + 1) % len(static[r])
+            else:
+                _, s = heapq.heappop(queues[r])
+                j = step[s]
             idle[r] = False
             if r < k:
                 end = now + dur[j]
-                push(heap, (end, order, _EV_FREE_ADVANCE, r, s))
+                push(heap, (end, seq, _EV_FREE_ADVANCE, r, s))
             elif r < 2 * k:
                 end = now + b_out[j]
                 t_out[s] = now
-                push(heap, (end, order, _EV_FREE, r, s))
-                order += 1
-                push(heap, (now + lat[j], order, _EV_READY, 2 * k + dst[j], s))
+                push(heap, (end, seq, _EV_FREE, r, s))
+                seq += 1
+                push(heap, (now + lat[j], seq, _EV_READY, 2 * k + dst[j], s))
             else:
                 end = now + b_in[j]
-                push(heap, (end, order, _EV_FREE, r, s))
-                order += 1
+                push(heap, (end, seq, _EV_FREE, r, s))
+                seq += 1
                 arrive = max(end, t_out[s] + lat[j] + b_out[j])
-                push(heap, (arrive, order, _EV_ADVANCE, -1, s))
-            order += 1
+                push(heap, (arrive, seq, _EV_ADVANCE, -1, s))
+            seq += 1
             starts[r].append(now)
             ends[r].append(end)
     return done, starts, ends, events
@@ -393,23 +307,26 @@ def _busy_within(starts: list[int], ends: list[int], lo: int, hi: int) -> int:
 
 
 def simulate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any], *,
-                  tokens: int = 48, warmup: int = 16, nic: str = "formula") -> SimReport:
-    """Simulate ``plan`` (a :class:`ServingPlan` or a problems.md §3.2 solution object) on ``inst``
-    and compare with the checker's formula (module docstring for the model).
+                  tokens: int = 48, warmup: int = 16, nic: str = "formula",
+                  order: str = "static") -> SimReport:
+    """Simulate ``plan`` (a :class:`ServingPlan` or a problems.md §3.2 solution object) on
+    ``inst`` and compare with the checker's exact period and formula (module docstring).
 
     tokens: tokens every microbatch stream completes (≥ warmup + 1); warmup: leading tokens
     of each stream excluded from the measurement; nic: ``"formula"`` or ``"sender"`` NIC-in
-    accounting. Raises :class:`PlanError` on a structurally invalid plan and ValueError on bad
+    accounting; order: ``"static"`` (problems.md §3.2) or ``"fcfs"`` dispatch. Raises :class:`PlanError` on a structurally invalid plan and ValueError on bad
     arguments. Plans violating memory / SLO / GPU limits are simulated all the same."""
     if isinstance(plan, dict):
         plan = plan_from_solution(inst, plan)
     if warmup < 0 or tokens <= warmup:
         raise ValueError(f"need 0 ≤ warmup < tokens, got warmup = {warmup}, tokens = {tokens}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     met: PlanMetrics = evaluate_plan(inst, plan)
     chain = token_chain(inst, plan, nic)
     mu, k = plan.microbatches, plan.owners_count
     t0 = time.perf_counter()
-    done, starts, ends, events = _run(chain, mu, tokens)
+    done, starts, ends, events = _run(chain, mu, tokens, order)
     wall = time.perf_counter() - t0
 
     measured = tokens - warmup
@@ -444,7 +361,8 @@ def simulate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any], *,
         model=inst.model, time_unit=inst.time_unit, seconds_per_tick=inst.seconds(1),
         owners_count=k, microbatches=mu, segments_per_token=chain.segments,
         transfers_per_token=chain.transfers, tokens=tokens, warmup=warmup, nic=nic,
-        t_rtt_sim=t_sim, t_rtt_formula=met.t_rtt, path=met.path,
+        order=order, t_rtt_sim=t_sim, t_rtt_exact=met.t_rtt,
+        t_rtt_formula=met.t_rtt_formula, path=met.path,
         compute_term=int(mu * max(met.busy)),
         network_term=int(mu * max(max(met.net_out), max(met.net_in))),
         bottleneck=met.bottleneck, stream_intervals=per_stream,
@@ -466,7 +384,9 @@ def simulate_report_rows(inst: ServingInstance,
         rows.append({"plan": name, "owners": rep.owners_count, "microbatches": rep.microbatches,
                      "segments_per_token": rep.segments_per_token,
                      "t_rtt_formula_ms": rep.t_rtt_formula_s * 1e3,
+                     "t_rtt_exact_ms": rep.t_rtt_exact * rep.seconds_per_tick * 1e3,
                      "t_rtt_sim_ms": rep.t_rtt_sim_s * 1e3, "ratio": rep.ratio,
+                     "ratio_exact": rep.ratio_exact,
                      "bottleneck": rep.bottleneck, "busiest": busiest.name,
                      "busiest_utilisation": busiest.utilisation, "drift": rep.drift})
     return rows

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from opt.serving.chain import token_chain
 from opt.serving.instance import ServingInstance
 from opt.serving.period import steady_round
 from opt.serving.plan import ServingPlan, owner_sequence, plan_from_solution
-from opt.serving.simulator import token_chain
 from opt.viewer.payload import Blob, segments
 
 

@@ -4,21 +4,26 @@
 =========  ==========================================================================
 method     what it does
 =========  ==========================================================================
-``bnb``    regularity-aware branch-and-bound (``heuristics.serving.search``): a
-           sub-block template (``sub_block_layers``, default 1 layer) tiled over the
-           block; params ``frontier`` / ``bounds`` (default true) switch its pruning
+``bnb``    regularity-aware branch-and-bound (``heuristics.serving.search``): the
+           templates of every sub-block length dividing the block (or one length,
+           ``sub_block_layers``) tiled over the block, multi-layer templates with at
+           most ``max_stages`` stages (default K, one per owner); params ``frontier`` / ``bounds`` (default true) switch its
+           pruning, ``period="formula"`` optimises the old formula instead (ablation)
 ``enum``   exhaustive enumeration of the full template space (tiny instances only)
-``milp``   exact MILP over the full template space (``models.serving.milp``, HiGHS)
+``milp``   MILP over the full template space (``models.serving.milp``, HiGHS) on the
+           old formula: a lower bound, its plans re-evaluated with the exact period
 ``col``    colocated baseline: one stage per block, K = 1
 ``afd``    attention module | FFN/MoE, two owners
 ``cad``    core attention | the rest, two owners
 =========  ==========================================================================
 
-Every plan goes through the plan checker (``opt.serving.plan.check_plan``): the objective is
-the recomputed cost in $ per million output tokens. ``OPTIMAL`` is reported only by searches
-complete over the full template space (``enum``, ``milp``, and ``bnb`` when its sub-block is
-the whole block); ``bnb`` on a tiled space and the baselines are optimal over their own
-restricted spaces only and report ``FEASIBLE`` with ``stats["optimal_in_space"]``. No plan
+Every plan goes through the plan checker (``opt.serving.checker.check_plan``): the objective
+is the recomputed cost in $ per million output tokens, with the exact period T_rtt
+(problems.md §3.2). ``OPTIMAL`` is reported only where it is proven for that objective over
+the full template space: ``enum``; ``bnb`` when its space is the full space (the whole block
+among its sub-block lengths and no stage cap binding); ``milp`` when its formula bound meets
+the exact cost of its best plan. ``bnb`` on a restricted space and the baselines are optimal
+over their own spaces only and report ``FEASIBLE`` with ``stats["optimal_in_space"]``. No plan
 meeting the SLO gives ``INFEASIBLE`` with the tightest T_rtt of any plan that fits in memory
 (``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so. A given
 ``initial_solution`` (a plan solution dict, problems.md §3.2) is the searches' first
@@ -33,15 +38,9 @@ from typing import Any
 from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.common.result import Result, gap_of
+from opt.serving.checker import check_plan, evaluate_plan, plan_solution
 from opt.serving.instance import ServingInstance
-from opt.serving.plan import (
-    PlanError,
-    ServingPlan,
-    check_plan,
-    evaluate_plan,
-    plan_from_solution,
-    plan_solution,
-)
+from opt.serving.plan import PlanError, ServingPlan, plan_from_solution
 from solvers.registry import parsed_params
 
 #: Largest block for exhaustive enumeration (sequences grow like 2^N).
@@ -73,10 +72,15 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     full = False
     try:
         if method == "bnb":
-            sub = params.get("sub_block_layers", 1)
-            sequences = ss.structured_sequences(inst, sub, owners)
-            full = sub == inst.block_layers
-            space = f"structured (sub-block of {sub} layer(s) tiled over {inst.block_layers})"
+            sub = params.get("sub_block_layers")
+            cap = params.get("max_stages")
+            sequences = ss.structured_sequences(inst, sub, owners, cap)
+            lengths = [sub] if sub is not None else ss.sub_block_lengths(inst)
+            full = inst.block_layers in lengths and (
+                inst.block_layers == 1 or (cap is not None and cap >= inst.n_ops))
+            space = (f"structured (sub-blocks of {', '.join(map(str, lengths))} layer(s) tiled "
+                     f"over {inst.block_layers}; multi-layer templates ≤ "
+                     f"{cap if cap is not None else 'K'} stages)")
         elif method == "enum":
             if inst.n_ops > ENUM_MAX_OPS:
                 raise InputError(f"exhaustive enumeration over a block of {inst.n_ops} ops "
@@ -97,14 +101,16 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     if start is not None:
         met = evaluate_plan(inst, start)
         start_cost = met.cost_usd_per_token if met.feasible else None
+    period = params.get("period", "exact")
     out = ss.search(inst, sequences, frontier=frontier, bounds=bounds,
-                    microbatches=mus, time_limit=options.time_limit, incumbent=start_cost)
+                    microbatches=mus, time_limit=options.time_limit, incumbent=start_cost,
+                    period=period)
     stats: dict[str, Any] = {"space": space, "search": out.stats.to_dict(),
                              "frontier": frontier, "bounds": bounds}
     plan = out.plan if out.plan is not None else (start if start_cost is not None else None)
     if plan is None:
         return _infeasible(inst, method, sequences, mus, stats)
-    complete = not out.stats.timed_out
+    complete = not out.stats.timed_out and period == "exact"
     status = "OPTIMAL" if (full and complete) else "FEASIBLE"
     if complete:
         stats["optimal_in_space"] = space

@@ -18,17 +18,9 @@ from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.checker import check_plan, evaluate_plan, plan_solution
 from opt.serving.instance import ServingInstance, serving_instance_from_dict
-from opt.serving.plan import (
-    Owner,
-    PlanError,
-    ServingPlan,
-    check_plan,
-    evaluate_plan,
-    owner_sequence,
-    plan_solution,
-    template_from_sequence,
-)
+from opt.serving.plan import Owner, PlanError, ServingPlan, owner_sequence, template_from_sequence
 from solvers import solve
 
 # ---- hand-made instances -----------------------------------------------------------------------
@@ -158,7 +150,11 @@ def test_evaluate_by_hand():
     # token return from owner 0 (LM head) to owner 1 (embed)
     assert met.path == 42 + 21 + 2 * 5 + 7 + 4
     assert met.net_out == [3 + 1, 2 * 2] and met.net_in == [2 * 2, 3 + 1]
-    assert met.t_rtt == max(84, 2 * 42, 2 * 4)
+    assert met.t_rtt_formula == max(84, 2 * 42, 2 * 4)
+    # exactly: in steady state owner 0 runs stream 0's b [18, 38], stream 1's b [38, 58] and
+    # then waits for stream 0's second b: its a on owner 1 starts at 38 + 7 (the block-wrap
+    # transfer), ends at 55, and the a->b transfer takes 5 — so 2 idle ticks per round
+    assert met.t_rtt == 86 and met.bottleneck == "coupled"
     assert met.replicas == [1, 1] and met.gpus == 2
     price = 2.0 / 3600
     assert met.cost_usd_per_token == pytest.approx(met.t_rtt * 1e-6 * (price / 2 + price / 2))

@@ -15,8 +15,8 @@ from models.serving.milp import solve_serving_milp
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.serving.builder import ServingWorkload, build_serving_plan
+from opt.serving.checker import check_plan, evaluate_plan, plan_solution
 from opt.serving.instance import ServingGrid, ServingInstance, serving_instance_from_dict
-from opt.serving.plan import check_plan, evaluate_plan, plan_solution
 
 RTOL = 1e-6
 
@@ -99,9 +99,9 @@ def _instance(name: str) -> ServingInstance:
 
 
 @cache
-def _exhaustive(name: str):
+def _exhaustive(name: str, period: str = "exact"):
     inst = _instance(name)
-    return search(inst, full_sequences(inst))
+    return search(inst, full_sequences(inst), period=period)
 
 
 @cache
@@ -110,48 +110,63 @@ def _milp(name: str):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_milp_equals_exhaustive_optimum(name: str) -> None:
+def test_milp_bound_is_the_exhaustive_formula_optimum(name: str) -> None:
+    """The MILP models the formula: its proven lower bound is the formula's optimum over the
+    full space (exhaustive enumeration of the formula), which bounds the exact optimum
+    (exhaustive enumeration with exact periods) from below; its plan, re-evaluated exactly,
+    costs at least that optimum; OPTIMAL only when bound and exact cost meet."""
     inst = _instance(name)
     ref = _exhaustive(name)
+    formula = _exhaustive(name, "formula")
     out = _milp(name)
-    assert ref.plan is not None
-    assert out.status == "OPTIMAL"
-    assert out.cost == pytest.approx(ref.cost_usd_per_token, rel=RTOL)
-    assert out.lower_bound == pytest.approx(out.cost, rel=RTOL)
+    assert ref.plan is not None and formula.plan is not None
+    assert out.lower_bound == pytest.approx(formula.cost_usd_per_token, rel=RTOL)
+    assert out.lower_bound <= ref.cost_usd_per_token * (1 + RTOL)
+    assert out.cost >= ref.cost_usd_per_token * (1 - RTOL)
+    if out.status == "OPTIMAL":
+        assert out.cost == pytest.approx(ref.cost_usd_per_token, rel=RTOL)
+        assert out.lower_bound == pytest.approx(out.cost, rel=RTOL)
+    else:
+        assert out.status == "FEASIBLE" and out.stats.get("exact_open", 0) >= 1
     met = check_plan(inst, plan_solution(inst, out.plan))
     assert met.t_rtt == out.t_rtt
     assert met.cost_usd_per_token == pytest.approx(out.cost, rel=1e-12)
-    if out.t_rtt != ref.t_rtt:  # a tie in cost between plans with different T_rtt
-        assert evaluate_plan(inst, ref.plan).cost_usd_per_token == pytest.approx(out.cost,
-                                                                                rel=1e-9)
+    assert evaluate_plan(inst, ref.plan).cost_usd_per_token == pytest.approx(
+        ref.cost_usd_per_token, rel=1e-9)
     assert out.stats["milps_solved"] >= 1
     assert out.stats["max_variables"] > 0 and out.stats["max_constraints"] > 0
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_milp_at_most_structured_bnb(name: str) -> None:
+def test_milp_bound_below_the_structured_bnb(name: str) -> None:
+    """The MILP's bound is below every plan's exact cost, the B&B's included; the full space
+    is never worse than the structured one, and strictly better on the truncated random case
+    (on gemma-4L the formula's 2-owner plan is 1.47x optimistic: exactly, one owner wins)."""
     inst = _instance(name)
     bnb = search(inst, structured_sequences(inst))  # every case tiles (equal ops per layer)
     out = _milp(name)
+    ref = _exhaustive(name)
     assert bnb.cost_usd_per_token is not None
-    assert out.cost <= bnb.cost_usd_per_token * (1 + 1e-12)
-    if name == "gemma-4L-block2":  # the full space is strictly better here
-        assert out.cost < bnb.cost_usd_per_token * 0.9
-        assert len(out.plan.owners) == 2
+    assert out.lower_bound <= bnb.cost_usd_per_token * (1 + 1e-12)
+    assert ref.cost_usd_per_token <= bnb.cost_usd_per_token * (1 + 1e-12)
+    if name == "random-truncated":
+        assert ref.cost_usd_per_token < bnb.cost_usd_per_token * 0.95
 
 
 def test_tightest_slo_infeasible_just_below() -> None:
     """An SLO one tick below the tightest achievable T_rtt: the cheap bounds do not settle it,
     the MILPs must prove infeasibility; at that T_rtt itself a plan exists."""
     inst = _instance("random-truncated")
-    tight = search(inst, full_sequences(inst), objective="t_rtt").t_rtt
-    assert tight is not None
+    exact = search(inst, full_sequences(inst), objective="t_rtt").t_rtt
+    assert exact is not None
+    tight = math.ceil(exact)  # the SLO is an integer number of ticks
     below = solve_serving_milp(replace(inst, tpot_slo=tight - 1), time_limit=20)
     assert below.status == "INFEASIBLE"
     assert below.plan is None and below.lower_bound is None
     assert below.stats["milps_solved"] >= 1
     at = solve_serving_milp(replace(inst, tpot_slo=tight), time_limit=20)
-    assert at.status == "OPTIMAL" and at.t_rtt <= tight
+    assert at.plan is not None and at.t_rtt <= tight
+    assert at.status == "OPTIMAL" or at.stats["exact_open"] >= 1
 
 
 def test_unreachable_slo_infeasible() -> None:
@@ -165,10 +180,10 @@ def test_initial_solution_and_time_limit() -> None:
     name = "llama-2L-hetero"
     inst = _instance(name)
     opt = _milp(name)
-    # the optimum as incumbent: nothing strictly better, the incumbent comes back, OPTIMAL
+    # the best plan as incumbent: nothing strictly better, the incumbent comes back
     again = solve_serving_milp(inst, time_limit=20,
                                initial_solution=plan_solution(inst, opt.plan))
-    assert again.status == "OPTIMAL"
+    assert again.status == opt.status
     assert again.cost == pytest.approx(opt.cost, rel=RTOL)
     assert again.stats["milps_solved"] <= opt.stats["milps_solved"]
     # no time at all: no MILP runs, the cheap bound is still a valid lower bound

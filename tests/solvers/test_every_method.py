@@ -30,7 +30,7 @@ import pytest
 import instances
 from opt.common.errors import InputError
 from opt.placement.validator import validate_placement
-from opt.serving.plan import check_plan
+from opt.serving.checker import check_plan
 from solvers import methods, solve
 from solvers.registry import names
 from solvers.serving.methods import ENUM_MAX_OPS
