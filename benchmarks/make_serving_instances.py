@@ -21,8 +21,7 @@ from pathlib import Path
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.serving.builder import ServingWorkload, build_serving_plan
-from opt.serving.instance import ServingGrid
-from opt.serving.instance import read_serving_instance
+from opt.serving.instance import ServingGrid, read_serving_instance
 from solvers import solve
 
 ROOT = Path(__file__).resolve().parent.parent / "instances"

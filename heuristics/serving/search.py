@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import math
 import time
-from fractions import Fraction
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 

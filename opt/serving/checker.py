@@ -14,6 +14,7 @@ replica of owner m: its ops' weights (every block) + b_m · its ops' KV bytes;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np

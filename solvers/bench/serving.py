@@ -57,18 +57,20 @@ def exact_case() -> CaseResult:
                      bnbs[0].runtime_s,
                      None if enum.objective is None or bnbs[0].objective is None
                      else 100 * (bnbs[0].objective / enum.objective - 1)])
+        opt, lb, plan = enum.objective, milp.lower_bound, milp.objective
         checks.append(Check(f"{name}: MILP bound <= exhaustive optimum <= MILP plan",
-                            (milp.lower_bound, milp.objective), enum.objective,
-                            enum.status == "OPTIMAL" and milp.lower_bound is not None
-                            and milp.lower_bound <= enum.objective * (1 + 1e-9)
-                            and milp.objective >= enum.objective * (1 - 1e-9)))
+                            (lb, plan), opt,
+                            enum.status == "OPTIMAL" and opt is not None and lb is not None
+                            and plan is not None and lb <= opt * (1 + 1e-9)
+                            and plan >= opt * (1 - 1e-9)))
         checks.append(Check(f"{name}: B&B, 4 switch settings = its exhaustive optimum",
                             [b.objective for b in bnbs], tiled_ref,
                             all(abs(b.objective - tiled_ref) <= 1e-12 * tiled_ref
                                 for b in bnbs)))
-        checks.append(Check(f"{name}: exhaustive optimum <= B&B", enum.objective,
+        checks.append(Check(f"{name}: exhaustive optimum <= B&B", opt,
                             f"<= {bnbs[0].objective}",
-                            enum.objective <= bnbs[0].objective * (1 + 1e-12)))
+                            opt is not None and bnbs[0].objective is not None
+                            and opt <= bnbs[0].objective * (1 + 1e-12)))
     return CaseResult("P3 exactness on tiny instances ($ per million tokens, exact periods)",
                       ["instance", "ops/block", "enum", "milp bound", "milp plan", "status",
                        "milp s", "bnb", "enum s", "bnb s", "regularity cost %"], rows, checks)

@@ -137,10 +137,10 @@ def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[
                f"(+ KV at {inst.context_tokens} tokens) against at most {k} owner(s) of "
                f"{best_mem / 1e9:.1f} GB per replica in this space")
     else:
-        stats["tightest_t_rtt_ms"] = inst.seconds(tight.t_rtt) * 1e3
+        stats["tightest_t_rtt_ms"] = inst.seconds(float(tight.t_rtt)) * 1e3
         msg = (f"no plan meets the TPOT SLO of {inst.seconds(inst.tpot_slo) * 1e3:.3f} ms; "
                f"the tightest T_rtt of a plan that fits is "
-               f"{inst.seconds(tight.t_rtt) * 1e3:.3f} ms")
+               f"{inst.seconds(float(tight.t_rtt)) * 1e3:.3f} ms")
     stats["message"] = msg
     return Result(problem="serving_plan", method=method, status="INFEASIBLE", stats=stats)
 

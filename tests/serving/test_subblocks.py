@@ -9,8 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from heuristics.serving.search import (owner_patterns, search, sequence_cost_bounds,
-                                       structured_sequences, sub_block_lengths)
+from heuristics.serving.search import (
+    owner_patterns,
+    search,
+    sequence_cost_bounds,
+    structured_sequences,
+    sub_block_lengths,
+)
 from opt.serving.plan import template_from_sequence
 
 sys.path.insert(0, str(Path(__file__).parent))
