@@ -290,7 +290,7 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``bench``: the bundled benchmark suite (exit 1 if any check fails)."""
-    from opt.runs.bench import render, run_cases, write_reports
+    from opt.runs.bench import render_case, run_cases, summary, write_reports
     from solvers.bench.suites import suite_cases
 
     out = Path(args.out)
@@ -303,15 +303,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
                              f"{', '.join(c.name for c in cases)}", source="<argument>",
                              field="case")
         cases = [c for c in cases if c.name in wanted]
+    def show(case, result, cached) -> None:  # each case's table as soon as it is done
+        if not args.json:
+            print(render_case(case, result, cached), flush=True)
+
     done = run_cases(cases, out, resume=not args.fresh,
-                     echo=lambda s: print(s, file=sys.stderr, flush=True))
+                     echo=lambda s: print(s, file=sys.stderr, flush=True), on_done=show)
     if args.json:
         from dataclasses import asdict
 
         print_json([{"suite": c.suite, "case": c.name, "cached": cached, **asdict(r)}
                     for c, r, cached in done])
     else:
-        print(render(done))
+        print(summary(done))
     paths = write_reports(done, out if args.suite == "default" else out / args.suite)
     if not args.json:
         print(f"results in {out}/ (rerun resumes; --fresh recomputes); report: "

@@ -54,9 +54,13 @@ def _result_from_dict(d: dict[str, Any]) -> CaseResult:
 
 
 def run_cases(cases: Sequence[BenchCase], out_dir: Path, *, resume: bool = True,
-              echo: Callable[[str], None] = print) -> list[tuple[BenchCase, CaseResult, bool]]:
+              echo: Callable[[str], None] = print,
+              on_done: Callable[[BenchCase, CaseResult, bool], None] | None = None
+              ) -> list[tuple[BenchCase, CaseResult, bool]]:
     """Run ``cases`` writing ``out_dir/<suite>/<name>.json`` after each; with ``resume`` a case
-    whose file exists is loaded instead of rerun. Returns (case, result, was_cached) triples."""
+    whose file exists is loaded instead of rerun; ``on_done(case, result, cached)`` is called as
+    each finishes (e.g. to print its table at once). Returns (case, result, was_cached)
+    triples."""
     done = []
     for i, case in enumerate(cases, 1):
         path = out_dir / case.suite / f"{case.name}.json"
@@ -70,28 +74,36 @@ def run_cases(cases: Sequence[BenchCase], out_dir: Path, *, resume: bool = True,
             result.runtime_s = time.perf_counter() - t0
             write_json_atomic(asdict(result), path)
         done.append((case, result, cached))
+        if on_done is not None:
+            on_done(case, result, cached)
     return done
+
+
+def render_case(case: BenchCase, res: CaseResult, cached: bool) -> str:
+    """One case's block of the report: its table, its checks and notes."""
+    head = f"== {case.suite}/{case.name}: {res.title}"
+    head += f"  ({res.runtime_s:.2f} s{', cached' if cached else ''})"
+    parts = [head, table(res.headers, res.rows)]
+    for c in res.checks:
+        mark = "ok  " if c.passed else "FAIL"
+        parts.append(f"  [{mark}] {c.name}: got {c.value}, reference {c.expected}")
+    if res.notes:
+        parts.append(f"  note: {res.notes}")
+    parts.append("")
+    return "\n".join(parts)
+
+
+def summary(done: Sequence[tuple[BenchCase, CaseResult, bool]]) -> str:
+    """The closing line of a bench run: cases and reproduced figures passed / failed."""
+    checks = [c for _, res, _ in done for c in res.checks]
+    n_pass = sum(c.passed for c in checks)
+    return (f"bench: {len(done)} cases; reproduced figures: {n_pass} passed, "
+            f"{len(checks) - n_pass} failed")
 
 
 def render(done: Sequence[tuple[BenchCase, CaseResult, bool]]) -> str:
     """Human-readable report of a bench run: every table, its checks, and a summary line."""
-    parts = []
-    n_pass = n_fail = 0
-    for case, res, cached in done:
-        head = f"== {case.suite}/{case.name}: {res.title}"
-        head += f"  ({res.runtime_s:.2f} s{', cached' if cached else ''})"
-        parts.append(head)
-        parts.append(table(res.headers, res.rows))
-        for c in res.checks:
-            mark = "ok  " if c.passed else "FAIL"
-            parts.append(f"  [{mark}] {c.name}: got {c.value}, reference {c.expected}")
-            n_pass += c.passed
-            n_fail += not c.passed
-        if res.notes:
-            parts.append(f"  note: {res.notes}")
-        parts.append("")
-    parts.append(f"bench: {len(done)} cases; reproduced figures: {n_pass} passed, {n_fail} failed")
-    return "\n".join(parts)
+    return "\n".join([*(render_case(*d) for d in done), summary(done)])
 
 
 def _md_cell(v: Any) -> str:
