@@ -86,6 +86,9 @@ def _add_sweep_serving_parser(swsub: argparse._SubParsersAction,
     s.add_argument("--methods", nargs="+", default=["col", "afd", "cad", "bnb"],
                    metavar="METHOD", help="bnb | milp | col | afd | cad (default: all but milp)")
     s.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
+    s.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="B&B parameter (repeatable), e.g. sub_block_layers=1; its records go "
+                        "to a sub-folder of --out named after the parameters")
     add_grid_args(s)
     add_solve_args(s, time_limit=600.0, time_help="seconds per solve (default 600)")
     add_out_args(s, "results/serving")
@@ -262,15 +265,19 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
     """``sweep serving``: model × GPU mix × context × SLO × method, resumable."""
     from opt.runs.serving_sweep import cells, render, run_serving_sweep
     from opt.runs.sweep import Progress
-    from solvers.registry import names
+    from solvers.registry import get_method, names
     from solvers.sweep_calls import SolveCall
 
     check_methods(args.methods, names("serving"))
     todo = cells(args.models, args.gpus, args.contexts, args.slo_ms)
     grid = grid_from_args(args)
     out = Path(args.out)
+    params = parse_params(args.param)
+    get_method("bnb", "serving").params.parse("bnb", params)  # bad names fail before solving
+    if params:  # other B&B settings, other records
+        out = out / ("bnb-" + "-".join(f"{k}={v}" for k, v in sorted(params.items())))
     solve_one = SolveCall(time_limit=args.time_limit, num_workers=args.num_workers,
-                          seed=args.seed)
+                          seed=args.seed, params=tuple(params.items()), params_prefix="bnb")
     progress = Progress(len(todo) * len(dict.fromkeys(args.methods)), stream=sys.stderr)
     with _executor(args) as executor:
         done = run_serving_sweep(todo, args.methods, out, solve_one, catalog=catalog(args),

@@ -153,7 +153,9 @@ def test_plot_serving_costs_png(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / "serving"
     assert main(["sweep", "serving", "--models", "gemma-3-27b", "--gpus", "H100", "--contexts",
-                 "8192", "--slo-ms", "60", "5", "--out", str(out), "--executor", "serial"]) == 0
+                 "8192", "--slo-ms", "60", "5", "--out", str(out), "--executor", "serial",
+                 "--param", "sub_block_layers=1"]) == 0
+    out = out / "bnb-sub_block_layers=1"
     capsys.readouterr()
     png = tmp_path / "costs.png"
     assert main(["plot", "serving", str(out), "-o", str(png), "--json"]) == 0

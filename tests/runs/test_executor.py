@@ -26,7 +26,8 @@ from solvers.sweep_calls import SolveCall
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = ["sweep", "serving", "--models", "gemma-3-27b", "--gpus", "H100", "H100,L40S",
-           "H100,A100", "--contexts", "8192", "32768", "131072", "--slo-ms", "60"]
+           "H100,A100", "--contexts", "8192", "32768", "131072", "--slo-ms", "60",
+           "--param", "sub_block_layers=1"]  # 1-layer templates: the executors are tested here
 N_SERVING = 3 * 3 * 4  # mixes x contexts x methods (col afd cad bnb)
 
 
@@ -43,7 +44,8 @@ def _placement(out: Path, executor=None):
 
 def _serving(out: Path, executor=None):
     todo = cells(["gemma-3-27b"], ["H100", "H100,L40S"], [8192, 32768], [60])
-    return run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], out, SolveCall(time_limit=60),
+    call = SolveCall(time_limit=60, params=(("sub_block_layers", 1),), params_prefix="bnb")
+    return run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], out, call,
                              catalog=bundled_catalog(), cards=bundled_cards(),
                              executor=executor)
 

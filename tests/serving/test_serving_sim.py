@@ -240,7 +240,7 @@ def builder_plans(catalog, cards) -> list[tuple[str, ServingInstance, ServingPla
         inst = build_serving_plan(cards[model], catalog, gpus, ServingWorkload(32768, slo))
         for name in ("col", "afd", "cad"):
             out.append((f"{model}/{name}", inst, search(inst, baseline_sequences(inst, name)).plan))
-        out.append((f"{model}/bnb", inst, search(inst, structured_sequences(inst)).plan))
+        out.append((f"{model}/bnb", inst, search(inst, structured_sequences(inst, 1)).plan))
     return out
 
 

@@ -169,7 +169,8 @@ def test_bad_warm_start_and_export(heft_paper, plan_instance):
     ("cpsat-blocks", "node_time", "node_time_limit"),
     ("milp", "mip_gap_rel", "the HiGHS options"),
     ("cpsat-formats", "warm", "formats, base and the CP-SAT parameters"),
-    ("bnb", "frontir", "frontier, bounds, sub_block_layers, owners, microbatches"),
+    ("bnb", "frontir", "frontier, bounds, sub_block_layers, max_stages, period, owners, "
+                       "microbatches"),
     ("enum", "frontier", "owners, microbatches"),
     ("col", "owners", "frontier, bounds, microbatches")])
 def test_unknown_param_names_method_and_accepted_names(heft_paper, plan_instance, method,
