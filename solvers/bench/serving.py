@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import replace
+from typing import Any
 
 from opt.common.report import fmt
 from opt.costlib.hardware import bundled_catalog
@@ -90,7 +91,8 @@ def planner_ablation(model: str = "gemma-3-27b", gpus: tuple[str, ...] = ("H100"
     (None: every length, the default planner); wall time median of ``repeats`` runs and its
     ratio to the plain search (no frontier, no bounds) measured in the same run."""
     inst = _ablation_instance(model, gpus, context, slo_ms)
-    space = {} if sub_block_layers is None else {"sub_block_layers": sub_block_layers}
+    space: dict[str, Any] = ({} if sub_block_layers is None
+                             else {"sub_block_layers": sub_block_layers})
     results, times = [], []
     for fr, bd in SWITCHES:
         runs = []
