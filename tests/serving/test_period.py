@@ -120,7 +120,7 @@ def chains(draw) -> tuple[TokenChain, int]:
     return _chain(steps, k), mu
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(chains())
 def test_cycle_time_is_certified_and_bounds_the_formula(case) -> None:
     chain, mu = case

@@ -219,7 +219,8 @@ def test_random_plans_satisfy_the_provable_bounds(case: tuple[ServingInstance, S
     _assert_provable(inst, plan, rep)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(_random_case())
 def test_static_simulation_settles_to_the_exact_period(case) -> None:
     """The deterministic schedule with the fixed order settles to the cycle time: the mean
