@@ -127,7 +127,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     add_out_args(s, "results/bench", items="cases")
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--suite", default="default",
-                   help="default (about 5 min) | opweave (full OpWeave table + detailed "
+                   help="default (about 9 min on 2 cores) | opweave (full OpWeave table + detailed "
                         "theorem check) | dops (full DOPS sweep for dops-qwen-1.8b)")
     s.set_defaults(func=cmd_bench)
 
