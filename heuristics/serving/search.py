@@ -273,11 +273,10 @@ def sequence_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
     first, last = owner[:, 0], owner[:, inst.last_op]
     busy[rows, first] += inst.head_duration[None, :, :, 0]
     busy[rows, last] += inst.head_duration[None, :, :, 1]
-    weights = masks @ (cnt * np.array([o.weight_bytes for o in inst.ops], dtype=np.float64))
-    kv = masks @ (cnt * np.array([o.kv_bytes_per_request for o in inst.ops], dtype=np.float64))
-    weights[rows, first] += inst.embed_weight_bytes
-    separate = ~(inst.tied_embeddings & (first == last))
-    weights[rows[separate], last[separate]] += inst.lm_head_weight_bytes
+    # resident bytes by the checker's own rule (opt.serving.plan.resident_bytes)
+    res = [resident_bytes(inst, o, k) for o in owner]
+    weights = np.array([w for w, _ in res])                   # [s, m]
+    kv = np.array([v for _, v in res])
     price = np.array([inst.replica_price_usd_per_s(c) for c in inst.configs])
     cap = np.array([inst.replica_memory_bytes(c) for c in inst.configs])
     tp_ok = np.array([c.tp <= inst.grid.max_gpus for c in inst.configs])
@@ -469,11 +468,7 @@ class _Searcher:
         if self.period == "formula":  # optimise the lower-bound formula itself
             j = int(np.argmin(lb))
             if lb[j] < self.best:
-                self.best = float(lb[j])
-                chosen_b = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj]))
-                            for m, jj in enumerate(chosen)]
-                chosen_b.append((int(last.cfg[j]), int(last.batch[j])))
-                self.best_key = (seq.owner.copy(), chosen_b, mu, Fraction(int(t[j])))
+                self._improve(seq, mu, cands, chosen, j, float(lb[j]), Fraction(int(t[j])))
             return
         picks = [(int(cands[m].cfg[jj]), int(cands[m].mb[jj])) for m, jj in enumerate(chosen)]
         for j in np.argsort(lb, kind="stable"):
@@ -485,11 +480,16 @@ class _Searcher:
             val = (float(period) * self.tick_s * float(rate[j]) if self.objective == "cost"
                    else float(period))
             if val < self.best:
-                self.best = val
-                chosen_b = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj]))
-                            for m, jj in enumerate(chosen)]
-                chosen_b.append((int(last.cfg[j]), int(last.batch[j])))
-                self.best_key = (seq.owner.copy(), chosen_b, mu, period)
+                self._improve(seq, mu, cands, chosen, int(j), val, period)
+
+    def _improve(self, seq: _Seq, mu: int, cands: list[_Cands], chosen: list[int], j: int,
+                 value: float, period: Fraction) -> None:
+        """A new incumbent: the chosen owners plus the last owner's choice ``j``."""
+        picks = [(int(cands[m].cfg[jj]), int(cands[m].batch[jj])) for m, jj in enumerate(chosen)]
+        last = cands[-1]
+        picks.append((int(last.cfg[j]), int(last.batch[j])))
+        self.best = value
+        self.best_key = (seq.owner.copy(), picks, mu, period)
 
     def _period(self, seq: _Seq, mu: int, picks: list[tuple[int, int]]) -> Fraction:
         """Exact T_rtt (ticks) of ``seq`` with owner m on (configuration, microbatch index)

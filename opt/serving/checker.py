@@ -58,6 +58,7 @@ class PlanMetrics:
     cost_usd_per_token: float
     stages_per_token: float
     rate_usd_per_s: float = 0.0  # Σ_m c_m / b_m: cost per token = T_rtt (s) · rate
+    cost_formula_usd_per_token: float = 0.0  # the formula's cost, a lower bound ($ per token)
     bottleneck: str = "path"
     violations: list[str] = field(default_factory=list)
 
@@ -68,12 +69,6 @@ class PlanMetrics:
     @property
     def cost_usd_per_mtok(self) -> float:
         return self.cost_usd_per_token * 1e6
-
-    @property
-    def cost_formula_usd_per_token(self) -> float:
-        """The cost the old formula gives (a lower bound on the cost, $ per token)."""
-        return self.t_rtt_formula * (self.t_rtt_s / self.t_rtt if self.t_rtt else 0.0) \
-            * self.rate_usd_per_s
 
     @property
     def slo_violation(self) -> str | None:
@@ -181,6 +176,7 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
                        net_in=net_in.tolist(), memory_bytes=memory,
                        memory_capacity_bytes=capacity, replicas=replicas, gpus=gpus, t_rtt_s=t_s,
                        cost_usd_per_token=t_s * rate, rate_usd_per_s=rate,
+                       cost_formula_usd_per_token=inst.seconds(formula) * rate,
                        stages_per_token=plan.stages_per_block * inst.blocks_total,
                        bottleneck=period.binding, violations=violations)
 

@@ -153,6 +153,10 @@ class SimReport:
         return self.t_rtt_sim / self.t_rtt_exact if self.t_rtt_exact else float("inf")
 
     @property
+    def t_rtt_exact_s(self) -> float:
+        return self.t_rtt_exact * self.seconds_per_tick
+
+    @property
     def t_rtt_sim_s(self) -> float:
         return self.t_rtt_sim * self.seconds_per_tick
 
@@ -174,7 +178,8 @@ class SimReport:
                 "transfers_per_token": self.transfers_per_token, "tokens": self.tokens,
                 "warmup": self.warmup, "nic": self.nic, "order": self.order,
                 "t_rtt_sim": self.t_rtt_sim, "t_rtt_exact": self.t_rtt_exact,
-                "ratio_exact": self.ratio_exact, "t_rtt_formula": self.t_rtt_formula,
+                "ratio_exact": self.ratio_exact, "t_rtt_exact_s": self.t_rtt_exact_s,
+                "t_rtt_formula": self.t_rtt_formula,
                 "t_rtt_sim_s": self.t_rtt_sim_s, "t_rtt_formula_s": self.t_rtt_formula_s,
                 "ratio": self.ratio, "path": self.path, "compute_term": self.compute_term,
                 "network_term": self.network_term, "bottleneck": self.bottleneck,
@@ -384,7 +389,7 @@ def simulate_report_rows(inst: ServingInstance,
         rows.append({"plan": name, "owners": rep.owners_count, "microbatches": rep.microbatches,
                      "segments_per_token": rep.segments_per_token,
                      "t_rtt_formula_ms": rep.t_rtt_formula_s * 1e3,
-                     "t_rtt_exact_ms": rep.t_rtt_exact * rep.seconds_per_tick * 1e3,
+                     "t_rtt_exact_ms": rep.t_rtt_exact_s * 1e3,
                      "t_rtt_sim_ms": rep.t_rtt_sim_s * 1e3, "ratio": rep.ratio,
                      "ratio_exact": rep.ratio_exact,
                      "bottleneck": rep.bottleneck, "busiest": busiest.name,

@@ -74,3 +74,16 @@ def test_pruning_settings_agree_and_prune(name: str) -> None:
     assert all(c == pytest.approx(ref, rel=1e-12) for c in costs.values())
     plain, full = runs[(False, False)].stats, runs[(True, True)].stats
     assert full.nodes + full.evaluations < plain.nodes + plain.evaluations
+
+
+@pytest.mark.parametrize("name", ["random-truncated", "mixtral-2L-moe"])
+def test_sequence_bound_cuts_sequences_without_losing_the_optimum(name: str) -> None:
+    """The sequence-level cost bound acts: whole owner sequences are skipped (their DFS never
+    starts) and the optimum is the one found without any bound."""
+    inst = _instance(name)
+    seqs = structured_sequences(inst, max_stages=inst.n_ops)
+    on = search(inst, seqs)
+    off = search(inst, seqs, bounds=False)
+    assert on.stats.sequences_pruned > 0 and off.stats.sequences_pruned == 0
+    assert on.stats.sequences + on.stats.sequences_pruned == off.stats.sequences
+    assert on.cost_usd_per_token == pytest.approx(off.cost_usd_per_token, rel=1e-12)
