@@ -53,11 +53,14 @@ def test_sequence_bound_never_exceeds_the_sequence_optimum(name: str) -> None:
 
 
 def test_longer_sub_blocks_change_the_optimum() -> None:
-    """random-truncated: the 2-layer templates beat every tiled 1-layer one, and reach the
-    exhaustive optimum of the full space."""
+    """random-truncated: the 2-layer templates beat every tiled 1-layer one — already with the
+    default cap of K stages — and, uncapped, reach the exhaustive optimum of the full space."""
     inst = _instance("random-truncated")
     one = search(inst, structured_sequences(inst, 1))
+    default = search(inst, structured_sequences(inst))  # multi-layer templates ≤ K stages
+    assert default.cost_usd_per_token < one.cost_usd_per_token * 0.97
     every = search(inst, structured_sequences(inst, max_stages=inst.n_ops))
+    assert every.cost_usd_per_token <= default.cost_usd_per_token * (1 + 1e-12)
     assert every.cost_usd_per_token < one.cost_usd_per_token * 0.95
     assert every.cost_usd_per_token == pytest.approx(_exhaustive("random-truncated")
                                                      .cost_usd_per_token, rel=1e-12)
