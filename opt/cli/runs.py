@@ -68,6 +68,9 @@ def _add_sweep_placement_parser(swsub: argparse._SubParsersAction,
                         "them")
     s.add_argument("--layers", type=int, help="use only the first N layers")
     s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    s.add_argument("--paper-precision", action="store_true",
+                   help="build each model in DOPS' precision (INT8 W8A8KV8 for Mixtral-8x7B and "
+                        "Llama-2-70B, fp16 otherwise)")
     add_solve_args(s, time_limit=60.0, time_help="seconds per exact solve (default 60)")
     add_out_args(s, "results/sweep")
     _add_executor_args(s)
@@ -204,7 +207,8 @@ def _run_grid_sweep(args: argparse.Namespace, out: Path, solve_one, cat, crds):
     with _executor(args) as executor:
         return run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=crds,
                          layers=args.layers, tp=args.tp, resume=not args.fresh,
-                         progress=progress, executor=executor)
+                         progress=progress, executor=executor,
+                         paper_precision=getattr(args, "paper_precision", False))
 
 
 def cmd_sweep_placement(args: argparse.Namespace) -> int:

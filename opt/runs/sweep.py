@@ -4,7 +4,8 @@ For every workload (model × platform × prefill × decode × batch) the P1 inst
 (:mod:`opt.placement.builder`) and solved with each method; one JSON record per (workload, method) is
 written as soon as it finishes, to ``<out>/<model>/<platform>/p<prefill>-d<decode>-b<batch>/
 <method>.json``, so an interrupted sweep resumes where it stopped (``resume=False`` recomputes).
-A record is reused only if it was built with the same ``layers`` and ``tp``.
+A record is reused only if it was built with the same ``layers``, ``tp``, KV layout and precision
+(``paper_precision``: each model in the precision DOPS runs it in, e.g. INT8 for Mixtral-8x7B).
 
 The core never imports the solvers: the caller passes ``solve(instance, method) -> Result``
 (the CLI wraps :func:`solvers.solve`). Durations in records are integer ticks of ``time_unit``.
@@ -174,6 +175,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
             "layers": layers, "tp": tp,
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
+            "precision": _precision_tag(inst),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
@@ -189,13 +191,29 @@ class _Failed:
     stats: None = None
 
 
-def _reusable(rec: Any, layers: int | None, tp: int) -> bool:
+def _precision_tag(inst: Any) -> str:
+    """``weight/activation/kv`` dtypes the instance was built with (``fp16/fp16/fp16`` when its
+    builder recorded none)."""
+    prec = ((inst.meta or {}).get("builder") or {}).get("precision") or {}
+    return "/".join(str(prec.get(k, "fp16")) for k in ("weight", "activation", "kv"))
+
+
+def workload_precision(model: str, paper_precision: bool) -> Any:
+    """The :class:`~opt.costlib.operators.Precision` a sweep builds ``model`` with."""
+    from opt.costlib.operators import Precision
+    from opt.placement.builder import paper_precision as paper
+
+    return paper(model) if paper_precision else Precision()
+
+
+def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
     """A finished record of the same build (ERROR records are retried; records from before the
     head-sharded KV layout, which carry no ``kv_layout``, are rebuilt)."""
     from opt.placement.builder import BuildOptions
 
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
         and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
+        and rec.get("precision", "fp16/fp16/fp16") == precision \
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
 
@@ -211,6 +229,7 @@ class PlacementTask:
     layers: int | None
     tp: int
     solve: SolveFn
+    paper_precision: bool = False
 
 
 _BUILT = LastBuilt()  # the last instance built in this worker (methods of one workload share it)
@@ -225,11 +244,13 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
 
     wl, method = task.workload, task.method
     t0 = time.perf_counter()
-    inst = _BUILT.get(("placement", wl, task.layers, task.tp, task.card, task.catalog),
+    options = BuildOptions(layers=task.layers, tp=task.tp,
+                           precision=workload_precision(wl.model, task.paper_precision))
+    inst = _BUILT.get(("placement", wl, options, task.card, task.catalog),
                       lambda: build_placement(task.card, task.catalog.platform(wl.platform),
                                               task.catalog,
                                               Workload(wl.prefill, wl.decode, wl.batch),
-                                              BuildOptions(layers=task.layers, tp=task.tp)))
+                                              options))
     extra: dict[str, Any] = {}
     try:
         result = task.solve(inst, method)
@@ -260,40 +281,49 @@ def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
 def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
               solve: SolveFn, *, catalog, cards, layers: int | None = None, tp: int = 1,
               resume: bool = True, progress: Progress | None = None,
-              executor: Executor | None = None) -> list[tuple[dict[str, Any], bool]]:
+              executor: Executor | None = None,
+              paper_precision: bool = False) -> list[tuple[dict[str, Any], bool]]:
     """Solve every workload with every method; returns (record, was_cached) pairs in grid order.
 
     Each record is written (atomically) as soon as its solve finishes. ``catalog`` and ``cards``
     resolve platform and model names (names and sizes are checked before anything runs).
     ``executor`` runs the work items (default: serially in this process); with a parallel one
-    ``solve`` must be picklable. The records do not depend on the executor (timings aside)."""
+    ``solve`` must be picklable. The records do not depend on the executor (timings aside).
+    ``paper_precision`` builds each model in DOPS' precision (INT8 for Mixtral-8x7B and
+    Llama-2-70B, :data:`opt.placement.builder.PAPER_PRECISION`), fp16 otherwise."""
     methods = _unique(methods)
     check_workloads(workloads, catalog=catalog, cards=cards, layers=layers)
     if tp < 1:
         raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
     with aborting(progress):
         return _run(workloads, methods, Path(out), solve, catalog, cards, layers, tp, resume,
-                    progress, executor or SerialExecutor())
+                    progress, executor or SerialExecutor(), paper_precision)
 
 
-def _cached(path: Path, layers: int | None, tp: int) -> dict[str, Any] | None:
+def _cached(path: Path, layers: int | None, tp: int, precision: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
         rec = read_json(path)
     except InputError:
         return None  # a torn or foreign file: recompute it
-    return rec if _reusable(rec, layers, tp) else None
+    return rec if _reusable(rec, layers, tp, precision) else None
+
+
+def _tag(precision: Any) -> str:
+    return f"{precision.weight}/{precision.activation}/{precision.kv}"
 
 
 def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
-         executor):
+         executor, paper_precision):
+    slots = [(wl, method) for wl in workloads for method in methods]
+    tags = {record_path(out, *slot): _tag(workload_precision(slot[0].model, paper_precision))
+            for slot in slots}
     return run_records(
-        [(wl, method) for wl in workloads for method in methods],
-        path_of=lambda slot: record_path(out, *slot),
-        cached=lambda path: _cached(path, layers, tp) if resume else None,
+        slots, path_of=lambda slot: record_path(out, *slot),
+        cached=lambda path: _cached(path, layers, tp, tags[path]) if resume else None,
         task_of=lambda slot: PlacementTask(slot[0], slot[1], cards[slot[0].model], catalog,
-                                           layers, tp, solve),
+                                           layers, tp, solve, paper_precision),
         worker=run_placement_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
         progress=progress, executor=executor)
 
