@@ -175,7 +175,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
             "layers": layers, "tp": tp,
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
-            "precision": _precision_tag(inst),
+            "precision": _precision_tag(inst), **_shares(inst, result),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
@@ -189,6 +189,15 @@ class _Failed:
     lower_bound: None = None
     runtime_s: float = 0.0
     stats: None = None
+
+
+def _shares(inst: Any, result: Any) -> dict[str, float | None]:
+    """NPU / PIM busy fractions and their co-utilisation (DOPS Eq. 5) of a solved record."""
+    from opt.placement.utilisation import class_shares
+
+    if getattr(result, "solution", None) is None or result.objective is None:
+        return {}
+    return class_shares(inst, result.solution, int(result.objective))
 
 
 def _precision_tag(inst: Any) -> str:
