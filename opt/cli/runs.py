@@ -176,6 +176,9 @@ def _add_scaling_parser(sub: argparse._SubParsersAction, common: argparse.Argume
     s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16])
     s.add_argument("--method", default="bifocal", help="placement heuristic (default bifocal)")
     s.add_argument("--layers", type=int, help="use only the first N layers (reduced run)")
+    s.add_argument("--paper-precision", action="store_true",
+                   help="build each model in DOPS' precision (INT8 for Mixtral-8x7B and "
+                        "Llama-2-70B)")
     s.add_argument("--no-capacity-scaling", action="store_true",
                    help="with --layers: keep full device capacities (default: scale by N/L)")
     s.add_argument("--plot", metavar="DIR", help="write the heatmap and marginal-return PNGs")
@@ -410,7 +413,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
                        args.out, lambda inst, m: validated_heuristic(inst, m), catalog=cat,
                        cards=crds, method=args.method, layers=args.layers,
                        scale_capacity=not args.no_capacity_scaling, resume=not args.fresh,
-                       progress=progress)
+                       progress=progress, paper_precision=args.paper_precision)
     records = [rec for rec, _ in done]
     summary = summarise(records, args.platforms, cat)
     insights = insight_table(summary, args.platforms)

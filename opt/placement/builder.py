@@ -35,9 +35,10 @@ Modelling choices (documented; each is a switch or a clear default):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -220,6 +221,33 @@ def _kv_plan(card: ModelCard, opt: BuildOptions, devs: _Devices) -> _KvPlan:
     return _KvPlan("heads", homes, cells, [float(x) for x in sizes], n_groups > 1)
 
 
+def _reserve_kv(card: ModelCard, devs: _Devices, kv: _KvPlan, workload: Workload,
+                prec: Precision, n_layers: int) -> dict[str, int]:
+    """Take each KV home's share of the cache at the end of the workload (context L_in + L_out,
+    B sequences, the KV precision) out of its weight capacity, in place (problems.md §1.4):
+    weights and KV share the device memory, so a long context leaves less room for weights.
+    Returns the bytes reserved per device name; :class:`InputError` when the KV alone does not
+    fit a home."""
+    total = float(card.kv_bytes(workload.prefill + workload.decode, prec.kv)) \
+        * workload.batch * n_layers / card.layers
+    per_dev: dict[int, float] = {}
+    for h, heads in zip(kv.homes, kv.heads):
+        per_dev[h] = per_dev.get(h, 0.0) + total * heads / card.kv_heads
+    out = {}
+    for d, nbytes in per_dev.items():
+        dev, need = devs.devices[d], int(math.ceil(nbytes))
+        out[dev.name] = need
+        if dev.weight_capacity is None:
+            continue
+        if need > dev.weight_capacity:
+            raise InputError(f"the KV cache share of {dev.name} ({need / 1e9:.3g} GB at context "
+                             f"{workload.prefill + workload.decode}, batch {workload.batch}) "
+                             f"exceeds its memory ({dev.weight_capacity / 1e9:.3g} GB)",
+                             field="workload")
+        devs.devices[d] = replace(dev, weight_capacity=dev.weight_capacity - need)
+    return out
+
+
 @dataclass(frozen=True)
 class _Steps:
     """Per-step shapes of the workload: step 0 is the prefill, steps 1..L_out decode."""
@@ -237,6 +265,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     n_layers, prec, formats = _check_options(card, opt)
     devs = _devices(platform, catalog, opt)
     kv = _kv_plan(card, opt, devs)
+    kv_reserved = _reserve_kv(card, devs, kv, workload, prec, n_layers)
     tpl = _step_template(card, opt, n_layers, prec, kv)
     steps = _steps(workload)
     table = _step_ops(card, opt, n_layers, prec, workload)
@@ -260,6 +289,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         "kv_layout": kv.layout,
         "kv_home": [devs.devices[d].name for d in kv.homes],
         "kv_heads": kv.heads,
+        "kv_reserved_bytes": kv_reserved,
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }

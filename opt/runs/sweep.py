@@ -176,6 +176,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "layers": layers, "tp": tp,
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
             "precision": _precision_tag(inst), **_shares(inst, result),
+            "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
@@ -217,12 +218,13 @@ def workload_precision(model: str, paper_precision: bool) -> Any:
 
 def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
     """A finished record of the same build (ERROR records are retried; records from before the
-    head-sharded KV layout, which carry no ``kv_layout``, are rebuilt)."""
+    head-sharded KV layout, which carry no ``kv_layout``, or before the KV took its share of
+    memory, which carry no ``kv_reserved``, are rebuilt)."""
     from opt.placement.builder import BuildOptions
 
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
         and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
-        and rec.get("precision", "fp16/fp16/fp16") == precision \
+        and rec.get("precision", "fp16/fp16/fp16") == precision and rec.get("kv_reserved") \
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
 
@@ -319,14 +321,16 @@ def _cached(path: Path, layers: int | None, tp: int, precision: str) -> dict[str
     return rec if _reusable(rec, layers, tp, precision) else None
 
 
-def _tag(precision: Any) -> str:
+def precision_tag(precision: Any) -> str:
+    """``weight/activation/kv`` of a :class:`~opt.costlib.operators.Precision`."""
     return f"{precision.weight}/{precision.activation}/{precision.kv}"
 
 
 def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
          executor, paper_precision):
     slots = [(wl, method) for wl in workloads for method in methods]
-    tags = {record_path(out, *slot): _tag(workload_precision(slot[0].model, paper_precision))
+    tags = {record_path(out, *slot): precision_tag(workload_precision(slot[0].model,
+                                                                      paper_precision))
             for slot in slots}
     return run_records(
         slots, path_of=lambda slot: record_path(out, *slot),
