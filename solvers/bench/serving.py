@@ -188,7 +188,7 @@ def costs_case(root: Path | None = None) -> CaseResult:
                 rows.append([model, "+".join(gpus), slo, *costs.values(),
                              min(base) / costs["bnb"] if base and costs["bnb"] else None])
                 checks.append(invariant(f"{model} {'+'.join(gpus)} {slo:g} ms: B&B <= baselines",
-                                        costs["bnb"], f"<= {min(base) if base else None}",
+                                        costs["bnb"], f"<= {min(base):.6g}" if base else None,
                                         costs["bnb"] is not None and
                                         all(costs["bnb"] <= b * (1 + 1e-12) for b in base)))
                 if gpus == ("H100",) and slo == slos[-1]:
