@@ -85,8 +85,9 @@ def result_from_file(d: Any, case: BenchCase) -> CaseResult:
     artifacts = _typed(d, "artifacts", dict)
     if not all(isinstance(v, str) for v in artifacts.values()):
         raise ValueError("an artifact path is not text")
-    checks = [Check.from_dict(_typed({"check": c}, "check", dict))
-              for c in _typed(d, "checks", list)]
+    if not all(isinstance(c, dict) for c in _typed(d, "checks", list)):
+        raise ValueError("a check is not an object")
+    checks = [Check.from_dict(c) for c in d["checks"]]
     return CaseResult(title=_typed(d, "title", str), headers=_typed(d, "headers", list),
                       rows=rows, checks=checks, notes=_typed(d, "notes", str),
                       data=_typed(d, "data", dict),

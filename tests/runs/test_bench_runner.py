@@ -292,3 +292,25 @@ def test_opweave_figures_from_cost_table_cells() -> None:
     assert mean_l40s.ours == 1.0 and mean_l40s.verdict == "differs"  # 1.00 is not 1.04
     assert max_a100.ours == pytest.approx(1 / 0.78) and max_a100.verdict == "reproduced"
     assert got["Fig. 13 Gemma-3-27B H100+A100: max best baseline / B&B"].ours == 2.0
+
+
+def test_cli_bench_recomputes_a_truncated_case_file(tmp_path: Path, capsys) -> None:
+    """Issue 18 item 6: a truncated case file no longer stops ``hetopt bench`` (exit 2); the
+    case is recomputed with a one-line note on stderr and gives the same result."""
+    from opt.cli import main
+
+    args = ["bench", "--out", str(tmp_path), "--case", "opweave-eta"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    path = tmp_path / "core" / "opweave-eta.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 3])
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    notes = [x for x in captured.err.splitlines() if x.startswith("note:")]
+    assert len(notes) == 1 and "recomputing core/opweave-eta" in notes[0]
+    assert "malformed JSON" in notes[0] and "cached" not in captured.out.splitlines()[0]
+
+    def table(out: str) -> list[str]:  # the case block without its timing line
+        return [x for x in out.splitlines() if x.startswith(("H100", "  [", "gpu1"))]
+    assert table(captured.out) == table(first) and len(table(first)) > 4
