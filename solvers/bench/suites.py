@@ -1,4 +1,4 @@
-"""Benchmark suites of ``hetopt bench --suite NAME``: the default suite (about five minutes on
+"""Benchmark suites of ``hetopt bench --suite NAME``: the default suite (about ten minutes on
 two cores) and the large ones, which run the papers' full grids through the resumable sweeps
 (their per-record caches live under ``<out>/<suite>/cache/``, so an interrupted suite resumes
 inside a case too).
@@ -25,18 +25,21 @@ from pathlib import Path
 from opt.common.errors import UnknownNameError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.runs.bench import BenchCase, CaseResult, Check
+from opt.runs.bench import BenchCase, CaseResult
+from opt.runs.bench_checks import RATIO, Check, invariant, paper_figure
 
 
 def default_suite(out: Path) -> list[BenchCase]:
+    """Core, placement and serving cases; the viewer pages go to ``<out>/viewer/``."""
     from opt.runs.bench_cases import core_cases
     from solvers.bench.placement import placement_cases
     from solvers.bench.serving import serving_cases
 
-    return core_cases() + placement_cases() + serving_cases()
+    return core_cases() + placement_cases(out) + serving_cases(out)
 
 
-def _opweave_table(cache: Path) -> CaseResult:
+def _opweave_records(cache: Path) -> list[dict]:
+    """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table (resumable sweep)."""
     from opt.runs.serving_sweep import cells, run_serving_sweep
     from solvers.sweep_calls import SolveCall
 
@@ -47,22 +50,28 @@ def _opweave_table(cache: Path) -> CaseResult:
                                  SolveCall(time_limit=600.0), catalog=bundled_catalog(),
                                  cards=bundled_cards())
         records += [r for r, _ in done]
-    by_cell: dict[tuple, dict[str, dict]] = {}
-    for r in records:
+    return records
+
+
+def _opweave_table(cache: Path) -> CaseResult:
+    from solvers.bench.opweave_figures import METHODS, Cells, opweave_checks
+
+    by_cell: Cells = {}
+    for r in _opweave_records(cache):
         by_cell.setdefault((r["model"], "+".join(r["gpus"]), r["context"], r["slo_ms"]),
                            {})[r["method"]] = r
-    rows, checks = [], []
-    worse = []
+    rows, worse = [], []
     for (model, gpus, ctx, slo), recs in by_cell.items():
-        costs = {m: recs[m]["cost_usd_per_mtok"] for m in ("col", "afd", "cad", "bnb")}
+        costs = {m: recs[m]["cost_usd_per_mtok"] for m in METHODS}
         base = [c for m, c in costs.items() if m != "bnb" and c is not None]
         rows.append([model, gpus, f"{ctx // 1024}K", slo, *costs.values(),
                      min(base) / costs["bnb"] if base and costs["bnb"] else None])
         if costs["bnb"] is not None and any(costs["bnb"] > b * (1 + 1e-12) for b in base):
             worse.append(f"{model} {gpus} {ctx} {slo}")
-    checks.append(Check("B&B <= every baseline in every cell", worse, [], not worse))
+    checks = [invariant("B&B <= every baseline in every cell", worse, [], not worse),
+              *opweave_checks(by_cell)]
     return CaseResult("OpWeave cost table, $ per million output tokens (full grid)",
-                      ["model", "GPUs", "context", "SLO ms", "col", "afd", "cad", "bnb",
+                      ["model", "GPUs", "context", "SLO ms", *METHODS,
                        "best baseline / bnb"], rows, checks,
                       notes=f"{len(rows)} cells; '-' marks a method with no plan meeting the "
                             f"SLO; per-record files under {cache / 'serving'}")
@@ -75,7 +84,8 @@ def _theorems_detailed(cache: Path) -> CaseResult:
                           out=cache / "verify-detailed", progress=False)
     rows = [[c.claim, c.samples, c.passed, c.failed, c.worst_margin, DETAILED_CLAIMS[c.claim]]
             for c in res["claims"]]
-    checks = [Check(f"{c.claim} (structural): {DETAILED_CLAIMS[c.claim]}", c.failed, 0, c.ok)
+    checks = [invariant(f"{c.claim} (structural): {DETAILED_CLAIMS[c.claim]}", c.failed, 0,
+                        c.ok, source="OpWeave Theorems 3.1/3.2 (docs/bounds.md)")
               for c in res["claims"] if c.claim in ("D3.1a", "D3.2a")]
     return CaseResult("Theorems 3.1/3.2 in the detailed cost model (failures of the idealised "
                       "claims are findings, docs/bounds.md)",
@@ -91,6 +101,7 @@ def opweave_suite(out: Path) -> list[BenchCase]:
 
 def _dops_sweep(cache: Path) -> CaseResult:
     from opt.runs.sweep import geomean_speedups, grid, run_sweep
+    from solvers.bench.placement import DOPS_SPEEDUP_REASON
     from solvers.sweep_calls import SolveCall
 
     methods = ["pd", "heft", "bifocal"]
@@ -102,8 +113,12 @@ def _dops_sweep(cache: Path) -> CaseResult:
     geo = {g["method"]: g for g in geomean_speedups(records)}
     rows = [[m, geo[m]["workloads"], geo[m]["geomean_speedup"]] for m in methods if m in geo]
     bif = (geo.get("bifocal") or {}).get("geomean_speedup")
-    checks = [Check("Bifocal beats PD on geomean (DOPS reports 2.23)", bif, "> 1",
-                    bif is not None and bif > 1)]
+    n = (geo.get("bifocal") or {}).get("workloads", 0)
+    checks: list[Check] = [paper_figure(
+        f"Bifocal over PD, geomean of {n} of the 64 workloads", bif, 2.23, RATIO,
+        "DOPS scheduling sweep, geomean speed-ups (../shared/reference-data.md §Workloads in "
+        "the papers)",
+        DOPS_SPEEDUP_REASON)]
     return CaseResult("DOPS sweep: dops-qwen-1.8b, HP32, 64 workloads, speedup over PD",
                       ["method", "workloads", "geomean speedup"], rows, checks)
 
