@@ -27,7 +27,10 @@ def _md(headers: list[str], rows: list[list]) -> str:
 def main(folder: str = "results/bench/dops/cache/dops") -> None:
     records = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
     records = [r for r in records if isinstance(r, dict) and "method" in r]
-    print(f"{len(records)} records, {sum(usable(r) for r in records)} usable\n")
+    stale = [r for r in records if not r.get("kv_reserved")]  # an older build: rerun to replace
+    records = [r for r in records if r.get("kv_reserved")]
+    print(f"{len(records)} records of the current build ({len(stale)} older ones left out), "
+          f"{sum(usable(r) for r in records)} usable\n")
     geo = geomean_table(records)
     print("### Geomean speedup over PD per model\n")
     print(_md(["model", "platform", "workloads", "Bifocal", "HEFT", "best static",
