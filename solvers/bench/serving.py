@@ -121,10 +121,11 @@ def planner_ablation(model: str = "gemma-3-27b", gpus: tuple[str, ...] = ("H100"
                       data={"solution": results[0].solution})
 
 
-def default_planner_rows(cases) -> tuple[list[list], list[Check]]:
+def default_planner_rows(cases) -> list[list]:
     """The default planner (every sub-block length, frontiers and bounds) on each case: its
-    time (the < 60 s target of issue 16), plan cost, stages per token and search counts."""
-    rows, checks = [], []
+    time (the < 60 s target of issue 16, reported, not asserted: wall time on a shared machine
+    is not a correctness property), plan cost, stages per token and search counts."""
+    rows = []
     for model, gpus, context, slo_ms in cases:
         inst = _ablation_instance(model, gpus, context, slo_ms)
         t0 = time.perf_counter()
@@ -135,10 +136,7 @@ def default_planner_rows(cases) -> tuple[list[list], list[Check]]:
         rows.append([model, "+".join(gpus), context, slo_ms, s["sequences"],
                      s["sequences_pruned"], s["exact_evaluations"], wall, res.objective,
                      sol.get("stages_per_token")])
-        checks.append(invariant(f"{model} {'+'.join(gpus)} {context // 1024}K {slo_ms:g} ms: "
-                                f"default planner under 60 s on this machine (s)", wall,
-                                "< 60", wall < 60, source="issue 16 target"))
-    return rows, checks
+    return rows
 
 
 def ablation_case() -> CaseResult:
@@ -146,11 +144,8 @@ def ablation_case() -> CaseResult:
     mixed = planner_ablation(gpus=("H100", "A100"), repeats=1)
     res.rows += [["H100+A100", *r[1:]] if i == 0 else r for i, r in enumerate(mixed.rows)]
     res.checks += [replace(c, name=f"H100+A100: {c.name}") for c in mixed.checks]
-    rows, checks = default_planner_rows([("gemma-3-27b", ("H100",), 32768, 60.0),
-                                         ("gemma-3-27b", ("H100", "A100"), 32768, 60.0)])
-    # the < 60 s target is OpWeave's H100 ablation case; the H100 + A100 time is reported
-    # (two GPU types double the configurations and the K = 3 sequences' choices)
-    res.checks += checks[:1]
+    rows = default_planner_rows([("gemma-3-27b", ("H100",), 32768, 60.0),
+                                 ("gemma-3-27b", ("H100", "A100"), 32768, 60.0)])
     res.data["default_planner"] = {"headers": ["model", "GPUs", "context", "SLO ms",
                                                "sequences", "pruned", "exact evaluations",
                                                "wall s", "$/Mtok", "stages/token"],
