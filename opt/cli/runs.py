@@ -131,7 +131,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--suite", default="default",
                    help="default (about 10 min on 2 cores) | opweave (full OpWeave table + detailed "
-                        "theorem check) | dops (full DOPS sweep for dops-qwen-1.8b)")
+                        "theorem check) | dops (DOPS' seven-model sweep, hours; resumable)")
     s.set_defaults(func=cmd_bench)
 
 

@@ -12,8 +12,9 @@ suite          cases
 ``opweave``    the full OpWeave cost table (Gemma-3-27B 25/60 ms and Qwen3-Next-80B-A3B 40/80
                ms × 8K/32K/128K × H100, H100+L40S, H100+A100 × COL/AFD/CAD/B&B) and the
                detailed-cost-model theorem check
-``dops``       the DOPS scheduling sweep for dops-qwen-1.8b on HP32 (4 × 4 × 4 workloads,
-               PD, HEFT, Bifocal): speedups over PD and their geomean (paper: 2.23)
+``dops``       DOPS' scheduling sweep over its seven models on their platforms (the full grid
+               for dops-qwen-1.8b and Llama-2-7B, corners for the rest; Bifocal, HEFT, PD,
+               4 static policies), Fig. 7 and Fig. 10 beside the paper (solvers.bench.dops)
 =============  ==============================================================================
 """
 
@@ -26,7 +27,7 @@ from opt.common.errors import UnknownNameError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.runs.bench import BenchCase, CaseResult
-from opt.runs.bench_checks import RATIO, Check, invariant, paper_figure
+from opt.runs.bench_checks import invariant
 
 
 def default_suite(out: Path) -> list[BenchCase]:
@@ -99,33 +100,10 @@ def opweave_suite(out: Path) -> list[BenchCase]:
             BenchCase("opweave", "theorems-detailed", lambda: _theorems_detailed(cache))]
 
 
-def _dops_sweep(cache: Path) -> CaseResult:
-    from opt.runs.sweep import geomean_speedups, grid, run_sweep
-    from solvers.bench.placement import DOPS_SPEEDUP_REASON
-    from solvers.sweep_calls import SolveCall
-
-    methods = ["pd", "heft", "bifocal"]
-    workloads = grid(["dops-qwen-1.8b"], ["HP32"], [128, 512, 1024, 2048],
-                     [128, 256, 512, 1024], [1, 4, 8, 16])
-    done = run_sweep(workloads, methods, cache / "dops", SolveCall(time_limit=60.0),
-                     catalog=bundled_catalog(), cards=bundled_cards())
-    records = [r for r, _ in done]
-    geo = {g["method"]: g for g in geomean_speedups(records)}
-    rows = [[m, geo[m]["workloads"], geo[m]["geomean_speedup"]] for m in methods if m in geo]
-    bif = (geo.get("bifocal") or {}).get("geomean_speedup")
-    n = (geo.get("bifocal") or {}).get("workloads", 0)
-    checks: list[Check] = [paper_figure(
-        f"Bifocal over PD, geomean of {n} of the 64 workloads", bif, 2.23, RATIO,
-        "DOPS scheduling sweep, geomean speed-ups (../shared/reference-data.md §Workloads in "
-        "the papers)",
-        DOPS_SPEEDUP_REASON)]
-    return CaseResult("DOPS sweep: dops-qwen-1.8b, HP32, 64 workloads, speedup over PD",
-                      ["method", "workloads", "geomean speedup"], rows, checks)
-
-
 def dops_suite(out: Path) -> list[BenchCase]:
-    cache = out / "dops" / "cache"
-    return [BenchCase("dops", "qwen-1.8b-hp32", lambda: _dops_sweep(cache))]
+    from solvers.bench.dops import dops_cases
+
+    return dops_cases(out)
 
 
 SUITES: dict[str, Callable[[Path], list[BenchCase]]] = {
