@@ -283,7 +283,8 @@ def row_from_record(rec: Mapping[str, Any], where: str, path: str,
 
 
 def _read_csv(path: str) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
-    """(records with their 'row N' names, header settings of leading ``# key: value`` lines)."""
+    """(records with their 'row N' names, header settings of leading ``# key: value`` lines;
+    leading ``##`` lines are free comments)."""
     with open(path, newline="", encoding="utf-8") as fh:
         lines = fh.read().splitlines()
     settings: dict[str, str] = {}
@@ -292,9 +293,13 @@ def _read_csv(path: str) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, st
         if not line.startswith("#"):
             body_start = i
             break
+        if line.startswith("##"):
+            continue  # a free comment
         key, sep, value = line[1:].partition(":")
-        if sep:
-            settings[key.strip()] = value.strip()
+        if not sep:
+            raise InputError(f"expected '# key: value' (or a '## comment'), got {line!r}",
+                             source=path, field=f"row {i + 1}")
+        settings[key.strip()] = value.strip()
     else:
         body_start = len(lines)
     reader = csv.DictReader(lines[body_start:])
@@ -349,7 +354,7 @@ def write_measurements_csv(table: MeasuredTable, path: str | Path,
     """Write ``table`` as CSV (``latency_us`` column) with its interpolation setting."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         for line in header.splitlines():
-            fh.write(f"# {line}\n" if line else "#\n")
+            fh.write(f"## {line}\n")
         fh.write(f"# interpolate: {table.interpolate}\n")
         w = csv.writer(fh)
         w.writerow(["device", "op_kind", "model", "tokens", "context", "batch", "share",
