@@ -6,10 +6,13 @@ from perturbed parameters, for round trips)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opt.cli.common import cards, catalog, load_instance, print_json
 from opt.common.errors import InputError
+
+if TYPE_CHECKING:
+    from opt.costlib.measured import Measurement
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -176,7 +179,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     cat, card = catalog(args), cards(args)[args.model]
     changes = _perturbations(args.set)
-    rows = []
+    rows: list[Measurement] = []
     notes = []
     for name in args.device:
         spec = cat.device(name)
@@ -204,14 +207,14 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _end_to_end_rows(args: argparse.Namespace, model: str) -> list[Any]:
+def _end_to_end_rows(args: argparse.Namespace, model: str) -> list[Measurement]:
     """end_to_end rows: the validated makespan of each INSTANCE:RESULT pair."""
     from opt.common.result import read_result
     from opt.common.units import TIME_UNITS
     from opt.costlib.measured import END_TO_END, Measurement
     from opt.placement.validator import validate_placement
 
-    rows = []
+    rows: list[Measurement] = []
     for item in args.end_to_end:
         inst_ref, _, res_ref = item.partition(":")
         inst = load_instance(inst_ref)

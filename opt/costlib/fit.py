@@ -52,6 +52,11 @@ class FitPoint:
     where: str
 
 
+def _scalar(value: object) -> float:
+    """An Op count (float or 0-d array) as a float."""
+    return float(np.asarray(value, dtype=np.float64))
+
+
 def is_decode(tokens: int, context: int) -> bool:
     """A decode-step shape (T_q = 1 after a context); the builder's step 0 is a prefill."""
     return tokens == 1 and context > 1
@@ -71,7 +76,8 @@ def op_work(card: ModelCard, kind: str, tokens: int, context: int, batch: int,
                         precision=precision)
     for op in ops:
         if op.kind == kind:
-            scaled = replace(op, flops=float(op.flops) * share, bytes=float(op.bytes) * share)
+            scaled = replace(op, flops=_scalar(op.flops) * share,
+                             bytes=_scalar(op.bytes) * share)
             return scaled, regime_class(op.op_class, decode)
     raise InputError(f"model '{card.name}' has no operator '{kind}'", field="op_kind")
 
@@ -98,8 +104,8 @@ def fit_points(table: MeasuredTable, device: str, cards: CardSet,
                               precision)
         except InputError as exc:
             raise InputError(exc.detail, source=table.path, field=f"{m.where}.op_kind") from None
-        points.append(FitPoint(m.op_kind, cls, float(op.flops), float(op.bytes), m.latency_s,
-                               m.where))
+        points.append(FitPoint(m.op_kind, cls, _scalar(op.flops), _scalar(op.bytes),
+                               m.latency_s, m.where))
     if not points:
         raise InputError(f"no per-operator rows of device '{device}'", source=table.path,
                          field="device")
@@ -189,13 +195,13 @@ def get_param(model: LatencyModel, name: str) -> float:
 def with_params(model: LatencyModel, values: Mapping[str, float]) -> LatencyModel:
     """``model`` with the named parameters replaced (dict parameters per class)."""
     scalars = {k: float(v) for k, v in values.items() if "." not in k}
-    out = replace(model, **scalars)
+    out: Any = replace(model, **scalars)  # type: ignore[arg-type]
     for head in ("slowdown", "kernel_overhead_s"):
         per_class = {k.partition(".")[2]: float(v) for k, v in values.items()
                      if k.startswith(head + ".")}
         if per_class:
             out = replace(out, **{head: {**getattr(out, head), **per_class}})
-    return out
+    return out  # type: ignore[no-any-return]
 
 
 # ---- the fit ------------------------------------------------------------------------------------
@@ -283,38 +289,40 @@ def _solve(model: LatencyModel, coords: Sequence[_Coord], points: Sequence[FitPo
     return least_squares(residual, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf")
 
 
+def _best_run(model: LatencyModel, coords: Sequence[_Coord], points: Sequence[FitPoint]
+              ) -> Any:
+    """The lowest-cost least-squares run over a few starts: the catalog values and, when the
+    knee is fitted, the knee ±1 decade (a guard against a local minimum)."""
+    x0 = np.array([c.to_x(get_param(model, c.name)) for c in coords])
+    starts = [x0]
+    names = [c.name for c in coords]
+    if "knee_flops" in names:
+        starts += [x0 + np.eye(len(x0))[names.index("knee_flops")] * s for s in (-1.0, 1.0)]
+    runs = [_solve(model, coords, points, start) for start in starts]
+    return min(runs, key=lambda r: float(r.cost))
+
+
 def fit_device(spec: DeviceSpec, points: Sequence[FitPoint], source: str = "") -> FitReport:
-    """Fit ``spec``'s latency model to ``points`` (see the module docstring); a few starts of
-    the knee (the catalog value and ±1 decade) guard against a local minimum."""
+    """Fit ``spec``'s latency model to ``points`` (see the module docstring)."""
     model = spec.latency_model
     if model is None:
         raise InputError(f"device '{spec.name}' has no latency model to fit", field="device")
     coords, held = _coords(model, points)
-    fitted = model
-    best = None
-    if coords:
-        x0 = np.array([c.to_x(get_param(model, c.name)) for c in coords])
-        starts = [x0]
-        if any(c.name == "knee_flops" for c in coords):
-            k = [c.name for c in coords].index("knee_flops")
-            starts += [x0 + np.eye(len(x0))[k] * s for s in (-1.0, 1.0)]
-        for start in starts:
-            run = _solve(model, coords, points, start)
-            if best is None or run.cost < best.cost:
-                best = run
-        values = {c.name: c.from_x(v) for c, v in zip(coords, best.x)}
-        if isinstance(model, LogisticRoofline):
-            values["u_min"] = min(values.get("u_min", model.u_min), values.get("u_max",
-                                                                                 model.u_max))
-        fitted = replace(with_params(model, values),
-                         source=f"fitted by hetopt calibrate to {source} ({len(points)} points;"
-                                f" catalog: {model.source})")
+    if not coords:
+        return FitReport(spec, tuple(held), _errors(model, model, points), len(points), 0.0,
+                         "nothing to fit")
+    best = _best_run(model, coords, points)
+    values = {c.name: c.from_x(v) for c, v in zip(coords, best.x)}
+    if isinstance(model, LogisticRoofline) and "u_min" in values:
+        values["u_min"] = min(values["u_min"], values["u_max"])
+    fitted = replace(with_params(model, values),
+                     source=f"fitted by hetopt calibrate to {source} ({len(points)} points; "
+                            f"catalog: {model.source})")
     params = [Param(c.name, get_param(fitted, c.name), get_param(model, c.name),
                     c.from_x(c.lower), c.from_x(c.upper), True) for c in coords] + held
     return FitReport(device=replace(spec, latency_model=fitted), params=tuple(params),
                      errors=_errors(model, fitted, points), n_points=len(points),
-                     cost=float(best.cost) if best is not None else 0.0,
-                     status=str(best.message) if best is not None else "nothing to fit")
+                     cost=float(best.cost), status=str(best.message))
 
 
 # ---- synthetic measurements ---------------------------------------------------------------------

@@ -361,7 +361,7 @@ def write_measurements_csv(table: MeasuredTable, path: str | Path,
                     "latency_us", "source"])
         for m in table.rows:
             w.writerow([m.device, m.op_kind, m.model or "", m.tokens, m.context, m.batch,
-                        f"{m.share:g}", f"{m.latency_s * 1e6:.6g}", m.source])
+                        f"{m.share:g}", f"{m.latency_s * 1e6:.12g}", m.source])
 
 
 # ---- the placement builder's hook ---------------------------------------------------------------

@@ -291,11 +291,12 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     step_ids = np.arange(n_steps, dtype=np.int64)
     ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
     phase = np.where(step_ids == 0, 0, 1).astype(np.int8)
+    opt_meta = asdict(replace(opt, measurements=None))
+    opt_meta.pop("measurements")  # a table's provenance goes to meta.measurements
     meta = {
         "model": card.name, "platform": platform.name,
         "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
-                                                  "version": __version__,
-                                                  **asdict(replace(opt, measurements=None)),
+                                                  "version": __version__, **opt_meta,
                                                   "precision": asdict(prec)},
         "kv_layout": kv.layout,
         "kv_home": [devs.devices[d].name for d in kv.homes],
@@ -304,7 +305,6 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }
-    meta["builder"].pop("measurements")  # the table's provenance goes to meta.measurements
     if measured is not None:
         meta["measurements"] = measured
     inst = build_instance(
