@@ -41,6 +41,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     s.add_argument("--noise", type=float, default=0.02, help="lognormal σ (default 0.02)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--batch", type=int, action="append", help="batch sizes (default 1 and 8)")
+    s.add_argument("--share", type=float, action="append",
+                   help="shares of every op (default 1; e.g. 0.5 for tp = 2; repeatable)")
     s.add_argument("--cell-share", type=float, action="append", default=[],
                    help="extra share of the attention-cell ops (e.g. 0.5 for 2 PIMs)")
     s.add_argument("--end-to-end", metavar="INSTANCE:RESULT", action="append", default=[],
@@ -148,7 +150,8 @@ def _plot_gaps(report: Any, path: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.bar([g[0] for g in gaps], [100 * g[1] for g in gaps], color="#4477aa")
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_ylabel("Δ = (predicted − measured)/measured, %")
+    ax.set_ylabel("Δ, %")
+    ax.set_title("Δ = (predicted − measured) / measured", fontsize=10)
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     fig.savefig(path)
@@ -194,7 +197,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         src = (f"synthetic: catalog {spec.name} model with {delta or 'no changes'}, lognormal "
                f"noise σ={args.noise}, seed {args.seed}")
         notes.append(src)
-        shapes = default_shapes(card, tuple(args.batch or (1, 8)), tuple(args.cell_share))
+        shapes = default_shapes(card, tuple(args.batch or (1, 8)), tuple(args.cell_share),
+                                tuple(args.share or (1.0,)))
         rows += synthetic_rows(true, card, shapes, rel_noise=args.noise, seed=args.seed,
                                source=src)
     if changes:

@@ -333,16 +333,18 @@ CELL_KINDS = ("kv_write", "qk", "softmax", "sv")
 
 
 def default_shapes(card: ModelCard, batches: Sequence[int] = (1, 8),
-                   cell_shares: Sequence[float] = ()) -> list[Shape]:
+                   cell_shares: Sequence[float] = (), shares: Sequence[float] = (1.0,)
+                   ) -> list[Shape]:
     """Shapes of a synthetic profile: every layer-0 operator and the head ops, prefill at
-    16…4096 tokens and decode at context 256…4096, for each batch; attention-cell operators
-    also at each of ``cell_shares`` (e.g. 0.5 for two KV head groups)."""
+    16…4096 tokens and decode at context 256…4096, for each batch and each of ``shares``
+    (e.g. 0.5 for tp = 2); attention-cell operators also at each of ``cell_shares`` (e.g. 0.5
+    for two KV head groups)."""
     kinds = [o.kind for o in layer_ops(card, 0, tokens=1, context=2, batch=1)] + list(HEAD_KINDS)
     shapes: list[Shape] = []
     for batch in batches:
         for kind in kinds:
-            shares = [1.0, *(cell_shares if kind in CELL_KINDS else ())]
-            for share in shares:
+            extra = cell_shares if kind in CELL_KINDS else ()
+            for share in dict.fromkeys([*shares, *extra]):
                 shapes += [(kind, t, t, batch, share) for t in (16, 64, 256, 1024, 4096)]
                 shapes += [(kind, 1, c, batch, share) for c in (256, 1024, 4096)]
     return shapes

@@ -112,7 +112,8 @@ def compare_measured(inst: PlacementInstance, solution: dict[str, Any], table: M
     metrics = validate_placement(inst, solution)
     tick = TIME_UNITS[inst.time_unit]
     card = cards[model]
-    dev_type = dict(catalog.platform(platform).device_names())
+    plat = catalog.platform(platform)
+    dev_type = {**dict(plat.device_names()), "HOST": plat.host}  # the builder's host (tp > 1)
     builder = inst.meta.get("builder", {})
     tp, layout = int(builder.get("tp", 1)), str(inst.meta.get("kv_layout", "single"))
     kv_heads = [float(h) for h in inst.meta.get("kv_heads", [card.kv_heads])]

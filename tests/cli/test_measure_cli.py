@@ -85,3 +85,18 @@ def test_errors_are_one_line(capsys, tmp_path):
                         "HP32", "--prefill", 8, "--decode", 1, "--measurements",
                         tmp_path / "nope.csv", "-o", tmp_path / "x.json")
     assert code == 2 and "no such file" in err
+
+
+def test_plot_and_missing_matplotlib(capsys, workdir, monkeypatch):
+    synth = workdir / "synth.csv"
+    if not synth.exists():
+        pytest.skip("needs the round trip's files")
+    png = workdir / "gaps.png"
+    pytest.importorskip("matplotlib")
+    code, _, _ = _run(capsys, "compare-measured", workdir / "m.json", workdir / "m_heft.json",
+                      "--measurements", synth, "--plot", png)
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    code, _, err = _run(capsys, "compare-measured", "no-such-instance.json", "no-result.json",
+                        "--measurements", "no-table.csv", "--plot", png)
+    assert code == 2 and "matplotlib" in err  # checked before any input is read

@@ -129,3 +129,33 @@ def test_builder_uses_table_where_it_has_entries(tmp_path):
     assert "measurements" not in base.meta and "measurements" not in base.meta["builder"]
     changed = inst.cost != base.cost
     assert changed.sum() == 10
+
+
+def test_compare_infers_the_builders_shares_with_tp_and_head_groups():
+    """tp = 2 on HP64 (4 PIMs, 4 KV head groups): projections are shares 1/2, attention cells
+    1/4; a table at exactly those shares covers every task but the all-reduces, both in the
+    builder and in compare-measured (whose shares come from the instance meta)."""
+    from opt.costlib.fit import default_shapes, synthetic_rows
+    from opt.costlib.measured import MeasuredTable
+    from opt.placement.measured_compare import compare_measured
+
+    cat, cards = load_catalog(), load_cards()
+    card = cards["llama-2-7b"]
+    shapes = default_shapes(card, (1,), (0.25,), (1.0, 0.5))
+    rows = []
+    for dev in ("Ascend-910B", "AiM"):
+        rows += synthetic_rows(cat.device(dev), card, shapes, rel_noise=0.05, seed=1,
+                               source="synthetic")
+    table = MeasuredTable(tuple(rows), "log-linear")
+    inst = build_placement(card, cat.platform("HP64"), cat, Workload(256, 3, 1),
+                           BuildOptions(layers=1, tp=2, measurements=table))
+    legal = inst.cost >= 0
+    n_ar = sum(int(legal[i].sum()) for i, k in enumerate(inst.kind) if k.startswith("allreduce"))
+    assert inst.meta["measurements"]["task_costs"]["model"] == n_ar
+    import solvers
+
+    report = compare_measured(inst, solvers.solve(inst, "heft").solution, table, cat, cards)
+    by = {c.op_class: c for c in report.classes}
+    assert by["all"].unmatched == by["collective"].unmatched == 4 * 2  # 2 per layer and step
+    assert by["all"].matched == inst.n_tasks - 8
+    assert abs(by["all"].delta) < 1e-4
