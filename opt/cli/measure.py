@@ -23,7 +23,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     c.add_argument("--measurements", required=True, metavar="FILE", help="CSV or JSON table")
     c.add_argument("--model", help="model card of rows without a 'model' value")
     c.add_argument("-o", "--output", metavar="FILE",
-                   help="catalog JSON with the fitted device (for --catalog)")
+                   help="catalog JSON with the fitted device and the --catalog file's "
+                        "entries (for --catalog)")
     c.set_defaults(func=cmd_calibrate)
     m = sub.add_parser("compare-measured", parents=[common],
                        help="predicted vs measured latency of a placement schedule (DOPS Δ)")
@@ -78,7 +79,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     report = fit_device(spec, fit_points(meas, spec.name, cards(args), args.model),
                         args.measurements)
     if args.output:
-        Catalog(devices={spec.name: report.device}).write(args.output)
+        _user_catalog(args, cat).merged(Catalog(devices={spec.name: report.device})
+                                        ).write(args.output)
     if args.json:
         print_json({**report.to_dict(), "output": args.output})
         return 0
@@ -93,6 +95,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.output:
         print(f"wrote {args.output} (use it with --catalog)")
     return 0
+
+
+def _user_catalog(args: argparse.Namespace, cat: Any) -> Any:
+    """The entries of the ``--catalog`` file alone (empty without one), so that a calibration
+    written over it keeps the devices fitted before (chain ``calibrate --catalog A -o B``)."""
+    from opt.common.jsonio import read_json
+    from opt.costlib.hardware import Catalog, catalog_from_dict
+
+    if args.catalog is None:
+        return Catalog(devices={})
+    return catalog_from_dict(read_json(args.catalog), source=args.catalog,
+                             known_devices=cat.devices)
 
 
 # ---- compare-measured ---------------------------------------------------------------------------

@@ -336,7 +336,9 @@ def default_shapes(card: ModelCard, batches: Sequence[int] = (1, 8),
                    cell_shares: Sequence[float] = (), shares: Sequence[float] = (1.0,)
                    ) -> list[Shape]:
     """Shapes of a synthetic profile: every layer-0 operator and the head ops, prefill at
-    16…4096 tokens and decode at context 256…4096, for each batch and each of ``shares``
+    16, 32, …, 4096 tokens and decode at context 128, 256, …, 8192 (factors of 2: log-linear
+    interpolation between them errs by a few per cent at most, docs/measurements.md), for
+    each batch and each of ``shares``
     (e.g. 0.5 for tp = 2); attention-cell operators also at each of ``cell_shares`` (e.g. 0.5
     for two KV head groups)."""
     kinds = [o.kind for o in layer_ops(card, 0, tokens=1, context=2, batch=1)] + list(HEAD_KINDS)
@@ -345,8 +347,8 @@ def default_shapes(card: ModelCard, batches: Sequence[int] = (1, 8),
         for kind in kinds:
             extra = cell_shares if kind in CELL_KINDS else ()
             for share in dict.fromkeys([*shares, *extra]):
-                shapes += [(kind, t, t, batch, share) for t in (16, 64, 256, 1024, 4096)]
-                shapes += [(kind, 1, c, batch, share) for c in (256, 1024, 4096)]
+                shapes += [(kind, 2 ** e, 2 ** e, batch, share) for e in range(4, 13)]
+                shapes += [(kind, 1, 2 ** e, batch, share) for e in range(7, 14)]
     return shapes
 
 
