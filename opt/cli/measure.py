@@ -85,9 +85,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print_json({**report.to_dict(), "output": args.output})
         return 0
     print(f"{spec.name}: {report.n_points} points from {args.measurements} ({report.status})")
-    print(table(["parameter", "value", "catalog", "lower", "upper", "fitted"],
-                [[p.name, p.value, p.initial, p.lower, p.upper, p.note or p.fitted]
-                 for p in report.params]))
+    print(table(["parameter", "value", "± rel. s.e.", "catalog", "lower", "upper", "note"],
+                [[p.name, p.value, p.rel_std_err, p.initial, p.lower, p.upper,
+                  p.note or ("fitted" if p.fitted else "held")] for p in report.params]))
     print(table(["class", "n", "median err before", "max before", "median err after",
                  "max after"],
                 [[e.op_class, e.n, e.median_before, e.max_before, e.median_after, e.max_after]

@@ -37,6 +37,9 @@ from opt.costlib.operators import Op, Precision, head_ops, layer_ops
 MIN_CLASS_POINTS = 3
 MIN_LOGISTIC_POINTS = 5
 REFERENCE_CLASS = "gemm"
+#: A fitted parameter whose relative standard error exceeds this is reported as weakly
+#: determined by the points.
+WEAK_REL_ERR = 0.05
 HEAD_KINDS = ("embed", "final_norm", "lm_head")
 
 
@@ -117,7 +120,9 @@ def fit_points(table: MeasuredTable, device: str, cards: CardSet,
 @dataclass(frozen=True)
 class Param:
     """A model parameter: its fitted (or held) value, its start, its box bounds, in the
-    parameter's own unit (seconds for overheads)."""
+    parameter's own unit (seconds for overheads); ``rel_std_err``: its standard error
+    relative to its value from the Jacobian at the optimum (large = the points do not
+    determine it; None when held)."""
 
     name: str
     value: float
@@ -126,6 +131,7 @@ class Param:
     upper: float
     fitted: bool
     note: str = ""
+    rel_std_err: float | None = None
 
 
 @dataclass(frozen=True)
@@ -289,6 +295,26 @@ def _solve(model: LatencyModel, coords: Sequence[_Coord], points: Sequence[FitPo
     return least_squares(residual, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf")
 
 
+def _rel_std_errs(coords: Sequence[_Coord], run: Any, n_points: int) -> list[float]:
+    """Relative standard errors of the fitted parameters: cov = s²·(JᵀJ)⁺ in the optimiser's
+    coordinates, s² = Σ r²/(n − p), mapped to the parameter (log coordinates are relative
+    already; log10 ones × ln 10; linear ones ÷ the value)."""
+    jac = np.asarray(run.jac, dtype=np.float64)
+    dof = max(n_points - len(coords), 1)
+    cov = np.linalg.pinv(jac.T @ jac) * float(np.sum(run.fun ** 2)) / dof
+    sigma = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    out = []
+    for c, x, sd in zip(coords, run.x, sigma):
+        value = c.from_x(float(x))
+        if c.to_x is math.log:
+            out.append(float(sd))
+        elif c.name == "knee_flops":
+            out.append(float(sd) * math.log(10.0))
+        else:
+            out.append(float(abs(c.from_x(float(x) + sd) - value) / max(abs(value), 1e-300)))
+    return out
+
+
 def _best_run(model: LatencyModel, coords: Sequence[_Coord], points: Sequence[FitPoint]
               ) -> Any:
     """The lowest-cost least-squares run over a few starts: the catalog values and, when the
@@ -318,8 +344,11 @@ def fit_device(spec: DeviceSpec, points: Sequence[FitPoint], source: str = "") -
     fitted = replace(with_params(model, values),
                      source=f"fitted by hetopt calibrate to {source} ({len(points)} points; "
                             f"catalog: {model.source})")
+    errs = _rel_std_errs(coords, best, len(points))
     params = [Param(c.name, get_param(fitted, c.name), get_param(model, c.name),
-                    c.from_x(c.lower), c.from_x(c.upper), True) for c in coords] + held
+                    c.from_x(c.lower), c.from_x(c.upper), True,
+                    "weakly determined by the points" if e > WEAK_REL_ERR else "", e)
+              for c, e in zip(coords, errs)] + held
     return FitReport(device=replace(spec, latency_model=fitted), params=tuple(params),
                      errors=_errors(model, fitted, points), n_points=len(points),
                      cost=float(best.cost), status=str(best.message))

@@ -95,3 +95,18 @@ def test_rows_without_a_model_need_one():
     assert len(fit_points(table, "A100", cards, model="llama-2-7b")) == 1
     with pytest.raises(InputError, match="has no operator 'router'"):
         fit_points(MeasuredTable((replace(rows[0], op_kind="router"),)), "A100", cards)
+
+
+def test_standard_errors_flag_what_the_points_do_not_determine():
+    """On the NPU, operators with FLOPs below the knee are memory-bound (ridge ≈ 220 FLOP/byte,
+    i.e. GEMMs of > 220 tokens ≈ 7e9 FLOPs), so u_min, the knee and the slope are hidden; the
+    standard errors say so. Every parameter of the AiM round trip is determined."""
+    spec, _, train, _ = _split(*CASES[1][:2])
+    weak = {p.name for p in fit_device(spec, train).params if p.note.startswith("weakly")}
+    assert weak == {"u_min", "knee_flops", "slope"}
+    spec, true, train, _ = _split(*CASES[0][:2])
+    for p in fit_device(spec, train).params:
+        if p.fitted:
+            assert p.rel_std_err is not None and p.rel_std_err < 0.05, p.name
+            want = get_param(true.latency_model, p.name)
+            assert abs(p.value / want - 1) < 4 * p.rel_std_err + 0.002, p.name
