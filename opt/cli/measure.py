@@ -201,12 +201,14 @@ def cmd_synth(args: argparse.Namespace) -> int:
     for name in args.device:
         spec = cat.device(name)
         delta = changes.pop(spec.name.lower(), {})
+        if spec.latency_model is None:
+            raise InputError(f"device '{spec.name}' has no latency model", source="<argument>",
+                             field="device")
         for p in delta:
             try:
                 get_param(spec.latency_model, p)
-            except AttributeError:
-                raise InputError(f"unknown parameter '{p}' of {spec.name}", source="<argument>",
-                                 field="set") from None
+            except InputError as exc:
+                raise InputError(exc.detail, source="<argument>", field="set") from None
         true = replace(spec, latency_model=with_params(spec.latency_model, delta))
         src = (f"synthetic: catalog {spec.name} model with {delta or 'no changes'}, lognormal "
                f"noise σ={args.noise}, seed {args.seed}")
@@ -230,15 +232,20 @@ def _end_to_end_rows(args: argparse.Namespace, model: str) -> list[Measurement]:
     from opt.common.result import read_result
     from opt.common.units import TIME_UNITS
     from opt.costlib.measured import END_TO_END, Measurement
-    from opt.placement.validator import validate_placement
+    from opt.placement.measured_compare import builder_meta
+    from opt.placement.validator import ScheduleError, validate_placement
 
     rows: list[Measurement] = []
     for item in args.end_to_end:
         inst_ref, _, res_ref = item.partition(":")
         inst = load_instance(inst_ref)
-        metrics = validate_placement(inst, read_result(res_ref).solution or {})
-        wl = inst.meta["workload"]
-        rows.append(Measurement(str(inst.meta["platform"]), END_TO_END, int(wl["prefill"]),
+        _, platform, wl = builder_meta(inst)
+        try:
+            metrics = validate_placement(inst, read_result(res_ref).solution or {})
+        except ScheduleError as exc:
+            raise InputError(f"invalid schedule: {exc}", source=res_ref,
+                             field="solution") from None
+        rows.append(Measurement(platform, END_TO_END, int(wl["prefill"]),
                                 int(wl["prefill"]) + int(wl["decode"]), int(wl["batch"]), 1.0,
                                 model, metrics.makespan * TIME_UNITS[inst.time_unit],
                                 f"synthetic: makespan of {res_ref} on {inst_ref}",

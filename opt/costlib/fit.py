@@ -29,7 +29,13 @@ from scipy.optimize import least_squares
 
 from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.hardware import DeviceSpec
-from opt.costlib.latency import EfficiencyRoofline, LatencyModel, LogisticRoofline, regime_class
+from opt.costlib.latency import (
+    OP_CLASSES,
+    EfficiencyRoofline,
+    LatencyModel,
+    LogisticRoofline,
+    regime_class,
+)
 from opt.costlib.measured import END_TO_END, MeasuredTable, Measurement
 from opt.costlib.modelcard import CardSet, ModelCard
 from opt.costlib.operators import Op, Precision, head_ops, layer_ops
@@ -191,11 +197,19 @@ def _held(name: str, value: float, note: str) -> Param:
 
 
 def get_param(model: LatencyModel, name: str) -> float:
-    """A parameter by its report name (``u_min``, ``slowdown.softmax``, ``t0_s``, …)."""
+    """A parameter by its report name (``u_min``, ``slowdown.softmax``, ``t0_s``, …);
+    :class:`InputError` for a name the model does not have."""
     head, _, cls = name.partition(".")
-    if cls:
+    per_class = ("slowdown", "kernel_overhead_s")
+    if cls and head in per_class and hasattr(model, head) and cls in OP_CLASSES:
         return float(getattr(model, head).get(cls, 0.0 if head == "kernel_overhead_s" else 1.0))
-    return float(getattr(model, head))
+    scalars = [f for f in vars(model) if f not in (*per_class, "source")]
+    if not cls and name in scalars:
+        return float(getattr(model, head))
+    known = scalars + [f"{h}.<class>" for h in per_class if hasattr(model, h)]
+    classes = f" (classes: {', '.join(OP_CLASSES)})" if len(known) > len(scalars) else ""
+    raise InputError(f"unknown parameter '{name}' of a {model.kind} model; known: "
+                     f"{', '.join(known)}{classes}", field="parameter")
 
 
 def with_params(model: LatencyModel, values: Mapping[str, float]) -> LatencyModel:

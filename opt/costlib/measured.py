@@ -304,12 +304,13 @@ def _read_csv(path: str) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, st
         body_start = len(lines)
     reader = csv.DictReader(lines[body_start:])
     records = []
-    for n, rec in enumerate(reader):
+    for rec in reader:
+        where = f"row {body_start + reader.line_num}"  # the line number in the file
         if None in rec:
             raise InputError(f"more values than columns ({len(reader.fieldnames or [])})",
-                             source=path, field=f"row {body_start + n + 2}")
+                             source=path, field=where)
         if any(v not in (None, "") for v in rec.values()):
-            records.append((f"row {body_start + n + 2}", rec))
+            records.append((where, rec))
     return records, settings
 
 

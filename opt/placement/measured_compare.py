@@ -70,7 +70,8 @@ class CompareReport:
                 "end_to_end": None if self.end_to_end is None else vars(self.end_to_end)}
 
 
-def _meta(inst: PlacementInstance) -> tuple[str, str, Mapping[str, Any]]:
+def builder_meta(inst: PlacementInstance) -> tuple[str, str, Mapping[str, Any]]:
+    """(model, platform, workload) of an instance of ``hetopt build placement``."""
     meta = inst.meta
     if not all(k in meta for k in ("model", "platform", "workload")):
         raise InputError("the instance has no builder meta (model, platform, workload); only "
@@ -108,7 +109,7 @@ def _class_of(card: ModelCard, kind: str, decode: bool) -> str:
 def compare_measured(inst: PlacementInstance, solution: dict[str, Any], table: MeasuredTable,
                      catalog: Catalog, cards: CardSet) -> CompareReport:
     """The predicted-versus-measured report of the validated schedule ``solution``."""
-    model, platform, wl = _meta(inst)
+    model, platform, wl = builder_meta(inst)
     metrics = validate_placement(inst, solution)
     tick = TIME_UNITS[inst.time_unit]
     card = cards[model]

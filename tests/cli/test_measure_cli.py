@@ -100,3 +100,14 @@ def test_plot_and_missing_matplotlib(capsys, workdir, monkeypatch):
     code, _, err = _run(capsys, "compare-measured", "no-such-instance.json", "no-result.json",
                         "--measurements", "no-table.csv", "--plot", png)
     assert code == 2 and "matplotlib" in err  # checked before any input is read
+
+
+def test_bad_perturbation_and_blank_lines(capsys, tmp_path):
+    code, _, err = _run(capsys, "synth-measurements", "--device", "A100", "--model",
+                        "llama-2-7b", "--set", "A100:u_min=0.3", "-o", tmp_path / "s.csv")
+    assert code == 2 and "unknown parameter 'u_min' of a efficiency_roofline" in err
+    bad = tmp_path / "blank.csv"
+    bad.write_text("# interpolate: none\ndevice,op_kind,tokens,context,batch,latency_us,source\n"
+                   "A100,qk,1,100,1,3,x\n\nA100,qk,1,200,1,0,x\n")
+    code, _, err = _run(capsys, "calibrate", "--device", "A100", "--measurements", bad)
+    assert code == 2 and "field 'row 5.latency_us'" in err  # the file's line number
