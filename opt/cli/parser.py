@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from opt.cli import info, placement, plots, runs, serving, theory, view
+from opt.cli import info, measure, placement, plots, runs, serving, theory, view
 from opt.cli.common import common_parser, run_command
 
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_parsers(sub, common)
     plots.add_parsers(sub, common)
     view.add_parsers(sub, common)
+    measure.add_parsers(sub, common)
     return p
 
 

@@ -54,6 +54,9 @@ def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.Argumen
     pl.add_argument("--formats", nargs="+", metavar="FMT",
                     help="P2 layout formats offered (default linear npu_opt pim_opt dual)")
     add_budget_args(pl)
+    pl.add_argument("--measurements", metavar="FILE",
+                    help="measured-latency table (CSV/JSON, docs/measurements.md) used where "
+                         "it has an entry, the cost model elsewhere")
     pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
     pl.set_defaults(func=cmd_build_placement)
 
@@ -126,19 +129,33 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                                         kv_layout=args.kv_layout, time_unit=args.time_unit,
                                         formats=tuple(args.formats) if args.formats else None,
                                         precision=_precision_args(args),
-                                        sparsity=_sparsity_args(args)))
+                                        sparsity=_sparsity_args(args),
+                                        measurements=_measurements_arg(args, cat)))
     inst = apply_budget(inst, args)
     t1 = time.perf_counter()
     inst.write(args.output)
     info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
             "output": args.output}
+    if "measurements" in inst.meta:
+        info["measurements"] = inst.meta["measurements"]
     if args.json:
         print_json(info)
     else:
         print(f"{args.output}: {inst.n_tasks:,} tasks, {inst.n_edges:,} edges, "
               f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
               f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
+        if "measurements" in info:
+            from opt.cli.measure import provenance_line
+
+            print(provenance_line(info["measurements"]))
     return 0
+
+
+def _measurements_arg(args: argparse.Namespace, cat):
+    """The table of ``--measurements`` (None when absent)."""
+    from opt.costlib.measured import read_measurements
+
+    return None if args.measurements is None else read_measurements(args.measurements, cat)
 
 
 def _precision_args(args: argparse.Namespace):

@@ -48,6 +48,7 @@ from opt.common.errors import InputError
 from opt.common.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
 from opt.costlib.hardware import FORMATS, Catalog, DeviceSpec, PlatformSpec
 from opt.costlib.latency import regime_class, ring_allreduce_s, star_allreduce_s
+from opt.costlib.measured import MeasuredTable, apply_measurements
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
 from opt.placement.instance import (
@@ -97,7 +98,9 @@ class BuildOptions:
     memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited);
     kv_layout: ``heads`` (default, problems.md §1.4 revised: each layer's KV heads split into one
     group per PIM device, attention one task per (TP shard, head group) cell) or ``single``
-    (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM)."""
+    (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM);
+    measurements: a measured-latency table (:mod:`opt.costlib.measured`) whose entries replace
+    the model's task costs where they exist (None = the model everywhere)."""
 
     layers: int | None = None
     tp: int = 1
@@ -110,6 +113,7 @@ class BuildOptions:
     precision: Precision | None = None
     sparsity: Sparsity | None = None
     kv_layout: str = "heads"
+    measurements: MeasuredTable | None = None
 
     def resolved_precision(self) -> Precision:
         """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
@@ -271,6 +275,12 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     table = _step_ops(card, opt, n_layers, prec, workload)
     cost, out_bytes = _task_costs(tpl, table, devs, kv, platform, card, workload, opt, prec,
                                   steps)
+    measured = None
+    if opt.measurements is not None:
+        cost, measured = apply_measurements(
+            cost, opt.measurements, kinds=[o[0] for o in tpl.ops], shares=tpl.frac,
+            device_types=[s.name for _, s in devs.specs], tokens=steps.tok, context=steps.ctx,
+            batch=workload.batch, model=card.name, time_unit=opt.time_unit)
     edge_src, edge_dst, edge_bytes = _edges(tpl, out_bytes, card, n_layers, workload, opt, prec,
                                             steps)
     block_ids, block_bytes, block_load, t_block = _blocks(tpl, table, devs, platform, opt,
@@ -281,10 +291,12 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     step_ids = np.arange(n_steps, dtype=np.int64)
     ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
     phase = np.where(step_ids == 0, 0, 1).astype(np.int8)
+    opt_meta = asdict(replace(opt, measurements=None))
+    opt_meta.pop("measurements")  # a table's provenance goes to meta.measurements
     meta = {
         "model": card.name, "platform": platform.name,
         "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
-                                                  "version": __version__, **asdict(opt),
+                                                  "version": __version__, **opt_meta,
                                                   "precision": asdict(prec)},
         "kv_layout": kv.layout,
         "kv_home": [devs.devices[d].name for d in kv.homes],
@@ -293,6 +305,8 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }
+    if measured is not None:
+        meta["measurements"] = measured
     inst = build_instance(
         time_unit=opt.time_unit, devices=devs.devices, links=devs.links, task_ids=ids,
         cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
