@@ -78,11 +78,12 @@ def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         best_static = [max((sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)), default=0.0)
                        for k in both]
-        g = geomean([sp[(k, "bifocal")] for k in both])
+        bif_sp = [float(sp[(k, "bifocal")] or 0.0) for k in both]
+        g = geomean(bif_sp)
         rows.append({"model": model, "platform": platform, "workloads": len(both),
-                     "bifocal": g, "heft": geomean([sp.get((k, "heft")) for k in both]),
-                     "best_static": geomean(best_static),
-                     "worst_bifocal": min(sp[(k, "bifocal")] for k in both),
+                     "bifocal": g, "heft": geomean([float(sp.get((k, "heft")) or 0.0)
+                                                    for k in both]),
+                     "best_static": geomean(best_static), "worst_bifocal": min(bif_sp),
                      "paper": paper, "verdict": verdict_value(model, paper, g).verdict})
     return rows
 

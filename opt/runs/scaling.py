@@ -125,9 +125,9 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
                     rec = read_json(path)
                 except InputError:
                     rec = None
-                if not _reusable(rec, layers, scale, method) or rec.get(
-                        "precision", "fp16/fp16/fp16") != precision_tag(workload_precision(
-                            wl.model, paper_precision)):
+                tag = precision_tag(workload_precision(wl.model, paper_precision))
+                if not _reusable(rec, layers, scale, method) or not isinstance(rec, dict) \
+                        or rec.get("precision", "fp16/fp16/fp16") != tag:
                     rec = None
             if rec is not None:
                 done.append((rec, True))

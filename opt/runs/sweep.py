@@ -224,7 +224,7 @@ def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
 
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
         and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
-        and rec.get("precision", "fp16/fp16/fp16") == precision and rec.get("kv_reserved") \
+        and rec.get("precision", "fp16/fp16/fp16") == precision and rec.get("kv_reserved") is True \
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
 

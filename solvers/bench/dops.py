@@ -93,9 +93,8 @@ def _fig10_case(cache: Path) -> CaseResult:
     records = _records(cache, grid(["llama-2-7b"], ["HP64"], *FULL))
     rows = [[r["method"], r["workloads"], r["median"], r["p90"], r["u_npu"], r["u_pim"],
              r["u_co"]] for r in fig10(records)]
-    best = {key: max(rows, key=lambda row, i=i: row[i] if row[i] is not None else -1.0)[0]
-            for key, i in (("median speed-up", 2), ("p90 speed-up", 3), ("U_co", 6))} \
-        if rows else {}
+    best = {key: _best(rows, i) for key, i in (("median speed-up", 2), ("p90 speed-up", 3),
+                                                ("U_co", 6))} if rows else {}
     return CaseResult("DOPS Fig. 10 (Llama-2-7B, HP64): speed-up over PD and NPU-PIM "
                       "co-utilisation (Eq. 5)",
                       ["method", "workloads", "median speed-up", "p90 speed-up", "median U_npu",
@@ -105,9 +104,18 @@ def _fig10_case(cache: Path) -> CaseResult:
                               "docs/dops_analyses.md)")
 
 
+def _best(rows: list[list], column: int) -> str:
+    """The method (column 0) of the row with the largest value in ``column`` (None lowest)."""
+    return max(rows, key=lambda row: -1.0 if row[column] is None else float(row[column]))[0]
+
+
+def _model_runner(cache: Path, model: str) -> Callable[[], CaseResult]:
+    return lambda: _model_case(cache, model)
+
+
 def dops_cases(out: Path) -> list[BenchCase]:
     cache = Path(out) / "dops" / "cache" / "dops"
     cases: list[tuple[str, Callable[[], CaseResult]]] = [
-        (model, lambda m=model: _model_case(cache, m)) for model in PAPER_GEOMEAN]
+        (model, _model_runner(cache, model)) for model in PAPER_GEOMEAN]
     cases += [("fig7", lambda: _fig7_case(cache)), ("fig10", lambda: _fig10_case(cache))]
     return [BenchCase("dops", name, run) for name, run in cases]
