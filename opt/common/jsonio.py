@@ -107,7 +107,9 @@ class Fields:
             raise self.error(key, f"must be {op} {minimum:g}, got {value!r}")
         return float(value)
 
-    def int(self, key: str, default: Any = _MISSING, *, minimum: int | None = 0) -> int | None:
+    def int(self, key: str, default: Any = _MISSING, *, minimum: int | None = 0,
+            maximum: int | None = None) -> int | None:
+        """An integer (an integral float is accepted) in ``minimum..maximum`` (either open)."""
         value = self.get(key, default)
         if value is None and default is None:
             return None
@@ -118,6 +120,8 @@ class Fields:
                 raise self.error(key, f"expected an integer, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be ≥ {minimum}, got {value!r}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"must be ≤ {maximum}, got {value!r}")
         return value
 
     def bool(self, key: str, default: Any = _MISSING) -> bool:
