@@ -10,6 +10,7 @@ recomputes the cost per million output tokens.
 
 from __future__ import annotations
 
+import math
 import numbers
 import time
 from typing import Any
@@ -41,16 +42,17 @@ def instance_problems(instance: Any) -> tuple[str, ...]:
 
 
 def check_options(time_limit: Any, num_workers: Any, seed: Any) -> None:
-    """The common arguments: time_limit > 0 seconds or None, num_workers an integer ≥ 1,
-    seed an integer in 0..MAX_SEED (InputError naming the argument)."""
+    """The common arguments: time_limit a finite number > 0 seconds or None (no limit),
+    num_workers an integer ≥ 1, seed an integer in 0..MAX_SEED (InputError naming the
+    argument)."""
     def is_int(v: Any) -> bool:
         return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
     if time_limit is not None and (isinstance(time_limit, bool)
                                    or not isinstance(time_limit, numbers.Real)
-                                   or not time_limit > 0):
-        raise InputError(f"time_limit must be > 0 seconds or None, got {time_limit!r}",
-                         field="time_limit")
+                                   or not math.isfinite(time_limit) or not time_limit > 0):
+        raise InputError(f"time_limit must be a finite number > 0 seconds or None (no "
+                         f"limit), got {time_limit!r}", field="time_limit")
     if not is_int(num_workers) or num_workers < 1:
         raise InputError(f"num_workers must be an integer ≥ 1, got {num_workers!r}",
                          field="num_workers")

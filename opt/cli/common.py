@@ -18,8 +18,12 @@ from opt.common.errors import InputError
 
 
 def print_json(obj: Any) -> None:
-    """``obj`` as indented JSON on stdout (numbers the encoder does not know become floats)."""
-    print(json.dumps(obj, indent=1, default=float))
+    """``obj`` as indented JSON on stdout, encoded like the files
+    (:func:`opt.common.jsonio.json_bytes`: NaN and ±Infinity are null, never bare tokens)."""
+    from opt.common.jsonio import json_bytes
+
+    sys.stdout.write(json_bytes(obj).decode())
+    sys.stdout.flush()
 
 
 def common_parser() -> argparse.ArgumentParser:

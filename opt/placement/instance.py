@@ -32,6 +32,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import write_json
+from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
 from opt.common.units import TIME_UNITS
 
 SCHEMA = 1
@@ -39,8 +40,9 @@ DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
 DEFAULT_STORAGE = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
-#: largest duration, load duration or link latency (ticks); 2**53 ≈ 9.0e15 (104 days in ns)
-MAX_TICKS = 2**53
+#: largest duration, load duration or link latency (ticks; opt.common.units.MAX_TICKS, where
+#: seconds become ticks): 2**53 ≈ 9.0e15, 104 days in ns
+MAX_TICKS = UNITS_MAX_TICKS
 #: largest serial horizon (ticks): the sum bounding every schedule's times
 MAX_HORIZON = 2**53
 #: largest byte count (edge payload, block size, capacity, budget; also the blocks' total), ≈ 9 PB
