@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from opt.common.errors import InputError
@@ -70,14 +71,24 @@ def instance_summary(inst) -> dict[str, Any]:
             "blocks": len(inst.block_ids), "time_unit": inst.time_unit}
 
 
+#: arguments of ``solvers.solve`` that have their own option: not a ``--param``
+SOLVE_OPTIONS = MappingProxyType({"time_limit": "--time-limit", "num_workers": "--num-workers",
+                                  "seed": "--seed", "initial_solution": "--initial-solution",
+                                  "export_path": "--export"})
+
+
 def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
-    """``--param KEY=VALUE`` items as a dict; a VALUE that parses as JSON is decoded."""
+    """``--param KEY=VALUE`` items as a dict; a VALUE that parses as JSON is decoded. A KEY
+    that is one of :data:`SOLVE_OPTIONS` is an InputError naming its option."""
     params: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"expected KEY=VALUE, got {item!r}", source="<argument>",
                              field="param")
+        if key in SOLVE_OPTIONS:
+            raise InputError(f"{key} is not a param: use {SOLVE_OPTIONS[key]}",
+                             source="<argument>", field=f"param.{key}")
         try:
             params[key] = json.loads(value)
         except json.JSONDecodeError:

@@ -68,3 +68,28 @@ def test_seconds_to_ticks_rejects_non_finite():
         with pytest.raises(InputError) as err:
             seconds_to_ticks(bad, "ns")
         assert err.value.field == "duration"
+
+
+# ---- item 4: params and seeds ------------------------------------------------------------------
+
+@pytest.mark.parametrize("param,needles", [
+    ("bogus_param=1", ["params.bogus_param", "cpsat"]),
+    ("time_limit=abc", ["param.time_limit", "--time-limit"]),
+    ("seed=3", ["--seed"]),
+    ("max_time_in_seconds=abc", ["params.max_time_in_seconds"]),
+])
+def test_bad_params_of_cpsat_are_one_line(capsys, param, needles):
+    one_line_error(*run(capsys, "solve", SMALL, "--method", "cpsat", "--time-limit", 2,
+                        "--param", param)[::2], *needles)
+
+
+@pytest.mark.parametrize("method", ["heft", "milp"])
+def test_unknown_params_are_not_ignored(capsys, method):
+    one_line_error(*run(capsys, "solve", SMALL, "--method", method, "--param", "bogus=1")[::2],
+                   "params.bogus", method)
+
+
+@pytest.mark.parametrize("seed", ["99999999999", "-1"])
+def test_seed_range(capsys, seed):
+    one_line_error(*run(capsys, "solve", SMALL, "--method", "heft", f"--seed={seed}")[::2],
+                   "seed")
