@@ -117,7 +117,7 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
                            export_path=export_path)
     if spec.problem == "serving":
         return _solve_serving(instance, spec, options)
-    return _solve_placement(instance, spec, options, warm_start)
+    return _solve_placement(instance, spec, options, warm_start, time.perf_counter())
 
 
 def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOptions) -> Result:
@@ -133,9 +133,10 @@ def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOption
 
 
 def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOptions,
-                     warm_start: str | None) -> Result:
+                     warm_start: str | None, started: float) -> Result:
     """Run a P1/P2 back end (seeded with a heuristic schedule when it takes one), attach the
-    certified lower bound and validate the schedule."""
+    certified lower bound and validate the schedule. The warm start counts against the time
+    limit: the back end gets what is left of it (at least 1 ms)."""
     from dataclasses import replace
 
     warm_name = "initial_solution" if options.initial_solution is not None else None
@@ -144,7 +145,12 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
         if start is not None:
             options = replace(options, initial_solution=start.solution)
             warm_name = start.name
+    limit = options.time_limit
+    if limit is not None:
+        options = replace(options, time_limit=max(1e-3, limit - (time.perf_counter() - started)))
     result = spec.backend(instance, options)
+    if limit is not None and "time_limit" in result.params:
+        result.params["time_limit"] = limit  # the caller's limit, not what was left of it
     result.stats["warm_start"] = warm_name
     if result.solution is None and result.status == "TIME_LIMIT_NO_SOLUTION" and \
             options.initial_solution is not None:

@@ -545,8 +545,9 @@ def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOption
               method: str, extract, extra: dict[str, Any]) -> Result:
     """Solve a built CP-SAT model with ``options`` and CP-SAT ``params`` (repeated fields as
     lists), and wrap the outcome: ``extract(solver)`` gives the solution dict."""
-    solver = make_solver(params, options, options.time_limit)
     build_s = time.perf_counter() - t0
+    remaining = None if options.time_limit is None else max(1e-3, options.time_limit - build_s)
+    solver = make_solver(params, options, remaining)  # the build counts against the limit
     code = solver.solve(cp)
     status = _STATUS.get(code, "ERROR")
     solution = extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
