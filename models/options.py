@@ -13,7 +13,9 @@ class SolveOptions:
     """time_limit: wall-clock limit (None = none); num_workers: solver threads; seed: random
     seed; initial_solution: a problems.md §1.2a solution dict used as a warm start / hint;
     params: back-end specific knobs passed through untouched (e.g. CP-SAT parameter names);
-    export_path: write the model (MILP: .mps or .lp) before solving."""
+    export_path: write the model (MILP: .mps or .lp) before solving; deterministic: CP-SAT
+    runs repeatably (the time limit is its deterministic time, interleaved search with several
+    workers); log: the solver streams its progress to stderr."""
 
     time_limit: float | None = 60.0
     num_workers: int = 1
@@ -21,6 +23,8 @@ class SolveOptions:
     initial_solution: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
     export_path: str | None = None
+    deterministic: bool = False
+    log: bool = False
 
 
 class TimeLimitReached(Exception):

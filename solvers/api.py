@@ -85,7 +85,7 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           time_limit: float | None = 60.0, num_workers: int = 1, seed: int = 0,
           initial_solution: dict[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | None = None,
-          **params: Any) -> Result:
+          deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: ``cpsat`` for placement instances, ``bnb``
     for serving plans; :mod:`solvers.registry`) and return a certified :class:`Result`.
 
@@ -96,13 +96,19 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     heuristic whose schedule seeds the search: "heft", "bifocal", "best" (the shorter
     eviction-free schedule of the two, milliseconds on small instances), "policy-search"
     (slower, often shorter on large slices) or None / "none" for a cold start;
-    export_path: placement MILP only, write the model as .mps/.lp; params: the method's knobs,
+    export_path: placement MILP only, write the model as .mps/.lp; deterministic: CP-SAT
+    methods give the same result on every run (the time limit becomes CP-SAT's deterministic
+    time and is not shortened by the warm start; several workers interleave their search);
+    log: exact methods stream the solver's progress to stderr; params: the method's knobs,
     passed to the back end untouched after :mod:`solvers.params` checked them (e.g. CP-SAT
     parameter names, HiGHS option names).
     """
     problems = instance_problems(instance)
     spec = get_method(method, problems) if method is not None else default_method(problems[0])
     check_options(time_limit, num_workers, seed)
+    for name, value in (("deterministic", deterministic), ("log", log)):
+        if not isinstance(value, bool):
+            raise InputError(f"{name} must be true or false, got {value!r}", field=name)
     if warm_start == "none":
         warm_start = None
     if warm_start is not None and warm_start not in WARM_STARTS:
@@ -114,10 +120,21 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
                          field="export")
     options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
                            initial_solution=initial, params=dict(params),
-                           export_path=export_path)
+                           export_path=export_path, deterministic=deterministic, log=log)
     if spec.problem == "serving":
-        return _solve_serving(instance, spec, options)
-    return _solve_placement(instance, spec, options, warm_start, time.perf_counter())
+        return _with_reason(_solve_serving(instance, spec, options))
+    return _with_reason(_solve_placement(instance, spec, options, warm_start,
+                                         time.perf_counter()))
+
+
+def _with_reason(result: Result) -> Result:
+    """An ERROR result always says why in ``stats["message"]`` (the back end's own words
+    when it gave them under another key)."""
+    if result.status == "ERROR" and not result.stats.get("message"):
+        why = result.stats.get("error") or result.stats.get("checker")
+        result.stats["message"] = why or (f"method '{result.method}' failed without a reason "
+                                          f"(termination {result.stats.get('termination')})")
+    return result
 
 
 def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOptions) -> Result:
@@ -146,7 +163,7 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
             options = replace(options, initial_solution=start.solution)
             warm_name = start.name
     limit = options.time_limit
-    if limit is not None:
+    if limit is not None and not options.deterministic:
         options = replace(options, time_limit=max(1e-3, limit - (time.perf_counter() - started)))
     result = spec.backend(instance, options)
     if limit is not None and "time_limit" in result.params:

@@ -495,7 +495,8 @@ def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOption
     deadline = None if options.time_limit is None else t0 + float(options.time_limit)
     highs_options = {"threads": int(options.num_workers), "random_seed": int(options.seed),
                      "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
-    run = solve_and_extract(inst, model, highs_options, deadline, bool(ws["used"]))
+    run = solve_and_extract(inst, model, highs_options, deadline, bool(ws["used"]),
+                            options.log)
     if ws["used"]:
         ws["highs_log"] = run.start_log
         ws["accepted_by_highs"] = any("MIP start solution is feasible" in ln
@@ -505,7 +506,7 @@ def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOption
         # objective found in its presolved space; solve again without the start
         ws["discarded"] = (f"HiGHS reported objective {run.objective} but returned values "
                            f"with Cmax {run.cmax_value}; re-solved without the MIP start")
-        again = solve_and_extract(inst, model, highs_options, deadline, False)
+        again = solve_and_extract(inst, model, highs_options, deadline, False, options.log)
         run = run.merge(again)
     return run
 
@@ -526,6 +527,8 @@ def _result(inst: PlacementInstance, prep: MilpPrep, run: Run, options: SolveOpt
                                      or not stats["capacity_may_bind"] else "no_evictions")
     elif run.schedule is None:
         status = "TIME_LIMIT_NO_SOLUTION" if run.time_limited else "ERROR"
+        if status == "ERROR":
+            stats["message"] = f"HiGHS ended ({run.termination}) without a solution"
     else:
         solution = run.schedule.to_solution(inst)
         try:
@@ -534,7 +537,8 @@ def _result(inst: PlacementInstance, prep: MilpPrep, run: Run, options: SolveOpt
             return Result(problem="placement", method="milp", status="ERROR",
                           runtime_s=time.perf_counter() - t0, seed=options.seed,
                           params=params_out, solution=None,
-                          stats={**stats, "error": f"retimed MILP schedule is invalid: {exc}"})
+                          stats={**stats, "message": f"retimed MILP schedule is invalid: "
+                                                     f"{exc}"})
         objective = float(run.schedule.makespan(prep))
         status = "OPTIMAL" if lb is not None and lb >= objective else "FEASIBLE"
     return Result(problem="placement", method="milp", status=status, objective=objective,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,12 +112,16 @@ def int_csv(text: str, what: str) -> tuple[int, ...]:
 
 # ---- argument groups shared by several commands ---------------------------------------------
 
-def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str) -> None:
-    """``--time-limit``, ``--num-workers`` (threads of each solve) and ``--seed``."""
+def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str,
+                   all_cores: bool = False) -> None:
+    """``--time-limit``, ``--num-workers`` (threads of each solve; ``all_cores``: default the
+    machine's cores, else 1, for commands that run several solves at once) and ``--seed``."""
     p.add_argument("--time-limit", type=float, default=time_limit, help=time_help)
-    p.add_argument("--num-workers", type=int, default=1,
-                   help="threads of each exact solve (default 1)")
-    p.add_argument("--seed", type=int, default=0)
+    cores = os.cpu_count() or 1
+    p.add_argument("--num-workers", type=int, default=cores if all_cores else 1,
+                   help=(f"threads of each exact solve (default: this machine's cores, "
+                         f"{cores})" if all_cores else "threads of each exact solve (default 1)"))
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
 def add_out_args(p: argparse.ArgumentParser, default: str, *, note: str = "",
@@ -188,6 +193,49 @@ def check_methods(methods: Sequence[str], registry, *, suggest=None,
         raise InputError(f"unknown method(s) {', '.join(unknown)}; {label}: "
                          f"{', '.join(suggest if suggest is not None else registry)}",
                          source="<argument>", field="methods")
+
+
+# ---- output files and exit codes ------------------------------------------------------------
+
+#: exit code of ``solve`` per result status (README, "Exit codes and input limits"); bad
+#: input exits 2 (:func:`run_command`)
+STATUS_EXIT = MappingProxyType({"OPTIMAL": 0, "FEASIBLE": 0, "INFEASIBLE": 0, "ERROR": 1,
+                                "TIME_LIMIT_NO_SOLUTION": 3})
+
+EXIT_CODES_HELP = """exit codes:
+  0  success; for solve: status OPTIMAL, FEASIBLE or INFEASIBLE (the status is in the output)
+  1  solve: status ERROR (the reason is printed); validate: the result is invalid
+  2  bad input: one line naming the file, field and value (also an unwritable --output)
+  3  solve: the time limit ran out with no solution (TIME_LIMIT_NO_SOLUTION)"""
+
+
+def check_writable(path: str, field: str = "output") -> None:
+    """InputError unless ``path`` can be written: its folder exists and is writable and it is
+    not a folder itself (checked before a long run, so no result is lost to a bad path)."""
+    p = Path(path)
+    folder = p.parent
+    why = ("is a folder" if p.is_dir() else
+           f"folder '{folder}' does not exist" if not folder.is_dir() else
+           f"folder '{folder}' is not writable" if not os.access(folder, os.W_OK) else
+           "is not writable" if p.exists() and not os.access(p, os.W_OK) else None)
+    if why is not None:
+        raise InputError(f"cannot write '{path}': {why}", source="<argument>", field=field)
+
+
+def write_or_rescue(write, path: str) -> str | None:
+    """``write(path)``; when that fails, ``write`` to a new file in the temporary folder
+    instead and return an error line naming both (None on success): a finished result is
+    never lost."""
+    import tempfile
+
+    try:
+        write(path)
+        return None
+    except OSError as exc:
+        fd, rescue = tempfile.mkstemp(prefix="hetopt-result-", suffix=".json")
+        os.close(fd)
+        write(rescue)
+        return f"cannot write '{path}' ({exc.strerror or exc}); the result is in {rescue}"
 
 
 # ---- running a command ----------------------------------------------------------------------

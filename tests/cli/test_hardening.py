@@ -93,3 +93,90 @@ def test_unknown_params_are_not_ignored(capsys, method):
 def test_seed_range(capsys, seed):
     one_line_error(*run(capsys, "solve", SMALL, "--method", "heft", f"--seed={seed}")[::2],
                    "seed")
+
+
+# ---- item 8: the output path is checked before solving, a result is never lost -----------------
+
+def test_unwritable_output_is_refused_before_solving(capsys, tmp_path, monkeypatch):
+    import solvers
+
+    def no_solve(*_a, **_k):
+        raise AssertionError("solved before checking --output")
+
+    monkeypatch.setattr(solvers, "solve", no_solve)
+    for bad in (tmp_path / "missing" / "x.json", tmp_path):
+        one_line_error(*run(capsys, "solve", SMALL, "-o", bad)[::2], "output", str(bad))
+
+
+def test_a_failed_write_after_solving_rescues_the_result(capsys, tmp_path, monkeypatch):
+    from opt.common.result import Result, read_result
+
+    real_write = Result.write
+
+    def flaky(self, path):
+        if str(path).endswith("x.json"):
+            raise OSError(28, "No space left on device")
+        real_write(self, path)
+
+    monkeypatch.setattr(Result, "write", flaky)
+    code, _, err = run(capsys, "solve", SMALL, "--method", "heft", "-o", tmp_path / "x.json")
+    assert code == 2 and "No space left" in err
+    rescued = err.strip().rsplit(" ", 1)[-1]
+    assert read_result(rescued).objective == 76
+
+
+# ---- items 11, 16: --json is the result file's content, with the solution ----------------------
+
+@pytest.mark.parametrize("method", ["milp", "cpsat"])
+def test_json_output_is_the_result_file(capsys, tmp_path, method):
+    out = tmp_path / "r.json"
+    code, text, _ = run(capsys, "solve", SMALL, "--method", method, "--time-limit", 5, "--json",
+                        "-o", out)
+    assert code == 0
+    printed = strict_loads(text)
+    assert printed == strict_loads(out.read_text())
+    assert printed["solution"]["compute"] and printed["status"] == "OPTIMAL"
+    code, text, _ = run(capsys, "solve", SMALL, "--method", method, "--time-limit", 5, "--json",
+                        "--no-solution")
+    assert "solution" not in strict_loads(text)
+
+
+@pytest.mark.parametrize("method,needle", [("cpsat", "Starting CP-SAT"), ("milp", "HiGHS")])
+def test_log_streams_the_solver_progress_to_stderr(capsys, method, needle):
+    code, out, err = run(capsys, "solve", SMALL, "--method", method, "--time-limit", 5, "--log",
+                         "--json")
+    assert code == 0 and needle in err
+    assert strict_loads(out)["status"] == "OPTIMAL"  # stdout stays clean JSON
+    code, out, err = run(capsys, "solve", SMALL, "--method", method, "--time-limit", 5)
+    assert needle not in err
+
+
+# ---- exit codes --------------------------------------------------------------------------------
+
+def test_exit_code_of_error_and_of_a_time_limit_without_solution(capsys, tmp_path, monkeypatch):
+    import solvers
+    from opt.common.result import Result
+
+    inst = tmp_path / "mid.json"
+    assert run(capsys, "build", "placement", "--model", "llama-2-7b", "--platform", "HP64",
+               "--prefill", 64, "--decode", 6, "--layers", 2, "-o", inst)[0] == 0
+    code, _, err = run(capsys, "solve", inst, "--method", "milp", "--time-limit", 0.3,
+                       "--param", "warm_start=none")
+    assert code == 3, err
+    monkeypatch.setattr(solvers, "solve", lambda *a, **k: Result(
+        "placement", "cpsat", "ERROR", stats={"message": "model invalid: x"}))
+    code, _, err = run(capsys, "solve", SMALL)
+    assert code == 1 and "model invalid: x" in err
+
+
+def test_help_documents_exit_codes_and_workers(capsys):
+    import os
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "exit codes" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["solve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exit codes" in text and f"this machine's cores, {os.cpu_count()}" in text
+    assert "--deterministic" in text and "--log" in text

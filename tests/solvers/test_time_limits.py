@@ -40,3 +40,31 @@ def test_milp_without_warm_start_has_no_start(mid):
     assert res.status == "TIME_LIMIT_NO_SOLUTION" and res.solution is None
     assert res.stats["warm_start"] is None
     assert res.stats["mip_start"]["used"] is False and res.stats["mip_start"]["source"] is None
+
+
+def test_cpsat_deterministic_runs_repeat():
+    """Item 15: with ``deterministic`` two runs stopped by the limit give the same result
+    (1 and 2 workers); the limit is CP-SAT's deterministic time."""
+    import instances
+
+    inst = instances.load("p1-llama-2-7b-hp32-p64-d2-l2")
+    for workers in (1, 2):
+        runs = [solve(inst, "cpsat", time_limit=0.1, num_workers=workers, seed=7,
+                      deterministic=True) for _ in range(2)]
+        assert all(r.stats["deterministic"] for r in runs)
+        a, b = runs
+        assert (a.status, a.objective, a.lower_bound, a.solution) == \
+            (b.status, b.objective, b.lower_bound, b.solution)
+        assert a.stats["deterministic_time"] == b.stats["deterministic_time"]
+
+
+def test_an_error_status_always_has_a_reason(monkeypatch, catalog, cards):
+    import solvers.placement.backends as backends
+    from opt.common.result import Result
+
+    monkeypatch.setattr(backends, "heft", lambda inst, options: Result(
+        "placement", "heft", "ERROR", stats={"termination": "odd"}))
+    inst = build_placement(cards["qwen-1.8b"], catalog.platform("HP32"), catalog,
+                           Workload(8, 1), BuildOptions(layers=1))
+    res = solve(inst, "heft")
+    assert res.status == "ERROR" and "odd" in res.stats["message"]
