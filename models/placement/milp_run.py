@@ -124,12 +124,12 @@ class Run:
 
 def solve_and_extract(inst: PlacementInstance, model: pyo.ConcreteModel,
                       highs_options: dict[str, Any], deadline: float | None,
-                      warmstart: bool, log: bool = False) -> Run:
+                      warmstart: bool, stream: bool = False) -> Run:
     """Run HiGHS (resetting its thread pool if ``threads`` changed) and retime its incumbent;
-    ``log``: stream HiGHS' log to stderr."""
+    ``stream``: HiGHS' log also goes to stderr."""
     from pyomo.contrib.appsi.base import TerminationCondition as TC
 
-    solver, res, log, reset = run_highs(model, highs_options, deadline, warmstart, log)
+    solver, res, log, reset = run_highs(model, highs_options, deadline, warmstart, stream)
     tc = res.termination_condition
     info = solver._solver_model.getInfo()  # appsi exposes no public accessor for node counts
     prep = model._placement.prep
