@@ -91,10 +91,10 @@ class Workload:
     def __post_init__(self):
         for name, low in (("prefill", 1), ("decode", 0), ("batch", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or value < low:
-                raise InputError(f"{name} must be an integer ≥ {low}, got {value!r}",
-                                 field=name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InputError(f"{name} must be an integer, got {value!r}", field=name)
+            if value < low:
+                raise InputError(f"{name} must be ≥ {low}, got {value}", field=name)
         if self.prefill + self.decode > MAX_CONTEXT_TOKENS:
             raise InputError(f"prefill + decode is {self.prefill + self.decode:,} tokens, above "
                              f"the maximum {MAX_CONTEXT_TOKENS:,}",
