@@ -180,3 +180,9 @@ def test_help_documents_exit_codes_and_workers(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "exit codes" in text and f"this machine's cores, {os.cpu_count()}" in text
     assert "--deterministic" in text and "--log" in text
+
+
+def test_log_of_the_serving_milp(capsys):
+    code, out, err = run(capsys, "solve", "p3-tiny-gemma-a100-l40s", "--method", "milp",
+                         "--time-limit", 20, "--log", "--json", "--no-solution")
+    assert code == 0 and "MIP has" in err and strict_loads(out)["method"] == "milp"
