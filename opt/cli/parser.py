@@ -14,13 +14,15 @@ import argparse
 from collections.abc import Sequence
 
 from opt.cli import info, measure, placement, plots, runs, serving, theory, view
-from opt.cli.common import common_parser, run_command
+from opt.cli.common import EXIT_CODES_HELP, common_parser, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``hetopt`` parser; every leaf command sets ``func``, its handler."""
     p = argparse.ArgumentParser(prog="hetopt",
-                                description="The hetopt command line (also python -m opt).")
+                                description="The hetopt command line (also python -m opt).",
+                                epilog=EXIT_CODES_HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     common = common_parser()
     sub = p.add_subparsers(dest="command", required=True)
     info.add_parsers(sub, common)

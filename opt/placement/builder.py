@@ -69,20 +69,38 @@ FAMILY_NAMES = {"wq": "wq", "wk": "wk", "wv": "wv", "wo": "wo", "w_gate": "w_gat
                 "w_up": "w_up", "w_down": "w_down"}
 
 
+#: most tokens of one sequence (prefill + decode): no bundled model card states a context
+#: length, and 10 M tokens is beyond every published one
+MAX_CONTEXT_TOKENS = 10_000_000
+#: most tasks of one built instance (checked before building; about 1–2 GB of memory at this
+#: size, over 5x the largest instances of the bundled sweeps)
+MAX_TASKS = 4_000_000
+#: largest share of the positive durations (tasks and loads) that may round to 0 ticks of
+#: the chosen time unit (a coarser unit is refused: the optimum would ignore those costs)
+MAX_ZERO_ROUNDED_SHARE = 0.01
+
+
 @dataclass(frozen=True)
 class Workload:
-    """prefill: L_in tokens; decode: L_out steps; batch: sequences B."""
+    """prefill: L_in tokens (≥ 1); decode: L_out steps (≥ 0); batch: sequences B (≥ 1);
+    prefill + decode ≤ MAX_CONTEXT_TOKENS. Checked on construction (InputError naming the
+    field)."""
 
     prefill: int
     decode: int
     batch: int = 1
 
     def __post_init__(self):
-        for name in ("prefill", "batch"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be ≥ 1, got {getattr(self, name)}", field=name)
-        if self.decode < 0:
-            raise InputError(f"decode must be ≥ 0, got {self.decode}", field="decode")
+        for name, low in (("prefill", 1), ("decode", 0), ("batch", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InputError(f"{name} must be an integer, got {value!r}", field=name)
+            if value < low:
+                raise InputError(f"{name} must be ≥ {low}, got {value}", field=name)
+        if self.prefill + self.decode > MAX_CONTEXT_TOKENS:
+            raise InputError(f"prefill + decode is {self.prefill + self.decode:,} tokens, above "
+                             f"the maximum {MAX_CONTEXT_TOKENS:,}",
+                             field="prefill" if self.prefill > self.decode else "decode")
 
 
 @dataclass(frozen=True)
@@ -271,10 +289,12 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     kv = _kv_plan(card, opt, devs)
     kv_reserved = _reserve_kv(card, devs, kv, workload, prec, n_layers)
     tpl = _step_template(card, opt, n_layers, prec, kv)
+    _check_size(len(tpl.names), workload)
     steps = _steps(workload)
     table = _step_ops(card, opt, n_layers, prec, workload)
+    rounding = _Rounding(opt.time_unit)
     cost, out_bytes = _task_costs(tpl, table, devs, kv, platform, card, workload, opt, prec,
-                                  steps)
+                                  steps, rounding)
     measured = None
     if opt.measurements is not None:
         cost, measured = apply_measurements(
@@ -284,7 +304,8 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     edge_src, edge_dst, edge_bytes = _edges(tpl, out_bytes, card, n_layers, workload, opt, prec,
                                             steps)
     block_ids, block_bytes, block_load, t_block = _blocks(tpl, table, devs, platform, opt,
-                                                          formats)
+                                                          formats, rounding)
+    rounding.check()
 
     # ---- assemble ---------------------------------------------------------------------------
     n_steps, k_tasks, nd = steps.n_steps, len(tpl.names), len(devs.devices)
@@ -318,6 +339,44 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)
     meta["build_s"] = time.perf_counter() - t_start
     return inst
+
+
+@dataclass
+class _Rounding:
+    """Converts seconds to ticks of ``unit`` and counts the positive durations, and those of
+    them that round to 0 ticks (local to one build)."""
+
+    unit: str
+    positive: int = 0
+    zeroed: int = 0
+
+    def ticks(self, seconds):
+        out = seconds_to_ticks(seconds, self.unit)
+        pos = np.asarray(seconds) > 0
+        self.positive += int(pos.sum())
+        self.zeroed += int((pos & (np.asarray(out) == 0)).sum())
+        return out
+
+    def check(self) -> None:
+        """InputError naming ``time_unit`` when more than MAX_ZERO_ROUNDED_SHARE of the
+        positive durations rounded to 0."""
+        if self.zeroed > MAX_ZERO_ROUNDED_SHARE * self.positive:
+            raise InputError(f"time_unit '{self.unit}' rounds {self.zeroed} of the "
+                             f"{self.positive} positive task and load durations to 0 ticks "
+                             f"({self.zeroed / self.positive:.0%}; at most "
+                             f"{MAX_ZERO_ROUNDED_SHARE:.0%} may): use a finer time unit",
+                             field="time_unit")
+
+
+def _check_size(tasks_per_step: int, workload: Workload) -> None:
+    """Refuse, before building, an instance of more than MAX_TASKS tasks (InputError naming
+    ``decode``, the factor that makes instances large)."""
+    n = tasks_per_step * (workload.decode + 1)
+    if n > MAX_TASKS:
+        most = MAX_TASKS // tasks_per_step - 1
+        raise InputError(f"the instance would have {n:,} tasks ({tasks_per_step} per step × "
+                         f"{workload.decode + 1:,} steps), above the maximum {MAX_TASKS:,}; "
+                         f"use at most {most:,} decode steps or fewer layers", field="decode")
 
 
 def _check_options(card: ModelCard, opt: BuildOptions
@@ -606,7 +665,8 @@ def _step_ops(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision
 
 def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
                 platform: PlatformSpec, card: ModelCard, workload: Workload, opt: BuildOptions,
-                prec: Precision, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
+                prec: Precision, steps: _Steps, rounding: _Rounding
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(cost [steps, K, D] ticks, −1 illegal; output bytes [K, steps]) of the template's tasks.
     A task does its share ``tpl.frac`` of the layer's op (1/tp for a TP shard, the cell's heads
     for attention; row-parallel outputs keep full size). Legality: kv_write on its cell's KV
@@ -624,7 +684,7 @@ def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
         if kind.startswith("allreduce"):
             link = platform.fabric
             f_ar = ring_allreduce_s if platform.topology == "full" else star_allreduce_s
-            cost[:, k, devs.host] = seconds_to_ticks(f_ar(ar_bytes, tp, link), opt.time_unit)
+            cost[:, k, devs.host] = rounding.ticks(f_ar(ar_bytes, tp, link))
             continue
         entry = table[(kind, layer)]
         op: Op = entry["op"]
@@ -646,8 +706,8 @@ def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
             spec = devs.specs[d][1]
             for c, sel in regimes:
                 if sel.any():
-                    cost[sel, k, d] = seconds_to_ticks(spec.latency_s(c, flops[sel], nbytes[sel]),
-                                                       opt.time_unit)
+                    cost[sel, k, d] = rounding.ticks(spec.latency_s(c, flops[sel],
+                                                                    nbytes[sel]))
     return cost, out_bytes
 
 
@@ -689,7 +749,7 @@ def _edges(tpl: _Template, out_bytes: np.ndarray, card: ModelCard, n_layers: int
 # ---- weight blocks ----------------------------------------------------------------------------
 
 def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
-            opt: BuildOptions, formats: tuple[str, ...]
+            opt: BuildOptions, formats: tuple[str, ...], rounding: _Rounding
             ) -> tuple[list[str], np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """(block ids, bytes, load ticks per format [B, D] (−1 = not loadable), block of each
     template task (−1 = none)). Blocks are ordered by first layer, then name."""
@@ -715,8 +775,8 @@ def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
                 spec.conversion_chain(fmt, 1.0)
             except InputError:
                 continue
-            block_load[fmt][:, d] = [seconds_to_ticks(spec.load_s(float(b), fmt,
-                                                                  platform.host_link),
-                                                      opt.time_unit) for b in block_bytes]
+            block_load[fmt][:, d] = [rounding.ticks(spec.load_s(float(b), fmt,
+                                                                platform.host_link))
+                                     for b in block_bytes]
     t_block = np.array([bindex[f] if f is not None else -1 for f in tpl.family], dtype=np.int64)
     return block_ids, block_bytes, block_load, t_block
