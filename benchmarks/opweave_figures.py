@@ -113,6 +113,21 @@ def run_ablation(out: Path, mixes: Sequence[str], variants: Sequence[str],
                           progress=progress)
 
 
+def run_mu1(out: Path) -> list[dict[str, Any]]:
+    """AFD and CAD restricted to one microbatch on the Fig. 10 cells (H100, 128K, tight SLO),
+    as OpWeave's AFD / CAD plans are: resumable records under ``out``; returns them."""
+    from solvers.sweep_calls import SolveCall
+
+    cat, cards = load_catalog(), load_cards()
+    recs = []
+    for model, slo in TIGHT_SLO.items():
+        done = run_serving_sweep(cells([model], ["H100"], [131072], [slo]), ["afd", "cad"],
+                                 out, SolveCall(params=(("microbatches", (1,)),)),
+                                 catalog=cat, cards=cards)
+        recs += [{**rec, "_path": "mu1"} for rec, _ in done]
+    return recs
+
+
 # ---- records → figures -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -237,10 +252,10 @@ def fig10_rows(cells_: dict[tuple, dict[str, Row]]) -> list[list[Any]]:
     for model, paper in FIG10_PAPER.items():
         recs = cells_.get((model, "H100", 131072, TIGHT_SLO[model]), {})
         figs = [recs[m].figs if m in recs else None for m in ("cad", "afd", "bnb")]
-        stages = [f and f.stages_per_token for f in figs]
-        payload = [f and f.payload_bytes / MIB for f in figs]
-        occ = [f and 100 * f.occupancy for f in figs]
-        mus = _slash([f and f.microbatches for f in figs])
+        stages = [None if f is None else f.stages_per_token for f in figs]
+        payload = [None if f is None else f.payload_bytes / MIB for f in figs]
+        occ = [None if f is None else 100 * f.occupancy for f in figs]
+        mus = _slash([None if f is None else f.microbatches for f in figs])
         per_kb = _slash([v * MIB / 1e3 / (st - 1) if v is not None and st else None
                          for v, st in zip(payload, stages)], 1)
         paper_kb = _slash([v * MIB / 1e3 / (st - 1)
@@ -300,30 +315,34 @@ def _geomean(values: Sequence[float | None]) -> float | None:
 def fig13_rows(cells_: dict[tuple, dict[str, Row]]) -> tuple[list[list[Any]], list[list[Any]]]:
     """Relaxed SLO: per cell hom B&B / het B&B and best het baseline / het B&B (with the GPU
     types in the het B&B plan); then per partner GPU the summary against the paper."""
-    detail, ratios = [], {}
+    detail: list[list[Any]] = []
+    ratios: dict[str, list[tuple[str, float, float | None]]] = {}
     for partner in ("L40S", "A100"):
         for model in FIG10_PAPER:
             for ctx in CONTEXTS:
                 slo = RELAXED_SLO[model]
-                hom = cells_.get((model, "H100", ctx, slo), {}).get("bnb")
+                hom_rec = cells_.get((model, "H100", ctx, slo), {}).get("bnb")
                 het = cells_.get((model, f"H100+{partner}", ctx, slo), {})
-                hb = het.get("bnb")
-                if hom is None or hb is None or hom.cost is None or hb.cost is None:
+                het_rec = het.get("bnb")
+                hom_c = None if hom_rec is None else hom_rec.cost
+                het_c = None if het_rec is None else het_rec.cost
+                if hom_c is None or het_c is None or het_rec is None:
                     continue
-                base = [het[m].cost for m in ("col", "afd", "cad") if m in het and het[m].cost]
-                gain = min(base) / hb.cost if base else None
-                used = "+".join(sorted({o["gpu"] for o in hb.rec["plan"]["owners"]}))
-                ratios.setdefault(partner, []).append((model, hom.cost / hb.cost, gain))
-                detail.append([model, f"H100+{partner}", f"{ctx // 1024}K", hom.cost, hb.cost,
-                               hom.cost / hb.cost, gain, used])
+                base = [c for m in ("col", "afd", "cad") if m in het
+                        and (c := het[m].cost) is not None]
+                gain = min(base) / het_c if base else None
+                used = "+".join(sorted({o["gpu"] for o in het_rec.rec["plan"]["owners"]}))
+                ratios.setdefault(partner, []).append((model, hom_c / het_c, gain))
+                detail.append([model, f"H100+{partner}", f"{ctx // 1024}K", hom_c, het_c,
+                               hom_c / het_c, gain, used])
     summary = []
     for partner, vals in ratios.items():
         hom = [v for _, v, _ in vals]
         ours = (sum(hom) / len(hom), max(hom))
-        used = sorted({d[7] for d in detail if d[1] == f"H100+{partner}"})
+        used_types = sorted({str(d[7]) for d in detail if d[1] == f"H100+{partner}"})
         summary.append([f"H100+{partner} over H100 B&B: mean, max", _slash(FIG13_PAPER[partner]),
                         _slash(ours, 3), verdict(FIG13_PAPER[partner], ours, ratio=True),
-                        f"GPU types in the het B&B plans: {', '.join(used)}"])
+                        f"GPU types in the het B&B plans: {', '.join(used_types)}"])
         for model in FIG10_PAPER:
             gains = [g for m, _, g in vals if m == model and g is not None]
             paper = FIG13_BASELINE_PAPER[(model, partner)]
@@ -359,8 +378,8 @@ def fig14_rows(folder: str | Path) -> list[list[Any]]:
     points: dict[tuple[float, float], dict[str, list[dict[str, Any]]]] = {}
     for rec in recs:
         name = Path(rec["_path"]).relative_to(folder).parts[0]
-        lat, bw = name.removeprefix("lat").split("us-bw")
-        points.setdefault((float(lat), float(bw.removesuffix("GBps"))), {}
+        lat_s, bw_s = name.removeprefix("lat").split("us-bw")
+        points.setdefault((float(lat_s), float(bw_s.removesuffix("GBps"))), {}
                           ).setdefault(rec["method"], []).append(rec)
     out = []
     for (lat, bw), per in sorted(points.items(), key=lambda kv: (kv[0][1] != 32, kv[0])):
@@ -380,7 +399,20 @@ def fig14_rows(folder: str | Path) -> list[list[Any]]:
     return out
 
 
-def print_tables(folders: Sequence[str], fig14: str | None) -> None:
+def mu1_rows(rows: Sequence[Row], free: dict[tuple, dict[str, Row]]) -> list[list[Any]]:
+    """The μ = 1 AFD / CAD plans beside the sweep's (μ free): μ, cost, occupancy."""
+    out = []
+    for r in rows:
+        ref = free.get(r.key, {}).get(r.rec["method"])
+        if r.figs is None or ref is None or ref.figs is None:
+            continue
+        out.append([r.key[0], r.rec["method"], f"{ref.figs.microbatches} → 1",
+                    f"{ref.cost:.4g} → {r.cost:.4g}",
+                    f"{100 * ref.figs.occupancy:.1f} → {100 * r.figs.occupancy:.1f}"])
+    return out
+
+
+def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = None) -> None:
     """Every side-by-side table, Markdown, to stdout."""
     rows = figure_rows(load_records(folders))
     cells_ = by_cell(rows)
@@ -389,6 +421,10 @@ def print_tables(folders: Sequence[str], fig14: str | None) -> None:
     print(_md(["model", "quantity", "OpWeave CAD / AFD / OpWeave", "hetopt CAD / AFD / B&B",
                "verdict", "evidence"],
               fig10_rows(cells_)))
+    if mu1:
+        print("\nAFD / CAD restricted to μ = 1 (Fig. 10 cells): sweep plan → μ = 1 plan\n")
+        print(_md(["model", "method", "μ", "$ per M tokens", "occupancy %"],
+                  mu1_rows(figure_rows(run_mu1(Path(mu1))), cells_)))
     print("\nAFD / CAD plans by microbatches (all GPU mixes and contexts):\n")
     print(_md(["method", "SLO", "plans", "μ = 1", "μ > 1"], microbatch_counts(rows)))
     print("\n### Fig. 11 (H100, relaxed SLO): per-GPU batch / B&B's, COL / AFD / CAD\n")
@@ -416,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t = sub.add_parser("tables", help="print the side-by-side tables from sweep records")
     t.add_argument("records", nargs="+", help="folders of hetopt sweep serving records")
     t.add_argument("--fig14", default=None, help="folder of the fig14 records")
+    t.add_argument("--mu1", default=None, help="folder for the μ = 1 AFD / CAD records "
+                                               "(solved when missing)")
     f = sub.add_parser("fig14", help="run the network sweep (resumable)")
     f.add_argument("--out", default="results/opweave-fig14")
     f.add_argument("--points", default="all", choices=["all", "latency", "reduced"])
@@ -435,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_fig14(Path(args.out), fig14_points(args.points), args.mixes, args.methods,
                   args.time_limit)
         return 0
-    print_tables(args.records, args.fig14)
+    print_tables(args.records, args.fig14, args.mu1)
     return 0
 
 

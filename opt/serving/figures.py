@@ -1,6 +1,6 @@
-"""Per-plan quantities of OpWeave's evaluation figures (Fig. 10, 11): inter-node payload per
-output token, price-weighted compute occupancy, mean per-GPU batch — pure functions of a plan
-and its instance, on the plan checker's numbers (:func:`opt.serving.checker.evaluate_plan`).
+"""Per-plan quantities of OpWeave's evaluation figures 10 and 11 — inter-node payload per
+output token, price-weighted compute occupancy, mean per-GPU batch — as pure functions of a
+plan and its instance, on the plan checker's numbers (:func:`opt.serving.checker.evaluate_plan`).
 
 Definitions (hetopt's reading of OpWeave's figures; problems.md §3.2 for the plan):
 
