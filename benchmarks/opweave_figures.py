@@ -1,7 +1,9 @@
 """OpWeave's evaluation figures side by side (issue 16 item 5; docs/serving.md "Measured").
 
-    python benchmarks/opweave_figures.py tables RECORDS_DIR... [--fig14 DIR]
+    python benchmarks/opweave_figures.py tables RECORDS_DIR... [--fig14 DIR] [--mu1 DIR]
+                                                [--ablation DIR]
     python benchmarks/opweave_figures.py fig14 [--out results/opweave-fig14] [--points all]
+    python benchmarks/opweave_figures.py ablation [--out results/opweave-ablation]
 
 ``tables`` reads the records of ``hetopt sweep serving`` (one JSON per model, GPU mix,
 context, SLO and method), rebuilds each record's instance with the sweep's own builder
@@ -9,8 +11,13 @@ context, SLO and method), rebuilds each record's instance with the sweep's own b
 plan with the plan checker and prints Markdown tables for Fig. 10 (stages, inter-node payload,
 price-weighted occupancy), Fig. 11 (mean per-GPU batch), Fig. 13 (heterogeneous against
 homogeneous B&B) and Table 3 (search statistics), each with the paper's value, ours, a verdict
-and a reason; with ``--fig14`` also the network sweep. The quantities are those of
+and a reason; with ``--fig14`` also the network sweep, with ``--ablation`` the planner
+ablation's records, with ``--mu1`` AFD / CAD restricted to one microbatch on the Fig. 10 cells
+(solved, sub-second, when their records are missing). The quantities are those of
 :mod:`opt.serving.figures`.
+
+``ablation`` solves the Table 3 case (Gemma-3-27B, 32K, 60 ms) with B&B's frontier and bound
+pruning switched off (each, and both), resumably.
 
 ``fig14`` runs OpWeave's network sweep (Gemma-3-27B, 8K, 60 ms; COL / AFD / CAD / B&B),
 resumably: one folder per network point under ``--out``, records as ``hetopt sweep serving``
@@ -371,6 +378,22 @@ def table3_rows(cells_: dict[tuple, dict[str, Row]]) -> list[list[Any]]:
     return out
 
 
+def ablation_rows(folder: str | Path, cells_: dict[tuple, dict[str, Row]]) -> list[list[Any]]:
+    """Each ablation variant's B&B record beside the default planner's (the sweep's): same
+    plan?, cost, search counts, runtime, timed out."""
+    out = []
+    for rec in load_records([folder]):
+        name = Path(rec["_path"]).relative_to(folder).parts[0]
+        key = (rec["model"], "+".join(rec["gpus"]), int(rec["context"]), float(rec["slo_ms"]))
+        ref = cells_.get(key, {}).get("bnb")
+        s = rec.get("search") or {}
+        same = "--" if ref is None else "yes" if rec.get("plan") == ref.rec["plan"] else "no"
+        out.append([key[1], name, same, rec.get("cost_usd_per_mtok"), s.get("candidates"),
+                    s.get("nodes"), s.get("evaluations"), s.get("runtime_s"),
+                    str(bool(s.get("timed_out")))])
+    return out
+
+
 def fig14_rows(folder: str | Path) -> list[list[Any]]:
     """Per network point: each method's cheapest plan over the GPU mixes solved, and whether
     B&B is the cheapest (ties with a baseline marked)."""
@@ -394,8 +417,9 @@ def fig14_rows(folder: str | Path) -> list[list[Any]]:
                     else "tie" if b <= min(base) * (1 + 1e-9) else "no")
         bnb_recs = [r for r in per.get("bnb", []) if usable(r, "cost_usd_per_mtok")]
         win = min(bnb_recs, key=lambda r: r["cost_usd_per_mtok"]) if bnb_recs else None
-        out.append([lat, bw, *shown,
-                    cheapest, win["stages_per_token"] if win else "--", ", ".join(mixes)])
+        gain = min(base) / b if base and b else None
+        out.append([lat, bw, *shown, cheapest, "--" if gain is None else f"{gain:.3f}",
+                    win["stages_per_token"] if win else "--", ", ".join(mixes)])
     return out
 
 
@@ -412,7 +436,8 @@ def mu1_rows(rows: Sequence[Row], free: dict[tuple, dict[str, Row]]) -> list[lis
     return out
 
 
-def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = None) -> None:
+def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = None,
+                 ablation: str | None = None) -> None:
     """Every side-by-side table, Markdown, to stdout."""
     rows = figure_rows(load_records(folders))
     cells_ = by_cell(rows)
@@ -440,10 +465,14 @@ def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = No
     print("\n### Table 3 (Gemma-3-27B, 32K, 60 ms): B&B search\n")
     print(_md(["GPUs", "OpWeave", "space", "candidates", "nodes", "evaluations", "exact evals",
                "runtime s (1 core, shared)", "verdict"], table3_rows(cells_)))
+    if ablation:
+        print("\nAblation variants (B&B pruning switches off) against the default planner:\n")
+        print(_md(["GPUs", "variant", "same plan", "$ per M tokens", "candidates", "nodes",
+                   "evaluations", "runtime s", "timed out"], ablation_rows(ablation, cells_)))
     if fig14:
         print("\n### Fig. 14 (Gemma-3-27B, 8K, 60 ms): $ per M tokens, cheapest over mixes\n")
-        print(_md(["latency µs", "GB/s", *METHODS, "B&B cheapest", "B&B stages/token",
-                   "mixes"], fig14_rows(fig14)))
+        print(_md(["latency µs", "GB/s", *METHODS, "B&B cheapest", "best baseline / B&B",
+                   "B&B stages/token", "mixes"], fig14_rows(fig14)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -452,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t = sub.add_parser("tables", help="print the side-by-side tables from sweep records")
     t.add_argument("records", nargs="+", help="folders of hetopt sweep serving records")
     t.add_argument("--fig14", default=None, help="folder of the fig14 records")
+    t.add_argument("--ablation", default=None, help="folder of the ablation records")
     t.add_argument("--mu1", default=None, help="folder for the μ = 1 AFD / CAD records "
                                                "(solved when missing)")
     f = sub.add_parser("fig14", help="run the network sweep (resumable)")
@@ -473,7 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_fig14(Path(args.out), fig14_points(args.points), args.mixes, args.methods,
                   args.time_limit)
         return 0
-    print_tables(args.records, args.fig14, args.mu1)
+    print_tables(args.records, args.fig14, args.mu1, args.ablation)
     return 0
 
 
