@@ -211,12 +211,10 @@ def test_a_time_unit_that_rounds_durations_to_zero_is_refused(catalog, cards, un
 
 
 def test_too_many_tasks_are_refused_before_building(catalog, cards):
-    """Item 10: 100 M decode steps used to run 34 s into a MemoryError."""
-    import time
-
+    """Item 10: 100 M decode steps used to run 34 s into a MemoryError (refused from the
+    estimated task count, before anything is built)."""
     from opt.placement.builder import MAX_CONTEXT_TOKENS, MAX_TASKS
 
-    t0 = time.perf_counter()
     with pytest.raises(InputError, match="above the maximum") as err:
         Workload(8, 100_000_000)
     assert err.value.field == "decode"
@@ -226,7 +224,6 @@ def test_too_many_tasks_are_refused_before_building(catalog, cards):
     with pytest.raises(InputError, match=f"{MAX_TASKS:,}") as err:
         build(catalog, cards, model="qwen-1.8b", prefill=8, decode=MAX_CONTEXT_TOKENS - 8)
     assert err.value.field == "decode"
-    assert time.perf_counter() - t0 < 5.0
 
 
 @pytest.mark.parametrize("field,value", [("prefill", 0), ("decode", -1), ("batch", 1.5),
