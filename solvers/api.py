@@ -149,6 +149,25 @@ def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOption
     return certify_serving(instance, res)
 
 
+def meets_slo(instance: PlacementInstance, solution: dict[str, Any]) -> bool:
+    """Whether a (valid) schedule meets the instance's SLO (always, without one)."""
+    from opt.placement.slo import violations
+
+    return instance.slo is None or not violations(instance.slo,
+                                                  validate_placement(instance, solution))
+
+
+def tightest_found(instance: PlacementInstance, solution: dict[str, Any] | None
+                   ) -> dict[str, Any] | None:
+    """TTFT, mean TPOT and makespan (ticks) of the best schedule found before the exact model
+    proved the SLO infeasible (the warm start), or None without one."""
+    if solution is None:
+        return None
+    m = validate_placement(instance, solution)
+    return {"ttft": m.ttft, "mean_tpot": m.mean_tpot, "e2e": m.makespan,
+            "source": "warm start"}
+
+
 def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOptions,
                      warm_start: str | None, started: float) -> Result:
     """Run a P1/P2 back end (seeded with a heuristic schedule when it takes one), attach the
@@ -156,6 +175,12 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     limit: the back end gets what is left of it (at least 1 ms)."""
     from dataclasses import replace
 
+    goal = instance.objective != "makespan" or instance.slo is not None
+    if goal and spec.exact and spec.name != "cpsat":
+        raise InputError(f"method '{spec.name}' does not take an objective or SLO (the "
+                         f"instance has objective {instance.objective!r}, slo "
+                         f"{instance.slo.to_dict() if instance.slo else None}); use cpsat or a "
+                         f"heuristic", field="method")
     warm_name = "initial_solution" if options.initial_solution is not None else None
     if options.initial_solution is None and spec.warm_start and warm_start is not None:
         start = warm_start_schedule(instance, warm_start)
@@ -170,12 +195,15 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
         result.params["time_limit"] = limit  # the caller's limit, not what was left of it
     result.stats["warm_start"] = warm_name
     if result.solution is None and result.status == "TIME_LIMIT_NO_SOLUTION" and \
-            options.initial_solution is not None:
+            options.initial_solution is not None and meets_slo(instance,
+                                                              options.initial_solution):
         # the solver stopped before reporting a solution: the warm start is the best known one
         result.solution = options.initial_solution
         result.status = "FEASIBLE"
         result.stats["incumbent"] = "warm start (the solver found none within the limit)"
-    if result.status not in ("INFEASIBLE", "ERROR"):
+    if result.status == "INFEASIBLE" and instance.slo is not None:
+        result.stats["slo_tightest"] = tightest_found(instance, options.initial_solution)
+    if result.status not in ("INFEASIBLE", "ERROR") and instance.objective == "makespan":
         # layout methods choose formats: bound the format-relaxed instance (opt.placement.layout)
         cert = certified_lower_bound(relaxed_instance(instance)
                                      if spec.problem == "layout" else instance)

@@ -42,6 +42,7 @@ from opt.common.result import Result
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.layout import allowed_formats, relaxed_instance
 from opt.placement.lower_bounds import BIG, device_heads_tails, heads_tails
+from opt.placement.slo import decode_steps
 from opt.placement.solution import make_solution
 
 
@@ -69,6 +70,7 @@ class PlacementCpSat:
             self.add_redundant_constraints(bound_inst)
         self.add_port_and_capacity_constraints()
         self.add_symmetry_breaking(symmetry_breaking)
+        self.add_service_constraints()
         self.set_objective()
 
     # ---- domains --------------------------------------------------------------------------
@@ -301,9 +303,41 @@ class PlacementCpSat:
                         nxt[d] = o
                 opened.update(nxt)
 
+    def add_service_constraints(self) -> None:
+        """TTFT (the latest prefill end, exactly) when the objective or an SLO needs it, and
+        the SLO's limits (opt.placement.slo): cmax ≤ e2e, TTFT ≤ ttft and
+        cmax − TTFT ≤ ⌊mean_tpot · decode steps⌋ (cmax ≥ the makespan, so each is exact or
+        stricter)."""
+        inst, m, slo = self.inst, self.model, self.inst.slo
+        self.ttft = None
+        if inst.objective == "makespan" and (slo is None or (slo.ttft is None
+                                                             and slo.mean_tpot is None)):
+            if slo is not None and slo.e2e is not None:
+                m.add(self.cmax <= slo.e2e)
+            return
+        pre = np.flatnonzero(inst.is_prefill()).tolist()
+        self.ttft = m.new_int_var(0, self.horizon, "ttft")
+        m.add_max_equality(self.ttft, [self.end[t] for t in pre])
+        if slo is None:
+            return
+        if slo.e2e is not None:
+            m.add(self.cmax <= slo.e2e)
+        if slo.ttft is not None:
+            m.add(self.ttft <= slo.ttft)
+        steps = decode_steps(inst)
+        if slo.mean_tpot is not None and steps:
+            m.add(self.cmax - self.ttft <= math.floor(slo.mean_tpot * steps))
+
     def set_objective(self) -> None:
-        """Minimise the makespan."""
-        self.model.minimize(self.cmax)
+        """Minimise the instance's objective: the makespan, TTFT, or the decode time
+        cmax − TTFT (opt.placement.slo)."""
+        objective, ttft = self.inst.objective, self.ttft
+        if objective == "makespan" or ttft is None:
+            self.model.minimize(self.cmax)
+        elif objective == "ttft":
+            self.model.minimize(ttft)
+        else:
+            self.model.minimize(self.cmax - ttft)
 
     # ---- heads, tails and their cuts ------------------------------------------------------
     @staticmethod

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from opt.cli import serving
@@ -61,6 +62,14 @@ def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.Argumen
     pl.add_argument("--measurements", metavar="FILE",
                     help="measured-latency table (CSV/JSON, docs/measurements.md) used where "
                          "it has an entry, the cost model elsewhere")
+    pl.add_argument("--objective", default="makespan",
+                    choices=["makespan", "decode_time", "ttft"],
+                    help="what the instance minimises (default makespan)")
+    for name, what in (("ttft", "time to first token"), ("tpot", "mean time per output token"),
+                       ("e2e", "end-to-end latency (makespan)")):
+        pl.add_argument(f"--slo-{name}-ms", type=float, metavar="MS",
+                        help=f"service-level limit on the {what}, ms (a hard constraint; "
+                             f"docs/problems.md §1.5)")
     pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
     pl.set_defaults(func=cmd_build_placement)
 
@@ -147,7 +156,7 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                                         precision=_precision_args(args),
                                         sparsity=_sparsity_args(args),
                                         measurements=_measurements_arg(args, cat)))
-    inst = apply_budget(inst, args)
+    inst = _goal_args(apply_budget(inst, args), args)
     t1 = time.perf_counter()
     inst.write(args.output)
     info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
@@ -165,6 +174,28 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
 
             print(provenance_line(info["measurements"]))
     return 0
+
+
+def _goal_args(inst, args: argparse.Namespace):
+    """``inst`` with ``--objective`` and the ``--slo-*-ms`` limits (converted to ticks of its
+    time unit: TTFT and e2e rounded down, so a schedule within the limit in ticks is within it
+    in ms)."""
+    from opt.common.units import TIME_UNITS
+    from opt.placement.slo import Slo, with_goal
+
+    tick_ms = TIME_UNITS[inst.time_unit] * 1e3
+    lim = {k: getattr(args, f"slo_{k}_ms") for k in ("ttft", "tpot", "e2e")}
+    for k, v in lim.items():
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise InputError(f"must be a positive number of ms, got {v}", field=f"--slo-{k}-ms")
+
+    def ticks(ms: float) -> int:
+        return max(1, math.floor(round(ms / tick_ms, 6)))
+
+    slo = Slo(ttft=None if lim["ttft"] is None else ticks(lim["ttft"]),
+              mean_tpot=None if lim["tpot"] is None else lim["tpot"] / tick_ms,
+              e2e=None if lim["e2e"] is None else ticks(lim["e2e"]))
+    return with_goal(inst, args.objective, slo)
 
 
 def _measurements_arg(args: argparse.Namespace, cat):
@@ -253,25 +284,37 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ScheduleError as exc:
         print(f"invalid: {exc}", file=sys.stderr)
         return 1
-    if res.objective is not None and res.objective != metrics.makespan:
-        print(f"invalid: result reports objective {res.objective} but the schedule's makespan "
-              f"is {metrics.makespan}", file=sys.stderr)
+    from opt.placement.slo import objective_value
+
+    value = objective_value(inst.objective, metrics)
+    if res.objective is not None and res.objective != value:
+        print(f"invalid: result reports objective {res.objective} but the schedule's "
+              f"{inst.objective} is {value}", file=sys.stderr)
         return 1
     from opt.placement.utilisation import utilisation
 
     util = utilisation(inst, res.solution, metrics)  # DOPS Eq. 5 co-utilisation
+    from opt.placement.slo import violations
+
+    broken = violations(inst.slo, metrics)
     if args.json:
-        print_json({"valid": True, **metrics.to_dict(),
+        print_json({"valid": not broken, **metrics.to_dict(),
                     "class_busy": util.class_busy, "co_utilisation": util.co_utilisation,
-                    "npu_only": util.npu_only, "pim_only": util.pim_only, "idle": util.idle})
-    else:
-        print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
-              + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
-                 f"{metrics.decode_steps} steps" if metrics.ttft is not None else ""))
-        if util.co_utilisation is not None:
-            print(f"co-utilisation (NPU and PIM both computing) {util.co_utilisation:.1%}; "
-                  f"NPU only {util.npu_only:.1%}, PIM only {util.pim_only:.1%}, idle "
-                  f"{util.idle:.1%}")
+                    "npu_only": util.npu_only, "pim_only": util.pim_only, "idle": util.idle,
+                    **({"slo": {"limits": inst.slo.to_dict(), "violations": broken}}
+                       if inst.slo is not None else {})})
+        return 1 if broken else 0
+    if broken:
+        print(f"invalid: the schedule breaks the instance's SLO: {'; '.join(broken)}")
+        return 1
+    print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
+          + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
+             f"{metrics.decode_steps} steps" if metrics.ttft is not None else "")
+          + ("; SLO met" if inst.slo is not None else ""))
+    if util.co_utilisation is not None:
+        print(f"co-utilisation (NPU and PIM both computing) {util.co_utilisation:.1%}; "
+              f"NPU only {util.npu_only:.1%}, PIM only {util.pim_only:.1%}, idle "
+              f"{util.idle:.1%}")
     return 0
 
 
@@ -320,6 +363,18 @@ def _print_result(res, args: argparse.Namespace, is_serving: bool) -> None:
                       res.runtime_s]]))
         if res.stats.get("message") and res.status != "ERROR":
             print(res.stats["message"])
+        _print_slo(res)
+
+
+def _print_slo(res) -> None:
+    """One line on the instance's SLO, when it has one."""
+    slo = res.stats.get("slo")
+    if slo is not None:
+        print("SLO met" if slo["met"] else f"SLO broken: {'; '.join(slo['violations'])}")
+    if res.stats.get("slo_tightest"):
+        t = res.stats["slo_tightest"]
+        print(f"SLO infeasible; tightest found ({t['source']}): TTFT {t['ttft']}, mean TPOT "
+              f"{t['mean_tpot']}, e2e {t['e2e']}")
 
 
 def cmd_lower_bound(args: argparse.Namespace) -> int:

@@ -162,6 +162,8 @@ class PlacementInstance:
     shard: np.ndarray | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
+    objective: str = "makespan"      # opt.placement.slo.OBJECTIVES
+    slo: Any = None                  # opt.placement.slo.Slo | None (limits in ticks)
 
     # ---- sizes and lookups ---------------------------------------------------------------
     @property
@@ -289,6 +291,8 @@ class PlacementInstance:
                        "default": lay.default, "storage_multiplier": dict(lay.storage_multiplier),
                        "memory_budget": lay.memory_budget},
             "meta": dict(self.meta),
+            **({"objective": self.objective} if self.objective != "makespan" else {}),
+            **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
         }
 
     def write(self, path: str | Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json
 from opt.placement.instance import (
     DEFAULT_STORAGE,
@@ -32,7 +33,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
     f = Fields(obj, source, "")
     f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
-                  "blocks", "layout", "meta"})
+                  "blocks", "layout", "meta", "objective", "slo"})
     schema = f.get("schema")
     if schema != SCHEMA:
         raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
@@ -90,12 +91,27 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     except (KeyError, TypeError, ValueError, AttributeError):
         cols = _checked_columns(f, obj, dindex, bindex, len(devices))
     ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
-    return build_instance(
+    inst = build_instance(
         time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
         task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
         block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
         kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
         meta=f.get("meta", {}) or {}, source=source)
+    return _with_goal(inst, f, obj, source)
+
+
+def _with_goal(inst: PlacementInstance, f: Fields, obj: dict, source: str | None
+               ) -> PlacementInstance:
+    """The optional ``objective`` and ``slo`` (opt.placement.slo), errors naming the file."""
+    if "objective" not in obj and "slo" not in obj:
+        return inst
+    from opt.placement.slo import Slo, with_goal
+
+    try:
+        slo = Slo.from_dict(obj["slo"]) if obj.get("slo") is not None else None
+        return with_goal(inst, obj.get("objective", "makespan"), slo)
+    except InputError as exc:
+        raise InputError(exc.detail, source=source, field=exc.field) from None
 
 
 def _has_bool(values: list) -> bool:

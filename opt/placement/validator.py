@@ -430,11 +430,19 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
     returned with objective None. Raises :class:`ScheduleError` on an invalid schedule."""
     if result.solution is None:
         return replace(result, objective=None, gap=None)
+    from opt.placement.slo import objective_value, violations
+
     metrics = validate_placement(inst, result.solution)
+    value = objective_value(inst.objective, metrics)
     lb = result.lower_bound
-    if lb is not None and lb > metrics.makespan:
-        raise ScheduleError(f"lower bound {lb} exceeds the validated makespan "
-                            f"{metrics.makespan}: the bound or the schedule is wrong")
+    if lb is not None and value is not None and lb > value:
+        raise ScheduleError(f"lower bound {lb} exceeds the validated {inst.objective} "
+                            f"{value}: the bound or the schedule is wrong")
     stats = {**result.stats, "metrics": metrics.to_dict()}
-    return replace(result, objective=metrics.makespan, gap=gap_of(metrics.makespan, lb),
+    if inst.slo is not None:
+        broken = violations(inst.slo, metrics)
+        stats["slo"] = {"limits": inst.slo.to_dict(), "met": not broken, "violations": broken}
+        if broken and result.status == "OPTIMAL":
+            raise ScheduleError(f"an OPTIMAL schedule breaks the SLO: {'; '.join(broken)}")
+    return replace(result, objective=value, gap=gap_of(value, lb) if value is not None else None,
                    stats=stats)

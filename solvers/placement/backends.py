@@ -45,7 +45,8 @@ def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions
     solution = schedule()
     runtime_s = time.perf_counter() - t0
     return Result(problem="placement", method=method, status="FEASIBLE",
-                  lower_bound=float(certified_lower_bound(inst).value),
+                  lower_bound=float(certified_lower_bound(inst).value)
+                  if inst.objective == "makespan" else None,
                   runtime_s=runtime_s, seed=options.seed,
                   params=dict(options.params), solution=solution,
                   stats={"lower_bound_kind": "certified (opt.placement.certified_bounds)",
