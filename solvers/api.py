@@ -16,6 +16,7 @@ from typing import Any
 
 from models.options import SolveOptions
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import Result
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
@@ -113,9 +114,10 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
                            initial_solution=initial, params=dict(params),
                            export_path=export_path)
-    if spec.problem == "serving":
-        return _solve_serving(instance, spec, options)
-    return _solve_placement(instance, spec, options, warm_start)
+    res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
+           else _solve_placement(instance, spec, options, warm_start))
+    res.instance_fingerprint = instance_fingerprint(instance)  # opt.common.fingerprint
+    return res
 
 
 def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOptions) -> Result:
