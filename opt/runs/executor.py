@@ -263,8 +263,9 @@ TIMING_FIELDS = ("runtime_s", "wall_s")
 
 
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` without its timing fields (to compare runs on different executors)."""
-    out = {k: v for k, v in record.items() if k not in TIMING_FIELDS}
+    """``record`` without its timing fields and its digest, which covers them (to compare runs
+    on different executors)."""
+    out = {k: v for k, v in record.items() if k not in TIMING_FIELDS and k != "digest"}
     if isinstance(out.get("search"), dict):  # serving: search statistics carry times too
         out["search"] = {k: v for k, v in out["search"].items() if not k.endswith("_s")}
     return out
