@@ -26,11 +26,19 @@ def common_parser() -> argparse.ArgumentParser:
     """The parent parser of every command: ``--json``, ``--catalog``, ``--models-file``."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--catalog", metavar="FILE",
+    common.add_argument("--catalog", metavar="FILE", type=input_file,
                         help="hardware JSON merged over the bundled catalog")
-    common.add_argument("--models-file", metavar="FILE",
+    common.add_argument("--models-file", metavar="FILE", type=input_file,
                         help="extra model cards: a card set, one card, or a HF config.json")
     return common
+
+
+def input_file(text: str) -> str:
+    """argparse type of ``--catalog`` / ``--models-file``: a file that exists (a missing one is
+    an error for every command, not silently ignored by those that do not read it)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: file not found")
+    return text
 
 
 # ---- inputs shared by several commands ------------------------------------------------------

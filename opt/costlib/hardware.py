@@ -5,7 +5,7 @@ its source. Users extend it with their own JSON file of the same shape
 (``load_catalog(path)`` merges it over the bundled one; ``Catalog.to_dict()`` writes it back).
 
 Device fields (units in the names): ``peak_flops`` (dense fp16/bf16 FLOP/s), ``mem_bw_bytes_per_s``,
-``memory_bytes``, ``price_usd_per_hour`` (null when unpublished), ``class`` ∈ {npu, pim, gpu, cpu},
+``memory_bytes`` (≥ 1, ≤ 2^62), ``price_usd_per_hour`` (> 0, null when unpublished), ``class`` ∈ {npu, pim, gpu, cpu},
 ``latency_model`` (see :mod:`opt.costlib.latency`), ``native_format`` and ``conversions`` (weight-layout
 conversion steps, problems.md §5.4).
 """
@@ -25,6 +25,8 @@ from opt.costlib.latency import LatencyModel, Link, latency_model_from_dict
 
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
+#: Largest device memory (bytes) a catalog may declare: capacities are int64 in instances.
+MAX_MEMORY_BYTES = float(2 ** 62)
 #: Bytes stored per byte of weights for each layout format (``dual`` keeps both optimised copies).
 STORAGE_MULTIPLIER = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
 
@@ -270,10 +272,12 @@ def _device(f: Fields) -> DeviceSpec:
     if model is not None and (peak <= 0 or bw <= 0):
         raise f.error("peak_flops", "a device with a latency model needs peak_flops > 0 and "
                                     "mem_bw_bytes_per_s > 0")
+    memory = f.num("memory_bytes", None, minimum=1.0)
+    if memory is not None and memory > MAX_MEMORY_BYTES:
+        raise f.error("memory_bytes", f"must be ≤ 2^62 bytes, got {memory!r}")
     return DeviceSpec(name=f.str("name"), device_class=cls, peak_flops=peak,
-                      mem_bw_bytes_per_s=bw,
-                      memory_bytes=f.num("memory_bytes", None, strict=True),
-                      price_usd_per_hour=f.num("price_usd_per_hour", None),
+                      mem_bw_bytes_per_s=bw, memory_bytes=memory,
+                      price_usd_per_hour=f.num("price_usd_per_hour", None, strict=True),
                       latency_model=model, native_format=native, conversions=tuple(convs),
                       source=f.str("source", ""))
 
