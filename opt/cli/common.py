@@ -186,7 +186,8 @@ def check_methods(methods: Sequence[str], registry, *, suggest=None,
 # ---- running a command ----------------------------------------------------------------------
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run the handler of the parsed command: bad input prints one line and exits 2."""
+    """Run the handler of the parsed command: bad input prints one line and exits 2; Ctrl-C
+    prints one line (where finished records are kept) and exits 130."""
     try:
         return args.func(args)
     except InputError as exc:
@@ -194,3 +195,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, exit 130 (128 + SIGINT)
+        out = getattr(args, "out", None)
+        print(f"hetopt: interrupted{f'; finished records are kept in {out}/' if out else ''}",
+              file=sys.stderr)
+        return 130

@@ -342,14 +342,15 @@ def card_from_hf_config(config: Mapping[str, Any] | str | Path, name: str | None
     text = root.sub("text_config", None)
     f = text if text is not None else root
     mtype = str(f.obj.get("model_type", mtype))
-    hidden, heads = f.int("hidden_size", minimum=1), f.int("num_attention_heads", minimum=1)
+    hidden = _hf_int(f, "hidden_size")
+    heads = _hf_int(f, "num_attention_heads")
     head_dim = f.int("head_dim", None, minimum=1) or f.int("kv_channels", None, minimum=1)
     if head_dim is None:
         if hidden % heads:
             raise f.error("hidden_size", f"{hidden} is not a multiple of num_attention_heads "
                                          f"({heads}) and the config gives no head_dim")
         head_dim = hidden // heads
-    ffn = f.int("intermediate_size", minimum=0)
+    ffn = f.int("intermediate_size", minimum=0) or 0
     kw: dict[str, Any] = dict(
         name=name or _hf_name(root, mtype), layers=f.int("num_hidden_layers", minimum=1),
         hidden=hidden, heads=heads, kv_heads=f.int("num_key_value_heads", heads, minimum=1),
@@ -371,6 +372,13 @@ def card_from_hf_config(config: Mapping[str, Any] | str | Path, name: str | None
     return card_from_dict({k: (v.__dict__ if isinstance(v, (MoESpec, LinearAttentionSpec)) else
                                list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
                           source=source)
+
+
+def _hf_int(f: Fields, key: str) -> int:
+    """A required integer ≥ 1 of the config."""
+    value = f.int(key, minimum=1)
+    assert value is not None  # required: Fields.int raised if it was missing
+    return value
 
 
 def _hf_name(root: Fields, mtype: str) -> str:

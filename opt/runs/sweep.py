@@ -96,6 +96,10 @@ def _duration(seconds: float) -> str:
     return f"{s}s"
 
 
+#: Seconds between redraws of :meth:`Progress.advance` on a terminal / in a log.
+REDRAW_S, LOG_S = 0.2, 10.0
+
+
 class Progress:
     """A dependency-free progress bar: ``[12/64] 18% eta 3m12s <label>``.
 
@@ -114,6 +118,7 @@ class Progress:
         self.busy_s = 0.0
         self.t0 = time.perf_counter()
         self._width = 0
+        self._last = 0.0
 
     def _emit(self, text: str) -> None:
         if self.tty:
@@ -138,6 +143,26 @@ class Progress:
         if seconds is not None:
             self.computed += 1
             self.busy_s += seconds
+
+    def advance(self, count: int, seconds: float | None, label: str) -> None:
+        """``count`` units done at once (a replay's requests served by one batch), taking
+        ``seconds`` (None: cached, free); redraws at most every :data:`REDRAW_S` seconds (on a
+        terminal) or :data:`LOG_S` seconds (a log), and always at the end."""
+        self.done += count
+        if seconds is not None:
+            self.computed += count
+            self.busy_s += seconds
+        now = time.perf_counter()
+        if self.done >= self.total or now - self._last >= (REDRAW_S if self.tty else LOG_S):
+            self._last = now
+            self.note(label)
+
+    def note(self, label: str) -> None:
+        """Show the current count with ``label`` (e.g. a schedule about to be computed)."""
+        pct = 100 * self.done // self.total if self.total else 100
+        left = self.total - self.done
+        eta = _duration(self.busy_s / self.computed * left) if self.computed else "?"
+        self._emit(f"[{self.done}/{self.total}] {pct}% eta {eta} {label}")
 
     def abort(self) -> None:
         """End the in-place line so an error message starts on a fresh line."""
