@@ -27,6 +27,8 @@ DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
 #: Largest device memory (bytes) a catalog may declare: capacities are int64 in instances.
 MAX_MEMORY_BYTES = float(2 ** 62)
+#: Most devices of one type on a platform (instances have one column per device).
+MAX_PLATFORM_DEVICES = 1024
 #: Bytes stored per byte of weights for each layout format (``dual`` keeps both optimised copies).
 STORAGE_MULTIPLIER = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
 
@@ -287,7 +289,10 @@ def _platform(f: Fields) -> PlatformSpec:
     members = []
     for m in f.items("devices"):
         m.check_keys({"device", "count", "prefix"})
-        members.append(PlatformMember(m.str("device"), m.int("count"), m.str("prefix")))
+        count = m.int("count", minimum=1)
+        if count > MAX_PLATFORM_DEVICES:
+            raise m.error("count", f"must be ≤ {MAX_PLATFORM_DEVICES}, got {count}")
+        members.append(PlatformMember(m.str("device"), count, m.str("prefix")))
     topology = f.str("topology", "full")
     if topology not in ("full", "star"):
         raise f.error("topology", f"unknown topology '{topology}'; known: full, star")
@@ -299,9 +304,17 @@ def _platform(f: Fields) -> PlatformSpec:
 def _node_type(f: Fields) -> NodeType:
     f.check_keys({"name", "gpu", "gpus_per_node", "intra_node", "network", "source"})
     return NodeType(name=f.str("name"), gpu=f.str("gpu"),
-                    gpus_per_node=f.int("gpus_per_node", minimum=1),
+                    gpus_per_node=_gpus_per_node(f),
                     intra_node=_link(f.sub("intra_node")), network=_link(f.sub("network")),
                     source=f.str("source", ""))
+
+
+def _gpus_per_node(f: Fields) -> int:
+    n = f.int("gpus_per_node", minimum=1)
+    assert n is not None  # required
+    if n > MAX_PLATFORM_DEVICES:
+        raise f.error("gpus_per_node", f"must be ≤ {MAX_PLATFORM_DEVICES}, got {n}")
+    return n
 
 
 def catalog_from_dict(obj: Any, source: str | None = None,

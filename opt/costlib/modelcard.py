@@ -244,6 +244,19 @@ class ModelCard:
 
 
 _CARD_KEYS = set(ModelCard.__dataclass_fields__) | {"moe", "linear_attention"}
+#: Largest layer count and dimension a card may declare (per-layer lists are materialised;
+#: products of dimensions stay exact in float64).
+MAX_LAYERS, MAX_DIM = 10_000, 2 ** 31
+
+
+def _bounded(f: Fields, key: str, default: Any = ..., *, minimum: int = 1,
+             maximum: int = MAX_DIM) -> Any:
+    """``f.int(key)`` in [minimum, maximum] (None when optional and absent)."""
+    value = f.int(key, minimum=minimum) if default is ... else f.int(key, default,
+                                                                     minimum=minimum)
+    if value is not None and value > maximum:
+        raise f.error(key, f"must be ≤ {maximum:,}, got {value!r}")
+    return value
 
 
 def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> ModelCard:
@@ -252,7 +265,8 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     f.check_keys(_CARD_KEYS)
     kw: dict[str, Any] = {"name": f.str("name")}
     for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
-        kw[key] = f.int(key, minimum=1 if key != "ffn" else 0)
+        kw[key] = _bounded(f, key, minimum=1 if key != "ffn" else 0,
+                           maximum=MAX_LAYERS if key == "layers" else MAX_DIM)
     if kw["heads"] % kw["kv_heads"]:
         raise f.error("kv_heads", f"heads ({kw['heads']}) must be a multiple of kv_heads "
                                   f"({kw['kv_heads']})")
@@ -270,12 +284,14 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     if not pattern:
         raise f.error("layer_pattern", "must not be empty")
     kw["layer_pattern"] = tuple(pattern)
-    kw["sliding_window"] = f.int("sliding_window", None, minimum=1)
+    kw["sliding_window"] = _bounded(f, "sliding_window", None)
     if "sliding" in pattern and kw["sliding_window"] is None:
         raise f.error("sliding_window", "required when layer_pattern has 'sliding' layers")
     for key in ("dtype", "expert_dtype"):
         value = f.get(key, None)
         if value is not None:
+            if not isinstance(value, str):
+                raise f.error(key, f"expected a dtype name, got {value!r}")
             try:
                 dtype_bytes(value)
             except UnknownNameError as exc:
@@ -284,10 +300,11 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     m = f.sub("moe", None)
     if m is not None:
         m.check_keys(set(MoESpec.__dataclass_fields__))
-        moe = MoESpec(num_experts=m.int("num_experts", minimum=1), top_k=m.int("top_k", minimum=1),
-                      expert_ffn=m.int("expert_ffn", minimum=1),
-                      shared_experts=m.int("shared_experts", 0),
-                      shared_ffn=m.int("shared_ffn", 0), shared_gate=m.bool("shared_gate", False),
+        moe = MoESpec(num_experts=_bounded(m, "num_experts"), top_k=_bounded(m, "top_k"),
+                      expert_ffn=_bounded(m, "expert_ffn"),
+                      shared_experts=_bounded(m, "shared_experts", 0, minimum=0),
+                      shared_ffn=_bounded(m, "shared_ffn", 0, minimum=0),
+                      shared_gate=m.bool("shared_gate", False),
                       expert_bias=m.bool("expert_bias", False))
         if moe.top_k > moe.num_experts:
             raise m.error("top_k", f"top_k ({moe.top_k}) exceeds num_experts ({moe.num_experts})")
@@ -296,7 +313,7 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     if la is not None:
         la.check_keys(set(LinearAttentionSpec.__dataclass_fields__))
         kw["linear_attention"] = LinearAttentionSpec(
-            **{k: la.int(k, minimum=1) for k in LinearAttentionSpec.__dataclass_fields__})
+            **{k: _bounded(la, k) for k in LinearAttentionSpec.__dataclass_fields__})
     elif "linear" in pattern:
         raise f.error("linear_attention", "required when layer_pattern has 'linear' layers")
     kw["published_total_params"] = f.num("published_total_params", None)
@@ -352,7 +369,8 @@ def card_from_hf_config(config: Mapping[str, Any] | str | Path, name: str | None
         head_dim = hidden // heads
     ffn = f.int("intermediate_size", minimum=0) or 0
     kw: dict[str, Any] = dict(
-        name=name or _hf_name(root, mtype), layers=f.int("num_hidden_layers", minimum=1),
+        name=name or _hf_name(root, mtype),
+        layers=_bounded(f, "num_hidden_layers", maximum=MAX_LAYERS),
         hidden=hidden, heads=heads, kv_heads=f.int("num_key_value_heads", heads, minimum=1),
         head_dim=head_dim, ffn=ffn // 2 if mtype == "qwen" else ffn,
         vocab=f.int("vocab_size", minimum=1),
@@ -408,10 +426,10 @@ def _hf_pattern(f: Fields, layers: int) -> dict[str, Any]:
     elif types is not None:
         raise f.error("layer_types", f"expected a list of {layers} layer types")
     elif "sliding_window_pattern" in f.obj:
-        p = f.int("sliding_window_pattern", minimum=1)
+        p = _bounded(f, "sliding_window_pattern", maximum=MAX_LAYERS)
         kw["layer_pattern"] = tuple(["sliding"] * (p - 1) + ["full"])
     elif "full_attention_interval" in f.obj:
-        p = f.int("full_attention_interval", minimum=1)
+        p = _bounded(f, "full_attention_interval", maximum=MAX_LAYERS)
         kw["layer_pattern"] = tuple(["linear"] * (p - 1) + ["full"])
     if "sliding" in kw.get("layer_pattern", ()):
         kw["sliding_window"] = f.int("sliding_window", minimum=1)
