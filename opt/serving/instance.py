@@ -297,6 +297,7 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     w.check_keys({"context_tokens", "tpot_slo"})
     grid = _read_grid(f.sub("grid", {}))
     lat = f.sub("latency")
+    assert lat is not None  # required: Fields.sub raised when it is missing
     lat.check_keys({"microbatch_sizes", "op_duration", "head_duration", "transfer_duration",
                     "transfer_busy", "token_transfer_duration", "token_transfer_busy"})
     mbs = _int_list(lat, "microbatch_sizes")
@@ -344,6 +345,7 @@ def _read_block(m: Fields) -> tuple[int, int, list[ServingOp]]:
                   "lm_head_weight_bytes", "tied_embeddings"})
     layers = m.int("layers", minimum=1)
     block_layers = m.int("block_layers", minimum=1)
+    assert layers is not None and block_layers is not None  # required: Fields.int raised
     if layers > MAX_LAYERS:
         raise m.error("layers", f"must be ≤ {MAX_LAYERS:,}, got {layers}")
     if block_layers > layers:
