@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Any
 
@@ -38,10 +39,12 @@ class LogCapture(logging.Handler):
 
 
 def run_highs_once(model: pyo.ConcreteModel, highs_options: dict[str, Any],
-                   deadline: float | None, warmstart: bool) -> tuple[Any, Any, list[str]]:
+                   deadline: float | None, warmstart: bool, stream: bool = False
+                   ) -> tuple[Any, Any, list[str]]:
     """One HiGHS run through Pyomo's appsi interface; returns (solver, results, log lines).
     ``deadline``: ``time.perf_counter()`` value by which to stop (the model hand-over to HiGHS
-    counts against it); ``warmstart``: hand the variables' current values over as a MIP start."""
+    counts against it); ``warmstart``: hand the variables' current values over as a MIP start;
+    ``stream``: HiGHS' log lines also go to stderr as they come."""
     solver = highs_solver()
     solver.set_instance(model)
     upd = solver.update_config  # the model does not change between hand-over and solve
@@ -53,6 +56,8 @@ def run_highs_once(model: pyo.ConcreteModel, highs_options: dict[str, Any],
     capture = LogCapture()
     sink = logging.Logger("hetopt.highs", logging.INFO)  # private, unregistered: no propagation
     sink.addHandler(capture)
+    if stream:
+        sink.addHandler(logging.StreamHandler(sys.stderr))
     cfg = solver.config
     cfg.load_solution = False
     cfg.stream_solver = False
@@ -68,17 +73,17 @@ def run_highs_once(model: pyo.ConcreteModel, highs_options: dict[str, Any],
 
 
 def run_highs(model: pyo.ConcreteModel, highs_options: dict[str, Any], deadline: float | None,
-              warmstart: bool) -> tuple[Any, Any, list[str], bool]:
+              warmstart: bool, stream: bool = False) -> tuple[Any, Any, list[str], bool]:
     """:func:`run_highs_once`, run again after resetting HiGHS' thread pool when the first
     run hit :data:`SCHEDULER_CLASH` (HiGHS keeps one pool per OS thread; another ``threads``
     needs a fresh one). Returns (solver, results, log lines, whether the pool was reset)."""
-    solver, res, log = run_highs_once(model, highs_options, deadline, warmstart)
+    solver, res, log = run_highs_once(model, highs_options, deadline, warmstart, stream)
     reset = any(SCHEDULER_CLASH in line for line in log)
     if reset:
         import highspy
 
         highspy.Highs.resetGlobalScheduler(True)
-        solver, res, log = run_highs_once(model, highs_options, deadline, warmstart)
+        solver, res, log = run_highs_once(model, highs_options, deadline, warmstart, stream)
     return solver, res, log, reset
 
 

@@ -10,6 +10,7 @@ recomputes the cost per million output tokens.
 
 from __future__ import annotations
 
+import math
 import numbers
 import time
 from typing import Any
@@ -42,16 +43,17 @@ def instance_problems(instance: Any) -> tuple[str, ...]:
 
 
 def check_options(time_limit: Any, num_workers: Any, seed: Any) -> None:
-    """The common arguments: time_limit > 0 seconds or None, num_workers an integer ≥ 1,
-    seed an integer in 0..MAX_SEED (InputError naming the argument)."""
+    """The common arguments: time_limit a finite number > 0 seconds or None (no limit),
+    num_workers an integer ≥ 1, seed an integer in 0..MAX_SEED (InputError naming the
+    argument)."""
     def is_int(v: Any) -> bool:
         return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
     if time_limit is not None and (isinstance(time_limit, bool)
                                    or not isinstance(time_limit, numbers.Real)
-                                   or not time_limit > 0):
-        raise InputError(f"time_limit must be > 0 seconds or None, got {time_limit!r}",
-                         field="time_limit")
+                                   or not math.isfinite(time_limit) or not time_limit > 0):
+        raise InputError(f"time_limit must be a finite number > 0 seconds or None (no "
+                         f"limit), got {time_limit!r}", field="time_limit")
     if not is_int(num_workers) or num_workers < 1:
         raise InputError(f"num_workers must be an integer ≥ 1, got {num_workers!r}",
                          field="num_workers")
@@ -84,7 +86,7 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           time_limit: float | None = 60.0, num_workers: int = 1, seed: int = 0,
           initial_solution: dict[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | None = None,
-          **params: Any) -> Result:
+          deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: ``cpsat`` for placement instances, ``bnb``
     for serving plans; :mod:`solvers.registry`) and return a certified :class:`Result`.
 
@@ -95,13 +97,19 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     heuristic whose schedule seeds the search: "heft", "bifocal", "best" (the shorter
     eviction-free schedule of the two, milliseconds on small instances), "policy-search"
     (slower, often shorter on large slices) or None / "none" for a cold start;
-    export_path: placement MILP only, write the model as .mps/.lp; params: the method's knobs,
+    export_path: placement MILP only, write the model as .mps/.lp; deterministic: CP-SAT
+    methods give the same result on every run (the time limit becomes CP-SAT's deterministic
+    time and is not shortened by the warm start; several workers interleave their search);
+    log: exact methods stream the solver's progress to stderr; params: the method's knobs,
     passed to the back end untouched after :mod:`solvers.params` checked them (e.g. CP-SAT
     parameter names, HiGHS option names).
     """
     problems = instance_problems(instance)
     spec = get_method(method, problems) if method is not None else default_method(problems[0])
     check_options(time_limit, num_workers, seed)
+    for name, value in (("deterministic", deterministic), ("log", log)):
+        if not isinstance(value, bool):
+            raise InputError(f"{name} must be true or false, got {value!r}", field=name)
     if warm_start == "none":
         warm_start = None
     if warm_start is not None and warm_start not in WARM_STARTS:
@@ -113,11 +121,21 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
                          field="export")
     options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
                            initial_solution=initial, params=dict(params),
-                           export_path=export_path)
+                           export_path=export_path, deterministic=deterministic, log=log)
     res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
-           else _solve_placement(instance, spec, options, warm_start))
+           else _solve_placement(instance, spec, options, warm_start, time.perf_counter()))
     res.instance_fingerprint = instance_fingerprint(instance)  # opt.common.fingerprint
-    return res
+    return _with_reason(res)
+
+
+def _with_reason(result: Result) -> Result:
+    """An ERROR result always says why in ``stats["message"]`` (the back end's own words
+    when it gave them under another key)."""
+    if result.status == "ERROR" and not result.stats.get("message"):
+        why = result.stats.get("error") or result.stats.get("checker")
+        result.stats["message"] = why or (f"method '{result.method}' failed without a reason "
+                                          f"(termination {result.stats.get('termination')})")
+    return result
 
 
 def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOptions) -> Result:
@@ -133,9 +151,10 @@ def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOption
 
 
 def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOptions,
-                     warm_start: str | None) -> Result:
+                     warm_start: str | None, started: float) -> Result:
     """Run a P1/P2 back end (seeded with a heuristic schedule when it takes one), attach the
-    certified lower bound and validate the schedule."""
+    certified lower bound and validate the schedule. The warm start counts against the time
+    limit: the back end gets what is left of it (at least 1 ms)."""
     from dataclasses import replace
 
     warm_name = "initial_solution" if options.initial_solution is not None else None
@@ -144,7 +163,12 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
         if start is not None:
             options = replace(options, initial_solution=start.solution)
             warm_name = start.name
+    limit = options.time_limit
+    if limit is not None and not options.deterministic:
+        options = replace(options, time_limit=max(1e-3, limit - (time.perf_counter() - started)))
     result = spec.backend(instance, options)
+    if limit is not None and "time_limit" in result.params:
+        result.params["time_limit"] = limit  # the caller's limit, not what was left of it
     result.stats["warm_start"] = warm_name
     if result.solution is None and result.status == "TIME_LIMIT_NO_SOLUTION" and \
             options.initial_solution is not None:

@@ -77,6 +77,15 @@ B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
     pressure: Llama-2-13B, HP64, 128/128/16, full size, 28.7 s against 6.6 s without the term
     and 11.2 s for PD (issue 22); with it 6.6 s.
 
+    Cap (switch ``token_cap``, default on; off = the literal reading above): the credit is at
+    most α·R_i·p_reuse·max(0, w − dur(t, d)), w = t's shortest duration on a legal device that
+    already holds b (no cap when none does) — what the move saves over the remaining steps. A
+    transient advantage (d idle now, the warm device busy for a moment) is not a recurring one:
+    uncapped, the term copied blocks between the two PIMs of equal speed and exposed the loads
+    on the critical path of the first decode steps (dops-qwen-1.8b, HP32, 128/1024/1, full
+    size: 0.977 × PD's speed uncapped, 0.9885 capped, 1.012 with the term off; the loads can
+    be prefetched in the background instead, problems.md §1.2 rule 5).
+
 Capacity (problems.md rule 6)
     A device whose block would exceed its capacity evicts least-recently-used blocks (smallest
     start of their last scheduled use on that device) at the new load's start T, which is the
@@ -151,6 +160,7 @@ class BifocalParams:
     p_reuse: float = 1.0
     prior: bool = False
     evict_cost: float = 0.0
+    token_cap: bool = True
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
@@ -163,7 +173,7 @@ class BifocalParams:
                                  f"{', '.join(known)}", field=f"params.{name}")
         out: dict[str, Any] = {}
         for name, value in params.items():
-            if name in ("window", "phase", "token", "prior"):
+            if name in ("window", "phase", "token", "prior", "token_cap"):
                 if not isinstance(value, (bool, np.bool_)):
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
@@ -491,6 +501,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
             look.hs, look.hint_dist
     track_uses = kappa > 0 or use_token
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
+    inf, token_cap = math.inf, p.token_cap
     seen = [False] * inst.n_tasks
     ties_by_hint = 0
     flips = [0, 0, 0, 0]  # decisions each term changed: window, phase, token, evict
@@ -508,6 +519,8 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
             inv_r = amort.get(i)
             if inv_r is None:
                 inv_r = amort[i] = 1.0 / max(1.0, max(r_min, (l_out - i + 1) * p_reuse))
+        warm = inf if inv_r < 0 or not token_cap else \
+            _warm_duration(b, durs, type_legal[ty], res_ready)
         wrow = type_w[ty] if window else None
         h = hint[t] if window else -1
         best_s = best_d = None
@@ -543,9 +556,12 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                     s_warm = tls[d].earliest(r[2], dur) + dur
                     c_cur = f + max(0.0, penalty)
                     c_avg = s_warm + max(0, c_cur - s_warm) * inv_r
-                    bt = min(0.0, alpha * (c_avg - c_cur))
+                    # never more than the move saves over the remaining steps against the
+                    # best device that already holds the block (0 between equal devices)
+                    cap = inf if warm == inf else alpha * max(0.0, warm - dur) / inv_r
+                    bt = max(-cap, min(0.0, alpha * (c_avg - c_cur)))
                     # the same without the phase penalty (for the phase term's flip count)
-                    bt0 = min(0.0, alpha * (s_warm + max(0, f - s_warm) * inv_r - f))
+                    bt0 = max(-cap, min(0.0, alpha * (s_warm + max(0, f - s_warm) * inv_r - f)))
                 if kappa > 0 and needed:
                     ce = kappa * sum(loadd[v][d] for v in needed)
             score = f + cw + penalty + bt + ce
@@ -589,6 +605,16 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 u = hs_l[u]
                 k += 1
     return ties_by_hint, dict(zip(FLIP_TERMS, flips))
+
+
+def _warm_duration(b: int, durs: Sequence[int], legal: Sequence[int],
+                   res_ready: list[dict[int, int]]) -> float:
+    """The shortest duration of the task on a legal device where its block ``b`` is resident
+    (inf when none holds it, or the task has no block): the recurring per-step cost a move
+    onto another device is measured against by the token term."""
+    if b < 0:
+        return math.inf
+    return min((durs[d] for d in legal if b in res_ready[d]), default=math.inf)
 
 
 def _forget_evicted(theta: list[int], evicted: list[tuple[int, int, int]], dcls_l: list[int],

@@ -48,7 +48,7 @@ import pyomo.environ as pyo
 from pyomo.version import version as pyomo_version
 
 from models.highs import count_binaries
-from models.options import SolveOptions
+from models.options import NO_DEADLINE, Deadline, SolveOptions, TimeLimitReached
 from models.placement.milp_data import (
     Decisions,
     MilpPrep,
@@ -71,6 +71,10 @@ from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.validator import ScheduleError, validate_placement
 
 EXPORT_SUFFIXES = (".lp", ".mps")
+#: Pyomo's hand-over of the built model to HiGHS cannot be interrupted; it takes about this
+#: many times the build (measured: 18 s after a 7.8 s build of 413 tasks, 664 edges), so the
+#: solve stops before it when less time is left
+HANDOVER_PER_BUILD_S = 2.0
 #: Absolute MIP gap handed to HiGHS (time units). The optimum is integral (integer data, a
 #: difference-constraint LP once binaries are fixed), so a gap below 1 is a proof.
 INTEGRAL_ABS_GAP = 0.99
@@ -166,14 +170,17 @@ def add_transfer_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep
     return transfer_edges
 
 
-def add_no_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows
+def add_no_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows,
+                               clock: Deadline = NO_DEADLINE
                                ) -> dict[tuple[int, int], list[int]]:
     """One task at a time per device: a disjunction (one y per pair, big-M per device from
     the windows) for task pairs that share a device and that neither a DAG path nor the
-    windows order; zero-length tasks never conflict. Returns those pairs and devices."""
+    windows order; zero-length tasks never conflict. Returns those pairs and devices.
+    ``clock``: stop (TimeLimitReached) when it has passed."""
     n, legal, dur, lo, hi = len(prep.legal), prep.legal, prep.dur, win.lo, win.hi
     task_pairs: dict[tuple[int, int], list[int]] = {}
     for i in range(n):
+        clock.check("no-overlap pairs")
         for j in range(i + 1, n):
             if (prep.reach[i] >> j) & 1 or (prep.reach[j] >> i) & 1:
                 continue  # a DAG path already separates them
@@ -187,6 +194,7 @@ def add_no_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Window
     m.y = pyo.Var(list(task_pairs), domain=pyo.Binary)
     m.no_overlap = pyo.ConstraintList()
     for (i, j), common in task_pairs.items():
+        clock.check("no-overlap constraints")
         for d in common:
             mij = max(0, hi[i] + dur[i][d] - lo[j])
             mji = max(0, hi[j] + dur[j][d] - lo[i])
@@ -211,9 +219,11 @@ def _channel_usage(inst: PlacementInstance, prep: MilpPrep, transfer_edges: list
 
 
 def add_channel_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep: MilpPrep,
-                            win: Windows, transfer_edges: list[int]) -> list[tuple[int, int]]:
+                            win: Windows, transfer_edges: list[int],
+                            clock: Deadline = NO_DEADLINE) -> list[tuple[int, int]]:
     """One transfer at a time per channel: a disjunction (one w per pair) for transfer pairs
-    that may share a channel and that the DAG does not order. Returns those pairs."""
+    that may share a channel and that the DAG does not order. Returns those pairs.
+    ``clock``: stop (TimeLimitReached) when it has passed."""
     m.channel = pyo.ConstraintList()
     if not transfer_edges:
         m.w = pyo.Var([], domain=pyo.Binary)
@@ -221,6 +231,7 @@ def add_channel_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep:
     usage = _channel_usage(inst, prep, transfer_edges)
     pair_chans: dict[tuple[int, int], list[int]] = {}
     for k, e in enumerate(transfer_edges):
+        clock.check("channel pairs")
         for f in transfer_edges[k + 1:]:
             ve, uf, vf, ue = prep.dst[e], prep.src[f], prep.dst[f], prep.src[e]
             if ve == uf or (prep.reach[ve] >> uf) & 1 or vf == ue or (prep.reach[vf] >> ue) & 1:
@@ -230,6 +241,7 @@ def add_channel_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep:
                 pair_chans[(e, f)] = shared
     m.w = pyo.Var(list(pair_chans), domain=pyo.Binary)
     for (e, f), shared in pair_chans.items():
+        clock.check("channel constraints")
         mef = max(0, win.t_hi[e] - win.t_lo[f])
         mfe = max(0, win.t_hi[f] - win.t_lo[e])
         ce, cf = _c_expr(m, prep, e), _c_expr(m, prep, f)
@@ -346,10 +358,12 @@ def set_objective(m: pyo.ConcreteModel) -> None:
     m.obj = pyo.Objective(expr=m.Cmax, sense=pyo.minimize)
 
 
-def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
-                         ) -> pyo.ConcreteModel:
+def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
+                         clock: Deadline = NO_DEADLINE) -> pyo.ConcreteModel:
     """MILP of problems.md §1.2 without evictions (module docstring). ``horizon``: a known makespan
-    upper bound in time units (e.g. the initial solution's; the serial bound caps it)."""
+    upper bound in time units (e.g. the initial solution's; the serial bound caps it);
+    ``clock``: the build stops with :class:`~models.options.TimeLimitReached` once it passes
+    (checked between constraint families and inside the pair loops)."""
     prep = prepare(inst)
     H = serial_horizon(inst, prep)
     if horizon is not None:
@@ -358,9 +372,12 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None
     m = pyo.ConcreteModel(name="placement_milp")
     add_task_constraints(m, prep, win)
     transfer_edges = add_transfer_constraints(m, inst, prep, win)
-    task_pairs = add_no_overlap_constraints(m, prep, win)
-    edge_pairs = add_channel_constraints(m, inst, prep, win, transfer_edges)
+    clock.check("transfer constraints")
+    task_pairs = add_no_overlap_constraints(m, prep, win, clock)
+    edge_pairs = add_channel_constraints(m, inst, prep, win, transfer_edges, clock)
+    clock.check("channel constraints")
     load_pairs = add_load_constraints(m, inst, prep, win)
+    clock.check("load constraints")
     add_redundant_constraints(m, inst, prep)
     groups = add_symmetry_breaking(m, inst, prep)
     set_objective(m)
@@ -385,16 +402,28 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     warm_ms = None if warm is None else max(
         (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
         default=0)
-    model = build_placement_milp(inst, horizon=warm_ms)
+    clock = Deadline.after(options.time_limit, t0)
+    try:
+        model = build_placement_milp(inst, horizon=warm_ms, clock=clock)
+    except TimeLimitReached as stop:
+        return _stopped(options, t0, str(stop), {"no_evictions": True, "mip_start": ws,
+                                                 "build_s": time.perf_counter() - t0})
     idx: ModelIndex = model._placement
     stats = _model_stats(inst, model, time.perf_counter() - t0)
-    _set_mip_start(model, inst, warm, warm_ms, ws)
+    try:
+        _set_mip_start(model, inst, warm, warm_ms, ws, clock)
+    except TimeLimitReached as stop:
+        return _stopped(options, t0, str(stop), stats)
     stats["mip_start"] = ws  # ("warm_start" is the entry point's name for the source)
     if export is not None:
         Path(export).parent.mkdir(parents=True, exist_ok=True)
         model.write(str(export), io_options={"symbolic_solver_labels": True})
         stats["exported"] = str(export)
     t1 = time.perf_counter()
+    left, handover = clock.remaining(), HANDOVER_PER_BUILD_S * stats["build_s"]
+    if left is not None and left < handover:
+        return _stopped(options, t0, f"the time limit leaves {left:.1f} s, less than handing "
+                                     f"the model to HiGHS takes (about {handover:.1f} s)", stats)
     run = _run(inst, model, options, t0, ws)
     stats.update({"solver": "highs", "solver_version": run.version,
                   "interface": "pyomo.contrib.appsi.solvers.Highs",
@@ -407,6 +436,16 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     if stats["capacity_may_bind"]:
         stats["bound_scope"] = "no_evictions"
     return _result(inst, idx.prep, run, options, stats, t0)
+
+
+def _stopped(options: SolveOptions, t0: float, why: str, stats: dict[str, Any]) -> Result:
+    """TIME_LIMIT_NO_SOLUTION before HiGHS ran (``solvers.solve`` then reports the warm
+    start, if any, as the incumbent)."""
+    return Result(problem="placement", method="milp", status="TIME_LIMIT_NO_SOLUTION",
+                  runtime_s=time.perf_counter() - t0, seed=options.seed,
+                  params={"time_limit": options.time_limit,
+                          "num_workers": options.num_workers, **options.params},
+                  stats={**stats, "message": why})
 
 
 def _initial_decisions(inst: PlacementInstance, solution: dict[str, Any] | None,
@@ -437,7 +476,8 @@ def _model_stats(inst: PlacementInstance, model: pyo.ConcreteModel, build_s: flo
 
 
 def _set_mip_start(model: pyo.ConcreteModel, inst: PlacementInstance, warm: Decisions | None,
-                   warm_ms: int | None, ws: dict[str, Any]) -> None:
+                   warm_ms: int | None, ws: dict[str, Any], clock: Deadline = NO_DEADLINE
+                   ) -> None:
     """MIP start: the initial solution (the only one: without it HiGHS starts cold), unless
     it is longer than the serial horizon; relabelled for the symmetry breaking. Records what
     was used in ``ws``."""
@@ -448,7 +488,7 @@ def _set_mip_start(model: pyo.ConcreteModel, inst: PlacementInstance, warm: Deci
     if warm_ms > idx.horizon:
         return
     ws["source"] = "initial_solution"
-    bad = set_warm_start(model, inst, canonical(warm, idx.symmetry_groups))
+    bad = set_warm_start(model, inst, canonical(warm, idx.symmetry_groups), clock)
     ws.update({"used": bad == 0, "objective": warm.makespan(idx.prep),
                "violated_constraints": bad})
 
@@ -460,7 +500,8 @@ def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOption
     deadline = None if options.time_limit is None else t0 + float(options.time_limit)
     highs_options = {"threads": int(options.num_workers), "random_seed": int(options.seed),
                      "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
-    run = solve_and_extract(inst, model, highs_options, deadline, bool(ws["used"]))
+    run = solve_and_extract(inst, model, highs_options, deadline, bool(ws["used"]),
+                            options.log)
     if ws["used"]:
         ws["highs_log"] = run.start_log
         ws["accepted_by_highs"] = any("MIP start solution is feasible" in ln
@@ -470,7 +511,7 @@ def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOption
         # objective found in its presolved space; solve again without the start
         ws["discarded"] = (f"HiGHS reported objective {run.objective} but returned values "
                            f"with Cmax {run.cmax_value}; re-solved without the MIP start")
-        again = solve_and_extract(inst, model, highs_options, deadline, False)
+        again = solve_and_extract(inst, model, highs_options, deadline, False, options.log)
         run = run.merge(again)
     return run
 
@@ -491,6 +532,8 @@ def _result(inst: PlacementInstance, prep: MilpPrep, run: Run, options: SolveOpt
                                      or not stats["capacity_may_bind"] else "no_evictions")
     elif run.schedule is None:
         status = "TIME_LIMIT_NO_SOLUTION" if run.time_limited else "ERROR"
+        if status == "ERROR":
+            stats["message"] = f"HiGHS ended ({run.termination}) without a solution"
     else:
         solution = run.schedule.to_solution(inst)
         try:
@@ -499,7 +542,8 @@ def _result(inst: PlacementInstance, prep: MilpPrep, run: Run, options: SolveOpt
             return Result(problem="placement", method="milp", status="ERROR",
                           runtime_s=time.perf_counter() - t0, seed=options.seed,
                           params=params_out, solution=None,
-                          stats={**stats, "error": f"retimed MILP schedule is invalid: {exc}"})
+                          stats={**stats, "message": f"retimed MILP schedule is invalid: "
+                                                     f"{exc}"})
         objective = float(run.schedule.makespan(prep))
         status = "OPTIMAL" if lb is not None and lb >= objective else "FEASIBLE"
     return Result(problem="placement", method="milp", status=status, objective=objective,

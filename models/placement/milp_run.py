@@ -11,6 +11,7 @@ from typing import Any
 import pyomo.environ as pyo
 
 from models.highs import run_highs
+from models.options import NO_DEADLINE, Deadline
 from models.placement.milp_data import Decisions, MilpPrep, retime
 from opt.placement.instance import PlacementInstance
 
@@ -18,9 +19,11 @@ from opt.placement.instance import PlacementInstance
 TOL = 1e-6
 
 
-def set_warm_start(m: pyo.ConcreteModel, inst: PlacementInstance, dec: Decisions) -> int:
+def set_warm_start(m: pyo.ConcreteModel, inst: PlacementInstance, dec: Decisions,
+                   clock: Deadline = NO_DEADLINE) -> int:
     """Give every variable the value of a schedule; return how many constraints it violates
-    in the model (0: HiGHS can take it as a MIP start)."""
+    in the model (0: HiGHS can take it as a MIP start). ``clock``: TimeLimitReached once it
+    has passed (the check walks every constraint)."""
     idx = m._placement
     prep = idx.prep
     dev, st = dec.device, dec.start
@@ -46,17 +49,19 @@ def set_warm_start(m: pyo.ConcreteModel, inst: PlacementInstance, dec: Decisions
     for (b1, b2, d) in m.v:
         m.v[b1, b2, d].set_value(int(m.Ls[b1, d].value <= m.Ls[b2, d].value))
     m.Cmax.set_value(dec.makespan(prep))
-    return _violations(m)
+    return _violations(m, clock)
 
 
-def _violations(m: pyo.ConcreteModel) -> int:
+def _violations(m: pyo.ConcreteModel, clock: Deadline) -> int:
     """Variable bounds and constraints the model's current values violate (beyond TOL)."""
     bad = 0
     for v in m.component_data_objects(pyo.Var, active=True):
         if (v.lb is not None and v.value < v.lb - TOL) or (v.ub is not None
                                                            and v.value > v.ub + TOL):
             bad += 1
-    for c in m.component_data_objects(pyo.Constraint, active=True):
+    for k, c in enumerate(m.component_data_objects(pyo.Constraint, active=True)):
+        if k % 256 == 0:
+            clock.check("checking the MIP start")
         body = pyo.value(c.body)
         if (c.has_lb() and body < pyo.value(c.lower) - TOL) or \
            (c.has_ub() and body > pyo.value(c.upper) + TOL):
@@ -119,11 +124,12 @@ class Run:
 
 def solve_and_extract(inst: PlacementInstance, model: pyo.ConcreteModel,
                       highs_options: dict[str, Any], deadline: float | None,
-                      warmstart: bool) -> Run:
-    """Run HiGHS (resetting its thread pool if ``threads`` changed) and retime its incumbent."""
+                      warmstart: bool, stream: bool = False) -> Run:
+    """Run HiGHS (resetting its thread pool if ``threads`` changed) and retime its incumbent;
+    ``stream``: HiGHS' log also goes to stderr."""
     from pyomo.contrib.appsi.base import TerminationCondition as TC
 
-    solver, res, log, reset = run_highs(model, highs_options, deadline, warmstart)
+    solver, res, log, reset = run_highs(model, highs_options, deadline, warmstart, stream)
     tc = res.termination_condition
     info = solver._solver_model.getInfo()  # appsi exposes no public accessor for node counts
     prep = model._placement.prep

@@ -420,13 +420,13 @@ class _Solved:
 
 
 def _solve_one(inst: ServingInstance, model: pyo.ConcreteModel, highs_options: dict[str, Any],
-               deadline: float | None) -> _Solved:
+               deadline: float | None, stream: bool = False) -> _Solved:
     """Solve one outer choice's MILP. With ``objective_bound`` (the incumbent, model units)
     HiGHS prunes against it; when nothing beats it, HiGHS 1.16 may still report "optimal"
     with a solution at or above the bound, which is discarded here."""
     from pyomo.contrib.appsi.base import TerminationCondition as TC
 
-    solver, res, _, _ = run_highs(model, highs_options, deadline, False)
+    solver, res, _, _ = run_highs(model, highs_options, deadline, False, stream)
     tc = res.termination_condition
     scale = model._rate_ref * inst.seconds(1) / model._time_scale
     cutoff = highs_options.get("objective_bound", math.inf)
@@ -456,14 +456,15 @@ def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0
                        num_workers: int = 1, seed: int = 0,
                        owners: list[int] | None = None, microbatches: list[int] | None = None,
                        initial_solution: ServingPlan | dict[str, Any] | None = None,
-                       **highs_params: Any) -> ServingMilpResult:
+                       log: bool = False, **highs_params: Any) -> ServingMilpResult:
     """Minimise the cost per token of a P3 plan exactly (module docstring).
 
     time_limit: wall-clock limit for the whole outer loop (s; None = none); num_workers:
     HiGHS threads; seed: HiGHS random seed; owners / microbatches: restrict K / μ (default:
     the grid's 1..max); initial_solution: a feasible plan (or solution dict) whose cost serves
     as the first incumbent (only strictly better plans are then searched; it is returned when
-    none is better); highs_params: HiGHS options passed through untouched."""
+    none is better); log: stream HiGHS' log to stderr; highs_params: HiGHS options passed
+    through untouched."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
     ks = list(owners) if owners else list(range(1, inst.grid.max_owners + 1))
@@ -490,7 +491,7 @@ def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0
             open_bounds.append(o.lb)
             row["result"] = "not_started"
             continue
-        bound = _solve_outer(inst, o, highs_options, deadline, best, stats, row)
+        bound = _solve_outer(inst, o, highs_options, deadline, best, stats, row, log)
         if bound is not None:  # time limit (or a solver failure): only its bound is proven
             open_bounds.append(bound)
     stats["runtime_s"] = time.perf_counter() - t0
@@ -534,10 +535,10 @@ def _initial_incumbent(inst: ServingInstance, initial: ServingPlan | dict[str, A
 
 def _solve_outer(inst: ServingInstance, o: Outer, highs_options: dict[str, Any],
                  deadline: float | None, best: _Incumbent, stats: dict[str, Any],
-                 row: dict[str, Any]) -> float | None:
+                 row: dict[str, Any], stream: bool = False) -> float | None:
     """Build and solve the MILP of outer choice ``o`` with the incumbent's cost as cutoff;
-    update ``best``, ``stats`` and the choice's ``row``. Returns the choice's proven bound
-    when it is not settled (time limit), else None."""
+    update ``best``, ``stats`` and the choice's ``row`` (``stream``: HiGHS' log to stderr).
+    Returns the choice's proven bound when it is not settled (time limit), else None."""
     tb = time.perf_counter()
     model = build_serving_milp(inst, o.k, o.mu, o.total_batch, o.choices, o.t_lb)
     stats["build_s"] += time.perf_counter() - tb
@@ -549,7 +550,7 @@ def _solve_outer(inst: ServingInstance, o: Outer, highs_options: dict[str, Any],
         opts["objective_bound"] = best.cost * model._time_scale / (model._rate_ref
                                                                    * inst.seconds(1))
     ts = time.perf_counter()
-    run = _solve_one(inst, model, opts, deadline)
+    run = _solve_one(inst, model, opts, deadline, stream)
     stats["solve_s"] += time.perf_counter() - ts
     stats["milps_solved"] += 1
     row["result"] = run.termination

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from opt.common.errors import InputError
 
 
 def print_json(obj: Any) -> None:
-    """``obj`` as indented JSON on stdout (numbers the encoder does not know become floats)."""
-    print(json.dumps(obj, indent=1, default=float))
+    """``obj`` as indented JSON on stdout, encoded like the files
+    (:func:`opt.common.jsonio.json_bytes`: NaN and ±Infinity are null, never bare tokens)."""
+    from opt.common.jsonio import json_bytes
+
+    sys.stdout.write(json_bytes(obj).decode())
+    sys.stdout.flush()
 
 
 def common_parser() -> argparse.ArgumentParser:
@@ -74,14 +80,24 @@ def instance_summary(inst) -> dict[str, Any]:
             "blocks": len(inst.block_ids), "time_unit": inst.time_unit}
 
 
+#: arguments of ``solvers.solve`` that have their own option: not a ``--param``
+SOLVE_OPTIONS = MappingProxyType({"time_limit": "--time-limit", "num_workers": "--num-workers",
+                                  "seed": "--seed", "initial_solution": "--initial-solution",
+                                  "export_path": "--export"})
+
+
 def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
-    """``--param KEY=VALUE`` items as a dict; a VALUE that parses as JSON is decoded."""
+    """``--param KEY=VALUE`` items as a dict; a VALUE that parses as JSON is decoded. A KEY
+    that is one of :data:`SOLVE_OPTIONS` is an InputError naming its option."""
     params: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"expected KEY=VALUE, got {item!r}", source="<argument>",
                              field="param")
+        if key in SOLVE_OPTIONS:
+            raise InputError(f"{key} is not a param: use {SOLVE_OPTIONS[key]}",
+                             source="<argument>", field=f"param.{key}")
         try:
             params[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -104,12 +120,16 @@ def int_csv(text: str, what: str) -> tuple[int, ...]:
 
 # ---- argument groups shared by several commands ---------------------------------------------
 
-def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str) -> None:
-    """``--time-limit``, ``--num-workers`` (threads of each solve) and ``--seed``."""
+def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str,
+                   all_cores: bool = False) -> None:
+    """``--time-limit``, ``--num-workers`` (threads of each solve; ``all_cores``: default the
+    machine's cores, else 1, for commands that run several solves at once) and ``--seed``."""
     p.add_argument("--time-limit", type=float, default=time_limit, help=time_help)
-    p.add_argument("--num-workers", type=int, default=1,
-                   help="threads of each exact solve (default 1)")
-    p.add_argument("--seed", type=int, default=0)
+    cores = os.cpu_count() or 1
+    p.add_argument("--num-workers", type=int, default=cores if all_cores else 1,
+                   help=(f"threads of each exact solve (default: this machine's cores, "
+                         f"{cores})" if all_cores else "threads of each exact solve (default 1)"))
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
 def add_out_args(p: argparse.ArgumentParser, default: str, *, note: str = "",
@@ -181,6 +201,50 @@ def check_methods(methods: Sequence[str], registry, *, suggest=None,
         raise InputError(f"unknown method(s) {', '.join(unknown)}; {label}: "
                          f"{', '.join(suggest if suggest is not None else registry)}",
                          source="<argument>", field="methods")
+
+
+# ---- output files and exit codes ------------------------------------------------------------
+
+#: exit code of ``solve`` per result status (README, "Exit codes and input limits"); bad
+#: input exits 2 (:func:`run_command`)
+STATUS_EXIT = MappingProxyType({"OPTIMAL": 0, "FEASIBLE": 0, "INFEASIBLE": 0, "ERROR": 1,
+                                "TIME_LIMIT_NO_SOLUTION": 3})
+
+EXIT_CODES_HELP = """exit codes:
+  0  success; for solve: status OPTIMAL, FEASIBLE or INFEASIBLE (the status is in the output)
+  1  solve: status ERROR (the reason is printed); validate: the result is invalid
+  2  bad input: one line naming the file, field and value (also an unwritable --output)
+  3  solve: the time limit ran out with no solution (TIME_LIMIT_NO_SOLUTION)
+  130  interrupted (Ctrl-C): one line saying where finished records are kept"""
+
+
+def check_writable(path: str, field: str = "output") -> None:
+    """InputError unless ``path`` can be written: its folder exists and is writable and it is
+    not a folder itself (checked before a long run, so no result is lost to a bad path)."""
+    p = Path(path)
+    folder = p.parent
+    why = ("is a folder" if p.is_dir() else
+           f"folder '{folder}' does not exist" if not folder.is_dir() else
+           f"folder '{folder}' is not writable" if not os.access(folder, os.W_OK) else
+           "is not writable" if p.exists() and not os.access(p, os.W_OK) else None)
+    if why is not None:
+        raise InputError(f"cannot write '{path}': {why}", source="<argument>", field=field)
+
+
+def write_or_rescue(write, path: str) -> str | None:
+    """``write(path)``; when that fails, ``write`` to a new file in the temporary folder
+    instead and return an error line naming both (None on success): a finished result is
+    never lost."""
+    import tempfile
+
+    try:
+        write(path)
+        return None
+    except OSError as exc:
+        fd, rescue = tempfile.mkstemp(prefix="hetopt-result-", suffix=".json")
+        os.close(fd)
+        write(rescue)
+        return f"cannot write '{path}' ({exc.strerror or exc}); the result is in {rescue}"
 
 
 # ---- running a command ----------------------------------------------------------------------

@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from opt.cli import info, placement, plots, runs, serving, theory, view
-from opt.cli.common import common_parser, run_command
+from opt.cli import info, measure, placement, plots, runs, serving, theory, view
+from opt.cli.common import EXIT_CODES_HELP, common_parser, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``hetopt`` parser; every leaf command sets ``func``, its handler."""
     p = argparse.ArgumentParser(prog="hetopt",
-                                description="The hetopt command line (also python -m opt).")
+                                description="The hetopt command line (also python -m opt).",
+                                epilog=EXIT_CODES_HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     common = common_parser()
     sub = p.add_subparsers(dest="command", required=True)
     info.add_parsers(sub, common)
@@ -33,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_parsers(sub, common)
     plots.add_parsers(sub, common)
     view.add_parsers(sub, common)
+    measure.add_parsers(sub, common)
     return p
 
 

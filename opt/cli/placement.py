@@ -5,19 +5,24 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from opt.cli import serving
 from opt.cli.common import (
+    EXIT_CODES_HELP,
+    STATUS_EXIT,
     PlacementMethodsHelp,
     add_budget_args,
     add_solve_args,
     apply_budget,
     cards,
     catalog,
+    check_writable,
     instance_summary,
     load_instance,
     parse_params,
     print_json,
+    write_or_rescue,
 )
 from opt.cli.validate import cmd_validate
 from opt.common.errors import InputError
@@ -54,6 +59,9 @@ def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.Argumen
     pl.add_argument("--formats", nargs="+", metavar="FMT",
                     help="P2 layout formats offered (default linear npu_opt pim_opt dual)")
     add_budget_args(pl)
+    pl.add_argument("--measurements", metavar="FILE",
+                    help="measured-latency table (CSV/JSON, docs/measurements.md) used where "
+                         "it has an entry, the cost model elsewhere")
     pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
     pl.set_defaults(func=cmd_build_placement)
 
@@ -88,12 +96,24 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary")
+    s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary",
+                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("instance", help="instance file or bundled instance name")
     s.add_argument("--method", default=None, action=PlacementMethodsHelp,
                    help="placement: {methods} (default cpsat); serving plans: "
                         "bnb | milp | enum | col | afd | cad (default bnb)")
-    add_solve_args(s, time_limit=60.0, time_help="seconds (default 60)")
+    add_solve_args(s, time_limit=60.0, all_cores=True,
+                   time_help="seconds of wall clock for the whole solve, warm start and model "
+                             "build included (default 60)")
+    s.add_argument("--deterministic", action="store_true",
+                   help="CP-SAT methods: the same result on every run (the time limit is "
+                        "CP-SAT's deterministic time, about seconds; workers interleave)")
+    s.add_argument("-v", "--log", action="store_true",
+                   help="exact placement methods: stream the solver's progress (CP-SAT search "
+                        "log, HiGHS log) to stderr")
+    s.add_argument("--no-solution", action="store_true",
+                   help="--json: leave the solution out of the printed result (the --output "
+                        "file always has it)")
     s.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="parameter passed through to the method's back end (repeatable)")
     s.add_argument("--initial-solution", metavar="RESULT",
@@ -126,19 +146,33 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                                         kv_layout=args.kv_layout, time_unit=args.time_unit,
                                         formats=tuple(args.formats) if args.formats else None,
                                         precision=_precision_args(args),
-                                        sparsity=_sparsity_args(args)))
+                                        sparsity=_sparsity_args(args),
+                                        measurements=_measurements_arg(args, cat)))
     inst = apply_budget(inst, args)
     t1 = time.perf_counter()
     inst.write(args.output)
     info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
             "output": args.output}
+    if "measurements" in inst.meta:
+        info["measurements"] = inst.meta["measurements"]
     if args.json:
         print_json(info)
     else:
         print(f"{args.output}: {inst.n_tasks:,} tasks, {inst.n_edges:,} edges, "
               f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
               f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
+        if "measurements" in info:
+            from opt.cli.measure import provenance_line
+
+            print(provenance_line(info["measurements"]))
     return 0
+
+
+def _measurements_arg(args: argparse.Namespace, cat):
+    """The table of ``--measurements`` (None when absent)."""
+    from opt.costlib.measured import read_measurements
+
+    return None if args.measurements is None else read_measurements(args.measurements, cat)
 
 
 def _precision_args(args: argparse.Namespace):
@@ -207,31 +241,46 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from opt.common.result import read_result
     from solvers import solve
 
+    if args.output:
+        check_writable(args.output)  # before the solve: a bad path must not cost the result
     inst = load_instance(args.instance)
     is_serving = getattr(inst, "problem", "placement") == "serving_plan"
+    if args.simulate and not is_serving:
+        raise InputError("--simulate applies to serving-plan instances", field="simulate")
     method = args.method or ("bnb" if is_serving else "cpsat")
     initial = read_result(args.initial_solution).solution if args.initial_solution else None
     params = parse_params(args.param)
     params.update(serving.serving_only_params(args, is_serving))
     res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
-                seed=args.seed, initial_solution=initial, export_path=args.export, **params)
+                seed=args.seed, initial_solution=initial, export_path=args.export,
+                deterministic=args.deterministic, log=args.log, **params)
     if args.simulate:
-        if not is_serving:
-            raise InputError("--simulate applies to serving-plan instances", field="simulate")
         serving.attach_simulation(inst, res)
-    if args.output:
-        res.write(args.output)
+    failed = write_or_rescue(res.write, args.output) if args.output else None
+    _print_result(res, args, is_serving)
+    if failed:
+        print(f"hetopt: error: {failed}", file=sys.stderr)
+        return 2
+    if res.status == "ERROR":
+        print(f"hetopt: {res.method}: ERROR: {res.stats.get('message')}", file=sys.stderr)
+    return STATUS_EXIT[res.status]
+
+
+def _print_result(res, args: argparse.Namespace, is_serving: bool) -> None:
+    """The result on stdout: JSON (the solution unless --no-solution) or a summary."""
     if args.json:
-        print_json({k: v for k, v in res.to_dict().items() if k != "solution"})
+        out = res.to_dict()
+        if args.no_solution:
+            out.pop("solution")
+        print_json(out)
     elif is_serving:
         serving.print_serving_result(res)
     else:
         print(table(["method", "status", "objective", "lower bound", "gap", "runtime s"],
                     [[res.method, res.status, res.objective, res.lower_bound, res.gap,
                       res.runtime_s]]))
-        if res.stats.get("message"):
+        if res.stats.get("message") and res.status != "ERROR":
             print(res.stats["message"])
-    return 0
 
 
 def cmd_lower_bound(args: argparse.Namespace) -> int:

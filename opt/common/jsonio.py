@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,14 +33,28 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"cannot read: {exc}", source=str(path)) from None
 
 
-def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
-    """Write ``obj`` as JSON (gzip-compressed when the name ends in ``.gz``); ``indent`` None
-    writes compact JSON, anything else two-space indentation. NaN is written as null."""
-    path = Path(path)
-    opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+def _default(value: Any) -> Any:
+    """Numbers orjson does not know (Fraction, Decimal, …) as floats; anything else fails."""
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def json_bytes(obj: Any, *, indent: bool = True) -> bytes:
+    """``obj`` as JSON text (UTF-8, a final newline), the one encoder of files and ``--json``
+    output: NumPy arrays and scalars are numbers, non-string keys become strings and NaN or
+    ±Infinity become null, so the output is always standard JSON (RFC 8259 has no NaN)."""
+    opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
     if indent:
         opts |= orjson.OPT_INDENT_2
-    data = orjson.dumps(obj, option=opts)
+    return orjson.dumps(obj, option=opts, default=_default)
+
+
+def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
+    """Write ``obj`` as JSON (:func:`json_bytes`; gzip-compressed when the name ends in
+    ``.gz``); ``indent`` None writes compact JSON, anything else two-space indentation."""
+    path = Path(path)
+    data = json_bytes(obj, indent=bool(indent))
     if path.name.endswith(".gz"):
         data = gzip.compress(data, compresslevel=3)
     path.write_bytes(data)
@@ -107,7 +122,9 @@ class Fields:
             raise self.error(key, f"must be {op} {minimum:g}, got {value!r}")
         return float(value)
 
-    def int(self, key: str, default: Any = _MISSING, *, minimum: int | None = 0) -> int | None:
+    def int(self, key: str, default: Any = _MISSING, *, minimum: int | None = 0,
+            maximum: int | None = None) -> int | None:
+        """An integer (an integral float is accepted) in ``minimum..maximum`` (either open)."""
         value = self.get(key, default)
         if value is None and default is None:
             return None
@@ -118,6 +135,8 @@ class Fields:
                 raise self.error(key, f"expected an integer, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be ≥ {minimum}, got {value!r}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"must be ≤ {maximum}, got {value!r}")
         return value
 
     def bool(self, key: str, default: Any = _MISSING) -> bool:

@@ -23,6 +23,10 @@ TFLOPS = 1e12
 #: Seconds per one integer tick of each allowed instance ``time_unit`` ("unit" = bare integer).
 TIME_UNITS: dict[str, float] = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "unit": 1.0}
 
+#: Most ticks one converted duration may have (2**53: exact in a double, far from int64 overflow;
+#: the placement instances' limit, opt.placement.instance.MAX_TICKS, is the same number)
+MAX_TICKS = 2**53
+
 #: Bytes per element for each precision; int4 carries a per-group fp16 scale (group 128).
 INT4_GROUP = 128
 DTYPE_BYTES: dict[str, float] = {
@@ -47,7 +51,8 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def seconds_to_ticks(t_s, time_unit: str = "ns"):
-    """Convert seconds to non-negative integer ticks of ``time_unit``, rounding half up.
+    """Convert seconds to non-negative integer ticks of ``time_unit``, rounding half up; NaN,
+    ±inf and more than :data:`MAX_TICKS` ticks are InputErrors (field ``duration``).
 
     Accepts scalars or numpy arrays; returns ``int`` for scalars and ``int64`` arrays otherwise.
     """
@@ -56,8 +61,17 @@ def seconds_to_ticks(t_s, time_unit: str = "ns"):
     if time_unit not in TIME_UNITS:
         raise InputError(f"unknown time_unit '{time_unit}'; known: {', '.join(TIME_UNITS)}",
                          field="time_unit")
-    ticks = np.floor(np.asarray(t_s, dtype=np.float64) / TIME_UNITS[time_unit] + 0.5)
+    seconds = np.asarray(t_s, dtype=np.float64)
+    if not np.isfinite(seconds).all():
+        bad = float(seconds[~np.isfinite(seconds)].flat[0])
+        raise InputError(f"duration must be a finite number of seconds, got {bad}",
+                         field="duration")
+    with np.errstate(over="ignore"):  # an overflow to inf is caught below
+        ticks = np.floor(seconds / TIME_UNITS[time_unit] + 0.5)
     if np.any(ticks < 0):
         raise InputError(f"negative duration {float(np.min(t_s))} s", field="duration")
+    if np.any(ticks > MAX_TICKS):
+        raise InputError(f"duration {float(np.max(seconds)):g} s is more than {MAX_TICKS} "
+                         f"ticks of {time_unit}", field="duration")
     ticks = ticks.astype(np.int64)
     return int(ticks) if ticks.ndim == 0 else ticks

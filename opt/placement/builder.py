@@ -35,9 +35,10 @@ Modelling choices (documented; each is a switch or a clear default):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ from opt.common.errors import InputError
 from opt.common.units import TIME_UNITS, dtype_bytes, seconds_to_ticks
 from opt.costlib.hardware import FORMATS, Catalog, DeviceSpec, PlatformSpec
 from opt.costlib.latency import regime_class, ring_allreduce_s, star_allreduce_s
+from opt.costlib.measured import MeasuredTable, apply_measurements
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
 from opt.placement.instance import (
@@ -67,20 +69,38 @@ FAMILY_NAMES = {"wq": "wq", "wk": "wk", "wv": "wv", "wo": "wo", "w_gate": "w_gat
                 "w_up": "w_up", "w_down": "w_down"}
 
 
+#: most tokens of one sequence (prefill + decode): no bundled model card states a context
+#: length, and 10 M tokens is beyond every published one
+MAX_CONTEXT_TOKENS = 10_000_000
+#: most tasks of one built instance (checked before building; about 1–2 GB of memory at this
+#: size, over 5x the largest instances of the bundled sweeps)
+MAX_TASKS = 4_000_000
+#: largest share of the positive durations (tasks and loads) that may round to 0 ticks of
+#: the chosen time unit (a coarser unit is refused: the optimum would ignore those costs)
+MAX_ZERO_ROUNDED_SHARE = 0.01
+
+
 @dataclass(frozen=True)
 class Workload:
-    """prefill: L_in tokens; decode: L_out steps; batch: sequences B."""
+    """prefill: L_in tokens (≥ 1); decode: L_out steps (≥ 0); batch: sequences B (≥ 1);
+    prefill + decode ≤ MAX_CONTEXT_TOKENS. Checked on construction (InputError naming the
+    field)."""
 
     prefill: int
     decode: int
     batch: int = 1
 
     def __post_init__(self):
-        for name in ("prefill", "batch"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be ≥ 1, got {getattr(self, name)}", field=name)
-        if self.decode < 0:
-            raise InputError(f"decode must be ≥ 0, got {self.decode}", field="decode")
+        for name, low in (("prefill", 1), ("decode", 0), ("batch", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InputError(f"{name} must be an integer, got {value!r}", field=name)
+            if value < low:
+                raise InputError(f"{name} must be ≥ {low}, got {value}", field=name)
+        if self.prefill + self.decode > MAX_CONTEXT_TOKENS:
+            raise InputError(f"prefill + decode is {self.prefill + self.decode:,} tokens, above "
+                             f"the maximum {MAX_CONTEXT_TOKENS:,}",
+                             field="prefill" if self.prefill > self.decode else "decode")
 
 
 @dataclass(frozen=True)
@@ -96,7 +116,9 @@ class BuildOptions:
     memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited);
     kv_layout: ``heads`` (default, problems.md §1.4 revised: each layer's KV heads split into one
     group per PIM device, attention one task per (TP shard, head group) cell) or ``single``
-    (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM)."""
+    (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM);
+    measurements: a measured-latency table (:mod:`opt.costlib.measured`) whose entries replace
+    the model's task costs where they exist (None = the model everywhere)."""
 
     layers: int | None = None
     tp: int = 1
@@ -109,6 +131,7 @@ class BuildOptions:
     precision: Precision | None = None
     sparsity: Sparsity | None = None
     kv_layout: str = "heads"
+    measurements: MeasuredTable | None = None
 
     def resolved_precision(self) -> Precision:
         """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
@@ -220,6 +243,33 @@ def _kv_plan(card: ModelCard, opt: BuildOptions, devs: _Devices) -> _KvPlan:
     return _KvPlan("heads", homes, cells, [float(x) for x in sizes], n_groups > 1)
 
 
+def _reserve_kv(card: ModelCard, devs: _Devices, kv: _KvPlan, workload: Workload,
+                prec: Precision, n_layers: int) -> dict[str, int]:
+    """Take each KV home's share of the cache at the end of the workload (context L_in + L_out,
+    B sequences, the KV precision) out of its weight capacity, in place (problems.md §1.4):
+    weights and KV share the device memory, so a long context leaves less room for weights.
+    Returns the bytes reserved per device name; :class:`InputError` when the KV alone does not
+    fit a home."""
+    total = float(card.kv_bytes(workload.prefill + workload.decode, prec.kv)) \
+        * workload.batch * n_layers / card.layers
+    per_dev: dict[int, float] = {}
+    for h, heads in zip(kv.homes, kv.heads):
+        per_dev[h] = per_dev.get(h, 0.0) + total * heads / card.kv_heads
+    out = {}
+    for d, nbytes in per_dev.items():
+        dev, need = devs.devices[d], int(math.ceil(nbytes))
+        out[dev.name] = need
+        if dev.weight_capacity is None:
+            continue
+        if need > dev.weight_capacity:
+            raise InputError(f"the KV cache share of {dev.name} ({need / 1e9:.3g} GB at context "
+                             f"{workload.prefill + workload.decode}, batch {workload.batch}) "
+                             f"exceeds its memory ({dev.weight_capacity / 1e9:.3g} GB)",
+                             field="workload")
+        devs.devices[d] = replace(dev, weight_capacity=dev.weight_capacity - need)
+    return out
+
+
 @dataclass(frozen=True)
 class _Steps:
     """Per-step shapes of the workload: step 0 is the prefill, steps 1..L_out decode."""
@@ -238,31 +288,46 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     devs = _devices(platform, catalog, opt)
     kv = _kv_plan(card, opt, devs)
     tpl = _step_template(card, opt, n_layers, prec, kv)
+    _check_size(len(tpl.names), workload)
+    kv_reserved = _reserve_kv(card, devs, kv, workload, prec, n_layers)
     steps = _steps(workload)
     table = _step_ops(card, opt, n_layers, prec, workload)
+    rounding = _Rounding(opt.time_unit)
     cost, out_bytes = _task_costs(tpl, table, devs, kv, platform, card, workload, opt, prec,
-                                  steps)
+                                  steps, rounding)
+    measured = None
+    if opt.measurements is not None:
+        cost, measured = apply_measurements(
+            cost, opt.measurements, kinds=[o[0] for o in tpl.ops], shares=tpl.frac,
+            device_types=[s.name for _, s in devs.specs], tokens=steps.tok, context=steps.ctx,
+            batch=workload.batch, model=card.name, time_unit=opt.time_unit)
     edge_src, edge_dst, edge_bytes = _edges(tpl, out_bytes, card, n_layers, workload, opt, prec,
                                             steps)
     block_ids, block_bytes, block_load, t_block = _blocks(tpl, table, devs, platform, opt,
-                                                          formats)
+                                                          formats, rounding)
+    rounding.check()
 
     # ---- assemble ---------------------------------------------------------------------------
     n_steps, k_tasks, nd = steps.n_steps, len(tpl.names), len(devs.devices)
     step_ids = np.arange(n_steps, dtype=np.int64)
     ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
     phase = np.where(step_ids == 0, 0, 1).astype(np.int8)
+    opt_meta = asdict(replace(opt, measurements=None))
+    opt_meta.pop("measurements")  # a table's provenance goes to meta.measurements
     meta = {
         "model": card.name, "platform": platform.name,
         "workload": asdict(workload), "builder": {"name": "hetopt.opt.builder",
-                                                  "version": __version__, **asdict(opt),
+                                                  "version": __version__, **opt_meta,
                                                   "precision": asdict(prec)},
         "kv_layout": kv.layout,
         "kv_home": [devs.devices[d].name for d in kv.homes],
         "kv_heads": kv.heads,
+        "kv_reserved_bytes": kv_reserved,
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }
+    if measured is not None:
+        meta["measurements"] = measured
     inst = build_instance(
         time_unit=opt.time_unit, devices=devs.devices, links=devs.links, task_ids=ids,
         cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
@@ -274,6 +339,44 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)
     meta["build_s"] = time.perf_counter() - t_start
     return inst
+
+
+@dataclass
+class _Rounding:
+    """Converts seconds to ticks of ``unit`` and counts the positive durations, and those of
+    them that round to 0 ticks (local to one build)."""
+
+    unit: str
+    positive: int = 0
+    zeroed: int = 0
+
+    def ticks(self, seconds):
+        out = seconds_to_ticks(seconds, self.unit)
+        pos = np.asarray(seconds) > 0
+        self.positive += int(pos.sum())
+        self.zeroed += int((pos & (np.asarray(out) == 0)).sum())
+        return out
+
+    def check(self) -> None:
+        """InputError naming ``time_unit`` when more than MAX_ZERO_ROUNDED_SHARE of the
+        positive durations rounded to 0."""
+        if self.zeroed > MAX_ZERO_ROUNDED_SHARE * self.positive:
+            raise InputError(f"time_unit '{self.unit}' rounds {self.zeroed} of the "
+                             f"{self.positive} positive task and load durations to 0 ticks "
+                             f"({self.zeroed / self.positive:.0%}; at most "
+                             f"{MAX_ZERO_ROUNDED_SHARE:.0%} may): use a finer time unit",
+                             field="time_unit")
+
+
+def _check_size(tasks_per_step: int, workload: Workload) -> None:
+    """Refuse, before building, an instance of more than MAX_TASKS tasks (InputError naming
+    ``decode``, the factor that makes instances large)."""
+    n = tasks_per_step * (workload.decode + 1)
+    if n > MAX_TASKS:
+        most = MAX_TASKS // tasks_per_step - 1
+        raise InputError(f"the instance would have {n:,} tasks ({tasks_per_step} per step × "
+                         f"{workload.decode + 1:,} steps), above the maximum {MAX_TASKS:,}; "
+                         f"use at most {most:,} decode steps or fewer layers", field="decode")
 
 
 def _check_options(card: ModelCard, opt: BuildOptions
@@ -562,7 +665,8 @@ def _step_ops(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision
 
 def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
                 platform: PlatformSpec, card: ModelCard, workload: Workload, opt: BuildOptions,
-                prec: Precision, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
+                prec: Precision, steps: _Steps, rounding: _Rounding
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(cost [steps, K, D] ticks, −1 illegal; output bytes [K, steps]) of the template's tasks.
     A task does its share ``tpl.frac`` of the layer's op (1/tp for a TP shard, the cell's heads
     for attention; row-parallel outputs keep full size). Legality: kv_write on its cell's KV
@@ -580,7 +684,7 @@ def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
         if kind.startswith("allreduce"):
             link = platform.fabric
             f_ar = ring_allreduce_s if platform.topology == "full" else star_allreduce_s
-            cost[:, k, devs.host] = seconds_to_ticks(f_ar(ar_bytes, tp, link), opt.time_unit)
+            cost[:, k, devs.host] = rounding.ticks(f_ar(ar_bytes, tp, link))
             continue
         entry = table[(kind, layer)]
         op: Op = entry["op"]
@@ -602,8 +706,8 @@ def _task_costs(tpl: _Template, table: dict, devs: _Devices, kv: _KvPlan,
             spec = devs.specs[d][1]
             for c, sel in regimes:
                 if sel.any():
-                    cost[sel, k, d] = seconds_to_ticks(spec.latency_s(c, flops[sel], nbytes[sel]),
-                                                       opt.time_unit)
+                    cost[sel, k, d] = rounding.ticks(spec.latency_s(c, flops[sel],
+                                                                    nbytes[sel]))
     return cost, out_bytes
 
 
@@ -645,7 +749,7 @@ def _edges(tpl: _Template, out_bytes: np.ndarray, card: ModelCard, n_layers: int
 # ---- weight blocks ----------------------------------------------------------------------------
 
 def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
-            opt: BuildOptions, formats: tuple[str, ...]
+            opt: BuildOptions, formats: tuple[str, ...], rounding: _Rounding
             ) -> tuple[list[str], np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """(block ids, bytes, load ticks per format [B, D] (−1 = not loadable), block of each
     template task (−1 = none)). Blocks are ordered by first layer, then name."""
@@ -671,8 +775,8 @@ def _blocks(tpl: _Template, table: dict, devs: _Devices, platform: PlatformSpec,
                 spec.conversion_chain(fmt, 1.0)
             except InputError:
                 continue
-            block_load[fmt][:, d] = [seconds_to_ticks(spec.load_s(float(b), fmt,
-                                                                  platform.host_link),
-                                                      opt.time_unit) for b in block_bytes]
+            block_load[fmt][:, d] = [rounding.ticks(spec.load_s(float(b), fmt,
+                                                                platform.host_link))
+                                     for b in block_bytes]
     t_block = np.array([bindex[f] if f is not None else -1 for f in tpl.family], dtype=np.int64)
     return block_ids, block_bytes, block_load, t_block

@@ -9,6 +9,15 @@ Conventions: ``cost[t, d]`` is task t's duration on device d, ``-1`` where d is 
 ``block_load[fmt][b, d]`` is the load duration of block b onto device d when stored in format
 ``fmt``, ``-1`` where it cannot be loaded. Transfer of ``n`` bytes over link (i→j):
 ``latency[i, j] + ceil(n / bandwidth[i, j])`` and 0 when i = j.
+
+Limits (checked by :func:`build_instance`, so by every reader and builder): an instance has at
+least one task (an empty task graph is rejected, field ``tasks``: it has nothing to schedule);
+every duration and latency is at most :data:`MAX_TICKS` ticks, every byte count (payloads,
+block sizes, capacities, the memory budget) at most :data:`MAX_BYTES`, the blocks' bytes
+together at most :data:`MAX_BYTES`, and the serial horizon (every task at its slowest device,
+every edge at its slowest transfer, every block at its longest load, one after the other) at
+most :data:`MAX_HORIZON` ticks, so every time of every schedule, and every sum the exact models
+form, is exact in a double and far from int64 overflow (CP-SAT needs sums < 2**62).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import write_json
+from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
 from opt.common.units import TIME_UNITS
 
 SCHEMA = 1
@@ -30,6 +40,13 @@ DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
 DEFAULT_STORAGE = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
+#: largest duration, load duration or link latency (ticks; opt.common.units.MAX_TICKS, where
+#: seconds become ticks): 2**53 ≈ 9.0e15, 104 days in ns
+MAX_TICKS = UNITS_MAX_TICKS
+#: largest serial horizon (ticks): the sum bounding every schedule's times
+MAX_HORIZON = 2**53
+#: largest byte count (edge payload, block size, capacity, budget; also the blocks' total), ≈ 9 PB
+MAX_BYTES = 2**53
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -415,26 +432,28 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
         return InputError(msg, source=source, field=fld)
 
     names = _check_names(time_unit, devices, task_ids, err)
-    cost = _check_costs(cost, task_ids, names, err)
+    cost = _check_costs(_int64(cost, "tasks.cost", err), task_ids, names, err)
     nb = len(block_ids)
     task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
                   else np.asarray(task_block, dtype=np.int64))
     if len(set(block_ids)) != nb:
         raise err("duplicate block id", "blocks")
-    block_bytes = np.asarray(block_bytes, dtype=np.int64).reshape(nb)
+    block_bytes = _int64(block_bytes, "blocks.bytes", err).reshape(nb)
     if (block_bytes < 0).any():
         b = int(np.flatnonzero(block_bytes < 0)[0])
         raise err(f"block '{block_ids[b]}' has negative bytes", f"blocks[{b}].bytes")
     layout = layout or Layout()
     _check_layout(layout, err)
-    block_load = {f: np.asarray(a, dtype=np.int64).reshape(nb, d)
+    block_load = {f: _int64(a, "blocks.load", err).reshape(nb, d)
                   for f, a in (block_load or {}).items()}
     _check_block_loads(layout, block_ids, block_load, names, err)
     _check_task_blocks(cost, task_block, task_ids, block_ids, block_load, layout, names, err)
     edge_src = np.asarray(edge_src, dtype=np.int64)
     edge_dst = np.asarray(edge_dst, dtype=np.int64)
-    edge_bytes = np.asarray(edge_bytes, dtype=np.int64)
+    edge_bytes = _int64(edge_bytes, "edges.bytes", err)
     _check_edges(edge_src, edge_dst, edge_bytes, task_ids, err)
+    _check_magnitudes(cost, block_ids, block_bytes, block_load, edge_bytes, devices, links,
+                      layout, err)
 
     def opt_arr(a, dtype):
         return None if a is None else _frozen(np.asarray(a, dtype=dtype).reshape(n))
@@ -472,6 +491,9 @@ def _check_names(time_unit: str, devices: Sequence[Device], task_ids: Sequence[s
     if len(set(names)) != d:
         dup = next(x for x in names if names.count(x) > 1)
         raise err(f"duplicate device name '{dup}'", "devices")
+    if not task_ids:
+        raise err("an instance needs at least one task (an empty task graph has nothing to "
+                  "schedule)", "tasks")
     if len(set(task_ids)) != len(task_ids):
         seen: set[str] = set()
         dup = next(t for t in task_ids if t in seen or seen.add(t))
@@ -564,3 +586,72 @@ def _check_edges(edge_src: np.ndarray, edge_dst: np.ndarray, edge_bytes: np.ndar
         if (counts > 1).any():
             k = int(uniq[counts > 1][0])
             raise err(f"duplicate edge {task_ids[k // n]}->{task_ids[k % n]}", "edges")
+
+
+def _int64(values: Any, what: str, err: _Err) -> np.ndarray:
+    """``values`` as an int64 array; a value beyond int64 gives an InputError naming ``what``."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        big = max(np.asarray(values, dtype=object).ravel().tolist(), key=abs)
+        limit = MAX_BYTES if what.endswith("bytes") else MAX_TICKS
+        raise err(f"value {big} exceeds the maximum {limit}", what) from None
+
+
+def _first_above(a: np.ndarray, limit: int) -> tuple[int, ...] | None:
+    """Index of the first entry of ``a`` above ``limit`` (None when there is none)."""
+    over = np.argwhere(a > limit)
+    return tuple(int(i) for i in over[0]) if len(over) else None
+
+
+def _check_magnitudes(cost: np.ndarray, block_ids: Sequence[str], block_bytes: np.ndarray,
+                      block_load: Mapping[str, np.ndarray], edge_bytes: np.ndarray,
+                      devices: Sequence[Device], links: Links, layout: Layout, err: _Err
+                      ) -> None:
+    """The limits of the module docstring: values ≤ MAX_TICKS / MAX_BYTES, the blocks' total
+    ≤ MAX_BYTES and the serial horizon ≤ MAX_HORIZON (sums in float64: no overflow)."""
+    names = [dv.name for dv in devices]
+    if (at := _first_above(cost, MAX_TICKS)) is not None:
+        raise err(f"duration {int(cost[at])} on '{names[at[1]]}' exceeds the maximum "
+                  f"{MAX_TICKS} ticks (use a coarser time_unit)", f"tasks[{at[0]}].cost")
+    for fmt, arr in block_load.items():
+        if (at := _first_above(arr, MAX_TICKS)) is not None:
+            raise err(f"load duration {int(arr[at])} ({fmt}) on '{names[at[1]]}' exceeds the "
+                      f"maximum {MAX_TICKS} ticks", f"blocks[{at[0]}].load")
+    if (at := _first_above(links.latency, MAX_TICKS)) is not None:
+        raise err(f"latency {int(links.latency[at])} exceeds the maximum {MAX_TICKS} ticks",
+                  "links")
+    for what, arr in (("edges", edge_bytes), ("blocks", block_bytes)):
+        if (at := _first_above(arr, MAX_BYTES)) is not None:
+            raise err(f"{int(arr[at])} bytes exceed the maximum {MAX_BYTES}",
+                      f"{what}[{at[0]}].bytes")
+    for k, dv in enumerate(devices):
+        if dv.weight_capacity is not None and not 0 <= dv.weight_capacity <= MAX_BYTES:
+            raise err(f"weight_capacity {dv.weight_capacity} of '{dv.name}' is outside "
+                      f"0..{MAX_BYTES} bytes", f"devices[{k}].weight_capacity")
+    budget = layout.memory_budget
+    if budget is not None and not 0 <= budget <= MAX_BYTES:
+        raise err(f"memory_budget {budget} is outside 0..{MAX_BYTES} bytes",
+                  "layout.memory_budget")
+    if float(block_bytes.sum(dtype=np.float64)) > MAX_BYTES:
+        raise err(f"the blocks' bytes add up to {float(block_bytes.sum(dtype=np.float64)):.4g}, "
+                  f"above the maximum {MAX_BYTES}", "blocks")
+    horizon = serial_horizon(cost, block_load, edge_bytes, links)
+    if horizon > MAX_HORIZON:
+        raise err(f"the serial horizon (every task at its slowest, every transfer and load "
+                  f"at its longest, one after the other) is {horizon:.4g} ticks, above the "
+                  f"maximum {MAX_HORIZON} (use a coarser time_unit or smaller durations)",
+                  "tasks")
+
+
+def serial_horizon(cost: np.ndarray, block_load: Mapping[str, np.ndarray],
+                   edge_bytes: np.ndarray, links: Links) -> float:
+    """Ticks of a serial schedule of everything: every task at its slowest device, every edge
+    at the slowest transfer, every load of every block on every device in every format, one
+    after the other (float64, no overflow; it bounds the exact models' integer horizons)."""
+    work = float(cost.max(axis=1, initial=0).sum(dtype=np.float64))
+    max_bytes = float(edge_bytes.max(initial=0))
+    max_tr = float(links.latency.max(initial=0)) + np.ceil(
+        max_bytes / float(links.bandwidth.min(initial=np.inf)))
+    loads = sum(float(np.clip(a, 0, None).sum(dtype=np.float64)) for a in block_load.values())
+    return work + float(max_tr) * len(edge_bytes) + loads

@@ -16,6 +16,8 @@ import numpy as np
 from opt.common.jsonio import Fields, read_json
 from opt.placement.instance import (
     DEFAULT_STORAGE,
+    MAX_BYTES,
+    MAX_TICKS,
     PHASES,
     SCHEMA,
     Device,
@@ -41,7 +43,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     for df in f.items("devices"):
         df.check_keys({"name", "class", "weight_capacity"})
         devices.append(Device(df.str("name"), df.str("class"),
-                              df.int("weight_capacity", None)))
+                              df.int("weight_capacity", None, maximum=MAX_BYTES)))
     dindex = {dv.name: i for i, dv in enumerate(devices)}
     lf = f.sub("links", {})
     lf.check_keys({"topology", "contention", "default", "pairs"})
@@ -49,10 +51,10 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     pairs = []
     for pf in lf.items("pairs") if "pairs" in lf.obj else []:
         pf.check_keys({"src", "dst", "latency", "bandwidth"})
-        pairs.append((pf.str("src"), pf.str("dst"), pf.int("latency"),
+        pairs.append((pf.str("src"), pf.str("dst"), pf.int("latency", maximum=MAX_TICKS),
                       pf.num("bandwidth", strict=True)))
     links = make_links(devices, lf.str("topology", "full"), lf.bool("contention", True),
-                       default.int("latency", 0), default.num("bandwidth", 1.0, strict=True),
+                       default.int("latency", 0, maximum=MAX_TICKS), default.num("bandwidth", 1.0, strict=True),
                        pairs, source)
     lay = f.sub("layout", {})
     lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
@@ -60,7 +62,8 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     formats = tuple(lay.list("formats", [default_fmt]))
     layout = Layout(formats=formats, fixed=dict(lay.get("fixed", {}) or {}), default=default_fmt,
                     storage_multiplier={**DEFAULT_STORAGE, **(lay.get("storage_multiplier", {}) or {})},
-                    memory_budget=lay.int("memory_budget", None))
+                    memory_budget=lay.int("memory_budget", None,
+                                          maximum=MAX_BYTES))
     blocks = f.items("blocks") if "blocks" in obj else []
     block_ids = []
     block_bytes = []
@@ -68,7 +71,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     for b, bf in enumerate(blocks):
         bf.check_keys({"id", "bytes", "load"})
         block_ids.append(bf.str("id"))
-        block_bytes.append(bf.int("bytes"))
+        block_bytes.append(bf.int("bytes", maximum=MAX_BYTES))
         load = bf.sub("load", {})
         for dname, per_fmt in load.obj.items():
             if dname not in dindex:
@@ -78,7 +81,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
                 if fmt not in block_load:
                     raise pf.error(fmt, f"format '{fmt}' is not in layout.formats "
                                         f"{list(formats)}")
-                block_load[fmt][b, dindex[dname]] = pf.int(fmt)
+                block_load[fmt][b, dindex[dname]] = pf.int(fmt, maximum=MAX_TICKS)
     bindex = {b: i for i, b in enumerate(block_ids)}
     raw_tasks = f.list("tasks")
     raw_edges = f.list("edges", [])
@@ -167,7 +170,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
         for dname in cf.obj:
             if dname not in dindex:
                 raise cf.error(dname, f"unknown device '{dname}' in task '{ids[-1]}'")
-            cost[i, dindex[dname]] = cf.int(dname, minimum=None)
+            cost[i, dindex[dname]] = cf.int(dname, minimum=None, maximum=MAX_TICKS)
             if cost[i, dindex[dname]] < 0:
                 raise cf.error(dname, f"task '{ids[-1]}' has negative duration "
                                       f"{cf.obj[dname]!r}")
@@ -183,7 +186,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
                 raise tf.error("phase", f"expected prefill or decode, got {ph!r}")
             phase[i] = PHASES.index(ph)
         for key, arr in (("step", step), ("layer", layer), ("shard", shard)):
-            v = tf.int(key, None)
+            v = tf.int(key, None, maximum=2**62)
             if v is not None:
                 arr[i] = v
     tindex = {t: i for i, t in enumerate(ids)}
@@ -199,7 +202,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
             if tid not in tindex:
                 raise ef.error(key, f"edge to an unknown task '{tid}'")
             arr[k] = tindex[tid]
-        nbytes[k] = ef.int("bytes", 0, minimum=None)
+        nbytes[k] = ef.int("bytes", 0, minimum=None, maximum=MAX_BYTES)
         if nbytes[k] < 0:
             raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
     return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes

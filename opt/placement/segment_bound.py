@@ -14,6 +14,11 @@ import numpy as np
 from opt.placement.instance import PlacementInstance
 from opt.placement.work_bound import BIG
 
+#: Cells (assignments × (tasks + edges)) of one segment evaluation's int64 tables: the
+#: assignment budget of a long segment shrinks so that its tables stay ~16 MB each (a few of
+#: them live at once), whatever the segment's size — memory linear in the DAG (issue 20).
+MAX_CELLS = 2_000_000
+
 
 @dataclass
 class Segment:
@@ -118,7 +123,8 @@ def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[in
     rel = np.zeros((n, nd), dtype=np.int64) if seg.release is None else seg.release
     tt = inst.links.transfer_durations(seg.ebytes) if len(seg.ebytes) else \
         np.zeros((0, nd, nd), dtype=np.int64)
-    enum = _enumerated_columns(seg, legal, cost, tt, max_assignments)
+    budget = min(max_assignments, max(1, MAX_CELLS // max(1, n + len(seg.esrc))))
+    enum = _enumerated_columns(seg, legal, cost, tt, budget)
     dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
     edur = _edge_durations(seg, legal, tt, enum, dev)
     val = _assignment_values(seg, dev, c, r, edur, first, nd)

@@ -154,6 +154,20 @@ def utilisation(inst: PlacementInstance, solution: dict[str, Any],
                        pim_only=pim_only, idle=idle)
 
 
+def class_shares(inst: PlacementInstance, solution: dict[str, Any], makespan: int
+                 ) -> dict[str, float | None]:
+    """``u_npu``, ``u_pim`` (class busy fractions) and ``u_co`` (co-utilisation) of a schedule
+    already validated with this ``makespan`` (ticks), for sweep records; None for a class the
+    platform lacks."""
+    iv = class_intervals(inst, solution)
+    frac = (lambda x: x / makespan) if makespan else (lambda x: 0.0)
+    out: dict[str, float | None] = {f"u_{c}": frac(length(iv[c])) if c in iv else None
+                                    for c in PAIR}
+    out["u_co"] = frac(length(intersection(iv[PAIR[0]], iv[PAIR[1]]))) \
+        if all(c in iv for c in PAIR) else None
+    return out
+
+
 def busy_profile(inst: PlacementInstance, solution: dict[str, Any], bins: int = 200,
                  window: tuple[int, int] | None = None) -> dict[str, Any]:
     """Busy fraction per time bin: ``{"edges": [bins+1 times], "<class>": [bins], "co": [bins]

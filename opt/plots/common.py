@@ -12,7 +12,9 @@ Three figures, each written to a PNG file (non-interactive "Agg" backend):
 
 matplotlib is an optional dependency (``pip install 'hetopt[plot]'``); it is imported inside the
 functions, so importing this module never needs it. Every function returns a small dict of the
-numbers it drew (path, peaks, limits) for the CLI and tests. Inputs default to the bundled
+numbers it drew (path, peaks, limits) for the CLI and tests; each ``plot_*`` writes the figure
+that its ``figure_*`` twin builds and returns (a :class:`matplotlib.figure.Figure` with those
+numbers, for tests to inspect; the caller closes it). Inputs default to the bundled
 catalog and model cards; pass ``catalog`` / ``cards`` to use others.
 """
 
@@ -29,8 +31,9 @@ import numpy as np
 from opt.common.errors import InputError
 from opt.theory import closed_forms as B
 
-__all__ = ["DEFAULT_CONTEXTS", "DPI", "MICROBATCHES", "plot_cad_regions", "plot_het_gain",
-           "plot_hom_gain", "tight_price2"]
+__all__ = ["DEFAULT_CONTEXTS", "DPI", "MICROBATCHES", "figure_cad_regions", "figure_het_gain",
+           "figure_hom_gain", "plot_cad_regions", "plot_het_gain", "plot_hom_gain",
+           "tight_price2"]
 
 #: Default context grid, tokens (1K … 1M, log-spaced).
 DEFAULT_CONTEXTS = np.logspace(3, 6, 121)
@@ -93,11 +96,21 @@ def plot_hom_gain(path: str | Path, gpu: str = "H100",
                   models: Sequence[str] = ("qwen3-235b-a22b", "gpt-oss-120b"),
                   contexts: Sequence[float] | None = None, *, catalog=None,
                   cards=None) -> dict[str, Any]:
+    """:func:`figure_hom_gain` written to ``path`` (PNG); returns its numbers and the path."""
+    fig, info = figure_hom_gain(gpu, models, contexts, catalog=catalog, cards=cards)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_hom_gain(gpu: str = "H100",
+                    models: Sequence[str] = ("qwen3-235b-a22b", "gpt-oss-120b"),
+                    contexts: Sequence[float] | None = None, *, catalog=None,
+                    cards=None) -> tuple[Any, dict[str, Any]]:
     """G_hom versus mean context (log x) per model on a ``min_gpus``-sized ``gpu`` group.
 
     Dashed line: the limit M/(M − M_w); dotted vertical line and marker: the context where
     b̄(s) = b* (G_hom = 1 to its left). G_hom does not depend on the price (it cancels), so
-    GPUs without a catalog price are plotted at 1 $/h. Returns per-model numbers.
+    GPUs without a catalog price are plotted at 1 $/h. Returns the matplotlib Figure and the
+    per-model numbers.
     """
     from opt.theory.gains import GpuGroup, context_for_kv, min_gpus
 
@@ -109,7 +122,7 @@ def plot_hom_gain(path: str | Path, gpu: str = "H100",
     dev = catalog.device(gpu)
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    out: dict[str, Any] = {"path": str(path), "gpu": dev.name, "models": []}
+    out: dict[str, Any] = {"gpu": dev.name, "models": []}
     for i, name in enumerate(models):
         card = cards[name]
         n = min_gpus(dev, card)
@@ -138,8 +151,7 @@ def plot_hom_gain(path: str | Path, gpu: str = "H100",
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    out["path"] = _save(fig, path)
-    return out
+    return fig, out
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,6 +170,16 @@ def plot_het_gain(path: str | Path, gpu1: str = "H100", gpu2: str = "H20",
                   model: str = "qwen3-235b-a22b", price2: float | None = None,
                   contexts: Sequence[float] | None = None, *, price1: float | None = None,
                   catalog=None, cards=None) -> dict[str, Any]:
+    """:func:`figure_het_gain` written to ``path`` (PNG); returns its numbers and the path."""
+    fig, info = figure_het_gain(gpu1, gpu2, model, price2, contexts, price1=price1,
+                                catalog=catalog, cards=cards)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_het_gain(gpu1: str = "H100", gpu2: str = "H20", model: str = "qwen3-235b-a22b",
+                    price2: float | None = None, contexts: Sequence[float] | None = None, *,
+                    price1: float | None = None, catalog=None,
+                    cards=None) -> tuple[Any, dict[str, Any]]:
     """G_het versus mean context (log x) for two GPU types with the bound (1 + √η)/2 and the
     peak at x* marked.
 
@@ -225,7 +247,7 @@ def plot_het_gain(path: str | Path, gpu1: str = "H100", gpu2: str = "H20",
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower center")
     fig.tight_layout()
-    return {"path": _save(fig, path), "gpu1": d1.name, "gpu2": d2.name, "model": card.name,
+    return fig, {"gpu1": d1.name, "gpu2": d2.name, "model": card.name,
             "price1_usd_per_hour": c1, "price2_usd_per_hour": c2,
             "price2_assumed_tight": price2 is None and d2.price_usd_per_hour is None,
             "eta": eta, "bound": bound, "dominance": dominated, "peak_gain": peak,
@@ -241,6 +263,16 @@ def plot_cad_regions(path: str | Path, models: Sequence[str] | None = None,
                      pairs: Sequence[tuple[str, str]] | None = None,
                      microbatches: Sequence[int] = MICROBATCHES, *, catalog=None,
                      cards=None) -> dict[str, Any]:
+    """:func:`figure_cad_regions` written to ``path`` (PNG); returns its numbers and the
+    path."""
+    fig, info = figure_cad_regions(models, pairs, microbatches, catalog=catalog, cards=cards)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_cad_regions(models: Sequence[str] | None = None,
+                       pairs: Sequence[tuple[str, str]] | None = None,
+                       microbatches: Sequence[int] = MICROBATCHES, *, catalog=None,
+                       cards=None) -> tuple[Any, dict[str, Any]]:
     """CAD feasibility M_1/(μ·β_1) ≥ M_w2/β_2 over (attention GPU, dense GPU) pairs × models,
     one heat-map panel per μ.
 
@@ -298,6 +330,6 @@ def plot_cad_regions(path: str | Path, models: Sequence[str] | None = None,
     fig.tight_layout()
     cb = fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, pad=0.01)
     cb.set_label("log₂[(M₁/β₁) / (μ·M_w2/β₂)]  (≥ 0 feasible)", fontsize=8)
-    return {"path": _save(fig, path), "models": xlabels, "pairs": ylabels,
+    return fig, {"models": xlabels, "pairs": ylabels,
             "cells_per_panel": int(ratio.size),
             "feasible": {f"mu{mu}": feasible_counts[mu] for mu in mus}}

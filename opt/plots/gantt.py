@@ -93,12 +93,23 @@ def _axis_scale(unit: str) -> tuple[float, str]:
 def plot_gantt(inst: PlacementInstance, solution: dict[str, Any], path: str | Path, *,
                window: tuple[int, int] | None = None, resolution: int = 2000,
                title: str | None = None) -> dict[str, Any]:
-    """Per-device Gantt chart of ``solution`` written to ``path`` (PNG).
+    """:func:`figure_gantt` written to ``path`` (PNG); returns its numbers and the path."""
+    from opt.plots.common import _save
+
+    fig, info = figure_gantt(inst, solution, window=window, resolution=resolution, title=title)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_gantt(inst: PlacementInstance, solution: dict[str, Any], *,
+                 window: tuple[int, int] | None = None, resolution: int = 2000,
+                 title: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """Per-device Gantt chart of ``solution``: the matplotlib Figure and its numbers.
 
     window: (start, end) in the instance's time unit (end < 0: the makespan); resolution:
     pixel columns across the window (intervals closer than one column are merged per lane and
-    category). Returns the events and bars drawn per lane, the window and the utilisation."""
-    from opt.plots.common import _pyplot, _save
+    category). The numbers: the events and bars drawn per lane, the window and the
+    utilisation."""
+    from opt.plots.common import _pyplot
 
     metrics = validate_placement(inst, solution)
     plt = _pyplot()
@@ -146,17 +157,27 @@ def plot_gantt(inst: PlacementInstance, solution: dict[str, Any], path: str | Pa
               ncol=len(drawn) + bool(ev), frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    return {"path": _save(fig, path), "window": [lo, hi], "makespan": makespan,
-            "lanes": counts, "evictions": len(ev), "utilisation": util}
+    return fig, {"window": [lo, hi], "makespan": makespan, "lanes": counts,
+                 "evictions": len(ev), "utilisation": util}
 
 
 def plot_utilisation(inst: PlacementInstance, solution: dict[str, Any], path: str | Path, *,
                      bins: int = 200, window: tuple[int, int] | None = None) -> dict[str, Any]:
+    """:func:`figure_utilisation` written to ``path`` (PNG); returns its numbers and the
+    path."""
+    from opt.plots.common import _save
+
+    fig, info = figure_utilisation(inst, solution, bins=bins, window=window)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_utilisation(inst: PlacementInstance, solution: dict[str, Any], *, bins: int = 200,
+                       window: tuple[int, int] | None = None) -> tuple[Any, dict[str, Any]]:
     """NPU / PIM busy fraction per time bin with their co-utilisation (left) and per-device
-    utilisation bars with the class and co-utilisation totals (right). Returns the numbers of
-    :func:`opt.placement.utilisation.utilisation`."""
+    utilisation bars with the class and co-utilisation totals (right): the matplotlib Figure
+    and the numbers of :func:`opt.placement.utilisation.utilisation`."""
     from opt.placement.utilisation import busy_profile
-    from opt.plots.common import _pyplot, _save
+    from opt.plots.common import _pyplot
 
     rep = utilisation(inst, solution)
     plt = _pyplot()
@@ -193,4 +214,4 @@ def plot_utilisation(inst: PlacementInstance, solution: dict[str, Any], path: st
     for i, v in enumerate(values):
         bx.text(min(v + 0.02, 0.85), i, f"{v:.1%}", va="center", fontsize=7)
     fig.tight_layout()
-    return {"path": _save(fig, path), **rep.to_dict()}
+    return fig, rep.to_dict()

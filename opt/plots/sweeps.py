@@ -51,9 +51,20 @@ def load_records(folder: str | Path, kind: str = "placement") -> list[dict[str, 
 
 def plot_speedup_heatmap(records: Sequence[dict[str, Any]], path: str | Path, *,
                          method: str = "bifocal", baseline: str = BASELINE) -> dict[str, Any]:
+    """:func:`figure_speedup_heatmap` written to ``path`` (PNG); returns its numbers and the
+    path."""
+    from opt.plots.common import _save
+
+    fig, info = figure_speedup_heatmap(records, method=method, baseline=baseline)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_speedup_heatmap(records: Sequence[dict[str, Any]], *, method: str = "bifocal",
+                           baseline: str = BASELINE) -> tuple[Any, dict[str, Any]]:
     """Speedup of ``method`` over ``baseline`` per (prefill, decode), one panel per
-    (model, platform) × batch. Returns the panels' matrices and the geomean per panel."""
-    from opt.plots.common import _pyplot, _save
+    (model, platform) × batch: the matplotlib Figure and the panels' matrices with the geomean
+    per panel."""
+    from opt.plots.common import _pyplot
     from opt.runs.sweep import geomean
 
     methods = {r["method"] for r in records}
@@ -109,15 +120,25 @@ def plot_speedup_heatmap(records: Sequence[dict[str, Any]], path: str | Path, *,
     fig.tight_layout()
     cb = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, pad=0.02)
     cb.set_label("log₂ speedup (> 0: faster than the baseline)", fontsize=8)
-    return {"path": _save(fig, path), "method": method, "baseline": baseline, "panels": panels}
+    return fig, {"method": method, "baseline": baseline, "panels": panels}
 
 
 def plot_serving_costs(records: Sequence[dict[str, Any]], path: str | Path, *,
                        methods: Sequence[str] | None = None) -> dict[str, Any]:
+    """:func:`figure_serving_costs` written to ``path`` (PNG); returns its numbers and the
+    path."""
+    from opt.plots.common import _save
+
+    fig, info = figure_serving_costs(records, methods=methods)
+    return {"path": _save(fig, path), **info}
+
+
+def figure_serving_costs(records: Sequence[dict[str, Any]], *,
+                         methods: Sequence[str] | None = None) -> tuple[Any, dict[str, Any]]:
     """Grouped bars: $ per million output tokens per method for every cell of a serving sweep
     (COL / AFD / CAD / B&B ...); infeasible and ERROR records are marked, not drawn as bars.
-    Returns the cells and their costs (None where no valid plan)."""
-    from opt.plots.common import _pyplot, _save
+    The matplotlib Figure and the cells with their costs (None where no valid plan)."""
+    from opt.plots.common import _pyplot
 
     plt = _pyplot()
     order = ("col", "afd", "cad", "bnb", "milp", "enum")
@@ -163,5 +184,4 @@ def plot_serving_costs(records: Sequence[dict[str, Any]], path: str | Path, *,
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    return {"path": _save(fig, path), "methods": methods, "cells": len(keys),
-            "marked": marks, "costs": table}
+    return fig, {"methods": methods, "cells": len(keys), "marked": marks, "costs": table}

@@ -46,8 +46,10 @@ from opt.runs.sweep import (
     check_workloads,
     grid,
     make_record,
+    precision_tag,
     record_path,
     trusted_record,
+    workload_precision,
 )
 
 DEFAULT_PLATFORMS = ("HP0", "HP32", "HP64", "HP128")
@@ -72,8 +74,16 @@ def pim_gb(catalog, platform: str) -> float:
 
 
 def scaled_capacity(inst, fraction: float):
-    """``inst`` with every finite device weight capacity multiplied by ``fraction``."""
-    devices = tuple(dataclasses.replace(d, weight_capacity=int(d.weight_capacity * fraction))
+    """``inst`` with every finite device memory multiplied by ``fraction``: the weight capacity
+    becomes memory × fraction minus the KV share the builder reserved (``meta.kv_reserved_bytes``,
+    already that of the instance's layers)."""
+    kv = (inst.meta or {}).get("kv_reserved_bytes") or {}
+
+    def cap(d):
+        held = kv.get(d.name, 0)
+        return max(0, int((d.weight_capacity + held) * fraction) - held)
+
+    devices = tuple(dataclasses.replace(d, weight_capacity=cap(d))
                     if d.weight_capacity is not None else d for d in inst.devices)
     meta = {**inst.meta, "capacity_scale": fraction}
     return dataclasses.replace(inst, devices=devices, meta=meta)
@@ -82,6 +92,7 @@ def scaled_capacity(inst, fraction: float):
 def _reusable(rec: Any, layers: int | None, scale: bool, method: str) -> bool:
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("method") == method \
         and bool(rec.get("capacity_scaled", False)) == scale and "makespan" in rec \
+        and rec.get("kv_reserved") is True \
         and rec.get("status") not in (None, "ERROR")
 
 
@@ -89,10 +100,12 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
                 decode: Sequence[int], batch: Sequence[int], out: str | Path, solve: SolveFn, *,
                 catalog, cards, method: str = "bifocal", layers: int | None = None,
                 scale_capacity: bool | None = None, resume: bool = True,
-                progress: Any = None) -> list[tuple[dict[str, Any], bool]]:
+                progress: Any = None, paper_precision: bool = False
+                ) -> list[tuple[dict[str, Any], bool]]:
     """Solve every (workload, platform) with ``method``; (record, was_cached) in grid order.
     Each record is written as soon as it finishes; a rerun reuses records of the same build
-    (``layers``, capacity scaling, method)."""
+    (``layers``, capacity scaling, method, precision: ``paper_precision`` builds each model in
+    DOPS' precision, :func:`opt.runs.sweep.workload_precision`)."""
     from opt.placement.builder import BuildOptions, Workload, build_placement
 
     if len(set(platforms)) < 2:
@@ -108,7 +121,9 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             path = record_path(out, wl, method)
             if progress is not None:
                 progress.start(f"{wl.label()} {method}")
-            rec = trusted_record(path, lambda r: _reusable(r, layers, scale, method)) \
+            tag = precision_tag(workload_precision(wl.model, paper_precision))
+            rec = trusted_record(path, lambda r: _reusable(r, layers, scale, method)
+                                 and r.get("precision", "fp16/fp16/fp16") == tag) \
                 if resume else None
             if rec is not None:
                 done.append((rec, True))
@@ -119,7 +134,8 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             card = cards[wl.model]
             inst = build_placement(card, catalog.platform(wl.platform), catalog,
                                    Workload(wl.prefill, wl.decode, wl.batch),
-                                   BuildOptions(layers=layers))
+                                   BuildOptions(layers=layers, precision=workload_precision(
+                                       wl.model, paper_precision)))
             if scale:
                 inst = scaled_capacity(inst, layers / card.layers)
             try:

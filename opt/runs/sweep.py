@@ -210,7 +210,8 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
             "layers": layers, "tp": tp,
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
-            "precision": _precision_tag(inst),
+            "precision": _precision_tag(inst), **_shares(inst, result),
+            "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
             "instance_fingerprint": getattr(result, "instance_fingerprint", None)
             or instance_fingerprint(inst),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
@@ -226,6 +227,15 @@ class _Failed:
     lower_bound: None = None
     runtime_s: float = 0.0
     stats: None = None
+
+
+def _shares(inst: Any, result: Any) -> dict[str, float | None]:
+    """NPU / PIM busy fractions and their co-utilisation (DOPS Eq. 5) of a solved record."""
+    from opt.placement.utilisation import class_shares
+
+    if getattr(result, "solution", None) is None or result.objective is None:
+        return {}
+    return class_shares(inst, result.solution, int(result.objective))
 
 
 def _precision_tag(inst: Any) -> str:
@@ -245,12 +255,13 @@ def workload_precision(model: str, paper_precision: bool) -> Any:
 
 def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
     """A finished record of the same build (ERROR records are retried; records from before the
-    head-sharded KV layout, which carry no ``kv_layout``, are rebuilt)."""
+    head-sharded KV layout, which carry no ``kv_layout``, or before the KV took its share of
+    memory, which carry no ``kv_reserved``, are rebuilt)."""
     from opt.placement.builder import BuildOptions
 
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
         and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
-        and rec.get("precision", "fp16/fp16/fp16") == precision \
+        and rec.get("precision", "fp16/fp16/fp16") == precision and rec.get("kv_reserved") is True \
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
 
@@ -411,14 +422,16 @@ def _distrust(path: Path, reason: str) -> None:
           file=sys.stderr, flush=True)
 
 
-def _tag(precision: Any) -> str:
+def precision_tag(precision: Any) -> str:
+    """``weight/activation/kv`` of a :class:`~opt.costlib.operators.Precision`."""
     return f"{precision.weight}/{precision.activation}/{precision.kv}"
 
 
 def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
          executor, paper_precision):
     slots = [(wl, method) for wl in workloads for method in methods]
-    tags = {record_path(out, *slot): _tag(workload_precision(slot[0].model, paper_precision))
+    tags = {record_path(out, *slot): precision_tag(workload_precision(slot[0].model,
+                                                                      paper_precision))
             for slot in slots}
     return run_records(
         slots, path_of=lambda slot: record_path(out, *slot),

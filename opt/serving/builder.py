@@ -47,6 +47,7 @@ state), attributed to the ``attn`` op that reads it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -86,12 +87,27 @@ DEFAULT_TP = (1, 2, 4, 8)
 TOKEN_ID_BYTES = 4
 
 
+#: longest TPOT SLO accepted (seconds): one day; the instance stores it in integer ticks
+MAX_TPOT_SLO_S = 86_400.0
+
+
 @dataclass(frozen=True)
 class ServingWorkload:
-    """Mean context s (tokens) and the TPOT SLO (seconds)."""
+    """Mean context s (tokens, an integer ≥ 1) and the TPOT SLO (seconds, finite, in
+    (0, MAX_TPOT_SLO_S]); checked on construction (InputError naming ``context`` / ``slo``)."""
 
     context_tokens: int
     tpot_slo_s: float
+
+    def __post_init__(self) -> None:
+        ctx, slo = self.context_tokens, self.tpot_slo_s
+        if isinstance(ctx, bool) or not isinstance(ctx, (int, np.integer)) or ctx < 1:
+            raise InputError(f"context must be an integer ≥ 1 token, got {ctx!r}",
+                             field="context")
+        if isinstance(slo, bool) or not isinstance(slo, (int, float, np.number)) \
+                or not math.isfinite(slo) or not 0 < slo <= MAX_TPOT_SLO_S:
+            raise InputError(f"TPOT SLO must be a finite number of seconds in (0, "
+                             f"{MAX_TPOT_SLO_S:g}], got {slo!r} s", field="slo")
 
 
 def _p3_op(kind: str) -> str:
@@ -372,11 +388,9 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     _check_kernels(kernels)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     grid = grid or ServingGrid()
-    if workload.context_tokens < 1:
-        raise InputError(f"context must be ≥ 1 token, got {workload.context_tokens}",
-                         field="context")
-    if workload.tpot_slo_s <= 0:
-        raise InputError(f"TPOT SLO must be > 0, got {workload.tpot_slo_s} s", field="slo")
+    if not (isinstance(memory_fraction, (int, float)) and 0 < memory_fraction <= 1):
+        raise InputError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}",
+                         field="memory_fraction")
     if not gpu_names:
         raise InputError("at least one GPU type is needed", field="gpus")
     gpus, models, network = _gpu_types(catalog, gpu_names)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from opt.common.report import fmt
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.runs.bench import BenchCase, CaseResult, Check
+from opt.runs.bench import BenchCase, CaseResult
+from opt.runs.bench_checks import EXACT, Check, invariant, paper_figure
 from opt.serving.builder import ServingWorkload, build_serving_plan
 from opt.serving.instance import ServingGrid, ServingInstance
 from solvers.api import solve
@@ -60,19 +62,19 @@ def exact_case() -> CaseResult:
                      None if enum.objective is None or bnbs[0].objective is None
                      else 100 * (bnbs[0].objective / enum.objective - 1)])
         opt, lb, plan = enum.objective, milp.lower_bound, milp.objective
-        checks.append(Check(f"{name}: MILP bound <= exhaustive optimum <= MILP plan",
-                            (lb, plan), opt,
-                            enum.status == "OPTIMAL" and opt is not None and lb is not None
-                            and plan is not None and lb <= opt * (1 + 1e-9)
-                            and plan >= opt * (1 - 1e-9)))
-        checks.append(Check(f"{name}: B&B, 4 switch settings = its exhaustive optimum",
-                            [b.objective for b in bnbs], tiled_ref,
-                            all(abs(b.objective - tiled_ref) <= 1e-12 * tiled_ref
-                                for b in bnbs)))
-        checks.append(Check(f"{name}: exhaustive optimum <= B&B", opt,
-                            f"<= {bnbs[0].objective}",
-                            opt is not None and bnbs[0].objective is not None
-                            and opt <= bnbs[0].objective * (1 + 1e-12)))
+        checks.append(invariant(f"{name}: MILP bound <= exhaustive optimum <= MILP plan",
+                                (lb, plan), opt,
+                                enum.status == "OPTIMAL" and opt is not None and lb is not None
+                                and plan is not None and lb <= opt * (1 + 1e-9)
+                                and plan >= opt * (1 - 1e-9)))
+        checks.append(invariant(f"{name}: B&B, 4 switch settings = its exhaustive optimum",
+                                [b.objective for b in bnbs], tiled_ref,
+                                all(abs(b.objective - tiled_ref) <= 1e-12 * tiled_ref
+                                    for b in bnbs)))
+        checks.append(invariant(f"{name}: exhaustive optimum <= B&B", opt,
+                                f"<= {bnbs[0].objective}",
+                                opt is not None and bnbs[0].objective is not None
+                                and opt <= bnbs[0].objective * (1 + 1e-12)))
     return CaseResult("P3 exactness on tiny instances ($ per million tokens, exact periods)",
                       ["instance", "ops/block", "enum", "milp bound", "milp plan", "status",
                        "milp s", "bnb", "enum s", "bnb s", "regularity cost %"], rows, checks)
@@ -109,8 +111,9 @@ def planner_ablation(model: str = "gemma-3-27b", gpus: tuple[str, ...] = ("H100"
         rows.append([fr, bd, s["space"], s["candidates"], s["nodes"], s["evaluations"], t,
                      plain / t if t > 0 else None, res.objective])
     objs = [r.objective for r in results]
-    checks = [Check("all four settings find the same plan cost", objs, objs[-1],
-                    all(abs(o - objs[-1]) <= 1e-12 * objs[-1] for o in objs))]
+    checks = [invariant("all four settings find the same plan cost", objs, objs[-1],
+                        all(abs(o - objs[-1]) <= 1e-12 * objs[-1] for o in objs),
+                        source="OpWeave §6 planner ablation (every variant, the same plan)")]
     return CaseResult(f"planner ablation: {model}, {'+'.join(gpus)}, {context // 1024}K, "
                       f"{slo_ms:g} ms, 1-layer templates (times: median, shared machine)",
                       ["frontier", "bounds", "space", "candidates", "nodes", "evaluations",
@@ -118,10 +121,11 @@ def planner_ablation(model: str = "gemma-3-27b", gpus: tuple[str, ...] = ("H100"
                       data={"solution": results[0].solution})
 
 
-def default_planner_rows(cases) -> tuple[list[list], list[Check]]:
+def default_planner_rows(cases) -> list[list]:
     """The default planner (every sub-block length, frontiers and bounds) on each case: its
-    time (the < 60 s target of issue 16), plan cost, stages per token and search counts."""
-    rows, checks = [], []
+    time (the < 60 s target of issue 16, reported, not asserted: wall time on a shared machine
+    is not a correctness property), plan cost, stages per token and search counts."""
+    rows = []
     for model, gpus, context, slo_ms in cases:
         inst = _ablation_instance(model, gpus, context, slo_ms)
         t0 = time.perf_counter()
@@ -132,10 +136,7 @@ def default_planner_rows(cases) -> tuple[list[list], list[Check]]:
         rows.append([model, "+".join(gpus), context, slo_ms, s["sequences"],
                      s["sequences_pruned"], s["exact_evaluations"], wall, res.objective,
                      sol.get("stages_per_token")])
-        checks.append(Check(f"{model} {'+'.join(gpus)} {context // 1024}K {slo_ms:g} ms: "
-                            f"default planner under 60 s on this machine", wall, "< 60",
-                            wall < 60))
-    return rows, checks
+    return rows
 
 
 def ablation_case() -> CaseResult:
@@ -143,11 +144,8 @@ def ablation_case() -> CaseResult:
     mixed = planner_ablation(gpus=("H100", "A100"), repeats=1)
     res.rows += [["H100+A100", *r[1:]] if i == 0 else r for i, r in enumerate(mixed.rows)]
     res.checks += [replace(c, name=f"H100+A100: {c.name}") for c in mixed.checks]
-    rows, checks = default_planner_rows([("gemma-3-27b", ("H100",), 32768, 60.0),
-                                         ("gemma-3-27b", ("H100", "A100"), 32768, 60.0)])
-    # the < 60 s target is OpWeave's H100 ablation case; the H100 + A100 time is reported
-    # (two GPU types double the configurations and the K = 3 sequences' choices)
-    res.checks += checks[:1]
+    rows = default_planner_rows([("gemma-3-27b", ("H100",), 32768, 60.0),
+                                 ("gemma-3-27b", ("H100", "A100"), 32768, 60.0)])
     res.data["default_planner"] = {"headers": ["model", "GPUs", "context", "SLO ms",
                                                "sequences", "pruned", "exact evaluations",
                                                "wall s", "$/Mtok", "stages/token"],
@@ -159,11 +157,20 @@ def ablation_case() -> CaseResult:
     return res
 
 
-def costs_case() -> CaseResult:
+#: The cell whose B&B plan the bench draws in the viewer: a disaggregated plan (24 stages per
+#: token, OpWeave Fig. 10's structure) that is 1.6x cheaper than the best baseline.
+VIEWED_CELL = ("qwen3-next-80b-a3b", ("H100",), 40.0)
+
+
+def costs_case(root: Path | None = None) -> CaseResult:
     """A sample of the cost table: COL / AFD / CAD / B&B at 32K, both SLOs, H100 and
-    H100 + A100 (the full grid: ``hetopt sweep serving``); AFD/CAD stage counts."""
+    H100 + A100 (the full grid: ``hetopt sweep serving``); AFD/CAD stage counts (OpWeave
+    Fig. 10). With ``root``, the B&B plan of :data:`VIEWED_CELL` is written as a viewer page
+    (``<root>/viewer/serving-plan.html``)."""
     cat, cards = bundled_catalog(), bundled_cards()
-    rows, checks = [], []
+    rows: list[list] = []
+    checks: list[Check] = []
+    artifacts: dict[str, str] = {}
     for model, slos, stages in (("gemma-3-27b", (25.0, 60.0), 124),
                                 ("qwen3-next-80b-a3b", (40.0, 80.0), 96)):
         for gpus in (("H100",), ("H100", "A100")):
@@ -175,20 +182,41 @@ def costs_case() -> CaseResult:
                 base = [c for m, c in costs.items() if m != "bnb" and c is not None]
                 rows.append([model, "+".join(gpus), slo, *costs.values(),
                              min(base) / costs["bnb"] if base and costs["bnb"] else None])
-                checks.append(Check(f"{model} {'+'.join(gpus)} {slo:g} ms: B&B <= baselines",
-                                    costs["bnb"], f"<= {min(base) if base else None}",
-                                    costs["bnb"] is not None and
-                                    all(costs["bnb"] <= b * (1 + 1e-12) for b in base)))
+                checks.append(invariant(f"{model} {'+'.join(gpus)} {slo:g} ms: B&B <= baselines",
+                                        costs["bnb"], f"<= {min(base):.6g}" if base else None,
+                                        costs["bnb"] is not None and
+                                        all(costs["bnb"] <= b * (1 + 1e-12) for b in base)))
                 if gpus == ("H100",) and slo == slos[-1]:
-                    got = [res[m].solution["stages_per_token"] for m in ("afd", "cad")]
-                    checks.append(Check(f"{model}: AFD/CAD stages per token", got,
-                                        [stages, stages], got == [stages, stages]))
+                    for m in ("afd", "cad"):
+                        checks.append(paper_figure(
+                            f"{model}: {m.upper()} stages per token",
+                            float(res[m].solution["stages_per_token"]), float(stages), EXACT,
+                            "OpWeave Fig. 10"))
+                if root is not None and (model, gpus, slo) == VIEWED_CELL:
+                    artifacts.update(plan_view(inst, res["bnb"], root,
+                                               f"{model} H100 32K {slo:g} ms, B&B"))
     return CaseResult("P3 cost per token, $ per million output tokens (32K context)",
                       ["model", "GPUs", "SLO ms", "col", "afd", "cad", "bnb",
-                       "best baseline / bnb"], rows, checks)
+                       "best baseline / bnb"], rows, checks, artifacts=artifacts)
 
 
-def serving_cases() -> list[BenchCase]:
+#: The serving plan's page in the bench report.
+PLAN_PAGE = "viewer/serving-plan.html"
+
+
+def plan_view(inst: ServingInstance, res: Any, root: Path, title: str, *,
+              page: str = PLAN_PAGE) -> dict[str, str]:
+    """Write the viewer page of a certified serving plan to ``root / page``; label → page."""
+    from opt.viewer.html import write_view
+
+    (root / page).parent.mkdir(parents=True, exist_ok=True)
+    write_view(inst, res.solution, root / page, title=title)
+    return {f"serving plan ({title})": page}
+
+
+def serving_cases(root: Path | None = None) -> list[BenchCase]:
+    """The serving cases in print order; with ``root`` (the bench folder) the cost case also
+    writes the viewer page of one B&B plan there."""
     return [BenchCase(SUITE, "serving-exact", exact_case),
             BenchCase(SUITE, "serving-ablation", ablation_case),
-            BenchCase(SUITE, "serving-costs", costs_case)]
+            BenchCase(SUITE, "serving-costs", lambda: costs_case(root))]

@@ -152,7 +152,7 @@ def milp(inst: ServingInstance, options: SolveOptions) -> Result:
     params = parsed_params("milp", "serving", options.params)
     t0 = time.perf_counter()
     out = solve_serving_milp(inst, time_limit=options.time_limit, num_workers=options.num_workers,
-                             seed=options.seed,
+                             seed=options.seed, log=options.log,
                              initial_solution=initial_plan(inst, options.initial_solution), **params)
     stats = {"space": "full template space", **dict(out.stats)}
     if out.plan is None:

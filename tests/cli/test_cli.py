@@ -96,7 +96,7 @@ def test_bad_catalog_file_error(capsys, tmp_path):
 def test_bench_writes_and_resumes(capsys, tmp_path):
     out_dir = tmp_path / "bench"
     code, out, _ = run(capsys, "bench", "--out", str(out_dir), "--case", "opweave-eta")
-    assert code == 0 and "eta/bound(H100, L40S)" in out and "0 failed" in out
+    assert code == 0 and "[reproduced] eta(H100, L40S)" in out and "0 failed" in out
     path = out_dir / "core" / "opweave-eta.json"
     saved = json.loads(path.read_text())
     saved["notes"] = "marker from the first run"
@@ -109,8 +109,9 @@ def test_bench_writes_and_resumes(capsys, tmp_path):
     lines = (out_dir / "results.jsonl").read_text().splitlines()
     assert [json.loads(x)["case"] for x in lines] == ["opweave-eta"]
     rows = (out_dir / "checks.csv").read_text().splitlines()
-    assert rows[0] == "suite,case,check,value,expected,passed" and len(rows) > 1
-    assert all(r.endswith(",True") for r in rows[1:])
+    assert rows[0] == ("suite,case,kind,name,ours,expected,paper,tolerance,verdict,source,"
+                       "reason") and len(rows) > 1
+    assert all(",paper," in r and ",reproduced," in r for r in rows[1:])
     report = (out_dir / "report.md").read_text()
     assert report.startswith("# hetopt bench report") and "## core/opweave-eta" in report
 

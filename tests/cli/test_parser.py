@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 GROUPS = {
     (): ["models", "hardware", "instances", "theory", "build", "import", "validate", "solve",
-         "lower-bound", "sweep", "bench", "replay", "scaling", "plot", "view"],
+         "lower-bound", "sweep", "bench", "replay", "scaling", "plot", "view", "calibrate",
+         "compare-measured", "synth-measurements"],
     ("theory",): ["het", "hom", "verify", "plot"],
     ("build",): ["placement", "serving-plan"],
     ("import",): ["dot"],
@@ -64,7 +65,7 @@ def test_parser_tree_is_exactly_the_groups():
 
 def test_every_command_has_a_handler_and_a_help(capsys):
     leaves = list(_leaves(build_parser()))
-    assert len(leaves) == 24
+    assert len(leaves) == 27
     for path, parser in leaves:
         assert callable(parser.get_default("func")), path
         assert "usage: hetopt " + " ".join(path) in _help(capsys, *path)

@@ -132,3 +132,35 @@ def test_token_term_does_not_amortise_a_load_that_evicts_needed_blocks():
     inst = reload_after_eviction()
     _, flips, sol = _run(inst, {})
     assert flips["token"] == 0 and not sol["evictions"]
+
+
+def transient_advantage_between_equal_devices(steps: int = 30) -> PlacementInstance:
+    """Block b lives on PIM0 since the prefill p; a decode chain x1..x30 (PIM0 5, PIM1 5) and
+    a higher-ranked task u (PIM0 only, 20) that holds PIM0 when x1 becomes ready. PIM1 is free
+    but its copy of b is a slow load (ready at 100). The move saves nothing per step (equal
+    durations), only u's 20 once: amortising the exposed load over 30 steps makes it look
+    cheap (40 + 65 / 30 < 60) and stalls the chain to 105; capped by the recurring saving
+    (0) the token term gives no credit and x1 waits for u (60)."""
+    pims = [{"name": f"PIM{i}", "class": "pim", "weight_capacity": None} for i in range(2)]
+    blocks = [{"id": "b", "bytes": 100, "load": {"NPU0": {"linear": 1}, "PIM0": {"linear": 30},
+                                                  "PIM1": {"linear": 100}}}]
+    tasks = [_task("p", {"PIM0": 5}, step=0, block="b"), _task("u", {"PIM0": 20}),
+             _task("v", {"NPU0": 170})]
+    edges, prev = [{"src": "p", "dst": "u", "bytes": 0}, {"src": "u", "dst": "v", "bytes": 0}], "p"
+    for i in range(1, steps + 1):
+        tasks.append(_task(f"x{i}", {"PIM0": 5, "PIM1": 5}, step=i, block="b"))
+        edges.append({"src": prev, "dst": f"x{i}", "bytes": 0})
+        prev = f"x{i}"
+    return _instance([NPU, *pims], tasks, edges, blocks, steps)
+
+
+def test_token_credit_is_capped_by_the_recurring_saving():
+    """Without the cap (``token_cap`` off, the literal reading) the token term duplicates b onto
+    PIM1 and exposes its load (250); with it the schedule is EFT's (225)."""
+    inst = transient_advantage_between_equal_devices()
+    span_on, flips_on, sol_on = _run(inst, {})
+    span_off, flips_off, sol_off = _run(inst, {"token_cap": False})
+    assert (span_on, span_off) == (225, 250)
+    assert flips_off["token"] == 1 and flips_on["token"] == 0
+    assert [ld["device"] for ld in sol_on["loads"]] == ["PIM0"]
+    assert sorted(ld["device"] for ld in sol_off["loads"]) == ["PIM0", "PIM1"]

@@ -196,3 +196,40 @@ def test_full_size_builds_fast(catalog, cards):
     assert inst.n_tasks == 1025 * (3 + 32 * (16 + 3 * 4))  # 4 head groups
     assert inst.n_edges > inst.n_tasks
     assert len(inst.block_ids) == 56
+
+
+# ---- issue 18: input limits of the builder -----------------------------------------------------
+
+@pytest.mark.parametrize("unit", ["ms", "s", "us"])
+def test_a_time_unit_that_rounds_durations_to_zero_is_refused(catalog, cards, unit):
+    """qwen-1.8b, 1 layer: at ms all but a few of the 267 durations are 0 ticks (item 9)."""
+    with pytest.raises(InputError, match="rounds .* to 0 ticks") as err:
+        build(catalog, cards, model="qwen-1.8b", prefill=8, layers=1, time_unit=unit)
+    assert err.value.field == "time_unit" and unit in str(err.value)
+    inst = build(catalog, cards, model="qwen-1.8b", prefill=8, layers=1, time_unit="ns")
+    assert (inst.cost[inst.cost >= 0] > 0).all()
+
+
+def test_too_many_tasks_are_refused_before_building(catalog, cards):
+    """Item 10: 100 M decode steps used to run 34 s into a MemoryError (refused from the
+    estimated task count, before anything is built)."""
+    from opt.placement.builder import MAX_CONTEXT_TOKENS, MAX_TASKS
+
+    with pytest.raises(InputError, match="above the maximum") as err:
+        Workload(8, 100_000_000)
+    assert err.value.field == "decode"
+    with pytest.raises(InputError) as err:
+        Workload(MAX_CONTEXT_TOKENS, 1)
+    assert err.value.field == "prefill"
+    with pytest.raises(InputError, match=f"{MAX_TASKS:,}") as err:
+        build(catalog, cards, model="qwen-1.8b", prefill=8, decode=MAX_CONTEXT_TOKENS - 8)
+    assert err.value.field == "decode"
+
+
+@pytest.mark.parametrize("field,value", [("prefill", 0), ("decode", -1), ("batch", 1.5),
+                                         ("decode", True)])
+def test_workload_fields_are_checked(field, value):
+    args = {"prefill": 8, "decode": 2, "batch": 1, field: value}
+    with pytest.raises(InputError) as err:
+        Workload(**args)
+    assert err.value.field == field

@@ -235,6 +235,17 @@ BAD = {
     "blocked-task-without-load": (_set("blocks.0.load", {"D0": {"linear": 3}}),
                                   ["'a'", "W0", "D1", "tasks[0].block"]),
     "unknown-time-unit": (_set("time_unit", "fortnight"), ["fortnight", "time_unit"]),
+    # issue 18 item 1: an empty task graph is rejected (instance.py docstring, "Limits")
+    "no-tasks": (lambda o: o.update(tasks=[], edges=[]), ["tasks", "at least one task"]),
+    # item 2: magnitudes beyond the documented limits, before any solver sees them
+    "duration-beyond-int64": (_set("tasks.0.cost.D0", 10**30), ["tasks[0].cost", "9007199254740992"]),
+    "duration-above-max-ticks": (_set("tasks.1.cost.D0", 2**60), ["tasks[1].cost", "maximum"]),
+    "serial-horizon-above-max": (lambda o: [t["cost"].update(dict.fromkeys(t["cost"], 2**52))
+                                            for t in o["tasks"]],
+                                 ["field 'tasks'", "serial horizon", "maximum"]),
+    "bytes-above-max": (_set("edges.0.bytes", 2**60), ["edges[0].bytes", "9007199254740992"]),
+    "capacity-above-max": (_set("devices.0.weight_capacity", 2**60),
+                           ["devices[0].weight_capacity", "9007199254740992"]),
 }
 
 
@@ -344,3 +355,24 @@ def test_large_instance_round_trip_through_gzip(catalog, cards, tmp_path):
     elapsed = time.perf_counter() - t0
     assert_same_instance(inst, back)
     assert elapsed < 10, f"build + write + read took {elapsed:.1f} s"
+
+
+def test_limits_hold_for_columnar_construction_too():
+    """build_instance (builders, DOT import) applies the same limits as the reader."""
+    from opt.placement.instance import MAX_TICKS, Device, build_instance, make_links
+
+    devs = [Device("D0", "cpu")]
+
+    def make(ids, cost):
+        return build_instance(time_unit="unit", devices=devs, links=make_links(devs),
+                              task_ids=ids, cost=np.asarray(cost, dtype=object))
+
+    with pytest.raises(InputError, match="at least one task") as err:
+        make([], np.zeros((0, 1)))
+    assert err.value.field == "tasks"
+    with pytest.raises(InputError, match="exceeds the maximum") as err:
+        make(["a"], [[10**30]])
+    assert err.value.field == "tasks.cost"
+    with pytest.raises(InputError, match="serial horizon"):
+        make(["a", "b"], [[MAX_TICKS], [2]])
+    assert make(["a"], [[MAX_TICKS]]).cost[0, 0] == MAX_TICKS

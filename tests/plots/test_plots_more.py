@@ -16,6 +16,15 @@ from opt.plots.gantt import merge_close, parse_window
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def _drawn(path) -> float:
+    """Share of a written PNG's pixels that are not the white background (0 if not a PNG)."""
+    import matplotlib.image as mimg
+
+    if path.read_bytes()[:8] != PNG:
+        return 0.0
+    return float((mimg.imread(str(path))[..., :3] < 0.97).any(axis=2).mean())
+
+
 def _hand_made():
     """NPU0 + PIM0 + PIM1, four independent tasks (no edges, no blocks):
     NPU0 runs a [0, 10) and b [20, 30); PIM0 runs c [5, 25); PIM1 runs d [22, 40).
@@ -99,7 +108,15 @@ def test_plot_gantt_and_utilisation_png(placement_result, tmp_path, capsys):
     out = tmp_path / "gantt.png"
     assert main(["plot", "gantt", str(inst), str(res), "-o", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert out.read_bytes()[:8] == PNG
+    assert _drawn(out) > 0.05
+    import matplotlib.image as mimg
+    from matplotlib.colors import to_rgb
+
+    from opt.plots.gantt import COLOURS
+
+    rgb = mimg.imread(str(out))[..., :3]
+    for cat in ("prefill", "decode", "transfer", "load"):  # every lane's colour is drawn
+        assert (abs(rgb - to_rgb(COLOURS[cat])) <= 0.03).all(axis=2).sum() > 0, cat
     assert info["lanes"]["compute"]["events"] == 4 * (1 + 2 * 20 + 2)  # every task, 4 steps
     # (20 ops per layer: attention once per KV head group, 2 groups on HP32)
     assert info["lanes"]["load"]["events"] > 0 and info["lanes"]["transfer"]["events"] > 0
@@ -114,7 +131,7 @@ def test_plot_gantt_and_utilisation_png(placement_result, tmp_path, capsys):
     out = tmp_path / "util.png"
     assert main(["plot", "utilisation", str(inst), str(res), "-o", str(out), "--json"]) == 0
     u = json.loads(capsys.readouterr().out)
-    assert out.read_bytes()[:8] == PNG
+    assert _drawn(out) > 0.05
     assert 0 <= u["co_utilisation"] <= min(u["class_busy"]["npu"], u["class_busy"]["pim"])
     # validate --json reports the same numbers
     assert main(["validate", str(inst), str(res), "--json"]) == 0
@@ -134,7 +151,7 @@ def test_plot_sweep_heatmap_png(tmp_path, capsys):
     assert main(["plot", "sweep", str(out), "--method", "bifocal", "-o", str(png),
                  "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert png.read_bytes()[:8] == PNG
+    assert _drawn(png) > 0.05
     (panel,) = info["panels"]
     assert panel["prefill"] == [8, 16] and panel["decode"] == [1, 2]
     assert all(v is not None and v > 0 for row in panel["speedup"] for v in row)
@@ -160,7 +177,7 @@ def test_plot_serving_costs_png(tmp_path, capsys):
     png = tmp_path / "costs.png"
     assert main(["plot", "serving", str(out), "-o", str(png), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert png.read_bytes()[:8] == PNG
+    assert _drawn(png) > 0.05
     assert info["methods"] == ["col", "afd", "cad", "bnb"] and info["cells"] == 2
     costs = {(c["cell"][3], c["method"]): c["cost_usd_per_mtok"] for c in info["costs"]}
     assert costs[(60.0, "bnb")] is not None and costs[(60.0, "bnb")] <= costs[(60.0, "col")]

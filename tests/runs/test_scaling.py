@@ -30,8 +30,11 @@ def test_pim_gb_and_capacity_scaling():
     inst = build_placement(CARDS["llama-2-7b"], CAT.platform("HP32"), CAT, Workload(8, 1, 1),
                            BuildOptions(layers=1))
     half = scaled_capacity(inst, 0.25)
+    kv = inst.meta["kv_reserved_bytes"]  # the KV share of the instance's layers stays whole
+    memory = {d.name: d.weight_capacity + kv.get(d.name, 0) for d in inst.devices}
+    assert set(kv) == {"PIM0", "PIM1"} and all(v > 0 for v in kv.values())
     assert [d.weight_capacity for d in half.devices] == \
-        [int(d.weight_capacity * 0.25) for d in inst.devices]
+        [int(memory[d.name] * 0.25) - kv.get(d.name, 0) for d in inst.devices]
     assert np.array_equal(half.cost, inst.cost) and half.meta["capacity_scale"] == 0.25
 
 

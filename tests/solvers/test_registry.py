@@ -141,6 +141,7 @@ def test_unknown_method_lists_the_instance_problems_methods(heft_paper, plan_ins
 @pytest.mark.parametrize("field,value", [
     ("num_workers", 0), ("num_workers", 1.5), ("num_workers", True),
     ("time_limit", 0), ("time_limit", -1.0), ("time_limit", math.nan), ("time_limit", "5"),
+    ("time_limit", math.inf), ("time_limit", -math.inf),
     ("seed", -1), ("seed", 2**31), ("seed", 0.5), ("seed", True)])
 @pytest.mark.parametrize("method", ["heft", "bnb"])
 def test_bad_common_arguments(heft_paper, plan_instance, method, field, value):

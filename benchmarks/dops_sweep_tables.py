@@ -1,0 +1,68 @@
+"""Print the DOPS side-by-side tables (docs/dops_analyses.md §5) from the records of
+``benchmarks/dops_sweep.sh``: per-model geomean speedups over PD against the paper's seven
+values, Fig. 7 ranges, the winning static policy per workload, Fig. 10 medians and
+co-utilisation, and the worst Bifocal/PD ratio (issue 22 item 4: never below 1/1.02).
+
+    python benchmarks/dops_sweep_tables.py [RECORDS_DIR]   # default results/bench/dops/cache/dops
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from opt.common.jsonio import read_json
+from opt.common.report import fmt
+from opt.runs.dops_tables import fig7, fig10, geomean_table, static_winners
+from opt.runs.sweep import speedups, usable
+
+
+def _md(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(v, 3) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main(folder: str = "results/bench/dops/cache/dops") -> None:
+    records = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
+    records = [r for r in records if isinstance(r, dict) and "method" in r]
+    stale = [r for r in records if not r.get("kv_reserved")]  # an older build: rerun to replace
+    records = [r for r in records if r.get("kv_reserved")]
+    print(f"{len(records)} records of the current build ({len(stale)} older ones left out), "
+          f"{sum(usable(r) for r in records)} usable\n")
+    geo = geomean_table(records)
+    print("### Geomean speedup over PD per model\n")
+    print(_md(["model", "platform", "workloads", "Bifocal", "HEFT", "best static",
+               "worst Bifocal", "paper Bifocal", "verdict"],
+              [[g["model"], g["platform"], g["workloads"], g["bifocal"], g["heft"],
+                g["best_static"], g["worst_bifocal"], g["paper"], g["verdict"]] for g in geo]))
+    print("\n### DOPS Fig. 7 (HP32)\n")
+    for f in fig7(records):
+        rows = [[p, d, v] for (p, d), v in f["speedups"].items()]
+        print(f"{f['model']} batch {f['batch']}: range {f['range']} vs paper {f['paper']} "
+              f"→ {f['verdict']}; static policies below PD somewhere: "
+              f"{', '.join(f['static_below_pd']) or 'none'}\n")
+        print(_md(["prefill", "decode", "Bifocal / PD"], rows) + "\n")
+    print("### Winning static policy per workload (count per model)\n")
+    wins = static_winners(records)
+    per_model = Counter((k[0], k[1], m) for k, m in wins.items())
+    print(_md(["model", "platform", "winner", "workloads"],
+              [[a, b, c, n] for (a, b, c), n in sorted(per_model.items())]))
+    print("\n### DOPS Fig. 10 (Llama-2-7B, HP64)\n")
+    print(_md(["method", "workloads", "median speedup", "p90 speedup", "median U_npu",
+               "median U_pim", "median U_co"],
+              [[r["method"], r["workloads"], r["median"], r["p90"], r["u_npu"], r["u_pim"],
+                r["u_co"]] for r in fig10(records)]))
+    sp = speedups(records)
+    worst = sorted((v, k) for (k, m), v in sp.items() if m == "bifocal" and v is not None)[:8]
+    print("\n### Worst Bifocal / PD workloads\n")
+    print(_md(["workload", "Bifocal / PD", "HEFT / PD"],
+              [[" ".join(map(str, k)), v, sp.get((k, "heft"))] for v, k in worst]))
+    bad = [k for v, k in worst if v < 1 / 1.02]
+    print(f"\nworkloads where Bifocal is more than 2 % slower than PD: {len(bad)}"
+          + (f" ({'; '.join(' '.join(map(str, k)) for k in bad)})" if bad else ""))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,142 @@
+"""The DOPS evaluation side by side (issue 22, DOPS §6.2–6.3): tables computed from the records
+of ``hetopt sweep placement`` (:mod:`opt.runs.sweep`) over the seven models on their platforms.
+
+Every number comes from validated sweep records (ERROR and invalid records never count);
+speedups are PD's makespan over the method's (model ticks, machine-independent). The paper's
+values are those of ``../shared/reference-data.md`` (DOPS §6.2 Figs. 7, 10; Table of geomeans).
+Nothing here is fitted to them: a verdict is ``reproduced`` when ours is within the stated
+tolerance, else ``differs``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opt.runs.sweep import geomean, speedups, usable, workload_key
+
+#: Model → (platform, DOPS' geometric-mean Bifocal speedup over PD) (reference-data.md).
+PAPER_GEOMEAN: dict[str, tuple[str, float]] = {
+    "dops-qwen-1.8b": ("HP32", 2.23), "dops-qwen-7b": ("HP32", 1.36),
+    "dops-qwen-14b": ("HP32", 1.44), "llama-2-7b": ("HP64", 1.20),
+    "llama-2-13b": ("HP64", 1.25), "mixtral-8x7b": ("HP128", 1.72),
+    "llama-2-70b": ("HP128", 1.20),
+}
+#: DOPS Fig. 7 (HP32): model, batch, prefills, decodes, paper's Bifocal/PD range.
+PAPER_FIG7: tuple[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[float, float]], ...] = (
+    ("llama-2-7b", 16, (128, 1024), (128, 512, 1024), (1.10, 1.48)),
+    ("dops-qwen-1.8b", 8, (128, 1024), (128, 512, 1024), (1.89, 2.43)),
+)
+#: The static policies of DOPS Table 1 besides PD.
+STATIC = ("af", "pd+linear", "pd+attn", "pd+ffn")
+#: Relative tolerance of a reproduced ratio (stated, not tuned).
+TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A paper figure against ours: ``reproduced`` within ``tolerance`` (relative), else
+    ``differs``; for a range, ours must lie inside it widened by the tolerance."""
+
+    name: str
+    paper: Any
+    ours: Any
+    tolerance: float
+    verdict: str
+
+
+def verdict_value(name: str, paper: float, ours: float | None) -> Verdict:
+    ok = ours is not None and abs(ours - paper) <= TOLERANCE * paper
+    return Verdict(name, paper, ours, TOLERANCE, "reproduced" if ok else "differs")
+
+
+def verdict_range(name: str, paper: tuple[float, float], ours: tuple[float, float] | None
+                  ) -> Verdict:
+    lo, hi = paper[0] * (1 - TOLERANCE), paper[1] * (1 + TOLERANCE)
+    ok = ours is not None and lo <= ours[0] and ours[1] <= hi
+    return Verdict(name, paper, ours, TOLERANCE, "reproduced" if ok else "differs")
+
+
+def _by_model(records: Sequence[dict[str, Any]], model: str, platform: str
+              ) -> list[dict[str, Any]]:
+    return [r for r in records if r["model"] == model and r["platform"] == platform]
+
+
+def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model on its DOPS platform: workloads, geomean speedup over PD of Bifocal, HEFT and
+    the best static policy per workload, the paper's Bifocal value and the verdict."""
+    rows = []
+    for model, (platform, paper) in PAPER_GEOMEAN.items():
+        recs = _by_model(records, model, platform)
+        sp = speedups(recs)
+        keys = sorted({workload_key(r) for r in recs})
+        bif = [sp.get((k, "bifocal")) for k in keys]
+        both = [k for k, s in zip(keys, bif) if s is not None]
+        if not both:
+            continue
+        best_static = [max((sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)), default=0.0)
+                       for k in both]
+        bif_sp = [float(sp[(k, "bifocal")] or 0.0) for k in both]
+        g = geomean(bif_sp)
+        rows.append({"model": model, "platform": platform, "workloads": len(both),
+                     "bifocal": g, "heft": geomean([float(sp.get((k, "heft")) or 0.0)
+                                                    for k in both]),
+                     "best_static": geomean(best_static), "worst_bifocal": min(bif_sp),
+                     "paper": paper, "verdict": verdict_value(model, paper, g).verdict})
+    return rows
+
+
+def static_winners(records: Sequence[dict[str, Any]]) -> dict[tuple, str]:
+    """Workload key → the static policy (PD or one of DOPS Table 1's) with the shortest
+    makespan."""
+    best: dict[tuple, tuple[float, str]] = {}
+    for r in records:
+        if r["method"] in ("pd", *STATIC) and usable(r):
+            k = workload_key(r)
+            if k not in best or r["makespan"] < best[k][0]:
+                best[k] = (r["makespan"], r["method"])
+    return {k: m for k, (_, m) in best.items()}
+
+
+def fig7(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """DOPS Fig. 7: Bifocal over PD per workload and the range against the paper's."""
+    out = []
+    for model, batch, prefills, decodes, paper in PAPER_FIG7:
+        recs = [r for r in _by_model(records, model, "HP32") if r["batch"] == batch
+                and r["prefill"] in prefills and r["decode"] in decodes]
+        sp = speedups(recs)
+        vals = {(p, d): sp.get(((model, "HP32", p, d, batch), "bifocal"))
+                for p in prefills for d in decodes}
+        got = [v for v in vals.values() if v is not None]
+        rng = (min(got), max(got)) if len(got) == len(vals) else None
+        below = sorted({m for r in recs for m in STATIC
+                        if (sp.get((workload_key(r), m)) or 2.0) < 1.0})
+        out.append({"model": model, "batch": batch, "speedups": vals, "range": rng,
+                    "paper": paper, "static_below_pd": below,
+                    "verdict": verdict_range(model, paper, rng).verdict})
+    return out
+
+
+def fig10(records: Sequence[dict[str, Any]], model: str = "llama-2-7b",
+          platform: str = "HP64") -> list[dict[str, Any]]:
+    """DOPS Fig. 10 over a model's workloads: per method the median and 90th-percentile
+    speedup over PD and the median NPU, PIM and NPU–PIM co-utilisation (Eq. 5)."""
+    recs = _by_model(records, model, platform)
+    sp = speedups(recs)
+    rows = []
+    for method in dict.fromkeys(r["method"] for r in recs):
+        mine = [r for r in recs if r["method"] == method and usable(r)]
+        s = sorted(v for v in (sp.get((workload_key(r), method)) for r in mine) if v)
+        if not s:
+            continue
+
+        def med(key: str) -> float | None:
+            vals = [r[key] for r in mine if r.get(key) is not None]
+            return statistics.median(vals) if vals else None
+
+        rows.append({"method": method, "workloads": len(s), "median": statistics.median(s),
+                     "p90": s[min(len(s) - 1, int(0.9 * len(s)))],
+                     "u_npu": med("u_npu"), "u_pim": med("u_pim"), "u_co": med("u_co")})
+    return rows
