@@ -17,6 +17,7 @@ from typing import Any
 
 from models.options import SolveOptions
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import Result
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
@@ -121,10 +122,10 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
                            initial_solution=initial, params=dict(params),
                            export_path=export_path, deterministic=deterministic, log=log)
-    if spec.problem == "serving":
-        return _with_reason(_solve_serving(instance, spec, options))
-    return _with_reason(_solve_placement(instance, spec, options, warm_start,
-                                         time.perf_counter()))
+    res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
+           else _solve_placement(instance, spec, options, warm_start, time.perf_counter()))
+    res.instance_fingerprint = instance_fingerprint(instance)  # opt.common.fingerprint
+    return _with_reason(res)
 
 
 def _with_reason(result: Result) -> Result:

@@ -32,11 +32,19 @@ def common_parser() -> argparse.ArgumentParser:
     """The parent parser of every command: ``--json``, ``--catalog``, ``--models-file``."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--catalog", metavar="FILE",
+    common.add_argument("--catalog", metavar="FILE", type=input_file,
                         help="hardware JSON merged over the bundled catalog")
-    common.add_argument("--models-file", metavar="FILE",
+    common.add_argument("--models-file", metavar="FILE", type=input_file,
                         help="extra model cards: a card set, one card, or a HF config.json")
     return common
+
+
+def input_file(text: str) -> str:
+    """argparse type of ``--catalog`` / ``--models-file``: a file that exists (a missing one is
+    an error for every command, not silently ignored by those that do not read it)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: file not found")
+    return text
 
 
 # ---- inputs shared by several commands ------------------------------------------------------
@@ -206,7 +214,8 @@ EXIT_CODES_HELP = """exit codes:
   0  success; for solve: status OPTIMAL, FEASIBLE or INFEASIBLE (the status is in the output)
   1  solve: status ERROR (the reason is printed); validate: the result is invalid
   2  bad input: one line naming the file, field and value (also an unwritable --output)
-  3  solve: the time limit ran out with no solution (TIME_LIMIT_NO_SOLUTION)"""
+  3  solve: the time limit ran out with no solution (TIME_LIMIT_NO_SOLUTION)
+  130  interrupted (Ctrl-C): one line saying where finished records are kept"""
 
 
 def check_writable(path: str, field: str = "output") -> None:
@@ -241,7 +250,8 @@ def write_or_rescue(write, path: str) -> str | None:
 # ---- running a command ----------------------------------------------------------------------
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run the handler of the parsed command: bad input prints one line and exits 2."""
+    """Run the handler of the parsed command: bad input prints one line and exits 2; Ctrl-C
+    prints one line (where finished records are kept) and exits 130."""
     try:
         return args.func(args)
     except InputError as exc:
@@ -249,3 +259,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, exit 130 (128 + SIGINT)
+        out = getattr(args, "out", None)
+        print(f"hetopt: interrupted{f'; finished records are kept in {out}/' if out else ''}",
+              file=sys.stderr)
+        return 130

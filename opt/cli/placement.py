@@ -25,6 +25,7 @@ from opt.cli.common import (
     print_json,
     write_or_rescue,
 )
+from opt.cli.validate import cmd_validate
 from opt.common.errors import InputError
 from opt.common.report import table
 
@@ -85,7 +86,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     dp.set_defaults(func=cmd_import_dot)
 
     s = sub.add_parser("validate", parents=[common],
-                       help="check a result's schedule against its instance (exit 1 if invalid)")
+                       help="check a result against its instance (exit 1 if invalid, 2 if bad input)")
     s.add_argument("instance", help="instance file or bundled instance name")
     s.add_argument("result")
     s.set_defaults(func=cmd_validate)
@@ -265,58 +266,6 @@ def cmd_import_dot(args: argparse.Namespace) -> int:
 
 
 # ---- validate / solve / lower-bound ---------------------------------------------------------
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    """``validate``: check a result against its instance (exit 1 if invalid)."""
-    from opt.common.result import read_result
-    from opt.placement.validator import ScheduleError, validate_placement
-
-    inst = load_instance(args.instance)
-    res = read_result(args.result)
-    if res.solution is None:
-        print(f"hetopt: {args.result}: no solution to validate (status {res.status})",
-              file=sys.stderr)
-        return 1
-    if getattr(inst, "problem", "placement") == "serving_plan":
-        return serving.validate_serving(inst, res, args)
-    try:
-        metrics = validate_placement(inst, res.solution)
-    except ScheduleError as exc:
-        print(f"invalid: {exc}", file=sys.stderr)
-        return 1
-    from opt.placement.slo import objective_value
-
-    value = objective_value(inst.objective, metrics)
-    if res.objective is not None and res.objective != value:
-        print(f"invalid: result reports objective {res.objective} but the schedule's "
-              f"{inst.objective} is {value}", file=sys.stderr)
-        return 1
-    from opt.placement.utilisation import utilisation
-
-    util = utilisation(inst, res.solution, metrics)  # DOPS Eq. 5 co-utilisation
-    from opt.placement.slo import violations
-
-    broken = violations(inst.slo, metrics)
-    if args.json:
-        print_json({"valid": not broken, **metrics.to_dict(),
-                    "class_busy": util.class_busy, "co_utilisation": util.co_utilisation,
-                    "npu_only": util.npu_only, "pim_only": util.pim_only, "idle": util.idle,
-                    **({"slo": {"limits": inst.slo.to_dict(), "violations": broken}}
-                       if inst.slo is not None else {})})
-        return 1 if broken else 0
-    if broken:
-        print(f"invalid: the schedule breaks the instance's SLO: {'; '.join(broken)}")
-        return 1
-    print(f"valid: makespan {metrics.makespan} {inst.time_unit}"
-          + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
-             f"{metrics.decode_steps} steps" if metrics.ttft is not None else "")
-          + ("; SLO met" if inst.slo is not None else ""))
-    if util.co_utilisation is not None:
-        print(f"co-utilisation (NPU and PIM both computing) {util.co_utilisation:.1%}; "
-              f"NPU only {util.npu_only:.1%}, PIM only {util.pim_only:.1%}, idle "
-              f"{util.idle:.1%}")
-    return 0
-
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve``: one method on one instance (placement or serving plan); prints a summary."""

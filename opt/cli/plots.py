@@ -8,6 +8,7 @@ import sys
 
 from opt.cli.common import load_instance, print_json
 from opt.common.errors import InputError
+from opt.common.extras import require
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -57,6 +58,7 @@ def _placement_pair(args: argparse.Namespace):
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``hetopt plot gantt|utilisation|sweep|serving`` (PNG; needs the ``plot`` extra)."""
+    require("plot", f"plot {args.what}")  # before reading and validating the inputs
     from opt.placement.validator import ScheduleError
 
     if args.what in ("gantt", "utilisation"):

@@ -21,6 +21,7 @@ from opt.cli.common import (
 )
 from opt.cli.serving import add_grid_args, grid_from_args
 from opt.common.errors import InputError
+from opt.common.extras import require
 from opt.common.report import table
 
 
@@ -346,7 +347,8 @@ def _replay_trace(args: argparse.Namespace):
         requests = read_burstgpt_csv(args.trace, limit=args.requests, model=args.trace_model,
                                      time_scale=args.time_scale)
         return requests, f"{Path(args.trace).stem}-n{len(requests)}-ts{args.time_scale:g}"
-    requests = generate_trace(args.requests or 500, mean_input=args.mean_input,
+    requests = generate_trace(500 if args.requests is None else args.requests,
+                              mean_input=args.mean_input,
                               mean_output=args.mean_output, rate_per_s=args.rate,
                               seed=args.seed, time_scale=args.time_scale)
     return requests, (f"gen-n{len(requests)}-in{args.mean_input:g}-out{args.mean_output:g}"
@@ -363,6 +365,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from solvers.placement.replay import check_methods as check_replay_methods
     from solvers.placement.replay import schedule_shape, shape_builder
 
+    if args.requests is not None and args.requests < 1:
+        raise InputError(f"must be ≥ 1, got {args.requests}", source="<argument>",
+                         field="requests")
     methods = check_replay_methods(args.methods)
     cat, crds = catalog(args), cards(args)
     card, platform = crds[args.model], cat.platform(args.platform)
@@ -376,7 +381,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     layer_tag = f"L{args.layers}" if args.layers else "full"
     out = Path(args.out) / card.name / platform.name / f"{tag}-{layer_tag}"
     schedules = Path(args.out) / card.name / platform.name / f"schedules-{layer_tag}"
-    progress = Progress(len(methods) * 4, stream=sys.stderr)
+    progress = Progress(0, stream=sys.stderr)  # run_replay sets the total: methods x requests
     t0 = time.perf_counter()
     done = run_replay(requests, methods, out, schedule_shape,
                       shape_builder(card, platform, cat, layers=args.layers), model=card.name,
@@ -401,6 +406,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_scaling(args: argparse.Namespace) -> int:
     """Hardware scaling HP0 → HP128 (opt.runs.scaling): speedups, marginal returns, plots."""
+    if args.plot:
+        require("plot", "--plot")  # before minutes of solving, not after
     from opt.runs.scaling import insight_table, plot_scaling, render, run_scaling, summarise
     from opt.runs.sweep import Progress
     from solvers.placement.replay import validated_heuristic

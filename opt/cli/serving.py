@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from opt.cli.common import cards, catalog, int_csv, print_json
 from opt.common.errors import InputError
@@ -119,27 +118,3 @@ def print_serving_result(res) -> None:
               f"the exact period {sim['t_rtt_exact_s'] * 1e3:.4g} ms (ratio "
               f"{sim['ratio_exact']:.3f}); the "
               f"formula, its lower bound, {sim['t_rtt_formula_s'] * 1e3:.4g} ms")
-
-
-def validate_serving(inst, res, args: argparse.Namespace) -> int:
-    """``validate`` of a serving plan: the plan checker, and the reported cost recomputed."""
-    from opt.serving.checker import check_plan
-    from opt.serving.plan import PlanError
-
-    try:
-        met = check_plan(inst, res.solution)
-    except PlanError as exc:
-        print(f"invalid: {exc}", file=sys.stderr)
-        return 1
-    if res.objective is not None and abs(res.objective - met.cost_usd_per_mtok) > \
-            1e-6 * max(1.0, met.cost_usd_per_mtok):
-        print(f"invalid: result reports objective {res.objective} but the plan costs "
-              f"{met.cost_usd_per_mtok} $/M tokens", file=sys.stderr)
-        return 1
-    if args.json:
-        print_json({"valid": True, "cost_usd_per_mtok": met.cost_usd_per_mtok,
-                    "t_rtt_s": met.t_rtt_s, "gpus": met.gpus, "memory_bytes": met.memory_bytes})
-    else:
-        print(f"valid: {met.cost_usd_per_mtok:.6g} $/M tokens, T_rtt {met.t_rtt_s * 1e3:.4g} ms "
-              f"(SLO {inst.seconds(inst.tpot_slo) * 1e3:.4g} ms), {met.gpus} GPUs")
-    return 0

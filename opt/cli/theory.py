@@ -8,6 +8,7 @@ from typing import Any
 
 from opt.cli.common import cards, catalog, print_json
 from opt.common.errors import InputError
+from opt.common.extras import require
 from opt.common.report import table
 
 
@@ -184,6 +185,7 @@ def _verify_detailed(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``theory plot``: G_hom, G_het and CAD feasibility as three PNGs."""
+    require("plot", "theory plot")
     from opt.plots.common import plot_cad_regions, plot_het_gain, plot_hom_gain
 
     cat, crds = catalog(args), cards(args)

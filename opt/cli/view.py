@@ -54,6 +54,11 @@ def _check(inst: Any, res: Any, source: str) -> dict[str, Any]:
         raise InputError(f"a {res.problem} result does not fit a "
                          f"{'serving_plan' if serving else 'placement'} instance",
                          source=source, field="problem")
+    from opt.common.fingerprint import fingerprint_error
+
+    mismatch = fingerprint_error(res.instance_fingerprint, inst)
+    if mismatch:
+        raise InputError(mismatch, source=source, field="instance_fingerprint")
     if serving:
         from opt.serving.checker import check_plan
         from opt.serving.plan import PlanError

@@ -1,11 +1,14 @@
 """Solver results (problems.md §0): one JSON object per run, whatever the method.
 
 ``objective`` is always recomputed from ``solution`` by the validator (never copied from a
-solver); ``lower_bound`` is a proven bound or None; ``gap = (objective − lower_bound)/objective``.
+solver); ``lower_bound`` is a proven bound or None; ``gap = (objective − lower_bound)/objective``;
+``instance_fingerprint`` (:mod:`opt.common.fingerprint`) names the instance the result was
+computed on. :func:`claims_error` is the one status/bound consistency rule every reader applies.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,13 @@ from opt.common.jsonio import Fields, read_json, write_json
 
 SCHEMA = 1
 STATUSES = ("OPTIMAL", "FEASIBLE", "INFEASIBLE", "TIME_LIMIT_NO_SOLUTION", "ERROR")
+#: ``problem`` of a result: placement (P1/P2 schedules) or serving_plan (P3 plans).
+PROBLEMS = ("placement", "serving_plan")
+#: A lower bound may exceed the objective by this relative amount (float noise), no more.
+BOUND_RTOL = 1e-9
+#: An OPTIMAL result's lower bound is within this relative gap of its objective (HiGHS'
+#: default MIP gap).
+OPTIMAL_RTOL = 1e-4
 
 
 @dataclass
@@ -31,6 +41,7 @@ class Result:
     params: dict[str, Any] = field(default_factory=dict)
     solution: dict[str, Any] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    instance_fingerprint: str | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -56,7 +67,29 @@ def gap_of(objective: float | None, lower_bound: float | None) -> float | None:
     return max(0.0, (objective - lower_bound) / objective)
 
 
+def claims_error(status: str, objective: float | None, lower_bound: float | None
+                 ) -> str | None:
+    """Why a result's status, objective and lower bound contradict each other (None when they
+    agree): a bound must be finite and not above the objective, and OPTIMAL means the bound
+    (when given) equals the objective within :data:`OPTIMAL_RTOL`."""
+    for name, value in (("objective", objective), ("lower bound", lower_bound)):
+        if value is not None and not math.isfinite(value):
+            return f"{name} {value!r} is not a finite number"
+    if status in ("OPTIMAL", "FEASIBLE") and objective is None:
+        return f"status {status} but no objective"
+    if objective is None or lower_bound is None:
+        return None
+    scale = max(1.0, abs(objective))
+    if lower_bound > objective + BOUND_RTOL * scale:
+        return f"lower bound {lower_bound:g} exceeds the objective {objective:g}"
+    if status == "OPTIMAL" and objective - lower_bound > OPTIMAL_RTOL * scale:
+        return (f"status OPTIMAL but the lower bound {lower_bound:g} is below the objective "
+                f"{objective:g} (gap {gap_of(objective, lower_bound):.3g})")
+    return None
+
+
 def result_from_dict(obj: Any, source: str | None = None) -> Result:
+    """Validate and build a :class:`Result` from its JSON form (errors name file and field)."""
     f = Fields(obj, source, "")
     f.check_keys({"schema"} | set(Result.__dataclass_fields__))
     if f.get("schema", SCHEMA) != SCHEMA:
@@ -65,17 +98,27 @@ def result_from_dict(obj: Any, source: str | None = None) -> Result:
     status = f.str("status")
     if status not in STATUSES:
         raise f.error("status", f"unknown status '{status}'; known: {', '.join(STATUSES)}")
+    problem = f.str("problem")
+    if problem not in PROBLEMS:
+        raise f.error("problem", f"unknown problem '{problem}'; known: {', '.join(PROBLEMS)}")
     sol = f.get("solution", None)
     if sol is not None and not isinstance(sol, dict):
         raise f.error("solution", "expected an object or null")
-    return Result(problem=f.str("problem"), method=f.str("method"), status=status,
+    for key in ("params", "stats"):
+        if not isinstance(f.get(key, None) or {}, dict):
+            raise f.error(key, f"expected an object, got {type(obj[key]).__name__}")
+    fp = f.get("instance_fingerprint", None)
+    if fp is not None and (not isinstance(fp, str) or not fp.startswith("sha256:")):
+        raise f.error("instance_fingerprint", f"expected 'sha256:<hex>' or null, got {fp!r}")
+    return Result(problem=problem, method=f.str("method"), status=status,
                   objective=f.num("objective", None, minimum=None),
                   lower_bound=f.num("lower_bound", None, minimum=None),
                   gap=f.num("gap", None, minimum=None), runtime_s=f.num("runtime_s", 0.0),
                   seed=f.int("seed", None, minimum=None), params=f.get("params", {}) or {},
-                  solution=sol, stats=f.get("stats", {}) or {})
+                  solution=sol, stats=f.get("stats", {}) or {}, instance_fingerprint=fp)
 
 
 def read_result(path: str | Path) -> Result:
+    """The result file at ``path`` (``.json`` or ``.json.gz``), validated."""
     return result_from_dict(read_json(path), source=str(path))
 

@@ -5,7 +5,7 @@ its source. Users extend it with their own JSON file of the same shape
 (``load_catalog(path)`` merges it over the bundled one; ``Catalog.to_dict()`` writes it back).
 
 Device fields (units in the names): ``peak_flops`` (dense fp16/bf16 FLOP/s), ``mem_bw_bytes_per_s``,
-``memory_bytes``, ``price_usd_per_hour`` (null when unpublished), ``class`` ∈ {npu, pim, gpu, cpu},
+``memory_bytes`` (≥ 1, ≤ 2^62), ``price_usd_per_hour`` (> 0, null when unpublished), ``class`` ∈ {npu, pim, gpu, cpu},
 ``latency_model`` (see :mod:`opt.costlib.latency`), ``native_format`` and ``conversions`` (weight-layout
 conversion steps, problems.md §5.4).
 """
@@ -25,6 +25,10 @@ from opt.costlib.latency import LatencyModel, Link, latency_model_from_dict
 
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
+#: Largest device memory (bytes) a catalog may declare: capacities are int64 in instances.
+MAX_MEMORY_BYTES = float(2 ** 62)
+#: Most devices of one type on a platform (instances have one column per device).
+MAX_PLATFORM_DEVICES = 1024
 #: Bytes stored per byte of weights for each layout format (``dual`` keeps both optimised copies).
 STORAGE_MULTIPLIER = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
 
@@ -270,10 +274,12 @@ def _device(f: Fields) -> DeviceSpec:
     if model is not None and (peak <= 0 or bw <= 0):
         raise f.error("peak_flops", "a device with a latency model needs peak_flops > 0 and "
                                     "mem_bw_bytes_per_s > 0")
+    memory = f.num("memory_bytes", None, minimum=1.0)
+    if memory is not None and memory > MAX_MEMORY_BYTES:
+        raise f.error("memory_bytes", f"must be ≤ 2^62 bytes, got {memory!r}")
     return DeviceSpec(name=f.str("name"), device_class=cls, peak_flops=peak,
-                      mem_bw_bytes_per_s=bw,
-                      memory_bytes=f.num("memory_bytes", None, strict=True),
-                      price_usd_per_hour=f.num("price_usd_per_hour", None),
+                      mem_bw_bytes_per_s=bw, memory_bytes=memory,
+                      price_usd_per_hour=f.num("price_usd_per_hour", None, strict=True),
                       latency_model=model, native_format=native, conversions=tuple(convs),
                       source=f.str("source", ""))
 
@@ -283,7 +289,10 @@ def _platform(f: Fields) -> PlatformSpec:
     members = []
     for m in f.items("devices"):
         m.check_keys({"device", "count", "prefix"})
-        members.append(PlatformMember(m.str("device"), m.int("count"), m.str("prefix")))
+        count = m.int("count", minimum=1)
+        if count > MAX_PLATFORM_DEVICES:
+            raise m.error("count", f"must be ≤ {MAX_PLATFORM_DEVICES}, got {count}")
+        members.append(PlatformMember(m.str("device"), count, m.str("prefix")))
     topology = f.str("topology", "full")
     if topology not in ("full", "star"):
         raise f.error("topology", f"unknown topology '{topology}'; known: full, star")
@@ -295,9 +304,17 @@ def _platform(f: Fields) -> PlatformSpec:
 def _node_type(f: Fields) -> NodeType:
     f.check_keys({"name", "gpu", "gpus_per_node", "intra_node", "network", "source"})
     return NodeType(name=f.str("name"), gpu=f.str("gpu"),
-                    gpus_per_node=f.int("gpus_per_node", minimum=1),
+                    gpus_per_node=_gpus_per_node(f),
                     intra_node=_link(f.sub("intra_node")), network=_link(f.sub("network")),
                     source=f.str("source", ""))
+
+
+def _gpus_per_node(f: Fields) -> int:
+    n = f.int("gpus_per_node", minimum=1)
+    assert n is not None  # required
+    if n > MAX_PLATFORM_DEVICES:
+        raise f.error("gpus_per_node", f"must be ≤ {MAX_PLATFORM_DEVICES}, got {n}")
+    return n
 
 
 def catalog_from_dict(obj: Any, source: str | None = None,

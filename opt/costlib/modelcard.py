@@ -244,6 +244,19 @@ class ModelCard:
 
 
 _CARD_KEYS = set(ModelCard.__dataclass_fields__) | {"moe", "linear_attention"}
+#: Largest layer count and dimension a card may declare (per-layer lists are materialised;
+#: products of dimensions stay exact in float64).
+MAX_LAYERS, MAX_DIM = 10_000, 2 ** 31
+
+
+def _bounded(f: Fields, key: str, default: Any = ..., *, minimum: int = 1,
+             maximum: int = MAX_DIM) -> Any:
+    """``f.int(key)`` in [minimum, maximum] (None when optional and absent)."""
+    value = f.int(key, minimum=minimum) if default is ... else f.int(key, default,
+                                                                     minimum=minimum)
+    if value is not None and value > maximum:
+        raise f.error(key, f"must be ≤ {maximum:,}, got {value!r}")
+    return value
 
 
 def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> ModelCard:
@@ -252,7 +265,8 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     f.check_keys(_CARD_KEYS)
     kw: dict[str, Any] = {"name": f.str("name")}
     for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
-        kw[key] = f.int(key, minimum=1 if key != "ffn" else 0)
+        kw[key] = _bounded(f, key, minimum=1 if key != "ffn" else 0,
+                           maximum=MAX_LAYERS if key == "layers" else MAX_DIM)
     if kw["heads"] % kw["kv_heads"]:
         raise f.error("kv_heads", f"heads ({kw['heads']}) must be a multiple of kv_heads "
                                   f"({kw['kv_heads']})")
@@ -270,12 +284,14 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     if not pattern:
         raise f.error("layer_pattern", "must not be empty")
     kw["layer_pattern"] = tuple(pattern)
-    kw["sliding_window"] = f.int("sliding_window", None, minimum=1)
+    kw["sliding_window"] = _bounded(f, "sliding_window", None)
     if "sliding" in pattern and kw["sliding_window"] is None:
         raise f.error("sliding_window", "required when layer_pattern has 'sliding' layers")
     for key in ("dtype", "expert_dtype"):
         value = f.get(key, None)
         if value is not None:
+            if not isinstance(value, str):
+                raise f.error(key, f"expected a dtype name, got {value!r}")
             try:
                 dtype_bytes(value)
             except UnknownNameError as exc:
@@ -284,10 +300,11 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     m = f.sub("moe", None)
     if m is not None:
         m.check_keys(set(MoESpec.__dataclass_fields__))
-        moe = MoESpec(num_experts=m.int("num_experts", minimum=1), top_k=m.int("top_k", minimum=1),
-                      expert_ffn=m.int("expert_ffn", minimum=1),
-                      shared_experts=m.int("shared_experts", 0),
-                      shared_ffn=m.int("shared_ffn", 0), shared_gate=m.bool("shared_gate", False),
+        moe = MoESpec(num_experts=_bounded(m, "num_experts"), top_k=_bounded(m, "top_k"),
+                      expert_ffn=_bounded(m, "expert_ffn"),
+                      shared_experts=_bounded(m, "shared_experts", 0, minimum=0),
+                      shared_ffn=_bounded(m, "shared_ffn", 0, minimum=0),
+                      shared_gate=m.bool("shared_gate", False),
                       expert_bias=m.bool("expert_bias", False))
         if moe.top_k > moe.num_experts:
             raise m.error("top_k", f"top_k ({moe.top_k}) exceeds num_experts ({moe.num_experts})")
@@ -296,7 +313,7 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
     if la is not None:
         la.check_keys(set(LinearAttentionSpec.__dataclass_fields__))
         kw["linear_attention"] = LinearAttentionSpec(
-            **{k: la.int(k, minimum=1) for k in LinearAttentionSpec.__dataclass_fields__})
+            **{k: _bounded(la, k) for k in LinearAttentionSpec.__dataclass_fields__})
     elif "linear" in pattern:
         raise f.error("linear_attention", "required when layer_pattern has 'linear' layers")
     kw["published_total_params"] = f.num("published_total_params", None)
@@ -311,61 +328,108 @@ def card_from_dict(obj: Any, source: str | None = None, path: str = "") -> Model
 
 _HF_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
                    "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
+#: ``model_type`` values of the Hugging Face configs the reader understands.
+HF_MODEL_TYPES = ("gemma3", "gemma3_text", "gpt_oss", "llama", "mistral", "mixtral", "qwen",
+                  "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next")
+#: Keys that mark a JSON object as a Hugging Face config (not a hetopt card).
+HF_KEYS = frozenset({"model_type", "architectures", "hidden_size", "num_attention_heads",
+                     "num_hidden_layers", "text_config", "_name_or_path", "transformers_version"})
+_HF_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
+                   "linear_attention": "linear"}
 
 
-def card_from_hf_config(config: Mapping[str, Any] | str | Path, name: str | None = None) -> ModelCard:
+def card_from_hf_config(config: Mapping[str, Any] | str | Path, name: str | None = None, *,
+                        source: str | None = None) -> ModelCard:
     """Build a card from a Hugging Face-style ``config.json`` (dict or path).
 
-    Understands Llama/Mistral/Mixtral, Qwen (1, 2, 3, 3-MoE, 3-Next), Gemma-3 (``text_config``),
-    GPT-OSS field names. Qwen1's ``intermediate_size`` is twice the per-projection width and is
-    halved. Missing required fields raise an error naming the file and field.
+    Understands the ``model_type`` values of :data:`HF_MODEL_TYPES` (Llama/Mistral/Mixtral,
+    Qwen 1, 2, 3, 3-MoE, 3-Next, Gemma-3 with ``text_config``, GPT-OSS); any other is an error
+    listing them. Qwen1's ``intermediate_size`` is twice the per-projection width and is halved.
+    Without an explicit ``head_dim``, ``hidden_size`` must be a multiple of
+    ``num_attention_heads``. Every error names the file (``source``, or the path) and field.
     """
-    source = None
     if not isinstance(config, Mapping):
         source = str(config)
         config = read_json(config)
     root = Fields(config, source, "")
-    cfg = root.obj.get("text_config", root.obj)
-    f = Fields(cfg, source, "text_config" if cfg is not root.obj else "")
-    mtype = str(root.obj.get("model_type", cfg.get("model_type", "")))
-    hidden = f.int("hidden_size", minimum=1)
-    heads = f.int("num_attention_heads", minimum=1)
-    layers = f.int("num_hidden_layers", minimum=1)
-    kv_heads = f.int("num_key_value_heads", heads, minimum=1)
-    head_dim = f.int("head_dim", None, minimum=1) or f.int("kv_channels", None, minimum=1) \
-        or hidden // heads
-    ffn = f.int("intermediate_size", minimum=0)
-    if mtype == "qwen":
-        ffn //= 2
-    act = str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu")))
+    mtype = root.get("model_type", None)
+    if mtype not in HF_MODEL_TYPES:
+        raise root.error("model_type", f"unsupported model type {mtype!r}; supported: "
+                                       f"{', '.join(HF_MODEL_TYPES)}")
+    text = root.sub("text_config", None)
+    f = text if text is not None else root
+    mtype = str(f.obj.get("model_type", mtype))
+    hidden = _hf_int(f, "hidden_size")
+    heads = _hf_int(f, "num_attention_heads")
+    head_dim = f.int("head_dim", None, minimum=1) or f.int("kv_channels", None, minimum=1)
+    if head_dim is None:
+        if hidden % heads:
+            raise f.error("hidden_size", f"{hidden} is not a multiple of num_attention_heads "
+                                         f"({heads}) and the config gives no head_dim")
+        head_dim = hidden // heads
+    ffn = f.int("intermediate_size", minimum=0) or 0
     kw: dict[str, Any] = dict(
-        name=name or str(root.obj.get("_name_or_path", mtype or "custom")).split("/")[-1].lower(),
-        layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        ffn=ffn, vocab=f.int("vocab_size", minimum=1),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings",
-                                     root.obj.get("tie_word_embeddings", mtype.startswith("gemma")))),
-        ffn_activation=_HF_ACTIVATIONS.get(act, "swiglu"),
-        attention_bias=bool(cfg.get("attention_bias", mtype == "qwen" or mtype == "qwen2")),
+        name=name or _hf_name(root, mtype),
+        layers=_bounded(f, "num_hidden_layers", maximum=MAX_LAYERS),
+        hidden=hidden, heads=heads, kv_heads=f.int("num_key_value_heads", heads, minimum=1),
+        head_dim=head_dim, ffn=ffn // 2 if mtype == "qwen" else ffn,
+        vocab=f.int("vocab_size", minimum=1),
+        tied_embeddings=_hf_bool(f, root, "tie_word_embeddings", mtype.startswith("gemma")),
+        ffn_activation=_HF_ACTIVATIONS.get(str(f.obj.get("hidden_act",
+                                                         f.obj.get("hidden_activation", "silu"))),
+                                           "swiglu"),
+        attention_bias=_hf_bool(f, f, "attention_bias", mtype in ("qwen", "qwen2")),
         qk_norm=mtype.startswith(("qwen3", "gemma3")),
         attention_output_gate=mtype == "qwen3_next",
         source=source or "Hugging Face config",
     )
-    # attention pattern
-    types = cfg.get("layer_types")
+    kw.update(_hf_pattern(f, kw["layers"]))
+    moe = _hf_moe(f, ffn, mtype)
+    if moe is not None:
+        kw["moe"] = moe
+    return card_from_dict({k: (v.__dict__ if isinstance(v, (MoESpec, LinearAttentionSpec)) else
+                               list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
+                          source=source)
+
+
+def _hf_int(f: Fields, key: str) -> int:
+    """A required integer ≥ 1 of the config."""
+    value = f.int(key, minimum=1)
+    assert value is not None  # required: Fields.int raised if it was missing
+    return value
+
+
+def _hf_name(root: Fields, mtype: str) -> str:
+    raw = root.obj.get("_name_or_path") or mtype
+    return str(raw).split("/")[-1].lower() or mtype
+
+
+def _hf_bool(f: Fields, fallback: Fields, key: str, default: bool) -> bool:
+    """A boolean of the config (or of ``fallback``, the root of a ``text_config``)."""
+    if key in f.obj:
+        return f.bool(key)
+    return fallback.bool(key, default)
+
+
+def _hf_pattern(f: Fields, layers: int) -> dict[str, Any]:
+    """``layer_pattern`` and the fields it needs (sliding window, linear attention)."""
+    kw: dict[str, Any] = {}
+    types = f.get("layer_types", None)
     if isinstance(types, list) and len(types) == layers:
-        mapped = [{"full_attention": "full", "sliding_attention": "sliding",
-                   "linear_attention": "linear"}.get(t) for t in types]
+        mapped = [_HF_LAYER_TYPES.get(t) if isinstance(t, str) else None for t in types]
         if None in mapped:
-            bad = types[mapped.index(None)]
-            raise f.error("layer_types", f"unknown layer type {bad!r}")
+            raise f.error("layer_types", f"unknown layer type {types[mapped.index(None)]!r}; "
+                                         f"known: {', '.join(_HF_LAYER_TYPES)}")
         period = next(p for p in range(1, layers + 1)
                       if layers % p == 0 and mapped == mapped[:p] * (layers // p))
         kw["layer_pattern"] = tuple(mapped[:period])
-    elif "sliding_window_pattern" in cfg:
-        p = f.int("sliding_window_pattern", minimum=1)
+    elif types is not None:
+        raise f.error("layer_types", f"expected a list of {layers} layer types")
+    elif "sliding_window_pattern" in f.obj:
+        p = _bounded(f, "sliding_window_pattern", maximum=MAX_LAYERS)
         kw["layer_pattern"] = tuple(["sliding"] * (p - 1) + ["full"])
-    elif "full_attention_interval" in cfg:
-        p = f.int("full_attention_interval", minimum=1)
+    elif "full_attention_interval" in f.obj:
+        p = _bounded(f, "full_attention_interval", maximum=MAX_LAYERS)
         kw["layer_pattern"] = tuple(["linear"] * (p - 1) + ["full"])
     if "sliding" in kw.get("layer_pattern", ()):
         kw["sliding_window"] = f.int("sliding_window", minimum=1)
@@ -376,20 +440,23 @@ def card_from_hf_config(config: Mapping[str, Any] | str | Path, name: str | None
             head_k_dim=f.int("linear_key_head_dim", minimum=1),
             head_v_dim=f.int("linear_value_head_dim", minimum=1),
             conv_kernel=f.int("linear_conv_kernel_dim", minimum=1))
-    # MoE
-    n_exp = cfg.get("num_local_experts", cfg.get("num_experts"))
-    if n_exp:
-        top_k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
-        if top_k is None:
-            raise f.error("num_experts_per_tok", "missing required field for an MoE config")
-        shared = int(cfg.get("shared_expert_intermediate_size", 0) or 0)
-        kw["moe"] = MoESpec(num_experts=int(n_exp), top_k=int(top_k),
-                            expert_ffn=int(cfg.get("moe_intermediate_size") or ffn),
-                            shared_experts=1 if shared else 0, shared_ffn=shared,
-                            shared_gate=bool(shared), expert_bias=mtype == "gpt_oss")
-    return card_from_dict({k: (v.__dict__ if isinstance(v, (MoESpec, LinearAttentionSpec)) else
-                               list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
-                          source=source)
+    return kw
+
+
+def _hf_moe(f: Fields, ffn: int, mtype: str) -> MoESpec | None:
+    """The MoE spec of a config with ``num_local_experts`` / ``num_experts`` (None: dense)."""
+    key = "num_local_experts" if "num_local_experts" in f.obj else "num_experts"
+    n_exp = f.int(key, None, minimum=0)
+    if not n_exp:
+        return None
+    k_key = "num_experts_per_tok" if "num_experts_per_tok" in f.obj else "experts_per_token"
+    if k_key not in f.obj:
+        raise f.error("num_experts_per_tok", "missing required field for an MoE config")
+    shared = f.int("shared_expert_intermediate_size", None, minimum=0) or 0
+    return MoESpec(num_experts=n_exp, top_k=f.int(k_key, minimum=1) or 1,
+                   expert_ffn=f.int("moe_intermediate_size", None, minimum=1) or ffn,
+                   shared_experts=1 if shared else 0, shared_ffn=shared,
+                   shared_gate=bool(shared), expert_bias=mtype == "gpt_oss")
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,15 +510,16 @@ def bundled_cards() -> CardSet:
 
 def load_cards(path: str | Path | None = None) -> CardSet:
     """Bundled cards plus, when given, a user file: a card set (``{"cards": [...]}``), a single
-    card, or a Hugging Face ``config.json`` (recognised by ``hidden_size``)."""
+    card, or a Hugging Face ``config.json`` (recognised by any of :data:`HF_KEYS`)."""
     base = bundled_cards()
     if path is None:
         return base
     obj = read_json(path)
     if isinstance(obj, Mapping) and "cards" in obj:
         extra = cards_from_dict(obj, str(path))
-    elif isinstance(obj, Mapping) and ("hidden_size" in obj or "text_config" in obj):
-        card = card_from_hf_config(obj, name=Path(path).parent.name or Path(path).stem)
+    elif isinstance(obj, Mapping) and HF_KEYS & set(obj):
+        card = card_from_hf_config(obj, name=Path(path).parent.name or Path(path).stem,
+                                   source=str(path))
         extra = CardSet({card.name: card})
     else:
         card = card_from_dict(obj, str(path))

@@ -199,6 +199,10 @@ def _error(source: str | None):
     return err
 
 
+#: Largest node or edge Weight (a duration in ticks) and number of processors accepted.
+MAX_WEIGHT, MAX_PROCESSORS = 2 ** 48, 1024
+
+
 def _weight(value: str, what: str, line: int, err) -> int:
     text = value.strip()
     m = re.fullmatch(r"\+?([0-9]+)(?:\.0*)?", text)
@@ -206,7 +210,11 @@ def _weight(value: str, what: str, line: int, err) -> int:
         if re.fullmatch(r"-[0-9]+(?:\.0*)?", text):
             raise err(line, f"{what} has a negative Weight {value!r}")
         raise err(line, f"{what} has a non-integer Weight {value!r}")
-    return int(m.group(1))
+    weight = int(m.group(1))
+    if weight > MAX_WEIGHT:
+        raise err(line, f"{what} has a Weight {weight} above 2^48 (durations are int64 ticks "
+                        f"that schedules add up)")
+    return weight
 
 
 def _case_hint(attrs: Mapping[str, object]) -> str:
@@ -433,9 +441,10 @@ def dot_to_instance(graph: DotGraph, processors: int, *, source: str | None = No
     """
     source = source if source is not None else graph.source
     if isinstance(processors, bool) or not isinstance(processors, (int, np.integer)) \
-            or processors < 1:
-        raise InputError(f"need a positive integer number of processors, got {processors!r}",
-                         source="<argument>", field="processors")
+            or not 1 <= processors <= MAX_PROCESSORS:
+        raise InputError(f"need a positive integer number of processors (at most "
+                         f"{MAX_PROCESSORS}), got {processors!r}", source="<argument>",
+                         field="processors")
     k = int(processors)
     devices = [Device(f"P{i}", "cpu", None) for i in range(k)]
     links = make_links(devices, "full", contention=False, latency=0, bandwidth=1.0,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from opt.common.result import Result, gap_of
+from opt.common.result import Result, claims_error, gap_of
 from opt.placement.instance import PlacementInstance
 
 
@@ -55,12 +55,47 @@ def _overlaps(groups: np.ndarray, start: np.ndarray, end: np.ndarray):
     return int(order[bad[0]]), int(order[bad[0] + 1])
 
 
+#: Largest time a schedule may name (int64 headroom for sums of times).
+MAX_TIME = 2 ** 62
+
+
 def _int(value: Any, what: str) -> int:
+    """``value`` as an integer time in [−MAX_TIME, MAX_TIME] (integral floats accepted)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ScheduleError(f"{what} must be an integer, got {value!r}")
+        if not (isinstance(value, float) and value.is_integer()):
+            raise ScheduleError(f"{what} must be an integer, got {value!r}")
+    if not -MAX_TIME <= value <= MAX_TIME:
+        raise ScheduleError(f"{what} = {value!r} is out of range (|t| ≤ 2^62)")
     return int(value)
+
+
+#: Keys of a problems.md §1.2a solution holding lists of events / objects of names.
+EVENT_KEYS = ("compute", "transfers", "loads", "evictions")
+MAP_KEYS = ("assignment", "formats")
+
+
+def _check_shape(solution: Any) -> None:
+    """The solution is an object whose event lists hold objects and whose maps map names to
+    names: anything else is a :class:`ScheduleError` naming the key, never a crash."""
+    if not isinstance(solution, dict):
+        raise ScheduleError(f"solution must be an object, got {type(solution).__name__}")
+    for key in EVENT_KEYS:
+        events = solution.get(key, [])
+        if not isinstance(events, list):
+            raise ScheduleError(f"solution.{key} must be a list, got {type(events).__name__}")
+        for k, ev in enumerate(events):
+            if not isinstance(ev, dict):
+                raise ScheduleError(f"solution.{key}[{k}] must be an object, got "
+                                    f"{type(ev).__name__}")
+            for name, value in ev.items():
+                if name in ("task", "src", "dst", "device", "from", "to", "block", "format") \
+                        and not isinstance(value, str):
+                    raise ScheduleError(f"solution.{key}[{k}].{name} must be a string, got "
+                                        f"{value!r}")
+    for key in MAP_KEYS:
+        mapping = solution.get(key) or {}
+        if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+            raise ScheduleError(f"solution.{key} must map names to names, got {mapping!r:.80}")
 
 
 def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> PlacementMetrics:
@@ -69,8 +104,7 @@ def validate_placement(inst: PlacementInstance, solution: dict[str, Any]) -> Pla
     The rules are checked in order (1 compute events, 2 device overlap, 3 transfers, 4 channels,
     formats and the memory budget, 5 loads and evictions, 6 capacity); the first violation
     raises :class:`ScheduleError`."""
-    if not isinstance(solution, dict):
-        raise ScheduleError("solution must be an object")
+    _check_shape(solution)
     task_dev, start, end = _check_compute(inst, solution)
     _check_device_overlap(inst, task_dev, start, end)
     channel_use = _check_transfers(inst, solution, task_dev, start, end)
@@ -438,6 +472,9 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
     if lb is not None and value is not None and lb > value:
         raise ScheduleError(f"lower bound {lb} exceeds the validated {inst.objective} "
                             f"{value}: the bound or the schedule is wrong")
+    claim = claims_error(result.status, value, lb) if value is not None else None
+    if claim:
+        raise ScheduleError(f"{claim}: the status, the bound or the schedule is wrong")
     stats = {**result.stats, "metrics": metrics.to_dict()}
     if inst.slo is not None:
         broken = violations(inst.slo, metrics)

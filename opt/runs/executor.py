@@ -99,7 +99,11 @@ PARENT_POLL_S = 1.0
 def _watch_parent(pid: int) -> None:
     """Pool-worker initializer: exit when process ``pid`` (the sweep) is gone, so a killed
     sweep (SIGKILL included) leaves no workers behind. A daemon thread polls every
-    :data:`PARENT_POLL_S` seconds."""
+    :data:`PARENT_POLL_S` seconds. Workers ignore SIGINT: Ctrl-C reaches the whole process
+    group, and only the parent reports it (one line) and stops the pool."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         import time
@@ -169,6 +173,21 @@ class ProcessExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is KeyboardInterrupt:
+            self._terminate()  # do not wait for running solves (up to their time limit)
+        self.close()
+
+    def _terminate(self) -> None:
+        """Stop the workers now: cancel what is queued, terminate what runs."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
 
 
 class DaskExecutor(Executor):
@@ -263,8 +282,9 @@ TIMING_FIELDS = ("runtime_s", "wall_s")
 
 
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` without its timing fields (to compare runs on different executors)."""
-    out = {k: v for k, v in record.items() if k not in TIMING_FIELDS}
+    """``record`` without its timing fields and its digest, which covers them (to compare runs
+    on different executors)."""
+    out = {k: v for k, v in record.items() if k not in TIMING_FIELDS and k != "digest"}
     if isinstance(out.get("search"), dict):  # serving: search statistics carry times too
         out["search"] = {k: v for k, v in out["search"].items() if not k.endswith("_s")}
     return out

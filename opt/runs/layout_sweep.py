@@ -14,7 +14,7 @@ from typing import Any
 
 from opt.common.report import table
 from opt.placement.instance import LAYOUT_FORMATS
-from opt.runs.sweep import geomean, workload_key
+from opt.runs.sweep import geomean, usable, workload_key
 
 #: (numerator method, denominator method): speedup = makespan(num) / makespan(den)
 DEFAULT_PAIRS = (("pd/linear", "bifocal/wla"), ("bifocal/linear", "bifocal/wla"),
@@ -23,10 +23,11 @@ DEFAULT_PAIRS = (("pd/linear", "bifocal/wla"), ("bifocal/linear", "bifocal/wla")
 
 
 def makespans(records: Sequence[dict[str, Any]]) -> dict[tuple, dict[str, float]]:
-    """workload key → method → makespan (only records with a schedule)."""
+    """workload key → method → makespan (only usable records: solved, valid, with a
+    schedule)."""
     out: dict[tuple, dict[str, float]] = {}
     for r in records:
-        if r.get("makespan"):
+        if usable(r) and r["makespan"] > 0:
             out.setdefault(workload_key(r), {})[r["method"]] = float(r["makespan"])
     return out
 

@@ -121,6 +121,8 @@ def read_burstgpt_csv(path: str | Path, *, limit: int | None = None, model: str 
                 continue
             rows.append((ts, n_in, n_out))
     rows.sort(key=lambda r: r[0])
+    if limit is not None and limit < 1:
+        raise InputError(f"the number of requests must be ≥ 1, got {limit}", field="requests")
     if limit is not None:
         rows = rows[:limit]
     if not rows:
@@ -141,7 +143,7 @@ def generate_trace(n: int = PAPER_REQUESTS, *, mean_input: float = PAPER_MEAN_IN
     log-normal lengths (``sigma``) clipped to [1, max] and rescaled so the sample means equal
     ``mean_input`` / ``mean_output`` (to rounding). Arrival times are multiplied by
     ``time_scale`` (< 1 compresses the trace: more back-pressure)."""
-    for name, value in (("n", n), ("max_input", max_input), ("max_output", max_output)):
+    for name, value in (("requests", n), ("max_input", max_input), ("max_output", max_output)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise InputError(f"{name} must be an integer ≥ 1, got {value!r}", field=name)
     for name, value in (("rate_per_s", rate_per_s), ("burstiness", burstiness),
@@ -325,17 +327,13 @@ class ShapeCache:
         if not self.fresh and path.exists():
             times = self._load(path, shape.decode)
         if times is None:
-            if self.progress is not None:  # the number of shapes is known only as we go
-                self.progress.total = max(self.progress.total, self.progress.done + 1)
-                self.progress.start(f"schedule {method} {shape.tag}")
+            if self.progress is not None:  # shown while it runs; the count is of requests
+                self.progress.note(f"{method}: scheduling {shape.tag}")
             t0 = time.perf_counter()
             times = self.schedule(self.build(shape), method)
-            wall = time.perf_counter() - t0
-            self.schedule_s += wall
+            self.schedule_s += time.perf_counter() - t0
             self.computed += 1
             write_json_atomic(asdict(times), path)
-            if self.progress is not None:
-                self.progress.finish_item(wall)
         else:
             self.reused += 1
         self.memo[key] = times
@@ -343,10 +341,12 @@ class ShapeCache:
 
 
 def simulate(requests: Sequence[Request], method: str, cache: ShapeCache,
-             options: ReplayOptions) -> dict[str, Any]:
+             options: ReplayOptions, progress: Any = None) -> dict[str, Any]:
     """Serve ``requests`` (sorted by arrival) with ``method``; per-request and summary metrics
-    (seconds), batches and padding (see the module docstring)."""
+    (seconds), batches and padding (see the module docstring). ``progress`` advances by the
+    requests of each batch served."""
     reqs = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    t_last = time.perf_counter()
     n, i, free = len(reqs), 0, 0.0
     per_req: list[dict[str, Any]] = []
     batches = []
@@ -384,6 +384,10 @@ def simulate(requests: Sequence[Request], method: str, cache: ShapeCache,
                         "decode_steps": steps, "busy_s": busy})
         shapes[shape.tag] = shapes.get(shape.tag, 0) + 1
         i = j
+        if progress is not None:
+            now = time.perf_counter()
+            progress.advance(len(batch), now - t_last, f"{method}: {i}/{n} requests")
+            t_last = now
     end = max(r["e2e_s"] + r["arrival_s"] for r in per_req)
     return {"method": method, "requests": len(per_req), "batches": len(batches),
             "distinct_shapes": len(shapes), "shapes": shapes,
@@ -419,17 +423,22 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
     ``build(shape)`` makes the P1 instance of a padded shape; ``schedule(instance, method)``
     schedules it (:data:`ScheduleFn`). Results go to ``<out>/<method>.json``, schedules to
     ``schedule_dir`` (default ``<out>/schedules/``; schedules depend on model, platform, build
-    and shape only, so traces may share them); a rerun reuses both (``fresh`` recomputes)."""
+    and shape only, so traces may share them); a rerun reuses both (``fresh`` recomputes).
+    ``progress`` (:class:`opt.runs.sweep.Progress`) counts requests served: its total is set
+    here to methods × requests, known before anything runs."""
     opts = (options or ReplayOptions()).check()
     if not requests:
         raise InputError("the trace has no requests", field="trace")
+    methods = list(dict.fromkeys(methods))
+    if progress is not None:
+        progress.total = len(methods) * len(requests)
     out = Path(out)
     key = config_key(requests, model, platform, opts, extra_key)
     cache = ShapeCache(Path(schedule_dir) if schedule_dir is not None else out / "schedules",
                        build, schedule, fresh=fresh, progress=progress)
     results = []
     with aborting(progress):
-        for method in dict.fromkeys(methods):
+        for method in methods:
             path = out / f"{method.replace('/', '_')}.json"
             if not fresh and path.exists():
                 try:
@@ -438,10 +447,12 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
                     rec = None
                 if isinstance(rec, dict) and rec.get("key") == key:
                     results.append((rec, True))
+                    if progress is not None:
+                        progress.advance(len(requests), None, f"{method}: cached")
                     continue
             t0 = time.perf_counter()
             before = (cache.computed, cache.schedule_s)
-            rec = simulate(requests, method, cache, opts)
+            rec = simulate(requests, method, cache, opts, progress)
             rec.update(key=key, wall_s=time.perf_counter() - t0,
                        schedules_computed=cache.computed - before[0],
                        schedule_s=cache.schedule_s - before[1])

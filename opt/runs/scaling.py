@@ -15,7 +15,7 @@ batch) on a ladder of platforms (default HP0 → HP32 → HP64 → HP128). For e
 
 Runs are resumable: one JSON record per (workload, platform) under
 ``<out>/<model>/<platform>/p<prefill>-d<decode>-b<batch>/<method>.json`` (the layout and record
-format of :mod:`opt.runs.sweep`, whose grid, records and progress bar are reused). The core never
+format of :mod:`opt.runs.sweep`, whose grid, records, cache checks and progress bar are reused). The core never
 imports the solvers: the caller passes ``solve(instance, method) -> Result``.
 
 Reduced instances: ``layers`` builds only the first k layers (as ``hetopt sweep placement
@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from opt.common.errors import InputError
-from opt.common.jsonio import read_json, write_json_atomic
+from opt.common.fingerprint import seal
+from opt.common.jsonio import write_json_atomic
 from opt.common.report import table
 from opt.runs.sweep import (
     SolveFn,
@@ -47,6 +48,7 @@ from opt.runs.sweep import (
     make_record,
     precision_tag,
     record_path,
+    trusted_record,
     workload_precision,
 )
 
@@ -119,16 +121,10 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             path = record_path(out, wl, method)
             if progress is not None:
                 progress.start(f"{wl.label()} {method}")
-            rec = None
-            if resume and path.exists():
-                try:
-                    rec = read_json(path)
-                except InputError:
-                    rec = None
-                tag = precision_tag(workload_precision(wl.model, paper_precision))
-                if not _reusable(rec, layers, scale, method) or not isinstance(rec, dict) \
-                        or rec.get("precision", "fp16/fp16/fp16") != tag:
-                    rec = None
+            tag = precision_tag(workload_precision(wl.model, paper_precision))
+            rec = trusted_record(path, lambda r: _reusable(r, layers, scale, method)
+                                 and r.get("precision", "fp16/fp16/fp16") == tag) \
+                if resume else None
             if rec is not None:
                 done.append((rec, True))
                 if progress is not None:
@@ -151,6 +147,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             rec["capacity_scaled"] = scale
             if isinstance(result, _Failed):
                 rec["error"] = result.error
+            rec = seal(rec)
             write_json_atomic(rec, path)
             done.append((rec, False))
             if progress is not None:

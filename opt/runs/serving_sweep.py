@@ -9,7 +9,9 @@ The caller passes ``solve(instance, method) -> Result`` (the core never imports 
 Work items (:class:`ServingTask`, one per cell × method) run on an executor (:mod:`opt.runs.executor`);
 each builds its instance inside the worker and the parent writes the record atomically as it
 arrives. A plan the checker rejects is an ``ERROR`` record (``invalid: true``): retried by a rerun,
-shown as ``ERROR`` and never counted in a comparison.
+shown as ``ERROR`` and never counted in a comparison. Cached records carry the instance
+fingerprint and a digest and are re-checked before reuse as the placement sweep's are
+(:func:`opt.runs.sweep.record_error`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from opt.common.errors import InputError
-from opt.common.jsonio import read_json
+from opt.common.fingerprint import instance_fingerprint, seal
 from opt.common.report import table
 from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
-from opt.runs.sweep import Progress, aborting, usable
+from opt.runs.sweep import Progress, aborting, trusted_record, usable
 from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
 from opt.serving.instance import ServingGrid
 
@@ -59,7 +61,10 @@ def cells(models: Sequence[str], gpu_mixes: Sequence[str], contexts: Sequence[in
                               dict.fromkeys(contexts), dict.fromkeys(slos_ms))]
 
 
-def make_record(cell: ServingCell, method: str, result: Any, wall_s: float) -> dict[str, Any]:
+def make_record(cell: ServingCell, method: str, result: Any, wall_s: float,
+                fingerprint: str | None = None) -> dict[str, Any]:
+    """The JSON record of one (cell, method) solve (``fingerprint``: of the cell's instance,
+    when the result carries none)."""
     sol = result.solution
     return {"model": cell.model, "gpus": list(cell.gpus), "context": cell.context,
             "slo_ms": cell.slo_ms, "method": method, "status": result.status,
@@ -72,6 +77,7 @@ def make_record(cell: ServingCell, method: str, result: Any, wall_s: float) -> d
                                               ("template", "owners", "microbatches")},
             "search": result.stats.get("search"), "message": result.stats.get("message"),
             "runtime_s": result.runtime_s, "wall_s": wall_s,
+            "instance_fingerprint": getattr(result, "instance_fingerprint", None) or fingerprint,
             **({"invalid": True, "error": result.stats.get("checker")}
                if result.status == "ERROR" else {})}
 
@@ -102,20 +108,19 @@ def run_serving_task(task: ServingTask) -> dict[str, Any]:
                                                  ServingWorkload(cell.context, cell.slo_ms / 1e3),
                                                  grid=task.grid, tp_degrees=task.tp_degrees))
     result = task.solve(inst, task.method)
-    return make_record(cell, task.method, result, time.perf_counter() - t0)
+    fp = None if getattr(result, "instance_fingerprint", None) else instance_fingerprint(inst)
+    return seal(make_record(cell, task.method, result, time.perf_counter() - t0, fp))
+
+
+def _reusable(rec: Any) -> bool:
+    return isinstance(rec, dict) and "cost_usd_per_mtok" in rec and \
+        rec.get("status") not in (None, "ERROR")
 
 
 def _cached(path: Path) -> dict[str, Any] | None:
-    """A finished record at ``path`` (a torn file or an ERROR record is recomputed)."""
-    if not path.exists():
-        return None
-    try:
-        rec = read_json(path)
-    except InputError:
-        return None
-    ok = isinstance(rec, dict) and "cost_usd_per_mtok" in rec and rec.get("status") not in \
-        (None, "ERROR")
-    return rec if ok else None
+    """A finished, trusted record at ``path`` (an ERROR record is retried; one that fails
+    :func:`opt.runs.sweep.record_error` is recomputed)."""
+    return trusted_record(path, _reusable, "cost_usd_per_mtok")
 
 
 def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: Path,

@@ -15,6 +15,14 @@ Work items (:class:`PlacementTask`, one per workload × method) run on an execut
 worker and returns the record, which the parent writes atomically as it arrives. A record whose
 solve failed or whose schedule failed validation has status ``ERROR`` (and ``invalid: true`` for
 the latter); it is kept for inspection, retried by a rerun and never enters a summary.
+
+Cached records are re-checked before reuse (:func:`record_error`): every record carries the
+``instance_fingerprint`` of the instance it was solved on and a ``digest`` over all its fields
+(:mod:`opt.common.fingerprint`, whose docstring states the threat model: accidental edits, not
+an adversary who recomputes digests), and its numbers must agree with each other (makespan ≥
+lower bound, OPTIMAL ⇒ equal, TTFT and decode time within the makespan). A record that fails is
+recomputed with one line on stderr, never trusted; records written before digests existed are
+recomputed too.
 """
 
 from __future__ import annotations
@@ -30,8 +38,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opt.common.errors import InputError
+from opt.common.fingerprint import instance_fingerprint, seal, seal_error
 from opt.common.jsonio import read_json
 from opt.common.report import table
+from opt.common.result import STATUSES, claims_error
 from opt.common.units import TIME_UNITS
 from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 
@@ -86,6 +96,10 @@ def _duration(seconds: float) -> str:
     return f"{s}s"
 
 
+#: Seconds between redraws of :meth:`Progress.advance` on a terminal / in a log.
+REDRAW_S, LOG_S = 0.2, 10.0
+
+
 class Progress:
     """A dependency-free progress bar: ``[12/64] 18% eta 3m12s <label>``.
 
@@ -104,6 +118,7 @@ class Progress:
         self.busy_s = 0.0
         self.t0 = time.perf_counter()
         self._width = 0
+        self._last = 0.0
 
     def _emit(self, text: str) -> None:
         if self.tty:
@@ -128,6 +143,26 @@ class Progress:
         if seconds is not None:
             self.computed += 1
             self.busy_s += seconds
+
+    def advance(self, count: int, seconds: float | None, label: str) -> None:
+        """``count`` units done at once (a replay's requests served by one batch), taking
+        ``seconds`` (None: cached, free); redraws at most every :data:`REDRAW_S` seconds (on a
+        terminal) or :data:`LOG_S` seconds (a log), and always at the end."""
+        self.done += count
+        if seconds is not None:
+            self.computed += count
+            self.busy_s += seconds
+        now = time.perf_counter()
+        if self.done >= self.total or now - self._last >= (REDRAW_S if self.tty else LOG_S):
+            self._last = now
+            self.note(label)
+
+    def note(self, label: str) -> None:
+        """Show the current count with ``label`` (e.g. a schedule about to be computed)."""
+        pct = 100 * self.done // self.total if self.total else 100
+        left = self.total - self.done
+        eta = _duration(self.busy_s / self.computed * left) if self.computed else "?"
+        self._emit(f"[{self.done}/{self.total}] {pct}% eta {eta} {label}")
 
     def abort(self) -> None:
         """End the in-place line so an error message starts on a fresh line."""
@@ -177,6 +212,8 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
             "precision": _precision_tag(inst), **_shares(inst, result),
             "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
+            "instance_fingerprint": getattr(result, "instance_fingerprint", None)
+            or instance_fingerprint(inst),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
@@ -270,8 +307,8 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
     except ScheduleError as exc:  # the validator rejected the schedule: never a number
         result = _Failed(f"invalid schedule: {exc}")
         extra = {"error": result.error, "invalid": True}
-    return {**make_record(wl, method, result, inst, layers=task.layers, tp=task.tp,
-                          wall_s=time.perf_counter() - t0), **extra}
+    return seal({**make_record(wl, method, result, inst, layers=task.layers, tp=task.tp,
+                               wall_s=time.perf_counter() - t0), **extra})
 
 
 def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
@@ -312,13 +349,77 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
 
 
 def _cached(path: Path, layers: int | None, tp: int, precision: str) -> dict[str, Any] | None:
+    return trusted_record(path, lambda rec: _reusable(rec, layers, tp, precision))
+
+
+def _number_error(rec: dict[str, Any], key: str) -> str | None:
+    value = rec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        return f"{key} = {value!r} is not a finite number ≥ 0"
+    return None
+
+
+def record_error(rec: Any, value: str = "makespan") -> str | None:
+    """Why a cached sweep record cannot be trusted (None when it can): its digest does not
+    hold (:func:`opt.common.fingerprint.seal_error`), it names no instance fingerprint, or its
+    numbers contradict each other — ``value`` (the objective: ``makespan`` or
+    ``cost_usd_per_mtok``) against ``lower_bound`` and the status
+    (:func:`opt.common.result.claims_error`), TTFT and decode time within the makespan, a
+    serving plan's T_rtt within its SLO. Bench and plot readers may call it too."""
+    err = seal_error(rec)
+    if err:
+        return err
+    fp = rec.get("instance_fingerprint")
+    if not isinstance(fp, str) or not fp.startswith("sha256:"):
+        return "no instance fingerprint"
+    if rec.get("status") not in STATUSES:
+        return f"unknown status {rec.get('status')!r}"
+    for key in (value, "lower_bound", "ttft", "decode_time", "t_rtt_ms", "slo_ms"):
+        err = _number_error(rec, key)
+        if err:
+            return err
+    obj = rec.get(value)
+    err = claims_error(rec["status"], obj, rec.get("lower_bound"))
+    if err:
+        return err
+    for key in ("ttft", "decode_time"):
+        if obj is not None and rec.get(key) is not None and rec[key] > obj:
+            return f"{key} {rec[key]} exceeds the {value} {obj}"
+    t_rtt, slo = rec.get("t_rtt_ms"), rec.get("slo_ms")
+    if obj is not None and t_rtt is not None and slo is not None and t_rtt > slo * (1 + 1e-9):
+        return f"T_rtt {t_rtt} ms exceeds the SLO {slo} ms of a plan with a cost"
+    return None
+
+
+def trusted_record(path: Path, reusable: Callable[[Any], bool], value: str = "makespan"
+                   ) -> dict[str, Any] | None:
+    """The cached record at ``path`` when it is ``reusable`` (same build, not ERROR) and passes
+    :func:`record_error`; None otherwise (recompute it). A record that is reusable but fails
+    the check is reported on stderr in one line."""
     if not path.exists():
         return None
     try:
         rec = read_json(path)
-    except InputError:
-        return None  # a torn or foreign file: recompute it
-    return rec if _reusable(rec, layers, tp, precision) else None
+    except InputError as exc:
+        _distrust(path, str(exc.detail))  # atomic writes leave no torn files: someone edited it
+        return None
+    if not reusable(rec):
+        return None
+    err = record_error(rec, value)
+    if err:
+        _distrust(path, err)
+        return None
+    return rec
+
+
+def _distrust(path: Path, reason: str) -> None:
+    """One stderr line: a cached record is not reused (on a terminal, over the progress line)."""
+    lead = "\r\033[K" if sys.stderr.isatty() else ""
+    print(f"{lead}hetopt: {path}: cached record not reused ({reason}); recomputing",
+          file=sys.stderr, flush=True)
 
 
 def precision_tag(precision: Any) -> str:

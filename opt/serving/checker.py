@@ -200,18 +200,36 @@ def plan_solution(inst: ServingInstance, plan: ServingPlan) -> dict[str, Any]:
 def check_plan(inst: ServingInstance, solution: dict[str, Any]) -> PlanMetrics:
     """The plan checker: recompute everything and raise :class:`PlanError` on the first broken
     rule (memory, replicas, GPUs, owners, μ, SLO) or on a reported number that disagrees with
-    the recomputation (``t_rtt``, ``t_rtt_s``, ``cost_usd_per_mtok``, ``stages_per_block``)."""
+    the recomputation (``t_rtt``, ``t_rtt_s``, ``cost_usd_per_mtok``, ``stages_per_block``,
+    ``stages_per_token``, ``owners_count``, ``gpus``, ``memory_bytes``, each owner's
+    ``replicas``)."""
     met = evaluate_plan(inst, solution)
     if met.violations:
         raise PlanError(met.violations[0])
-    checks = [("t_rtt", met.t_rtt), ("t_rtt_formula", met.t_rtt_formula),
-              ("t_rtt_s", met.t_rtt_s),
-              ("cost_usd_per_mtok", met.cost_usd_per_mtok),
-              ("stages_per_block", len(solution["template"]) - 1),
-              ("owners_count", len(solution["owners"]))]
+    checks: list[tuple[str, Any]] = [
+        ("t_rtt", met.t_rtt), ("t_rtt_formula", met.t_rtt_formula), ("t_rtt_s", met.t_rtt_s),
+        ("cost_usd_per_mtok", met.cost_usd_per_mtok),
+        ("stages_per_block", len(solution["template"]) - 1),
+        ("stages_per_token", met.stages_per_token), ("owners_count", len(solution["owners"])),
+        ("gpus", met.gpus), ("memory_bytes", met.memory_bytes)]
     for key, value in checks:
-        if key in solution and solution[key] is not None:
-            got = float(solution[key])
-            if abs(got - value) > REPORT_RTOL * max(1.0, abs(value)):
-                raise PlanError(f"reported {key} = {got!r} but the plan gives {value!r}")
+        if solution.get(key) is not None:
+            _check_reported(key, solution[key], value)
+    for m, (o, r) in enumerate(zip(solution["owners"], met.replicas)):
+        if o.get("replicas") not in (None, 0):
+            _check_reported(f"owners[{m}].replicas", o["replicas"], r)
     return met
+
+
+def _check_reported(key: str, got: Any, value: Any) -> None:
+    """A reported number (or list of numbers) equals the recomputed one within
+    :data:`REPORT_RTOL`; PlanError otherwise."""
+    if isinstance(value, list):
+        if not isinstance(got, list) or len(got) != len(value):
+            raise PlanError(f"reported {key} = {got!r:.80} but the plan gives {value!r}")
+        for i, (g, v) in enumerate(zip(got, value)):
+            _check_reported(f"{key}[{i}]", g, v)
+        return
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or \
+            abs(got - value) > REPORT_RTOL * max(1.0, abs(value)) or got != got:
+        raise PlanError(f"reported {key} = {got!r:.80} but the plan gives {value!r}")

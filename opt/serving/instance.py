@@ -250,7 +250,15 @@ def _link(f: Fields) -> Link:
                 f.get("source", ""))
 
 
+#: Largest duration (ticks) a latency table may hold: sums over a token's op executions
+#: stay far inside int64.
+MAX_TICKS = 2 ** 48
+#: Most layers a model may have (op counts per token stay small against int64).
+MAX_LAYERS = 10_000
+
+
 def _table(f: Fields, key: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The integer latency table ``key`` of the given shape (entries in [0, MAX_TICKS])."""
     raw = f.get(key)
     try:
         arr = np.asarray(raw, dtype=np.float64)
@@ -258,10 +266,11 @@ def _table(f: Fields, key: str, shape: tuple[int, ...]) -> np.ndarray:
         raise f.error(key, "expected a (nested) list of integers") from None
     if arr.shape != shape:
         raise f.error(key, f"expected shape {list(shape)}, got {list(arr.shape)}")
-    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)) or np.any(arr < 0):
-        bad = np.argwhere(~np.isfinite(arr) | (arr != np.round(arr)) | (arr < 0))[0]
+    bad_mask = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < 0) | (arr > MAX_TICKS)
+    if np.any(bad_mask):
+        bad = np.argwhere(bad_mask)[0]
         raise f.error(key, f"entry {bad.tolist()} = {arr[tuple(bad)]!r}: durations are "
-                           f"non-negative integers")
+                           f"integers in [0, 2^48]")
     out = arr.astype(np.int64)
     out.setflags(write=False)
     return out
@@ -288,9 +297,10 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     w.check_keys({"context_tokens", "tpot_slo"})
     grid = _read_grid(f.sub("grid", {}))
     lat = f.sub("latency")
+    assert lat is not None  # required: Fields.sub raised when it is missing
     lat.check_keys({"microbatch_sizes", "op_duration", "head_duration", "transfer_duration",
                     "transfer_busy", "token_transfer_duration", "token_transfer_busy"})
-    mbs = tuple(int(x) for x in lat.list("microbatch_sizes"))
+    mbs = _int_list(lat, "microbatch_sizes")
     if not mbs or any(x < 1 for x in mbs) or list(mbs) != sorted(set(mbs)):
         raise lat.error("microbatch_sizes", f"expected increasing positive sizes, got {list(mbs)}")
     nc, nm, n = len(configs), len(mbs), len(ops)
@@ -307,7 +317,26 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
         transfer_busy=_table(lat, "transfer_busy", (nm, n)),
         token_transfer_duration=_table(lat, "token_transfer_duration", (nm,)),
         token_transfer_busy=_table(lat, "token_transfer_busy", (nm,)),
-        memory_fraction=frac, time_unit=unit, meta=f.get("meta", {}) or {})
+        memory_fraction=frac, time_unit=unit, meta=_meta(f))
+
+
+def _meta(f: Fields) -> dict[str, Any]:
+    meta = f.get("meta", {}) or {}
+    if not isinstance(meta, dict):
+        raise f.error("meta", f"expected an object, got {type(meta).__name__}")
+    return meta
+
+
+def _int_list(f: Fields, key: str, default: Any = None) -> tuple[int, ...]:
+    """A list of integers (integral floats accepted; anything else names the entry)."""
+    values = f.list(key) if default is None else f.list(key, default)
+    out = []
+    for i, x in enumerate(values):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or \
+                (isinstance(x, float) and not x.is_integer()) or abs(x) > 2 ** 62:
+            raise f.error(f"{key}[{i}]", f"expected an integer, got {x!r}")
+        out.append(int(x))
+    return tuple(out)
 
 
 def _read_block(m: Fields) -> tuple[int, int, list[ServingOp]]:
@@ -316,6 +345,9 @@ def _read_block(m: Fields) -> tuple[int, int, list[ServingOp]]:
                   "lm_head_weight_bytes", "tied_embeddings"})
     layers = m.int("layers", minimum=1)
     block_layers = m.int("block_layers", minimum=1)
+    assert layers is not None and block_layers is not None  # required: Fields.int raised
+    if layers > MAX_LAYERS:
+        raise m.error("layers", f"must be ≤ {MAX_LAYERS:,}, got {layers}")
     if block_layers > layers:
         raise m.error("block_layers", f"{block_layers} exceeds layers {layers}")
     ops = []
@@ -386,7 +418,7 @@ def _read_configs(f: Fields, gpus: dict[str, GpuType]) -> list[ServingConfig]:
 def _read_grid(g: Fields) -> ServingGrid:
     """The search grid (defaults of :class:`ServingGrid` for missing fields)."""
     g.check_keys({"max_gpus", "max_owners", "max_replicas", "max_microbatches", "batches"})
-    batches = tuple(int(b) for b in g.list("batches", list(ServingGrid.batches)))
+    batches = _int_list(g, "batches", list(ServingGrid.batches))
     if not batches or any(b < 1 for b in batches):
         raise g.error("batches", f"expected positive batch sizes, got {list(batches)}")
     return ServingGrid(g.int("max_gpus", 32, minimum=1), g.int("max_owners", 3, minimum=1),

@@ -133,25 +133,66 @@ def template_from_sequence(owner: np.ndarray, k: int) -> tuple[tuple[int, ...], 
     return template, [(first + j) % k for j in range(k)]
 
 
+def _count(value: Any, what: str, minimum: int) -> int:
+    """An integer ≥ ``minimum`` from a solution (integral floats accepted; bools, strings,
+    fractions and out-of-range values are a :class:`PlanError` naming ``what``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) or \
+            (isinstance(value, float) and not value.is_integer()):
+        raise PlanError(f"{what} must be an integer, got {value!r}")
+    if not minimum <= value <= 2 ** 62:
+        raise PlanError(f"{what} must be an integer ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise PlanError(f"{what} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise PlanError(f"{what} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _owner(inst: ServingInstance, k: int, o: Any) -> Owner:
+    """owners[k] of a solution: its configuration (by id, or by gpu/tp/ep), batch ≥ 1 and
+    replicas (≥ 1; missing, null or 0: derived from the batches); reported gpu/tp/ep must be
+    those of the configuration."""
+    o = _object(o, f"owners[{k}]")
+    cid = o.get("config")
+    ep = _count(o.get("ep", 1), f"owners[{k}].ep", 1)
+    if cid is None:
+        gpu, tp = o.get("gpu"), _count(o.get("tp"), f"owners[{k}].tp", 1)
+        match = [c.id for c in inst.configs if c.gpu == gpu and c.tp == tp and c.ep == ep]
+        if not match:
+            raise PlanError(f"owners[{k}]: no configuration {gpu} tp={tp} ep={ep} in the "
+                            f"instance")
+        cid = match[0]
+    if not isinstance(cid, str):
+        raise PlanError(f"owners[{k}].config must be a string, got {cid!r}")
+    try:
+        cfg = inst.configs[inst.config_index(cid)]
+    except ValueError as exc:
+        raise PlanError(f"owners[{k}]: {exc}") from None
+    for key in ("gpu", "tp", "ep"):
+        if key in o and o[key] != getattr(cfg, key):
+            raise PlanError(f"owners[{k}] reports {key} = {o[key]!r} but configuration "
+                            f"'{cfg.id}' has {getattr(cfg, key)!r}")
+    replicas = o.get("replicas")
+    return Owner(cid, _count(o.get("batch"), f"owners[{k}].batch", 1),
+                 0 if replicas in (None, 0) else _count(replicas, f"owners[{k}].replicas", 1))
+
+
 def plan_from_solution(inst: ServingInstance, solution: dict[str, Any]) -> ServingPlan:
     """The :class:`ServingPlan` of a problems.md §3.2 solution object (owners by config id or by
-    gpu/tp/ep); PlanError when malformed."""
-    try:
-        template = tuple(int(x) for x in solution["template"])
-        mu = int(solution["microbatches"])
-        owners = []
-        for k, o in enumerate(solution["owners"]):
-            cid = o.get("config")
-            if cid is None:
-                match = [c.id for c in inst.configs
-                         if c.gpu == o["gpu"] and c.tp == int(o["tp"]) and c.ep == int(o.get("ep", 1))]
-                if not match:
-                    raise PlanError(f"owners[{k}]: no configuration {o['gpu']} tp={o['tp']} "
-                                    f"ep={o.get('ep', 1)} in the instance")
-                cid = match[0]
-            owners.append(Owner(str(cid), int(o["batch"]), int(o.get("replicas", 0) or 0)))
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, PlanError):
-            raise
-        raise PlanError(f"malformed plan: {exc!r}") from None
-    return ServingPlan(template, tuple(owners), mu)
+    gpu/tp/ep); PlanError naming the field when malformed."""
+    sol = _object(solution, "solution")
+    for key in ("template", "owners", "microbatches"):
+        if key not in sol:
+            raise PlanError(f"malformed plan: missing field '{key}'")
+    template = tuple(_count(x, f"template[{i}]", 0)
+                     for i, x in enumerate(_list(sol["template"], "template")))
+    owners = tuple(_owner(inst, k, o) for k, o in enumerate(_list(sol["owners"], "owners")))
+    return ServingPlan(template, owners, _count(sol["microbatches"], "microbatches", 1))

@@ -104,3 +104,33 @@ def test_conversion_chains_follow_spec(catalog):
     assert pim.load_s(b, "linear", link) == pytest.approx(1e-6 + b / 31.5e9 + b / 16.2e9 + 2e-6)
     with pytest.raises(InputError, match="no conversion chain"):
         catalog.device("H100").conversion_chain("pim_opt", b)
+
+
+# ---- issue 18, item 14: prices > 0 and sane capacities at load; a missing file is an error ---
+
+@pytest.mark.parametrize("key, value, message", [
+    ("price_usd_per_hour", 0, "must be > 0"),
+    ("price_usd_per_hour", -1.0, "must be > 0"),
+    ("memory_bytes", 1e300, "must be ≤ 2^62 bytes"),
+    ("memory_bytes", 0.5, "must be ≥ 1"),
+])
+def test_device_prices_and_memory_are_checked_at_load(catalog, tmp_path, key, value, message):
+    from opt.costlib.hardware import load_catalog
+
+    dev = {**catalog.device("H100").to_dict(), "name": "H100x", key: value}
+    path = tmp_path / "cat.json"
+    path.write_text(json.dumps({"devices": [dev]}))
+    with pytest.raises(InputError) as err:
+        load_catalog(path)
+    assert str(err.value).startswith(f"{path}: field 'devices[0].{key}'") and \
+        message in str(err.value)
+
+
+def test_a_missing_catalog_or_models_file_is_an_error_for_every_command(capsys):
+    from opt.cli import main
+
+    for argv in (["models", "--catalog", "nope.json"], ["instances", "--models-file", "nope.json"],
+                 ["hardware", "--catalog", "nope.json"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2 and "nope.json: file not found" in capsys.readouterr().err

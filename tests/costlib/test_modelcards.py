@@ -184,3 +184,34 @@ def test_unknown_model_lists_known_names(cards):
 def test_card_round_trip(cards):
     for card in cards:
         assert card_from_dict(card.to_dict()) == card
+
+
+# ---- issue 18, item 14: HF configs name the file and field, and are checked ------------------
+
+@pytest.mark.parametrize("edit, field, message", [
+    (lambda c: c.pop("hidden_size"), "hidden_size", "missing required field"),
+    (lambda c: c.update(hidden_size=2047), "hidden_size",
+     "2047 is not a multiple of num_attention_heads (32)"),
+    (lambda c: c.update(model_type="mamba"), "model_type",
+     "unsupported model type 'mamba'; supported: gemma3"),
+    (lambda c: c.pop("model_type"), "model_type", "unsupported model type None"),
+    (lambda c: c.update(num_local_experts="8"), "num_local_experts", "expected an integer"),
+    (lambda c: c.update(tie_word_embeddings="no"), "tie_word_embeddings", "true or false"),
+    (lambda c: c.update(layer_types=[["full_attention"]] * 32), "layer_types",
+     "unknown layer type"),
+])
+def test_hf_config_errors_name_file_and_field(tmp_path, edit, field, message):
+    d = tmp_path / "my-llama"
+    d.mkdir()
+    config = {**HF_LLAMA, "architectures": ["LlamaForCausalLM"]}
+    edit(config)
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError) as err:
+        load_cards(d / "config.json")
+    text = str(err.value)
+    assert text.startswith(f"{d / 'config.json'}: field '{field}'") and message in text, text
+
+
+def test_hf_config_with_explicit_head_dim_need_not_divide():
+    card = card_from_hf_config({**HF_LLAMA, "hidden_size": 2047, "head_dim": 64}, name="x")
+    assert card.head_dim == 64 and card.hidden == 2047

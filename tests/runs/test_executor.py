@@ -238,3 +238,27 @@ def test_serving_error_record_marked_not_compared(tmp_path):
     write_record({**rec, "status": "ERROR", "invalid": True, "cost_usd_per_mtok": None}, p)
     done = _serving(out)
     assert sum(not c for _, c in done) == 1 and read_json(p)["status"] == rec["status"]
+
+
+# ---- issue 18, item 13: Ctrl-C stops a pool at once, workers stay quiet ---------------------
+
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_pool_workers_ignore_sigint():
+    code = ("import os, signal; from opt.runs.executor import _watch_parent; "
+            "_watch_parent(os.getpid()); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.strip() == "True"
+
+
+def test_ctrl_c_terminates_running_pool_items():
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        with make_executor("process", 2) as ex:
+            for _ in ex.map_unordered(_sleep, [0.1, 60.0, 60.0]):
+                raise KeyboardInterrupt
+    assert time.perf_counter() - t0 < 30  # not the 60 s the running items would take

@@ -175,3 +175,64 @@ def test_cli_replay_resumes(tmp_path, capsys):
     again = json.loads(capsys.readouterr().out)
     assert all(m["cached"] for m in again["methods"])
     assert main(argv[:-1] + ["--methods", "cpsat"]) == 2
+
+
+# ---- issue 18, item 13: a fixed progress denominator, --requests ≥ 1, Ctrl-C ------------------
+
+def test_progress_counts_requests_with_a_total_known_up_front(tmp_path):
+    import io
+
+    from opt.runs.sweep import Progress
+
+    reqs = generate_trace(40, mean_input=100, mean_output=20, rate_per_s=50.0, seed=1)
+    stream = io.StringIO()
+    progress = Progress(0, stream=stream, tty=False)
+    seen = []
+
+    class Watch(FakeSchedules):
+        def __call__(self, inst, method):
+            seen.append((progress.total, progress.done))
+            return super().__call__(inst, method)
+
+    fake = Watch()
+    run_replay(reqs, ["x", "y"], tmp_path, fake, fake.build, model="m", platform="p",
+               progress=progress)
+    assert seen and all(total == 80 for total, _ in seen)  # fixed before the first schedule
+    dones = [done for _, done in seen]
+    assert dones == sorted(dones) and progress.done == progress.total == 80
+    lines = stream.getvalue().splitlines()
+    assert all("/80]" in x for x in lines) and lines[-1].startswith("[80/80] 100% done")
+    # a rerun: every method cached, still counted in requests
+    progress = Progress(0, stream=io.StringIO(), tty=False)
+    run_replay(reqs, ["x", "y"], tmp_path, fake, fake.build, model="m", platform="p",
+               progress=progress)
+    assert progress.done == progress.total == 80 and progress.computed == 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--trace", "t.csv"]])
+def test_cli_replay_rejects_zero_requests(tmp_path, capsys, extra):
+    (tmp_path / "t.csv").write_text(HEADER + "0,ChatGPT,40,4,0,x\n")
+    argv = ["replay", "--model", "dops-qwen-1.8b", "--platform", "HP32", "--requests", "0",
+            "--out", str(tmp_path / "out"), *[str(tmp_path / x) if x.endswith(".csv") else x
+                                              for x in extra]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "field 'requests': must be ≥ 1, got 0" in err
+    with pytest.raises(InputError, match="requests"):
+        generate_trace(0)
+    with pytest.raises(InputError, match="requests"):
+        read_burstgpt_csv(tmp_path / "t.csv", limit=0)
+
+
+def test_ctrl_c_anywhere_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
+    import opt.runs.replay
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(opt.runs.replay, "run_replay", interrupted)
+    out = tmp_path / "out"
+    assert main(["replay", "--model", "dops-qwen-1.8b", "--platform", "HP32", "--requests",
+                 "3", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hetopt: interrupted; finished records are kept in {out}/"]

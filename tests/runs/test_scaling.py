@@ -117,3 +117,30 @@ def test_cli_scaling(tmp_path, capsys):
                ("scaling-llama-2-7b.png", "marginal-llama-2-7b.png"))
     assert {x["factor"] for x in out["insights"]} == {"prefill", "decode", "batch", "model"}
     assert main(["scaling", "--models", "nope", "--out", str(tmp_path / "x")]) == 2
+
+
+# ---- issue 18, item 12: optional dependencies are checked before any work ------------------
+
+@pytest.mark.parametrize("argv", [
+    ["scaling", "--models", "llama-2-7b", "--layers", "1", "--plot", "plots"],
+    ["plot", "gantt", "heft-topcuoglu-2002", "no-such-result.json", "-o", "g.png"],
+    ["plot", "sweep", "no-such-folder", "-o", "s.png"],
+    ["theory", "plot", "--out", "plots"],
+])
+def test_missing_matplotlib_fails_before_any_work(argv, monkeypatch, capsys, tmp_path):
+    import sys
+
+    import opt.runs.scaling
+    from opt.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the dependency check")
+
+    monkeypatch.setattr(opt.runs.scaling, "run_scaling", no_work)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs matplotlib (not installed)" in err
+    assert "hetopt[plot]" in err

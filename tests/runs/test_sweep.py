@@ -36,24 +36,30 @@ def test_sweep_records_resume_fresh(tmp_path, capsys):
     assert "geomean speedup over PD" in text
     assert "[4/4] 100%" in err and "[1/4]" in err  # one progress line per item (not a TTY)
 
-    # a rerun reuses every record: mark one and see the mark come back
-    rec["makespan"] = 123456789
-    write_json(rec, out / "llama-2-7b/HP32/p8-d2-b1/pd.json")
+    # a rerun reuses every record, as written (sealed with the instance fingerprint)
     code, text, _ = run(capsys, *ARGS, "--out", str(out), "--json")
     assert code == 0
     data = json.loads(text)
     assert all(r["cached"] for r in data["records"]) and len(data["records"]) == 4
-    marked = [r for r in data["records"] if r["decode"] == 2 and r["method"] == "pd"]
-    assert marked[0]["makespan"] == 123456789
+    assert all(r["instance_fingerprint"].startswith("sha256:") and r["digest"]
+               for r in data["records"])
     g = {(x["model"], x["method"]): x for x in data["geomean_speedup_vs_pd"]}
     assert g[("llama-2-7b", "pd")]["geomean_speedup"] == pytest.approx(1.0)
     assert g[("llama-2-7b", "heft")]["workloads"] == 2
+
+    # a tampered record is recomputed with one line, never trusted (issue 18, item 5)
+    rec["makespan"] = 123456789
+    write_json(rec, out / "llama-2-7b/HP32/p8-d2-b1/pd.json")
+    code, text, err = run(capsys, *ARGS, "--out", str(out), "--json")
+    data = json.loads(text)
+    assert [r["method"] for r in data["records"] if not r["cached"]] == ["pd"]
+    assert "p8-d2-b1/pd.json: cached record not reused (digest mismatch" in err
+    assert read_json(out / "llama-2-7b/HP32/p8-d2-b1/pd.json")["makespan"] != 123456789
 
     # --fresh recomputes everything
     code, text, _ = run(capsys, *ARGS, "--out", str(out), "--json", "--fresh")
     data = json.loads(text)
     assert not any(r["cached"] for r in data["records"])
-    assert read_json(out / "llama-2-7b/HP32/p8-d2-b1/pd.json")["makespan"] != 123456789
 
     # a record built with other options (layers) is not reused
     code, text, _ = run(capsys, *ARGS[:-2], "--layers", "2", "--out", str(out), "--json")

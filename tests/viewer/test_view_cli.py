@@ -75,3 +75,19 @@ def test_missing_files_exit_2(tmp_path, capsys):
     assert "file not found" in capsys.readouterr().err
     assert cmd_view(_parse(["view", "no-such-bundled", "r.json"])) == 2
     assert "no such file or bundled instance" in capsys.readouterr().err
+
+
+def test_view_rejects_a_result_of_another_instance(tmp_path, capsys):
+    """issue 18: a result names its instance by fingerprint (opt.common.fingerprint)."""
+    import instances
+    from opt.cli import main
+    from solvers import solve
+
+    res = solve(instances.load("sinnen-Nodes_7_OutTree-p2"), "heft")
+    res.write(tmp_path / "r.json")
+    code = main(["view", "sinnen-Nodes_7_OutTree-p4", str(tmp_path / "r.json"), "-o",
+                 str(tmp_path / "v.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and "instance_fingerprint" in err and "not on this one" in err
+    assert main(["view", "sinnen-Nodes_7_OutTree-p2", str(tmp_path / "r.json"), "-o",
+                 str(tmp_path / "v.html")]) == 0

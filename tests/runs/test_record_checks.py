@@ -1,0 +1,74 @@
+"""Cached sweep records are re-checked before they enter a table (issue 18, item 5)."""
+
+import pytest
+
+from opt.common.fingerprint import seal
+from opt.common.jsonio import write_json
+from opt.runs.layout_sweep import makespans
+from opt.runs.sweep import record_error, speedups, trusted_record
+
+FP = "sha256:" + "0" * 64
+BASE = {"model": "m", "platform": "HP32", "prefill": 8, "decode": 1, "batch": 1,
+        "method": "pd", "status": "FEASIBLE", "makespan": 446_000_000, "ttft": 300_000_000,
+        "decode_time": 146_000_000, "lower_bound": 223_000_000.0, "time_unit": "ns",
+        "instance_fingerprint": FP}
+
+
+def test_a_sealed_consistent_record_is_trusted(tmp_path):
+    path = tmp_path / "pd.json"
+    write_json(seal(BASE), path)
+    assert trusted_record(path, lambda r: True) == seal(BASE)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    ({"makespan": 1}, "lower bound 2.23e+08 exceeds the objective 1"),  # the issue's record
+    ({"status": "OPTIMAL"}, "status OPTIMAL but the lower bound"),
+    ({"ttft": 500_000_000}, "ttft 500000000 exceeds the makespan"),
+    ({"makespan": -5}, "makespan = -5 is not a finite number ≥ 0"),
+    ({"makespan": "fast"}, "makespan = 'fast'"),
+    ({"makespan": None}, "status FEASIBLE but no objective"),
+    ({"status": "DONE"}, "unknown status 'DONE'"),
+    ({"instance_fingerprint": None}, "no instance fingerprint"),
+])
+def test_inconsistent_numbers_are_caught_even_with_a_recomputed_digest(edit, reason):
+    assert reason in record_error(seal({**BASE, **edit}))
+
+
+def test_edited_or_unsealed_records_are_recomputed_with_one_line(tmp_path, capsys):
+    path = tmp_path / "pd.json"
+    write_json({**seal(BASE), "makespan": 400_000_000}, path)  # plausible, but edited
+    assert trusted_record(path, lambda r: True) is None
+    write_json(BASE, path)  # no digest: an older hetopt, or removed
+    assert trusted_record(path, lambda r: True) is None
+    path.write_text('{"makespan": 1')  # truncated
+    assert trusted_record(path, lambda r: True) is None
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and all("cached record not reused" in x for x in lines)
+    assert "digest mismatch" in lines[0] and "no digest" in lines[1] and "malformed" in lines[2]
+
+
+def test_records_of_another_build_are_skipped_silently(tmp_path, capsys):
+    path = tmp_path / "pd.json"
+    write_json(seal(BASE), path)
+    assert trusted_record(path, lambda r: r["batch"] == 4) is None
+    assert capsys.readouterr().err == ""
+
+
+def test_serving_records_check_cost_bound_and_slo():
+    rec = {"status": "FEASIBLE", "cost_usd_per_mtok": 0.66, "lower_bound": 0.54,
+           "t_rtt_ms": 5.5, "slo_ms": 6.0, "instance_fingerprint": FP}
+    assert record_error(seal(rec), "cost_usd_per_mtok") is None
+    assert "exceeds the objective" in record_error(seal({**rec, "cost_usd_per_mtok": 0.1}),
+                                                   "cost_usd_per_mtok")
+    assert "exceeds the SLO" in record_error(seal({**rec, "t_rtt_ms": 60.0}),
+                                             "cost_usd_per_mtok")
+    infeasible = {**rec, "status": "INFEASIBLE", "cost_usd_per_mtok": None, "lower_bound": None}
+    assert record_error(seal(infeasible), "cost_usd_per_mtok") is None
+
+
+def test_summaries_skip_error_and_invalid_records():
+    ok = {**BASE, "method": "bifocal/wla", "makespan": 100}
+    bad = {**BASE, "method": "pd/linear", "status": "ERROR", "makespan": 1, "invalid": True}
+    assert makespans([ok, bad]) == {("m", "HP32", 8, 1, 1): {"bifocal/wla": 100.0}}
+    assert speedups([{**bad, "method": "pd"}, ok])[(("m", "HP32", 8, 1, 1), "bifocal/wla")] \
+        is None
