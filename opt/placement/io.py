@@ -61,8 +61,12 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
     default_fmt = lay.str("default", "linear")
     formats = tuple(lay.list("formats", [default_fmt]))
-    layout = Layout(formats=formats, fixed=dict(lay.get("fixed", {}) or {}), default=default_fmt,
-                    storage_multiplier={**DEFAULT_STORAGE, **(lay.get("storage_multiplier", {}) or {})},
+    for i, fmt in enumerate(formats):
+        if not isinstance(fmt, str) or not fmt:
+            raise lay.error(f"formats[{i}]", f"expected a format name, got {fmt!r}")
+    fixed = _str_map(lay, "fixed")
+    layout = Layout(formats=formats, fixed=fixed, default=default_fmt,
+                    storage_multiplier={**DEFAULT_STORAGE, **_multipliers(lay)},
                     memory_budget=lay.int("memory_budget", None,
                                           maximum=MAX_BYTES))
     blocks = f.items("blocks") if "blocks" in obj else []
@@ -96,8 +100,34 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
         task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
         block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
         kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
-        meta=f.get("meta", {}) or {}, source=source)
+        meta=_object(f, "meta"), source=source)
     return _with_goal(inst, f, obj, source)
+
+
+def _object(f: Fields, key: str) -> dict:
+    """An optional JSON object (``{}`` when absent or null)."""
+    value = f.get(key, None)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise f.error(key, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _multipliers(f: Fields) -> dict[str, float]:
+    """``layout.storage_multiplier``: format → a finite factor > 0."""
+    value = _object(f, "storage_multiplier")
+    sub = Fields(value, f.source, f"{f._field('storage_multiplier')}")
+    return {k: float(sub.num(k, strict=True)) for k in value}
+
+
+def _str_map(f: Fields, key: str) -> dict[str, str]:
+    """An optional object of strings to strings (e.g. ``layout.fixed``: block → format)."""
+    value = _object(f, key)
+    for k, v in value.items():
+        if not isinstance(v, str) or not v:
+            raise f.error(f"{key}.{k}", f"expected a format name, got {v!r}")
+    return dict(value)
 
 
 def _with_goal(inst: PlacementInstance, f: Fields, obj: dict, source: str | None
@@ -192,7 +222,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
                                       f"{cf.obj[dname]!r}")
         blk = tf.get("block", None)
         if blk is not None:
-            if blk not in bindex:
+            if not isinstance(blk, str) or blk not in bindex:
                 raise tf.error("block", f"unknown block '{blk}' in task '{ids[-1]}'")
             task_block[i] = bindex[blk]
         kinds.append(tf.get("kind", None))
@@ -215,7 +245,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
         ef.check_keys({"src", "dst", "bytes"})
         for key, arr in (("src", src), ("dst", dst)):
             tid = ef.get(key)
-            if tid not in tindex:
+            if not isinstance(tid, str) or tid not in tindex:
                 raise ef.error(key, f"edge to an unknown task '{tid}'")
             arr[k] = tindex[tid]
         nbytes[k] = ef.int("bytes", 0, minimum=None, maximum=MAX_BYTES)

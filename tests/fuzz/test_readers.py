@@ -3,10 +3,9 @@ InputError / exit 2 (or exit 1 for a result that reads but does not hold) or a v
 never a traceback.
 
 Each reader has a short run (CI: :data:`SHORT` examples each, under a minute in all) and a
-``slow`` long run (:data:`LONG` examples each: ``pytest -m slow tests/fuzz``). Inputs that fail
-in another helper's files are listed in :data:`KNOWN` (with an ``xfail(strict=True)`` test
-each, so a fix shows up as XPASS) and skipped by the fuzz runs; docs/hardening.md has the
-findings of the long run.
+``slow`` long run (:data:`LONG` examples each: ``pytest -m slow tests/fuzz``). Every finding is
+fixed and kept as a regression example (:data:`FIXED_EXAMPLES`); :data:`KNOWN` lists crashes
+still open (none), which the fuzz runs would skip; docs/hardening.md has the findings.
 """
 
 from __future__ import annotations
@@ -83,15 +82,10 @@ DOT_SEED = (DATA / "sinnen-dot" / "Nodes_7_OutTree.dot").read_text()
 
 # ---- running one input ----------------------------------------------------------------------
 
-#: Failures in files of another helper (harden-a: the placement instance reader), reported
-#: there: (reader, exception type, file of the innermost frame). Each has an
-#: xfail(strict=True) example in :func:`test_known_instance_reader_failures`.
-KNOWN: tuple[tuple[str, str, str], ...] = (
-    ("instance", "TypeError", "opt/placement/io.py"),
-    ("instance", "ValueError", "opt/placement/io.py"),
-    ("instance", "ValueError", "opt/placement/instance.py"),
-    ("instance", "TypeError", "opt/placement/instance.py"),
-)
+#: Open crashes the fuzz runs skip: (reader, exception type, file of the innermost frame).
+#: Empty: the five placement-reader crashes of the first long run are fixed (regression
+#: examples in :data:`FIXED_EXAMPLES`).
+KNOWN: tuple[tuple[str, str, str], ...] = ()
 
 
 def _write(data: bytes, suffix: str = ".json") -> Path:
@@ -270,30 +264,18 @@ def _edit(edit: Callable[[dict], None]) -> dict:
     return doc
 
 
-KNOWN_EXAMPLES = {
+#: Findings of the long run, fixed: now plain regression tests.
+FIXED_EXAMPLES = {
     "layout.formats holds a list": lambda d: d["layout"].update(formats=[["linear"]]),
     "layout.fixed is a list": lambda d: d["layout"].update(fixed=[{}]),
+    "layout.storage_multiplier is a list": lambda d: d["layout"].update(storage_multiplier=[1]),
     "tasks[0].block is a list": lambda d: d["tasks"][0].update(block=[None]),
     "edges[0].src is an object": lambda d: d["edges"][0].update(src={"value": "s0.embed"}),
     "meta is a list": lambda d: d.update(meta=[1]),
-}
-#: Fixed by harden-a's instance limits (merged): now plain regression tests.
-FIXED_EXAMPLES = {
     "blocks[0].load.<device>.<format> is 2^64": lambda d: d["blocks"][0]["load"].update(
         {dev: {fmt: 2 ** 64 for fmt in per} for dev, per in d["blocks"][0]["load"].items()}),
     "blocks[0].bytes is 2^63": lambda d: d["blocks"][0].update(bytes=2 ** 63),
 }
-
-
-@pytest.mark.parametrize("what", sorted(KNOWN_EXAMPLES))
-@pytest.mark.xfail(strict=True, raises=(TypeError, ValueError),
-                   reason="placement instance reader (opt/placement/io.py, instance.py: "
-                          "harden-a) crashes instead of an InputError")
-def test_known_instance_reader_failures(what):
-    from opt.placement.io import instance_from_dict
-
-    with pytest.raises(InputError):
-        instance_from_dict(_edit(KNOWN_EXAMPLES[what]), source="fuzz.json")
 
 
 @pytest.mark.parametrize("what", sorted(FIXED_EXAMPLES))
