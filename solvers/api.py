@@ -177,10 +177,10 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     from dataclasses import replace
 
     goal = instance.objective != "makespan" or instance.slo is not None
-    if goal and spec.exact and spec.name != "cpsat":
+    if goal and spec.exact and spec.name not in ("cpsat", "milp"):
         raise InputError(f"method '{spec.name}' does not take an objective or SLO (the "
                          f"instance has objective {instance.objective!r}, slo "
-                         f"{instance.slo.to_dict() if instance.slo else None}); use cpsat or a "
+                         f"{instance.slo.to_dict() if instance.slo else None}); use cpsat, milp or a "
                          f"heuristic", field="method")
     warm_name = "initial_solution" if options.initial_solution is not None else None
     if options.initial_solution is None and spec.warm_start and warm_start is not None:

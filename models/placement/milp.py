@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyomo.environ as pyo
 from pyomo.version import version as pyomo_version
 
@@ -68,6 +69,7 @@ from models.placement.milp_run import (
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.slo import decode_steps, objective_value
 from opt.placement.validator import ScheduleError, validate_placement
 
 EXPORT_SUFFIXES = (".lp", ".mps")
@@ -353,9 +355,50 @@ def add_symmetry_breaking(m: pyo.ConcreteModel, inst: PlacementInstance, prep: M
     return groups
 
 
-def set_objective(m: pyo.ConcreteModel) -> None:
-    """Minimise the makespan."""
-    m.obj = pyo.Objective(expr=m.Cmax, sense=pyo.minimize)
+def add_service_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep: MilpPrep
+                            ) -> None:
+    """TTFT and the SLO (opt.placement.slo): TTFT ≥ the end of every prefill task, and ≤ the
+    end of the last one when the decode time is bounded or minimised (that needs a unique
+    last prefill task, which every prefill task precedes); TTFT ≤ ttft, Cmax ≤ e2e,
+    Cmax − TTFT ≤ ⌊mean_tpot · decode steps⌋."""
+    slo = inst.slo
+    if slo is not None and slo.e2e is not None:
+        m.slo_e2e = pyo.Constraint(expr=m.Cmax <= slo.e2e)
+    if inst.objective == "makespan" and (slo is None or (slo.ttft is None
+                                                         and slo.mean_tpot is None)):
+        return
+    pre = np.flatnonzero(inst.is_prefill()).tolist()
+    m.TTFT = pyo.Var(bounds=(0, None))
+    m.ttft_ge = pyo.Constraint(pre, rule=lambda _m, t: m.TTFT >= m.S[t] + _p_expr(m, prep, t))
+    if inst.objective == "decode_time" or (slo is not None and slo.mean_tpot is not None):
+        last = last_prefill_task(inst)
+        m.ttft_le = pyo.Constraint(expr=m.TTFT <= m.S[last] + _p_expr(m, prep, last))
+    if slo is not None and slo.ttft is not None:
+        m.slo_ttft = pyo.Constraint(expr=m.TTFT <= slo.ttft)
+    steps = decode_steps(inst)
+    if slo is not None and slo.mean_tpot is not None and steps:
+        m.slo_tpot = pyo.Constraint(expr=m.Cmax - m.TTFT <= math.floor(slo.mean_tpot * steps))
+
+
+def last_prefill_task(inst: PlacementInstance) -> int:
+    """The one prefill task without a prefill successor (every prefill task precedes it, so its
+    end is the TTFT); InputError when there are several."""
+    pre = inst.is_prefill()
+    has_pre_succ = np.zeros(inst.n_tasks, dtype=bool)
+    both = pre[inst.edge_src] & pre[inst.edge_dst]
+    has_pre_succ[inst.edge_src[both]] = True
+    last = np.flatnonzero(pre & ~has_pre_succ)
+    if len(last) != 1:
+        raise InputError(f"milp bounds the decode time only when one prefill task ends the "
+                         f"prefill; this instance has {len(last)} (use cpsat)", field="slo")
+    return int(last[0])
+
+
+def set_objective(m: pyo.ConcreteModel, objective: str = "makespan") -> None:
+    """Minimise the makespan, TTFT or the decode time Cmax − TTFT (opt.placement.slo)."""
+    expr = {"ttft": lambda: m.TTFT, "decode_time": lambda: m.Cmax - m.TTFT}.get(
+        objective, lambda: m.Cmax)()
+    m.obj = pyo.Objective(expr=expr, sense=pyo.minimize)
 
 
 def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
@@ -380,7 +423,8 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
     clock.check("load constraints")
     add_redundant_constraints(m, inst, prep)
     groups = add_symmetry_breaking(m, inst, prep)
-    set_objective(m)
+    add_service_constraints(m, inst, prep)
+    set_objective(m, inst.objective)
     m._placement = ModelIndex(prep, win.H, task_pairs, edge_pairs, load_pairs, transfer_edges,
                               groups)
     return m
@@ -399,6 +443,10 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
                          f"{' or '.join(EXPORT_SUFFIXES)}", field="export_path")
     ws: dict[str, Any] = {"used": False, "source": None}
     warm = _initial_decisions(inst, options.initial_solution, ws)
+    if warm is not None and (inst.objective != "makespan" or inst.slo is not None):
+        # its makespan is no horizon once an SLO or another objective decides
+        ws["initial_rejected"] = "the instance has an objective or SLO: no MIP start"
+        warm = None
     warm_ms = None if warm is None else max(
         (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
         default=0)
@@ -537,15 +585,17 @@ def _result(inst: PlacementInstance, prep: MilpPrep, run: Run, options: SolveOpt
     else:
         solution = run.schedule.to_solution(inst)
         try:
-            validate_placement(inst, solution)
+            metrics = validate_placement(inst, solution)
         except ScheduleError as exc:
             return Result(problem="placement", method="milp", status="ERROR",
                           runtime_s=time.perf_counter() - t0, seed=options.seed,
                           params=params_out, solution=None,
                           stats={**stats, "message": f"retimed MILP schedule is invalid: "
                                                      f"{exc}"})
-        objective = float(run.schedule.makespan(prep))
-        status = "OPTIMAL" if lb is not None and lb >= objective else "FEASIBLE"
+        value = objective_value(inst.objective, metrics)
+        objective = None if value is None else float(value)
+        status = "OPTIMAL" if lb is not None and objective is not None and lb >= objective \
+            else "FEASIBLE"
     return Result(problem="placement", method="milp", status=status, objective=objective,
                   lower_bound=lb, runtime_s=time.perf_counter() - t0, seed=options.seed,
                   params=params_out, solution=solution, stats=stats)

@@ -58,6 +58,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
                        default.int("latency", 0, maximum=MAX_TICKS), default.num("bandwidth", 1.0, strict=True),
                        pairs, source)
     lay = f.sub("layout", {})
+    assert lay is not None  # a default is given
     lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
     default_fmt = lay.str("default", "linear")
     formats = tuple(lay.list("formats", [default_fmt]))
@@ -118,7 +119,7 @@ def _multipliers(f: Fields) -> dict[str, float]:
     """``layout.storage_multiplier``: format → a finite factor > 0."""
     value = _object(f, "storage_multiplier")
     sub = Fields(value, f.source, f"{f._field('storage_multiplier')}")
-    return {k: float(sub.num(k, strict=True)) for k in value}
+    return {k: float(sub.num(k, strict=True) or 0.0) for k in value}
 
 
 def _str_map(f: Fields, key: str) -> dict[str, str]:

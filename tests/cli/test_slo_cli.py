@@ -32,7 +32,7 @@ def test_slo_from_build_to_validate(capsys, tmp_path):
     assert code == 1 and "breaks the instance's SLO" in (out + err)
     code, _, err = run(capsys, *base, "--slo-tpot-ms", "nan")
     assert code == 2 and "--slo-tpot-ms" in err
-    code, _, err = run(capsys, "solve", inst, "--method", "milp", "--time-limit", "5")
+    code, _, err = run(capsys, "solve", inst, "--method", "cpsat-blocks", "--time-limit", "5")
     assert code == 2 and "does not take an objective or SLO" in err
 
 

@@ -25,13 +25,18 @@ def _task(tid: str, cost: dict[str, int], step: int) -> dict:
             "phase": "prefill" if step == 0 else "decode", "step": step}
 
 
-def two_prefills_three_steps(seed: int = 23):
-    """Prefill p1, p2 (independent) feed a chain of three decode steps (d_i → e_i), NPU + PIM,
-    latency 0 and 1 byte per tick; random durations and payloads of a fixed seed."""
+def two_prefills_three_steps(seed: int = 23, join: bool = False):
+    """Prefill p1, p2 (independent; with ``join`` both feed a last prefill task q) feed a chain
+    of three decode steps (d_i → e_i), NPU + PIM, latency 0 and 1 byte per tick; random
+    durations and payloads of a fixed seed."""
     rng = random.Random(seed)
     tasks = [_task(p, {"NPU0": rng.randint(2, 8), "PIM0": rng.randint(2, 8)}, 0)
              for p in ("p1", "p2")]
     edges, prev = [], ["p1", "p2"]
+    if join:
+        tasks.append(_task("q", {"NPU0": 1, "PIM0": 2}, 0))
+        edges += [{"src": p, "dst": "q", "bytes": rng.randint(0, 4)} for p in prev]
+        prev = ["q"]
     for i in range(1, 4):
         for name in (f"d{i}", f"e{i}"):
             tasks.append(_task(name, {"NPU0": rng.randint(2, 8), "PIM0": rng.randint(1, 8)}, i))
@@ -102,5 +107,27 @@ def test_goal_round_trips_and_is_checked():
         instance_from_dict({**d, "objective": "latency"})
     assert err.value.field == "objective"
     with pytest.raises(InputError) as err:
-        solve(inst, "milp", time_limit=5)
+        solve(inst, "cpsat-blocks", time_limit=5)
     assert err.value.field == "method"
+
+
+@pytest.mark.parametrize("objective,slo", [
+    ("makespan", None), ("ttft", None), ("decode_time", None),
+    ("makespan", Slo(ttft=7)), ("makespan", Slo(mean_tpot=8.0)), ("ttft", Slo(e2e=40)),
+    ("makespan", Slo(ttft=3))])
+def test_cpsat_and_milp_agree_on_every_objective_and_slo(objective, slo):
+    """The two exact models on the instance with one last prefill task (the MILP's TTFT is the
+    end of that task): the same optimum or both INFEASIBLE."""
+    inst = with_goal(two_prefills_three_steps(join=True), objective, slo)
+    a = solve(inst, "cpsat", **EXACT)
+    b = solve(inst, "milp", time_limit=60)
+    assert a.status == b.status and a.status in ("OPTIMAL", "INFEASIBLE")
+    assert a.objective == b.objective
+    if b.solution is not None:
+        assert b.stats.get("slo", {"met": True})["met"]
+
+
+def test_milp_needs_one_last_prefill_task_to_bound_the_decode_time():
+    with pytest.raises(InputError) as err:
+        solve(with_goal(two_prefills_three_steps(), "decode_time"), "milp", time_limit=5)
+    assert err.value.field == "slo" and "use cpsat" in str(err.value)
