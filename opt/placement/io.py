@@ -217,7 +217,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
         for dname in cf.obj:
             if dname not in dindex:
                 raise cf.error(dname, f"unknown device '{dname}' in task '{ids[-1]}'")
-            cost[i, dindex[dname]] = cf.int(dname, minimum=None, maximum=MAX_TICKS)
+            cost[i, dindex[dname]] = cf.int(dname, minimum=-MAX_TICKS, maximum=MAX_TICKS)
             if cost[i, dindex[dname]] < 0:
                 raise cf.error(dname, f"task '{ids[-1]}' has negative duration "
                                       f"{cf.obj[dname]!r}")
@@ -249,7 +249,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
             if not isinstance(tid, str) or tid not in tindex:
                 raise ef.error(key, f"edge to an unknown task '{tid}'")
             arr[k] = tindex[tid]
-        nbytes[k] = ef.int("bytes", 0, minimum=None, maximum=MAX_BYTES)
+        nbytes[k] = ef.int("bytes", 0, minimum=-MAX_BYTES, maximum=MAX_BYTES)
         if nbytes[k] < 0:
             raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
     return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes

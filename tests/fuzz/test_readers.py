@@ -272,6 +272,9 @@ FIXED_EXAMPLES = {
     "tasks[0].block is a list": lambda d: d["tasks"][0].update(block=[None]),
     "edges[0].src is an object": lambda d: d["edges"][0].update(src={"value": "s0.embed"}),
     "meta is a list": lambda d: d.update(meta=[1]),
+    "tasks[0].cost.<device> is -2^64": lambda d: d["tasks"][0].update(
+        cost={k: -2 ** 64 for k in d["tasks"][0]["cost"]}),
+    "edges[0].bytes is -2^64": lambda d: d["edges"][0].update(bytes=-2 ** 64),
     "blocks[0].load.<device>.<format> is 2^64": lambda d: d["blocks"][0]["load"].update(
         {dev: {fmt: 2 ** 64 for fmt in per} for dev, per in d["blocks"][0]["load"].items()}),
     "blocks[0].bytes is 2^63": lambda d: d["blocks"][0].update(bytes=2 ** 63),
