@@ -8,6 +8,7 @@ reruns the field-by-field path, whose error names the offending field. The write
 
 from __future__ import annotations
 
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ def _with_goal(inst: PlacementInstance, f: Fields, obj: dict, source: str | None
 
 def _has_bool(values: list) -> bool:
     """JSON true/false where an integer is required (numpy would silently read them as 1/0)."""
-    return any(type(x) is bool for x in values)
+    return bool in set(map(type, values))
 
 
 _TASK_KEYS = frozenset({"id", "cost", "block", "kind", "phase", "step", "layer", "shard"})
@@ -158,22 +159,21 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
                   nd: int):
     """Columns of well-formed task and edge lists, with bulk checks (raises on anything odd)."""
     n = len(tasks)
-    if set().union(*(t.keys() for t in tasks)) - _TASK_KEYS:
+    if not _TASK_KEYS.issuperset(chain.from_iterable(tasks)):
         raise KeyError("unknown task key")
     ids = [t["id"] for t in tasks]
-    if not all(type(i) is str and i for i in ids):
+    if set(map(type, ids)) - {str} or not all(ids):
         raise TypeError("task id")
-    rows, cols, vals = [], [], []
-    for i, t in enumerate(tasks):
-        c = t["cost"]
-        rows.extend([i] * len(c))
-        cols.extend(dindex[k] for k in c)
-        vals.extend(c.values())
+    costs = [t["cost"] for t in tasks]
+    lens = np.fromiter(map(len, costs), dtype=np.int64, count=n)
+    rows = np.repeat(np.arange(n, dtype=np.int64), lens)
+    cols = [dindex[k] for c in costs for k in c]
+    vals = list(chain.from_iterable(c.values() for c in costs))
     v = np.array(vals)
     if v.dtype.kind != "i" or (len(v) and v.min() < 0) or _has_bool(vals):
         raise ValueError("durations")
     cost = np.full((n, nd), -1, dtype=np.int64)
-    cost[np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)] = v
+    cost[rows, np.array(cols, dtype=np.int64)] = v
     task_block = np.array([-1 if t.get("block") is None else bindex[t["block"]] for t in tasks],
                           dtype=np.int64)
     kinds = [t.get("kind") for t in tasks]
@@ -186,7 +186,7 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
         if len(a) and (a.dtype.kind != "i" or _has_bool(raw)):
             raise ValueError(key)
         ints.append(a.astype(np.int64))
-    if edges and set().union(*(e.keys() for e in edges)) - _EDGE_KEYS:
+    if edges and not _EDGE_KEYS.issuperset(chain.from_iterable(edges)):
         raise KeyError("unknown edge key")
     tindex = {t: i for i, t in enumerate(ids)}
     src = np.array([tindex[e["src"]] for e in edges], dtype=np.int64)
