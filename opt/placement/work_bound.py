@@ -89,7 +89,8 @@ def lp_weights(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
     with _quiet_stdout():  # HiGHS prints its banner on the C-level stdout when constructed
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
+        # no "threads" option: HiGHS' scheduler is process-global, and asking for another
+        # thread count than the one it started with makes the run fail
         h.passModel(lp)
         h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:

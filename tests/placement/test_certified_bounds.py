@@ -160,3 +160,24 @@ def test_components_and_json():
                      "load_port", "load_chain"]
     assert d["lower_bound"] == 350 and d["best"] == "chain"
     assert certified_lower_bound(instances.load("sinnen-Nodes_11_OutTree-p2")).value == 350
+
+
+def test_work_lp_survives_highs_global_scheduler_with_other_threads():
+    """HiGHS' thread scheduler is process-global: after another HiGHS run with 2 threads the
+    work LP must still reach its optimum (it once fell back to uniform weights there)."""
+    import highspy
+
+    from opt.placement.work_bound import _quiet_stdout, lp_weights
+
+    with _quiet_stdout():
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 2)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = 1, 0
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.ones(1), np.zeros(1), np.ones(1)
+    h.passModel(lp)
+    h.run()
+    rows = np.array([[-1, 5, -1], [2, -1, -1], [2, 5, 9], [3, -1, 1], [4, 3, 9], [5, 5, 6]])
+    y = lp_weights(rows, np.ones(6))
+    assert _dual_value(rows, np.ones(6, dtype=np.int64), y) == 7
