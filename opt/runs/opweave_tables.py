@@ -143,16 +143,25 @@ def _slash(values: Sequence[Any], digits: int = 2) -> str:
                       f"{v:.{digits}f}" for v in values)
 
 
+def fig10_values(cells_: dict[tuple, dict[str, Row]], model: str
+                 ) -> tuple[list[PlanFigures | None], dict[str, list[float | None]]]:
+    """Fig. 10's cell (H100, 128K, the tight SLO) of ``model``: the figures of its CAD, AFD and
+    B&B plans and, per quantity (``stages``, ``payload_mib``, ``occupancy_pct``), our values in
+    that order (None for a method without a plan)."""
+    recs = cells_.get((model, "H100", 131072, TIGHT_SLO[model]), {})
+    figs = [recs[m].figs if m in recs else None for m in ("cad", "afd", "bnb")]
+    return figs, {"stages": [None if f is None else f.stages_per_token for f in figs],
+                  "payload_mib": [None if f is None else f.payload_bytes / MIB for f in figs],
+                  "occupancy_pct": [None if f is None else 100 * f.occupancy for f in figs]}
+
+
 def fig10_rows(cells_: dict[tuple, dict[str, Row]]) -> list[list[Any]]:
     """Fig. 10 on H100, 128K, the tight SLO: stages, payload (MiB), occupancy (%), with the
     evidence behind a difference (payload per stage boundary; the plans' μ)."""
     out = []
     for model, paper in FIG10_PAPER.items():
-        recs = cells_.get((model, "H100", 131072, TIGHT_SLO[model]), {})
-        figs = [recs[m].figs if m in recs else None for m in ("cad", "afd", "bnb")]
-        stages = [None if f is None else f.stages_per_token for f in figs]
-        payload = [None if f is None else f.payload_bytes / MIB for f in figs]
-        occ = [None if f is None else 100 * f.occupancy for f in figs]
+        figs, ours = fig10_values(cells_, model)
+        stages, payload, occ = ours["stages"], ours["payload_mib"], ours["occupancy_pct"]
         mus = _slash([None if f is None else f.microbatches for f in figs])
         per_kb = _slash([v * MIB / 1e3 / (st - 1) if v is not None and st else None
                          for v, st in zip(payload, stages)], 1)
