@@ -130,9 +130,47 @@ def _dev(inst: PlacementInstance, name: Any, what: str) -> int:
 
 # ---- rule 1: one compute event per task, legal device, exact duration -------------------------
 
+def _int_column(values: list) -> np.ndarray | None:
+    """``values`` as int64 when every one is a plain integer within ±MAX_TIME, else None."""
+    if set(map(type, values)) - {int}:
+        return None
+    a = np.array(values, dtype=object if not values else None)
+    if a.dtype.kind != "i" or (len(a) and (a.min() < -MAX_TIME or a.max() > MAX_TIME)):
+        return None
+    return a.astype(np.int64)
+
+
+def _fast_compute(inst: PlacementInstance, events: list
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Rule 1 vectorised for a well-formed event list: (device, start, end) per task when
+    every check holds, None otherwise (the checked path then names the violation)."""
+    n, tindex, dindex = inst.n_tasks, inst.task_index, inst.device_index
+    if len(events) != n:
+        return None
+    try:
+        t = np.fromiter((tindex[ev["task"]] for ev in events), dtype=np.int64, count=n)
+        d = np.fromiter((dindex[ev["device"]] for ev in events), dtype=np.int64, count=n)
+        s, e = _int_column([ev["start"] for ev in events]), _int_column(
+            [ev["end"] for ev in events])
+    except (KeyError, TypeError):
+        return None
+    if s is None or e is None or (np.bincount(t, minlength=n) != 1).any():
+        return None
+    c = inst.cost[t, d]
+    if (c < 0).any() or (s < 0).any() or (e - s != c).any():
+        return None
+    task_dev, start, end = (np.empty(n, dtype=np.int64) for _ in range(3))
+    task_dev[t], start[t], end[t] = d, s, e
+    return task_dev, start, end
+
+
 def _check_compute(inst: PlacementInstance, solution: dict[str, Any]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(device, start, end) of every task from the compute events (and ``assignment``)."""
+    fast = _fast_compute(inst, list(solution.get("compute", ())))
+    if fast is not None:
+        _check_assignment(inst, solution, fast[0])
+        return fast
     n, names, tindex = inst.n_tasks, _names(inst), inst.task_index
     task_dev = np.full(n, -1, dtype=np.int64)
     start = np.zeros(n, dtype=np.int64)
@@ -158,13 +196,20 @@ def _check_compute(inst: PlacementInstance, solution: dict[str, Any]
     if len(missing):
         raise ScheduleError(f"rule 1: task '{inst.task_ids[missing[0]]}' has no compute event "
                             f"({len(missing)} tasks missing)")
+    _check_assignment(inst, solution, task_dev)
+    return task_dev, start, end
+
+
+def _check_assignment(inst: PlacementInstance, solution: dict[str, Any],
+                      task_dev: np.ndarray) -> None:
+    """The optional ``assignment`` map agrees with the compute events."""
+    names, tindex = _names(inst), inst.task_index
     for tid, dname in (solution.get("assignment") or {}).items():
         if tid not in tindex:
             raise ScheduleError(f"rule 1: assignment names unknown task {tid!r}")
         if dname != names[task_dev[tindex[tid]]]:
             raise ScheduleError(f"rule 1: assignment puts '{tid}' on {dname!r} but its compute "
                                 f"event is on '{names[task_dev[tindex[tid]]]}'")
-    return task_dev, start, end
 
 
 # ---- rule 2: one task at a time per device ----------------------------------------------------
@@ -209,10 +254,52 @@ def _transfer_events(inst: PlacementInstance, solution: dict[str, Any]
     return transfers
 
 
+def _fast_transfers(inst: PlacementInstance, events: list, task_dev: np.ndarray,
+                    start: np.ndarray, end: np.ndarray) -> _ChannelUse | None:
+    """Rule 3 vectorised for a well-formed transfer list: the channel use when every check
+    holds, None otherwise (the checked path then names the violation)."""
+    n, tindex, dindex = inst.n_tasks, inst.task_index, inst.device_index
+    src, dst = inst.edge_src, inst.edge_dst
+    du, dv = task_dev[src], task_dev[dst]
+    same = du == dv
+    cross = np.flatnonzero(~same)
+    if (same & (start[dst] < end[src])).any() or len(events) != len(cross):
+        return None
+    try:
+        cols = [np.fromiter((tindex[ev[k]] for ev in events), dtype=np.int64,
+                            count=len(events)) for k in ("src", "dst")]
+        cols += [np.fromiter((dindex[ev[k]] for ev in events), dtype=np.int64,
+                             count=len(events)) for k in ("from", "to")]
+        ts, te = (_int_column([ev[k] for ev in events]) for k in ("start", "end"))
+    except (KeyError, TypeError):
+        return None
+    if ts is None or te is None:
+        return None
+    u, v, f, t = cols
+    ek, ck = u * n + v, src[cross] * n + dst[cross]
+    oe, oc = np.argsort(ek, kind="stable"), np.argsort(ck, kind="stable")
+    if not np.array_equal(ek[oe], ck[oc]) or (np.diff(ck[oc]) == 0).any():
+        return None  # unmatched, duplicated or parallel edges: the checked path decides
+    j = np.empty(len(cross), dtype=np.int64)
+    j[oc] = oe  # event index of each cross edge, in edge order
+    f, t, ts, te = f[j], t[j], ts[j], te[j]
+    e = cross
+    links = inst.links
+    need = links.latency[f, t] + np.ceil(inst.edge_bytes[e] / links.bandwidth[f, t]).astype(
+        np.int64)
+    if (f != du[e]).any() or (t != dv[e]).any() or (te - ts != need).any() \
+            or (ts < end[src[e]]).any() or (start[dst[e]] < te).any():
+        return None
+    return _ChannelUse(f, t, ts, te, e.tolist())
+
+
 def _check_transfers(inst: PlacementInstance, solution: dict[str, Any], task_dev: np.ndarray,
                      start: np.ndarray, end: np.ndarray) -> _ChannelUse:
     """Same-device edges wait for their source; cross-device edges have exactly one transfer
     of the right devices and duration between the source's end and the destination's start."""
+    fast = _fast_transfers(inst, list(solution.get("transfers", ())), task_dev, start, end)
+    if fast is not None:
+        return fast
     names = _names(inst)
     transfers = _transfer_events(inst, solution)
     src, dst, nbytes = inst.edge_src, inst.edge_dst, inst.edge_bytes
