@@ -215,31 +215,32 @@ def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarr
     for e in range(len(seg.esrc)):
         ins[int(seg.edst[e])].append(e)
         outs[int(seg.esrc[e])].append(e)
-    head = np.zeros((m, n), dtype=np.int64)
+    # task-major copies: each step reads whole rows (contiguous), not strided columns
+    cT, rT, eT = (np.ascontiguousarray(a.T) for a in (c, r, edur))
+    head = np.zeros((n, m), dtype=np.int64)
     for j in range(n):
-        h = r[:, j].copy()
+        h = rT[j].copy()
         for e in ins[j]:
             u = int(seg.esrc[e])
-            np.maximum(h, head[:, u] + c[:, u] + edur[:, e], out=h)
-        head[:, j] = h
-    tl = np.zeros((m, n), dtype=np.int64)  # after j ends, excluding j
+            np.maximum(h, head[u] + cT[u] + eT[e], out=h)
+        head[j] = h
+    tl = np.zeros((n, m), dtype=np.int64)  # after j ends, excluding j
     for j in range(n - 1, -1, -1):
         t = np.zeros(m, dtype=np.int64)
         for e in outs[j]:
             v = int(seg.edst[e])
-            np.maximum(t, edur[:, e] + c[:, v] + tl[:, v], out=t)
-        tl[:, j] = t
-    val = (head + c).max(axis=1)
-    body = slice(first, n)
-    dv, hd, cc, tq = dev[:, body], head[:, body], c[:, body], tl[:, body]
+            np.maximum(t, eT[e] + cT[v] + tl[v], out=t)
+        tl[j] = t
+    val = (head + cT).max(axis=0)
+    dv, hd, cc, tq = dev.T[first:], head[first:], cT[first:], tl[first:]
     for d in range(nd):
         on = dv == d
-        any_on = on.any(axis=1)
+        any_on = on.any(axis=0)
         if not any_on.any():
             continue
-        mh = np.where(on, hd, BIG).min(axis=1)
-        sc = np.where(on, cc, 0).sum(axis=1)
-        mq = np.where(on, tq, BIG).min(axis=1)
+        mh = np.where(on, hd, BIG).min(axis=0)
+        sc = np.where(on, cc, 0).sum(axis=0)
+        mq = np.where(on, tq, BIG).min(axis=0)
         np.maximum(val, np.where(any_on, mh + sc + mq, 0), out=val)
     val = np.minimum(val, BIG).astype(np.float64)
     val[val >= BIG] = np.inf
