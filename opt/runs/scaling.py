@@ -43,6 +43,7 @@ from opt.runs.sweep import (
     SolveFn,
     _Failed,
     aborting,
+    build_failed_record,
     check_workloads,
     grid,
     make_record,
@@ -132,10 +133,20 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
                 continue
             t0 = time.perf_counter()
             card = cards[wl.model]
-            inst = build_placement(card, catalog.platform(wl.platform), catalog,
-                                   Workload(wl.prefill, wl.decode, wl.batch),
-                                   BuildOptions(layers=layers, precision=workload_precision(
-                                       wl.model, paper_precision)))
+            prec = workload_precision(wl.model, paper_precision)
+            try:
+                inst = build_placement(card, catalog.platform(wl.platform), catalog,
+                                       Workload(wl.prefill, wl.decode, wl.batch),
+                                       BuildOptions(layers=layers, precision=prec))
+            except InputError as exc:  # e.g. the KV cache does not fit HP0's NPU
+                rec = build_failed_record(wl, method, str(exc), layers=layers, tp=1,
+                                          precision=precision_tag(prec),
+                                          wall_s=time.perf_counter() - t0)
+                write_json_atomic(seal(rec), path)
+                done.append((rec, False))
+                if progress is not None:
+                    progress.finish_item(time.perf_counter() - t0)
+                continue
             if scale:
                 inst = scaled_capacity(inst, layers / card.layers)
             try:

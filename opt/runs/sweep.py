@@ -217,6 +217,19 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
 
+def build_failed_record(wl: SweepWorkload, method: str, error: str, *, layers: int | None,
+                        tp: int, precision: str, wall_s: float) -> dict[str, Any]:
+    """The ERROR record of a workload whose instance cannot be built (the builder's
+    InputError, e.g. a KV cache larger than its home's memory): never reused, never in a
+    summary, kept so the table says why the cell is empty."""
+    return {"model": wl.model, "platform": wl.platform, "prefill": wl.prefill,
+            "decode": wl.decode, "batch": wl.batch, "method": method, "status": "ERROR",
+            "makespan": None, "ttft": None, "decode_time": None, "mean_tpot": None,
+            "lower_bound": None, "runtime_s": 0.0, "wall_s": wall_s, "time_unit": None,
+            "tasks": None, "layers": layers, "tp": tp, "precision": precision,
+            "error": f"build: {error}"}
+
+
 @dataclass
 class _Failed:
     """Stands in for a Result when a method rejects a workload (recorded as status ERROR)."""
@@ -294,11 +307,16 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
     t0 = time.perf_counter()
     options = BuildOptions(layers=task.layers, tp=task.tp,
                            precision=workload_precision(wl.model, task.paper_precision))
-    inst = _BUILT.get(("placement", wl, options, task.card, task.catalog),
-                      lambda: build_placement(task.card, task.catalog.platform(wl.platform),
-                                              task.catalog,
-                                              Workload(wl.prefill, wl.decode, wl.batch),
-                                              options))
+    try:
+        inst = _BUILT.get(("placement", wl, options, task.card, task.catalog),
+                          lambda: build_placement(task.card, task.catalog.platform(wl.platform),
+                                                  task.catalog,
+                                                  Workload(wl.prefill, wl.decode, wl.batch),
+                                                  options))
+    except InputError as exc:  # e.g. the KV cache does not fit its home: no instance at all
+        return seal(build_failed_record(wl, method, str(exc), layers=task.layers, tp=task.tp,
+                                        precision=precision_tag(options.precision),
+                                        wall_s=time.perf_counter() - t0))
     extra: dict[str, Any] = {}
     try:
         result = task.solve(inst, method)

@@ -144,3 +144,19 @@ def test_missing_matplotlib_fails_before_any_work(argv, monkeypatch, capsys, tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs matplotlib (not installed)" in err
     assert "hetopt[plot]" in err
+
+
+def test_a_kv_cache_that_does_not_fit_is_an_error_record_not_an_abort(tmp_path):
+    """HP0 keeps the KV cache on its NPU: at a long enough context it does not fit, which is an
+    ERROR record for that platform (the others are solved; the summary leaves its cell empty)."""
+    solve = lambda inst, m: validated_heuristic(inst, m)  # noqa: E731
+    done = run_scaling(["llama-2-13b"], PLATS[:2], [60000], [1], [16], tmp_path, solve,
+                       catalog=CAT, cards=CARDS, layers=1, scale_capacity=False)
+    hp0, hp32 = (r for r, _ in done)
+    assert hp0["status"] == "ERROR" and "exceeds its memory" in hp0["error"]
+    assert hp32["status"] == "FEASIBLE"
+    [row] = summarise([hp0, hp32], PLATS[:2], CAT)
+    assert row["speedup"]["HP32"] is None
+    again = run_scaling(["llama-2-13b"], PLATS[:2], [60000], [1], [16], tmp_path, solve,
+                        catalog=CAT, cards=CARDS, layers=1, scale_capacity=False)
+    assert [c for _, c in again] == [False, True]  # the ERROR is retried, the schedule reused
