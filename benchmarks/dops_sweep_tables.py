@@ -14,7 +14,7 @@ from pathlib import Path
 
 from opt.common.jsonio import read_json
 from opt.common.report import fmt
-from opt.runs.dops_tables import fig7, fig10, geomean_table, static_winners
+from opt.runs.dops_tables import fig7, fig10, geomean_table, insights, static_winners
 from opt.runs.sweep import speedups, usable
 
 
@@ -54,6 +54,20 @@ def main(folder: str = "results/bench/dops/cache/dops") -> None:
                "median U_pim", "median U_co"],
               [[r["method"], r["workloads"], r["median"], r["p90"], r["u_npu"], r["u_pim"],
                 r["u_co"]] for r in fig10(records)]))
+    scaling = [read_json(p) for p in sorted(Path(folder).parent.joinpath("scaling")
+                                            .rglob("*.json"))]
+    scaling = [r for r in scaling if isinstance(r, dict) and r.get("kv_reserved") is not False
+               and "method" in r]
+    if scaling:
+        from opt.costlib.hardware import bundled_catalog
+
+        print("\n### DOPS Insights 1–4 (Bifocal, HP0 → HP32 → HP64 → HP128): the increment "
+              "with the largest marginal gain\n")
+        print(_md(["insight", "workloads", "paper (first → last)", "ours (each workload)",
+                   "verdict"],
+                  [[i["insight"], i["workloads"], " → ".join(i["paper"]),
+                    "; ".join(str(o) for o in i["ours"]), i["verdict"]]
+                   for i in insights(scaling, bundled_catalog())]))
     sp = speedups(records)
     worst = sorted((v, k) for (k, m), v in sp.items() if m == "bifocal" and v is not None)[:8]
     print("\n### Worst Bifocal / PD workloads\n")

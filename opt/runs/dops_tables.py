@@ -140,3 +140,55 @@ def fig10(records: Sequence[dict[str, Any]], model: str = "llama-2-7b",
                      "p90": s[min(len(s) - 1, int(0.9 * len(s)))],
                      "u_npu": med("u_npu"), "u_pim": med("u_pim"), "u_co": med("u_co")})
     return rows
+
+
+#: DOPS Insights 1–4 (Figs. 14/15, reference-data.md): the workloads compared, as (model,
+#: prefill, decode, batch), and the increment with the largest marginal gain at the first and
+#: at the last of them.
+PAPER_INSIGHTS: tuple[tuple[str, str, tuple[tuple[str, int, int, int], ...],
+                            tuple[str, str]], ...] = (
+    ("1", "Llama-13B, batch 16, decode 1024: prefill 128 → 2048",
+     (("llama-2-13b", 128, 1024, 16), ("llama-2-13b", 2048, 1024, 16)),
+     ("HP0->HP32", "HP64->HP128")),
+    ("2", "Llama-13B, batch 4, prefill 2048: decode 128 → 1024",
+     (("llama-2-13b", 2048, 128, 4), ("llama-2-13b", 2048, 1024, 4)),
+     ("HP0->HP32", "HP32->HP64")),
+    ("3", "Llama-13B, prefill 2048, decode 1024: batch 1 → 4",
+     (("llama-2-13b", 2048, 1024, 1), ("llama-2-13b", 2048, 1024, 4)),
+     ("HP0->HP32", "HP64->HP128")),
+    ("4", "batch 8, prefill 2048, decode 512: Llama-7B → 13B → 70B",
+     (("llama-2-7b", 2048, 512, 8), ("llama-2-13b", 2048, 512, 8),
+      ("llama-2-70b", 2048, 512, 8)),
+     ("HP0->HP32", "HP64->HP128")),
+)
+
+
+def insights(records: Sequence[dict[str, Any]], catalog: Any,
+             platforms: Sequence[str] = ("HP0", "HP32", "HP64", "HP128")
+             ) -> list[dict[str, Any]]:
+    """Per insight: the highest-marginal-gain increment of each workload (opt.runs.scaling
+    summary; a workload whose first platform has no schedule says why) against the paper's
+    first → last, and the verdict."""
+    from opt.runs.scaling import summarise
+
+    summary = {(r["model"], r["prefill"], r["decode"], r["batch"]): r
+               for r in summarise(records, platforms, catalog)}
+    errors = {(r["model"], r["prefill"], r["decode"], r["batch"], r["platform"]):
+              r.get("error", "") for r in records if r.get("status") == "ERROR"}
+    out = []
+    for name, what, workloads, paper in PAPER_INSIGHTS:
+        ours = []
+        for wl in workloads:
+            row = summary.get(wl)
+            err = errors.get((*wl, platforms[0]))
+            if err:
+                why = "KV cache > memory" if "exceeds its memory" in err else err[-60:]
+                ours.append(f"{platforms[0]}: no schedule ({why})")
+            elif row is None:
+                ours.append(None)
+            else:
+                ours.append(row["best_increment"] or "none pays")
+        ok = ours[0] == paper[0] and ours[-1] == paper[1]
+        out.append({"insight": name, "workloads": what, "paper": paper, "ours": ours,
+                    "verdict": "reproduced" if ok else "differs"})
+    return out

@@ -60,3 +60,25 @@ def test_fig7_needs_every_workload_and_fig10_reports_co_utilisation():
             _rec("llama-2-7b", "HP64", 128, 128, 1, "bifocal", 50, u_co=0.4)]
     rows = {r["method"]: r for r in fig10(recs)}
     assert rows["bifocal"]["median"] == 2.0 and rows["bifocal"]["u_co"] == 0.4
+
+
+def test_insights_compare_the_largest_increment_and_name_missing_baselines():
+    from opt.costlib.hardware import bundled_catalog
+    from opt.runs.dops_tables import insights
+
+    def rec(model, p, d, b, platform, makespan, **kw):
+        return {"model": model, "prefill": p, "decode": d, "batch": b, "platform": platform,
+                "method": "bifocal", "status": "FEASIBLE", "makespan": makespan, **kw}
+
+    recs = []
+    for p, times in ((128, (100, 20, 18, 17)), (2048, (100, 90, 80, 20))):
+        recs += [rec("llama-2-13b", p, 1024, 16, pl, t)
+                 for pl, t in zip(("HP0", "HP32", "HP64", "HP128"), times)]
+    recs.append(rec("llama-2-7b", 2048, 512, 8, "HP0", None, status="ERROR",
+                    error="build: field 'workload': the KV cache share of NPU0 (16.8 GB) "
+                          "exceeds its memory (16 GB)"))
+    rows = {r["insight"]: r for r in insights(recs, bundled_catalog())}
+    assert rows["1"]["ours"] == ["HP0->HP32", "HP64->HP128"]
+    assert rows["1"]["verdict"] == "reproduced"
+    assert rows["4"]["ours"][0] == "HP0: no schedule (KV cache > memory)"
+    assert rows["4"]["verdict"] == "differs" and rows["2"]["ours"] == [None, None]
