@@ -177,7 +177,7 @@ def insights(records: Sequence[dict[str, Any]], catalog: Any,
               r.get("error", "") for r in records if r.get("status") == "ERROR"}
     out = []
     for name, what, workloads, paper in PAPER_INSIGHTS:
-        ours = []
+        ours: list[str | None] = []
         for wl in workloads:
             row = summary.get(wl)
             err = errors.get((*wl, platforms[0]))
