@@ -118,7 +118,9 @@ class BuildOptions:
     group per PIM device, attention one task per (TP shard, head group) cell) or ``single``
     (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM);
     measurements: a measured-latency table (:mod:`opt.costlib.measured`) whose entries replace
-    the model's task costs where they exist (None = the model everywhere)."""
+    the model's task costs where they exist (None = the model everywhere);
+    kv_memory: the KV cache takes its share of each KV home's memory (default, problems.md §1.4
+    "KV against memory"); False = the former model, where only weights use device memory."""
 
     layers: int | None = None
     tp: int = 1
@@ -132,6 +134,7 @@ class BuildOptions:
     sparsity: Sparsity | None = None
     kv_layout: str = "heads"
     measurements: MeasuredTable | None = None
+    kv_memory: bool = True
 
     def resolved_precision(self) -> Precision:
         """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
@@ -289,7 +292,8 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     kv = _kv_plan(card, opt, devs)
     tpl = _step_template(card, opt, n_layers, prec, kv)
     _check_size(len(tpl.names), workload)
-    kv_reserved = _reserve_kv(card, devs, kv, workload, prec, n_layers)
+    kv_reserved = _reserve_kv(card, devs, kv, workload, prec, n_layers) if opt.kv_memory \
+        else None
     steps = _steps(workload)
     table = _step_ops(card, opt, n_layers, prec, workload)
     rounding = _Rounding(opt.time_unit)
@@ -322,7 +326,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         "kv_layout": kv.layout,
         "kv_home": [devs.devices[d].name for d in kv.homes],
         "kv_heads": kv.heads,
-        "kv_reserved_bytes": kv_reserved,
+        **({"kv_reserved_bytes": kv_reserved} if kv_reserved is not None else {}),
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }

@@ -44,3 +44,15 @@ def test_kv_that_does_not_fit_its_home_is_rejected():
     with pytest.raises(InputError) as err:
         _build("llama-2-7b", "HP32", Workload(60000, 1, 16), layers=32)
     assert err.value.field == "workload" and "exceeds its memory" in str(err.value)
+
+
+def test_kv_memory_off_is_the_former_model():
+    """``kv_memory=False`` leaves every device its whole memory (and writes no reservation), so
+    a layout whose one KV home cannot hold the cache still builds — for task counts."""
+    wl = Workload(1024, 1024, 16)
+    with pytest.raises(InputError):
+        _build("llama-2-7b", "HP64", wl, layers=32, kv_layout="single")
+    inst = _build("llama-2-7b", "HP64", Workload(16, 2, 16), layers=2, kv_memory=False)
+    assert "kv_reserved_bytes" not in inst.meta
+    memory = bundled_catalog().device("AiM").memory_bytes
+    assert all(d.weight_capacity == memory for d in inst.devices if d.device_class == "pim")
