@@ -87,14 +87,16 @@ def test_errors_are_one_line(capsys, tmp_path):
     assert code == 2 and "no such file" in err
 
 
-def test_plot_and_missing_matplotlib(capsys, workdir, monkeypatch):
-    synth = workdir / "synth.csv"
-    if not synth.exists():
-        pytest.skip("needs the round trip's files")
-    png = workdir / "gaps.png"
-    pytest.importorskip("matplotlib")
-    code, _, _ = _run(capsys, "compare-measured", workdir / "m.json", workdir / "m_heft.json",
-                      "--measurements", synth, "--plot", png)
+def test_plot_and_missing_matplotlib(capsys, tmp_path, monkeypatch):
+    synth, inst, res, png = (tmp_path / n for n in ("s.csv", "m.json", "r.json", "gaps.png"))
+    assert _run(capsys, "synth-measurements", "--device", "AiM", "--device", "Ascend-910B",
+                "--model", "llama-2-7b", *SETS, "--batch", 1, "--cell-share", 0.5,
+                "-o", synth)[0] == 0
+    assert _run(capsys, "build", "placement", "--model", "llama-2-7b", "--platform", "HP32",
+                "--prefill", 512, "--decode", 4, "--layers", 1, "-o", inst)[0] == 0
+    assert _run(capsys, "solve", inst, "--method", "heft", "-o", res)[0] == 0
+    code, _, _ = _run(capsys, "compare-measured", inst, res, "--measurements", synth,
+                      "--plot", png)
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
     monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
     code, _, err = _run(capsys, "compare-measured", "no-such-instance.json", "no-result.json",
