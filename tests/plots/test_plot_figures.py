@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from opt.placement.io import instance_from_dict  # noqa: E402
 from opt.plots import common, gantt, sweeps  # noqa: E402
 from opt.theory.gains import GpuGroup, het_report, hom_report, min_gpus  # noqa: E402
+from tests.plots.hand_made import hand_made  # noqa: E402
 
 CONTEXTS = [8192.0, 32768.0, 131072.0]
 
@@ -83,24 +83,6 @@ def test_cad_regions_figure(pix):
     assert pix.drawn(pix.rgb(fig)) > 0.2
 
 
-def _hand_made():
-    """NPU0 runs a [0, 10) and b [20, 30); PIM0 c [5, 25); PIM1 d [22, 40) (µs ticks)."""
-    devices = [{"name": "NPU0", "class": "npu", "weight_capacity": None},
-               {"name": "PIM0", "class": "pim", "weight_capacity": None},
-               {"name": "PIM1", "class": "pim", "weight_capacity": None}]
-    costs = {"a": 10, "b": 10, "c": 20, "d": 18}
-    tasks = [{"id": t, "cost": {"NPU0": c, "PIM0": c, "PIM1": c}, "block": None}
-             for t, c in costs.items()]
-    inst = instance_from_dict({"schema": 1, "problem": "placement", "time_unit": "us",
-                               "devices": devices,
-                               "links": {"topology": "full", "contention": True,
-                                         "default": {"latency": 0, "bandwidth": 1.0},
-                                         "pairs": []},
-                               "tasks": tasks, "edges": [], "blocks": [],
-                               "layout": {"default": "linear"}, "meta": {}})
-    events = [("a", "NPU0", 0), ("b", "NPU0", 20), ("c", "PIM0", 5), ("d", "PIM1", 22)]
-    return inst, {"compute": [{"task": t, "device": d, "start": s, "end": s + costs[t]}
-                              for t, d, s in events]}
 
 
 def _bars(collection) -> list[tuple[float, float]]:
@@ -113,7 +95,7 @@ def _bars(collection) -> list[tuple[float, float]]:
 
 
 def test_gantt_figure_draws_the_schedule(pix):
-    inst, sol = _hand_made()
+    inst, sol = hand_made()
     fig, info = gantt.figure_gantt(inst, sol)
     (ax,) = fig.axes
     assert ax.get_xlabel() == "time (ms)" and "makespan 0.04 ms" in ax.get_title()
@@ -132,7 +114,7 @@ def test_gantt_figure_draws_the_schedule(pix):
 
 
 def test_utilisation_figure_numbers(pix):
-    inst, sol = _hand_made()
+    inst, sol = hand_made()
     fig, info = gantt.figure_utilisation(inst, sol, bins=8)
     ax, bx = fig.axes
     assert ax.get_ylabel() == "busy fraction per bin" and ax.get_xlabel() == "time (ms)"

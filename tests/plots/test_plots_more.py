@@ -8,10 +8,10 @@ import pytest
 
 from opt.cli import main
 from opt.common.errors import InputError
-from opt.placement.io import instance_from_dict
 from opt.placement.utilisation import busy_profile, intersection, union, utilisation
 from opt.placement.validator import ScheduleError
 from opt.plots.gantt import merge_close, parse_window
+from tests.plots.hand_made import hand_made
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -25,33 +25,10 @@ def _drawn(path) -> float:
     return float((mimg.imread(str(path))[..., :3] < 0.97).any(axis=2).mean())
 
 
-def _hand_made():
-    """NPU0 + PIM0 + PIM1, four independent tasks (no edges, no blocks):
-    NPU0 runs a [0, 10) and b [20, 30); PIM0 runs c [5, 25); PIM1 runs d [22, 40).
-    makespan 40; NPU busy 20; PIM busy ∪[5, 25) ∪ [22, 40) = [5, 40) = 35;
-    both busy: [5, 10) + [20, 30) = 15 → co-utilisation 15/40 = 0.375; NPU only 5/40,
-    PIM only 20/40, idle 0."""
-    devices = [{"name": "NPU0", "class": "npu", "weight_capacity": None},
-               {"name": "PIM0", "class": "pim", "weight_capacity": None},
-               {"name": "PIM1", "class": "pim", "weight_capacity": None}]
-    costs = {"a": 10, "b": 10, "c": 20, "d": 18}
-    tasks = [{"id": t, "cost": {"NPU0": c, "PIM0": c, "PIM1": c}, "block": None}
-             for t, c in costs.items()]
-    inst = instance_from_dict({"schema": 1, "problem": "placement", "time_unit": "us",
-                               "devices": devices,
-                               "links": {"topology": "full", "contention": True,
-                                         "default": {"latency": 0, "bandwidth": 1.0},
-                                         "pairs": []},
-                               "tasks": tasks, "edges": [], "blocks": [],
-                               "layout": {"default": "linear"}, "meta": {}})
-    events = [("a", "NPU0", 0), ("b", "NPU0", 20), ("c", "PIM0", 5), ("d", "PIM1", 22)]
-    sol = {"compute": [{"task": t, "device": d, "start": s, "end": s + costs[t]}
-                       for t, d, s in events]}
-    return inst, sol
 
 
 def test_co_utilisation_known_answer():
-    inst, sol = _hand_made()
+    inst, sol = hand_made()
     u = utilisation(inst, sol)
     assert u.makespan == 40
     assert u.device == pytest.approx({"NPU0": 0.5, "PIM0": 0.5, "PIM1": 18 / 40})
@@ -76,7 +53,7 @@ def test_interval_helpers():
 
 
 def test_utilisation_rejects_invalid_schedule():
-    inst, sol = _hand_made()
+    inst, sol = hand_made()
     sol["compute"][1]["start"] = 5  # b overlaps a on NPU0 (and lasts 5)
     with pytest.raises(ScheduleError):
         utilisation(inst, sol)
