@@ -13,15 +13,13 @@ from collections import Counter
 from pathlib import Path
 
 from opt.common.jsonio import read_json
-from opt.common.report import fmt
+from opt.common.report import markdown_table
 from opt.runs.dops_tables import fig7, fig10, geomean_table, insights, static_winners
 from opt.runs.sweep import speedups, usable
 
 
 def _md(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(fmt(v, 3) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(headers, rows, 3)
 
 
 def main(folder: str = "results/bench/dops/cache/dops") -> None:

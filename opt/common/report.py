@@ -37,3 +37,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
+    """``rows`` under ``headers`` as a Markdown table (cells as :func:`fmt` renders them)."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(fmt(v, digits) for v in row) + " |" for row in rows]
+    return "\n".join(out)

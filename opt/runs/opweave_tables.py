@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from opt.common.jsonio import read_json
-from opt.common.report import fmt
+from opt.common.report import markdown_table
 from opt.costlib.hardware import Catalog, load_catalog
 from opt.costlib.modelcard import load_cards
 from opt.runs.sweep import usable
@@ -87,10 +87,7 @@ def figure_rows(records: Sequence[dict[str, Any]], catalog: Catalog | None = Non
 
 
 def _md(headers: list[str], rows: list[list[Any]], digits: int = 4) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(v if isinstance(v, str) else fmt(v, digits) for v in row)
-              + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(headers, rows, digits)
 
 
 #: A measured value "reproduces" a paper value within this relative tolerance (fixed before
