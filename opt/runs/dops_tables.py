@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opt.runs.bench_checks import RATIO
 from opt.runs.sweep import geomean, speedups, usable, workload_key
 
 #: Model → (platform, DOPS' geometric-mean Bifocal speedup over PD) (reference-data.md).
@@ -31,14 +32,15 @@ PAPER_FIG7: tuple[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[float,
 )
 #: The static policies of DOPS Table 1 besides PD.
 STATIC = ("af", "pd+linear", "pd+attn", "pd+ffn")
-#: Relative tolerance of a reproduced ratio (stated, not tuned).
-TOLERANCE = 0.05
+#: Relative tolerance of a reproduced ratio (the bench's RATIO: stated, not tuned).
+TOLERANCE = RATIO.amount
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A paper figure against ours: ``reproduced`` within ``tolerance`` (relative), else
-    ``differs``; for a range, ours must lie inside it widened by the tolerance."""
+    """A paper figure against ours under :data:`opt.runs.bench_checks.RATIO` (the bench's
+    rule): ``reproduced`` when ours lies within the tolerance of the paper's value, or, for a
+    range, ours lies inside it widened by the tolerance; else ``differs``."""
 
     name: str
     paper: Any
@@ -47,16 +49,19 @@ class Verdict:
     verdict: str
 
 
-def verdict_value(name: str, paper: float, ours: float | None) -> Verdict:
-    ok = ours is not None and abs(ours - paper) <= TOLERANCE * paper
+def _verdict(name: str, paper: Any, ours: Any, low: float, high: float,
+             values: tuple[float, ...] | None) -> Verdict:
+    ok = values is not None and all(RATIO.admits(v, low, high) for v in values)
     return Verdict(name, paper, ours, TOLERANCE, "reproduced" if ok else "differs")
+
+
+def verdict_value(name: str, paper: float, ours: float | None) -> Verdict:
+    return _verdict(name, paper, ours, paper, paper, None if ours is None else (ours,))
 
 
 def verdict_range(name: str, paper: tuple[float, float], ours: tuple[float, float] | None
                   ) -> Verdict:
-    lo, hi = paper[0] * (1 - TOLERANCE), paper[1] * (1 + TOLERANCE)
-    ok = ours is not None and lo <= ours[0] and ours[1] <= hi
-    return Verdict(name, paper, ours, TOLERANCE, "reproduced" if ok else "differs")
+    return _verdict(name, paper, ours, paper[0], paper[1], ours)
 
 
 def _by_model(records: Sequence[dict[str, Any]], model: str, platform: str
