@@ -252,10 +252,12 @@ def _shares(inst: Any, result: Any) -> dict[str, float | None]:
 
 
 def _precision_tag(inst: Any) -> str:
-    """``weight/activation/kv`` dtypes the instance was built with (``fp16/fp16/fp16`` when its
-    builder recorded none)."""
-    prec = ((inst.meta or {}).get("builder") or {}).get("precision") or {}
-    return "/".join(str(prec.get(k, "fp16")) for k in ("weight", "activation", "kv"))
+    """:func:`precision_tag` of the precision the instance was built with (fp16 throughout when
+    its builder recorded none)."""
+    from opt.costlib.operators import Precision
+
+    return precision_tag(Precision(**(((inst.meta or {}).get("builder") or {})
+                                       .get("precision") or {})))
 
 
 def workload_precision(model: str, paper_precision: bool) -> Any:
