@@ -19,6 +19,7 @@ import numpy as np
 
 from opt.common.result import Result, claims_error, gap_of
 from opt.placement.instance import PlacementInstance
+from opt.placement.slo import objective_value, violations
 
 
 class ScheduleError(ValueError):
@@ -132,12 +133,11 @@ def _dev(inst: PlacementInstance, name: Any, what: str) -> int:
 
 def _int_column(values: list) -> np.ndarray | None:
     """``values`` as int64 when every one is a plain integer within ±MAX_TIME, else None."""
-    if set(map(type, values)) - {int}:
+    if not values or set(map(type, values)) - {int}:
         return None
-    a = np.array(values, dtype=object if not values else None)
-    if a.dtype.kind != "i" or (len(a) and (a.min() < -MAX_TIME or a.max() > MAX_TIME)):
+    if min(values) < -MAX_TIME or max(values) > MAX_TIME:
         return None
-    return a.astype(np.int64)
+    return np.array(values, dtype=np.int64)
 
 
 def _fast_compute(inst: PlacementInstance, events: list
@@ -551,8 +551,6 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
     returned with objective None. Raises :class:`ScheduleError` on an invalid schedule."""
     if result.solution is None:
         return replace(result, objective=None, gap=None)
-    from opt.placement.slo import objective_value, violations
-
     metrics = validate_placement(inst, result.solution)
     value = objective_value(inst.objective, metrics)
     lb = result.lower_bound
