@@ -25,7 +25,7 @@ from opt.placement.layout import relaxed_instance
 from opt.placement.validator import ScheduleError, certify_placement, validate_placement
 from opt.serving.instance import ServingInstance
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
-from solvers.registry import Method, default_method, get_method
+from solvers.registry import Method, default_method, get_method, methods
 
 #: largest seed: CP-SAT's and HiGHS' random seeds are 31-bit non-negative integers
 MAX_SEED = 2**31 - 1
@@ -177,11 +177,12 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     from dataclasses import replace
 
     goal = instance.objective != "makespan" or instance.slo is not None
-    if goal and spec.exact and spec.name not in ("cpsat", "milp"):
+    if goal and spec.exact and not spec.goals:
         raise InputError(f"method '{spec.name}' does not take an objective or SLO (the "
                          f"instance has objective {instance.objective!r}, slo "
-                         f"{instance.slo.to_dict() if instance.slo else None}); use cpsat, milp or a "
-                         f"heuristic", field="method")
+                         f"{instance.slo.to_dict() if instance.slo else None}); use "
+                         f"{' or '.join(m.name for m in methods('placement') if m.goals)} "
+                         f"or a heuristic", field="method")
     warm_name = "initial_solution" if options.initial_solution is not None else None
     if options.initial_solution is None and spec.warm_start and warm_start is not None:
         start = warm_start_schedule(instance, warm_start)

@@ -46,7 +46,8 @@ class Method:
     whole space (``exact``), its back end ``(instance, SolveOptions) -> Result``, a one-line
     description and the params it accepts. ``warm_start``: ``solve`` seeds it with a
     heuristic schedule when no ``initial_solution`` is given; ``export``: it can write its
-    model (``export_path``)."""
+    model (``export_path``); ``goals``: an exact method that honours a placement instance's
+    objective and SLO (problems.md §1.5; heuristics only report them)."""
 
     name: str
     problem: str
@@ -56,6 +57,7 @@ class Method:
     params: P.ParamSpec = P.NONE
     warm_start: bool = False
     export: bool = False
+    goals: bool = False
 
 
 _PL = "solvers.placement.backends"
@@ -71,13 +73,13 @@ _METHODS: tuple[Method, ...] = (
     # P1 placement (registration order is the order of listings)
     Method("cpsat", "placement", True, _ref(f"{_PL}:cpsat"),
            "CP-SAT model of the whole instance, no evictions (models.placement.cpsat)",
-           P.CPSAT, warm_start=True),
+           P.CPSAT, warm_start=True, goals=True),
     Method("cpsat-blocks", "placement", True, _ref(f"{_PL}:cpsat_blocks"),
            "branching on the devices holding each weight block, a CP-SAT model per node",
            P.CPSAT_BLOCKS, warm_start=True),
     Method("milp", "placement", True, _ref(f"{_PL}:milp"),
            "MILP with HiGHS through Pyomo, no evictions (models.placement.milp)",
-           P.MILP, warm_start=True, export=True),
+           P.MILP, warm_start=True, export=True, goals=True),
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
            "HEFT list scheduling (Topcuoglu et al. 2002)"),
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
