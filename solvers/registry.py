@@ -47,7 +47,10 @@ class Method:
     description and the params it accepts. ``warm_start``: ``solve`` seeds it with a
     heuristic schedule when no ``initial_solution`` is given; ``export``: it can write its
     model (``export_path``); ``goals``: an exact method that honours a placement instance's
-    objective and SLO (problems.md §1.5; heuristics only report them)."""
+    objective and SLO (problems.md §1.5; heuristics only report them); ``settings``: a
+    ``module:function`` giving, from the params of a run, its effective settings with every
+    default filled in (:func:`method_settings`: a sweep record is reused only under the same
+    settings, so a changed default is recomputed, not trusted)."""
 
     name: str
     problem: str
@@ -58,6 +61,7 @@ class Method:
     warm_start: bool = False
     export: bool = False
     goals: bool = False
+    settings: str | None = None
 
 
 _PL = "solvers.placement.backends"
@@ -83,7 +87,8 @@ _METHODS: tuple[Method, ...] = (
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
            "HEFT list scheduling (Topcuoglu et al. 2002)"),
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
-           "Bifocal list scheduling with weight-load lookahead (problems.md §6)", P.BIFOCAL),
+           "Bifocal list scheduling with weight-load lookahead (problems.md §6)", P.BIFOCAL,
+           settings=f"{_PL}:bifocal_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
              f"static policy {name.upper()} (DOPS Table 1): {text}")
       for name, text in _STATIC.items()),
@@ -176,6 +181,18 @@ def parsed_params(name: str, problem: str, params: dict[str, Any]) -> dict[str, 
     """The typed values of method ``name``'s declared params (back-end names untouched and
     unchecked: ``solve`` checked them): for back ends that need typed knobs."""
     return get_method(name, problem).params.parse(name, params, native=False)
+
+
+def method_settings(name: str, problem: str | tuple[str, ...], params: dict[str, Any]
+                    ) -> dict[str, Any] | None:
+    """The effective settings of method ``name`` run with ``params`` (every default filled in),
+    or None for a method without declared settings."""
+    m = get_method(name, problem)
+    if m.settings is None:
+        return None
+    module, _, attr = m.settings.partition(":")
+    return getattr(importlib.import_module(module), attr)(
+        m.params.parse(name, params, native=False))
 
 
 def _check_unique() -> None:

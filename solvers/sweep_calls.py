@@ -40,7 +40,16 @@ class SolveCall:
 
             instance = with_budget(instance, budget_from(instance, gb=self.budget_gb,
                                                          factor=self.budget_factor))
-        params = dict(self.params) if (self.params_prefix is None
-                                       or method.startswith(self.params_prefix)) else {}
         return solve(instance, method, time_limit=self.time_limit,
-                     num_workers=self.num_workers, seed=self.seed, **params)
+                     num_workers=self.num_workers, seed=self.seed, **self._params(method))
+
+    def _params(self, method: str) -> dict[str, Any]:
+        return dict(self.params) if (self.params_prefix is None
+                                     or method.startswith(self.params_prefix)) else {}
+
+    def settings(self, method: str) -> dict[str, Any] | None:
+        """The effective settings ``method`` runs with (None when it declares none):
+        a sweep record made under other settings is recomputed."""
+        from solvers.registry import PROBLEMS, method_settings
+
+        return method_settings(method, PROBLEMS, self._params(method))

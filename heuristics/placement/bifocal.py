@@ -12,6 +12,7 @@ Device score (lowest wins; ties → the device whose class is the task's lookahe
 the lowest device index)::
 
     score(t, d) = (1 − γ)·EFT(t, d) + γ·T̂_H(t, d) + B_phase(t, d) + B_token(t, d)
+                  (+ the extensions: eviction cost, copy cost)
 
 EFT(t, d)
     Earliest finish of t on d in the current partial schedule, with every rule of problems.md §1.2:
@@ -109,14 +110,28 @@ Eviction cost (``evict_cost`` = κ, default 0 = off; an extension beyond DOPS)
     28.7 s; on workloads without capacity pressure nothing changes; with mild pressure
     (llama-2-13b HP64 512/128/8, HP32 128/128/1) it costs 2–7 % — hence off by default.
 
-Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, token, evict)
+Copy cost (``copy_cost`` = ρ, default 1; an extension beyond DOPS)
+    A load of t's block b onto d while another device of d's class already holds b (a copy
+    between equal devices) adds ρ × its load duration on d — but only while some block still
+    used later is held by no device of that class (its first load onto the class is still to
+    come). A load port serves one load at a time (problems.md rule 5); in list order the ports
+    look free for a copy now, and the first loads of later layers, which need the same ports,
+    are not scored yet. EFT copies a block onto an idle equal device whenever its holder is
+    busy for a moment: on Llama-2-13B, HP64, 128/128/1 (full size, weights loaded during the
+    prefill and the first decode steps) Bifocal made 211 loads against PD's 180 and came out
+    0.944 × PD's speed; with the cost 186 loads and 1.116 × PD. Once every block has a home in
+    the class a copy's port time is free and a copy that pays by parallel branches (q/k/v of
+    one block on two PIMs over 1,024 decode steps) is left alone (dops-qwen-1.8b HP32
+    128/1024/1: 1.004 × PD with the condition, 0.954 × charged unconditionally).
+
+Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, token, evict, copy)
     For every task, the device the same partial schedule would give it with that term left out
     of the score (for the window: also without its hint tie-break; for the phase term: B_token
     recomputed without the penalty it amortises) is compared with the device chosen; a
     difference counts one flip. It measures how often a term decides, not what the schedule
     would be with the term off (later decisions differ once one has).
 
-"EFT only" (``window=phase=token=False``) is exactly the HEFT list schedule (insertion EFT in
+"EFT only" (``window=phase=token=False``, ``copy_cost=0``) is exactly the HEFT list schedule (insertion EFT in
 upward-rank order), except that devices whose capacity is exhausted evict instead of being
 skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted and reported).
 """
@@ -141,7 +156,7 @@ from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
-FLIP_TERMS = ("window", "phase", "token", "evict")
+FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 
 
 @dataclass(frozen=True)
@@ -161,6 +176,7 @@ class BifocalParams:
     prior: bool = False
     evict_cost: float = 0.0
     token_cap: bool = True
+    copy_cost: float = 1.0
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
@@ -464,7 +480,7 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
         l_out = int(inst.step[inst.phase == 1].max())
     # eviction cost (extension): victims still needed later are charged their reload time
     uses_left = [0] * nb
-    if (p.evict_cost > 0 or p.token) and nb:
+    if (p.evict_cost > 0 or p.token or p.copy_cost > 0) and nb:
         for b_ in inst.task_block.tolist():
             if b_ >= 0:
                 uses_left[b_] += 1
@@ -479,11 +495,11 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
          look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int
          ) -> tuple[int, dict[str, int]]:
     """Schedule ``order``: per task, the device with the lowest score EFT + γ·tail + B_phase +
-    B_token (+ the eviction cost; module docstring), ties to the hinted class; commit it and
-    update θ and the hints. Returns how many ties the hint broke and, per term, how many
-    decisions it flipped (the device the same score without that term — and, for the window,
-    without its hint — would have chosen in the same partial schedule differs). The hot loop: state bound
-    to locals, no call per task beyond the state's own."""
+    B_token (+ the eviction and copy costs; module docstring), ties to the hinted class;
+    commit it and update θ and the hints. Returns how many ties the hint broke and, per term,
+    how many decisions it flipped (the device the same score without that term — and, for
+    the window, without its hint — would have chosen in the same partial schedule differs).
+    The hot loop: state bound to locals, no call per task beyond the state's own."""
     window = look is not None
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     block, loadd, res_ready, tls = st.block, st.loadd, st.res_ready, st.tl
@@ -499,12 +515,19 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     if window:
         H, patterns, type_best, hs_l, hint_dist = look.H, look.patterns, look.type_best, \
             look.hs, look.hint_dist
-    track_uses = kappa > 0 or use_token
+    rho = p.copy_cost
+    track_uses = kappa > 0 or use_token or rho > 0
+    # copy cost: per class, how many devices hold each block and how many blocks still used
+    # later are held by none of them (their first load onto the class is still to come)
+    nb = len(uses_left)
+    res_count = [[0] * nb for _ in range(K)]
+    homeless = [sum(1 for u in uses_left if u > 0)] * K if rho > 0 else [0] * K
+    load_events = st.load_events
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
     inf, token_cap = math.inf, p.token_cap
     seen = [False] * inst.n_tasks
     ties_by_hint = 0
-    flips = [0, 0, 0, 0]  # decisions each term changed: window, phase, token, evict
+    flips = [0, 0, 0, 0, 0]  # decisions each term changed: window, phase, token, evict, copy
     for t in order:
         if seen[t]:
             raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice",
@@ -525,8 +548,8 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         h = hint[t] if window else -1
         best_s = best_d = None
         best_h = False
-        # the same choice without one term each (window, phase, token, evict): [score, dev, hint]
-        alt: list[list[Any]] = [[None, None, False] for _ in range(4)]
+        # the same choice without one term each (FLIP_TERMS order): [score, dev, hint]
+        alt: list[list[Any]] = [[None, None, False] for _ in range(5)]
         for d in type_legal[ty]:
             dur = durs[d]
             r = evaluate(t, d, dur, info)
@@ -534,7 +557,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 continue
             f = r[1]
             cw = wrow[d] if window else 0.0
-            penalty = bt = bt0 = ce = 0.0
+            penalty = bt = bt0 = ce = cc = 0.0
             if b >= 0 and b not in res_ready[d]:
                 if use_phase:
                     tr = r[3] - r[2]  # the reload's exposed delay (0 when prefetched in time)
@@ -564,7 +587,12 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                     bt0 = max(-cap, min(0.0, alpha * (s_warm + max(0, f - s_warm) * inv_r - f)))
                 if kappa > 0 and needed:
                     ce = kappa * sum(loadd[v][d] for v in needed)
-            score = f + cw + penalty + bt + ce
+                if rho > 0 and homeless[dcls_l[d]]:
+                    for x in class_devs[dcls_l[d]]:
+                        if x != d and b in res_ready[x]:
+                            cc = rho * loadd[b][d]
+                            break
+            score = f + cw + penalty + bt + ce + cc
             on_hint = dcls_l[d] == h
             if best_s is None or score < best_s:
                 best_s, best_d, best_h = score, d, on_hint
@@ -572,21 +600,25 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 best_d, best_h = d, True
                 ties_by_hint += 1
             # each summed in the same order as the score, so equal scores stay exactly equal
-            for j, sc in enumerate((f + penalty + bt + ce, f + cw + bt0 + ce,
-                                    f + cw + penalty + ce, f + cw + penalty + bt)):
+            for j, sc in enumerate((f + penalty + bt + ce + cc, f + cw + bt0 + ce + cc,
+                                    f + cw + penalty + ce + cc, f + cw + penalty + bt + cc,
+                                    f + cw + penalty + bt + ce)):
                 a_ = alt[j]
                 hj = on_hint and j != 0  # without the window there is no hint
                 if a_[0] is None or sc < a_[0]:
                     a_[0], a_[1], a_[2] = sc, d, hj
                 elif sc == a_[0] and not a_[2] and hj:
                     a_[1], a_[2] = d, True
-        for j in range(4):
+        for j in range(5):
             if alt[j][1] != best_d:
                 flips[j] += 1
         if best_d is None:
             raise st.no_device_error(t)
-        n_ev = len(evictions)
+        n_ev, n_ld = len(evictions), len(load_events)
         commit(t, best_d, info)
+        if rho > 0 and b >= 0:
+            _count_homes(load_events[n_ld:], evictions[n_ev:], b, uses_left, res_count,
+                         homeless, dcls_l)
         if track_uses and b >= 0:
             uses_left[b] -= 1
         c = dcls_l[best_d]
@@ -605,6 +637,28 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 u = hs_l[u]
                 k += 1
     return ties_by_hint, dict(zip(FLIP_TERMS, flips))
+
+
+def _count_homes(loaded: Sequence[tuple[int, int, int]], evicted: Sequence[tuple[int, int, int]],
+                 b: int, uses_left: list[int], res_count: list[list[int]], homeless: list[int],
+                 dcls_l: list[int]) -> None:
+    """Update, after committing a task that uses block ``b`` (its use not yet subtracted from
+    ``uses_left``), the per-class copy counts and the number of still-used blocks no device of
+    the class holds."""
+    for v, vd, _ in loaded:
+        c = dcls_l[vd]
+        res_count[c][v] += 1
+        if res_count[c][v] == 1 and uses_left[v] > 0:
+            homeless[c] -= 1
+    for v, vd, _ in evicted:
+        c = dcls_l[vd]
+        res_count[c][v] -= 1
+        if res_count[c][v] == 0 and uses_left[v] > 0:
+            homeless[c] += 1
+    if uses_left[b] == 1:  # this was b's last use: it no longer waits for a home anywhere
+        for c in range(len(homeless)):
+            if res_count[c][b] == 0:
+                homeless[c] -= 1
 
 
 def _warm_duration(b: int, durs: Sequence[int], legal: Sequence[int],

@@ -49,6 +49,8 @@ from opt.runs.sweep import (
     make_record,
     precision_tag,
     record_path,
+    same_settings,
+    solve_settings,
     trusted_record,
     workload_precision,
 )
@@ -116,6 +118,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
     wls = grid(models, platforms, prefill, decode, batch)
     check_workloads(wls, catalog=catalog, cards=cards, layers=layers)
     out = Path(out)
+    settings = solve_settings(solve, method)
     done: list[tuple[dict[str, Any], bool]] = []
     with aborting(progress):
         for wl in wls:
@@ -124,7 +127,8 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
                 progress.start(f"{wl.label()} {method}")
             tag = precision_tag(workload_precision(wl.model, paper_precision))
             rec = trusted_record(path, lambda r: _reusable(r, layers, scale, method)
-                                 and r.get("precision", "fp16/fp16/fp16") == tag) \
+                                 and r.get("precision", "fp16/fp16/fp16") == tag
+                                 and same_settings(r, settings)) \
                 if resume else None
             if rec is not None:
                 done.append((rec, True))
@@ -154,7 +158,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             except InputError as exc:
                 result = _Failed(str(exc))
             rec = make_record(wl, method, result, inst, layers=layers, tp=1,
-                              wall_s=time.perf_counter() - t0)
+                              wall_s=time.perf_counter() - t0, settings=settings)
             rec["capacity_scaled"] = scale
             if isinstance(result, _Failed):
                 rec["error"] = result.error

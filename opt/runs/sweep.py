@@ -199,8 +199,10 @@ SolveFn = Callable[[Any, str], Any]  # (PlacementInstance, method) -> certified 
 
 
 def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layers: int | None,
-                tp: int, wall_s: float) -> dict[str, Any]:
-    """The JSON record of one (workload, method) solve."""
+                tp: int, wall_s: float, settings: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """The JSON record of one (workload, method) solve; ``settings``: the method's effective
+    settings (:func:`solve_settings`), kept so that a record of other settings is not reused."""
     metrics = (result.stats or {}).get("metrics") or {}
     return {"model": wl.model, "platform": wl.platform, "prefill": wl.prefill,
             "decode": wl.decode, "batch": wl.batch, "method": method, "status": result.status,
@@ -214,7 +216,21 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
             "instance_fingerprint": getattr(result, "instance_fingerprint", None)
             or instance_fingerprint(inst),
+            **({"settings": settings} if settings is not None else {}),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
+
+
+def solve_settings(solve: Any, method: str) -> dict[str, Any] | None:
+    """The effective settings ``solve`` runs ``method`` with, when it declares them
+    (:meth:`solvers.sweep_calls.SolveCall.settings`), else None."""
+    of = getattr(solve, "settings", None)
+    return of(method) if callable(of) else None
+
+
+def same_settings(rec: dict[str, Any], settings: dict[str, Any] | None) -> bool:
+    """Whether a record was made under ``settings`` (records of methods without declared
+    settings carry none)."""
+    return rec.get("settings") == settings
 
 
 def build_failed_record(wl: SweepWorkload, method: str, error: str, *, layers: int | None,
@@ -328,7 +344,8 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
         result = _Failed(f"invalid schedule: {exc}")
         extra = {"error": result.error, "invalid": True}
     return seal({**make_record(wl, method, result, inst, layers=task.layers, tp=task.tp,
-                               wall_s=time.perf_counter() - t0), **extra})
+                               wall_s=time.perf_counter() - t0,
+                               settings=solve_settings(task.solve, method)), **extra})
 
 
 def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
@@ -368,8 +385,10 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
                     progress, executor or SerialExecutor(), paper_precision)
 
 
-def _cached(path: Path, layers: int | None, tp: int, precision: str) -> dict[str, Any] | None:
-    return trusted_record(path, lambda rec: _reusable(rec, layers, tp, precision))
+def _cached(path: Path, layers: int | None, tp: int, precision: str,
+            settings: dict[str, Any] | None) -> dict[str, Any] | None:
+    return trusted_record(path, lambda rec: _reusable(rec, layers, tp, precision)
+                          and same_settings(rec, settings))
 
 
 def _number_error(rec: dict[str, Any], key: str) -> str | None:
@@ -453,9 +472,12 @@ def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, pro
     tags = {record_path(out, *slot): precision_tag(workload_precision(slot[0].model,
                                                                       paper_precision))
             for slot in slots}
+    settings = {m: solve_settings(solve, m) for m in methods}
+    method_of = {record_path(out, *slot): slot[1] for slot in slots}
     return run_records(
         slots, path_of=lambda slot: record_path(out, *slot),
-        cached=lambda path: _cached(path, layers, tp, tags[path]) if resume else None,
+        cached=lambda path: _cached(path, layers, tp, tags[path], settings[method_of[path]])
+        if resume else None,
         task_of=lambda slot: PlacementTask(slot[0], slot[1], cards[slot[0].model], catalog,
                                            layers, tp, solve, paper_precision),
         worker=run_placement_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",

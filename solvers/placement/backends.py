@@ -70,6 +70,15 @@ def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
     return result
 
 
+def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams."""
+    from dataclasses import asdict
+
+    from heuristics.placement.bifocal import BifocalParams
+
+    return asdict(BifocalParams(**params))
+
+
 def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.policy_search import PolicySearchParams
     from heuristics.placement.policy_search import policy_search as search

@@ -26,7 +26,7 @@ from opt.placement.instance import Device, PlacementInstance, build_instance, ma
 from opt.placement.validator import validate_placement
 from solvers.api import solve
 
-EFT_ONLY = {"window": False, "phase": False, "token": False}
+EFT_ONLY = {"window": False, "phase": False, "token": False, "copy_cost": 0.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_eft_only_is_the_heft_list_schedule(name, llama, mixtral, tp2):
     assert bifocal_schedule(inst, EFT_ONLY) == plain == heft(inst)
     # γ only weighs the window term: without the window it changes nothing
     assert bifocal_schedule(inst, {**EFT_ONLY, "gamma": 0.9}) == plain
-    assert bifocal_schedule(inst, {"phase": False, "token": False, "H": 0}) == plain
+    assert bifocal_schedule(inst, {"phase": False, "token": False, "copy_cost": 0.0, "H": 0}) == plain
 
 
 def test_each_switch_changes_the_schedule(llama, tight):
@@ -269,7 +269,8 @@ def test_tight_npu_capacity_evicts_and_is_valid(tight):
     # a block evicted and needed again is reloaded: more loads than (block, device) pairs
     pairs = {(ld["block"], ld["device"]) for ld in sol["loads"]}
     assert len(sol["loads"]) > len(pairs)
-    for params in (EFT_ONLY, {"token": False}, {"phase": False}, {"window": False}):
+    for params in (EFT_ONLY, {"token": False}, {"phase": False}, {"window": False},
+                   {"copy_cost": 0.0}):
         validate_placement(tight, bifocal_schedule(tight, params))
 
 

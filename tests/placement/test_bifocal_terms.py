@@ -164,3 +164,40 @@ def test_token_credit_is_capped_by_the_recurring_saving():
     assert flips_off["token"] == 1 and flips_on["token"] == 0
     assert [ld["device"] for ld in sol_on["loads"]] == ["PIM0"]
     assert sorted(ld["device"] for ld in sol_off["loads"]) == ["PIM0", "PIM1"]
+
+
+def copy_steals_a_load_port(with_b: bool = True) -> PlacementInstance:
+    """Two equal PIM devices, each with its own load port. a1 and a2 (10 each, independent)
+    share block a (load 12); b1 (5) needs block b (load 40), which no device holds yet. a1
+    takes PIM0 (a loaded 0–12, run 12–22). EFT copies a onto the idle PIM1 for a2 (22 instead
+    of 32), and that copy occupies PIM1's port when b's first load needs it: b loads 12–52 and
+    b1 ends at 57. Charged its port time while b waits for a home (22 + 12 > 32), a2 waits
+    for PIM0 and b loads on PIM1 at once: 45. Without b (``with_b`` False) no first load is
+    pending, the copy is free, and it is made (22)."""
+    pims = [{"name": f"PIM{i}", "class": "pim", "weight_capacity": None} for i in range(2)]
+    blocks = [{"id": "a", "bytes": 100, "load": {"PIM0": {"linear": 12}, "PIM1": {"linear": 12}}}]
+    tasks = [_task("a1", {"PIM0": 10, "PIM1": 10}, block="a"),
+             _task("a2", {"PIM0": 10, "PIM1": 10}, block="a")]
+    if with_b:
+        blocks.append({"id": "b", "bytes": 100,
+                       "load": {"PIM0": {"linear": 40}, "PIM1": {"linear": 40}}})
+        tasks.append(_task("b1", {"PIM0": 5, "PIM1": 5}, block="b"))
+    return _instance(pims, tasks, [], blocks, 1)
+
+
+def test_copy_cost_keeps_a_load_port_for_a_pending_first_load():
+    inst = copy_steals_a_load_port()
+    span_on, flips_on, sol_on = _run(inst, {})
+    span_off, flips_off, sol_off = _run(inst, {"copy_cost": 0})
+    assert (span_on, span_off) == (45, 57)
+    assert flips_on["copy"] == 1 and flips_off["copy"] == 0
+    assert sol_on["assignment"]["a2"] == "PIM0" and sol_off["assignment"]["a2"] == "PIM1"
+    assert len(sol_on["loads"]) == 2 and len(sol_off["loads"]) == 3
+
+
+def test_copy_cost_leaves_a_free_copy_alone():
+    """With no block waiting for its first load the port time is free: the copy is made."""
+    inst = copy_steals_a_load_port(with_b=False)
+    span, flips, sol = _run(inst, {})
+    assert span == 22 and flips["copy"] == 0
+    assert sol["assignment"]["a2"] == "PIM1"

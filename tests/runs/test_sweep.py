@@ -110,3 +110,30 @@ def test_summaries_without_pd():
     assert "speedup" not in text.splitlines()[0] and "'pd' is not in the sweep" in text
     assert geomean_speedups(recs)[0]["geomean_speedup"] is None
     assert geomean([2.0, 8.0]) == pytest.approx(4.0) and geomean([]) is None
+
+
+def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
+    """Bifocal records keep the effective settings (every default filled in); a rerun under
+    other settings (a changed default, other params) recomputes them, while the records of
+    methods without declared settings are reused."""
+    from opt.costlib.hardware import bundled_catalog
+    from opt.costlib.modelcard import bundled_cards
+    from opt.runs.sweep import grid, run_sweep
+    from solvers.sweep_calls import SolveCall
+
+    out = tmp_path / "sweep"
+    wls = grid(["llama-2-7b"], ["HP32"], [8], [1], [1])
+
+    def sweep(solve):
+        return run_sweep(wls, ["bifocal", "pd"], out, solve, catalog=bundled_catalog(),
+                         cards=bundled_cards(), layers=1)
+
+    first = sweep(SolveCall())
+    rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
+    assert rec["settings"]["copy_cost"] == 1.0 and rec["settings"]["window"] is True
+    assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
+    assert not any(cached for _, cached in first)
+    assert all(cached for _, cached in sweep(SolveCall()))
+    other = sweep(SolveCall(params=(("copy_cost", 0.0),), params_prefix="bifocal"))
+    assert [(r["method"], cached) for r, cached in other] == [("bifocal", False), ("pd", True)]
+    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["copy_cost"] == 0
