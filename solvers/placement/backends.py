@@ -71,12 +71,13 @@ def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
 
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams."""
+    """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams and
+    the module's revision."""
     from dataclasses import asdict
 
-    from heuristics.placement.bifocal import BifocalParams
+    from heuristics.placement.bifocal import REVISION, BifocalParams
 
-    return asdict(BifocalParams(**params))
+    return {**asdict(BifocalParams(**params)), "revision": REVISION}
 
 
 def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:

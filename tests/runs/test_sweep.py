@@ -131,6 +131,7 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
     first = sweep(SolveCall())
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
     assert rec["settings"]["copy_cost"] == 1.0 and rec["settings"]["window"] is True
+    assert rec["settings"]["revision"] >= 2
     assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
     assert not any(cached for _, cached in first)
     assert all(cached for _, cached in sweep(SolveCall()))
