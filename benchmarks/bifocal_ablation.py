@@ -9,6 +9,7 @@ and a rerun skips the records already there; ``--table`` prints the markdown tab
 ``docs/dops_analyses.md`` §4 from that file.
 
     python benchmarks/bifocal_ablation.py [--out results/bifocal_ablation.jsonl] [--table]
+    python benchmarks/bifocal_ablation.py --batch1 ...   # also the shapes at batch 1
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from opt.placement.validator import validate_placement
 #: (model, batch) × (prefill, decode): five workloads per model (decode ≤ 256 keeps a run of
 #: the full model under ~10 s on the shared machine).
 MODELS = (("dops-qwen-1.8b", 8), ("llama-2-7b", 16))
+#: ``--batch1``: the same shapes at batch 1, where decode runs on PIM and loads are exposed
+#: (the terms act there; at batches 8/16 decode's GEMMs keep most weights on the NPU).
+MODELS_BATCH1 = (("dops-qwen-1.8b", 1), ("llama-2-7b", 1))
 SHAPES = ((128, 128), (512, 128), (1024, 128), (128, 256), (512, 256))
 #: The variants: Fig. 13's "EFT only", one term added, all, and one term removed.
 #: ``copy`` is the copy cost (an extension beyond DOPS, ``copy_cost``; off = 0).
@@ -46,8 +50,8 @@ VARIANTS = {
 PAPER_REMOVED = {"window": (6.4, 11.8), "phase": (7.0, 10.0), "token": (16.0, 25.6)}
 
 
-def run(out: Path) -> None:
-    """Every (workload, variant) not yet in ``out``, appended as it finishes."""
+def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS) -> None:
+    """Every (workload, variant) of ``models`` not yet in ``out``, appended as it finishes."""
     cat, cards = bundled_catalog(), bundled_cards()
     done = set()
     if out.exists():
@@ -55,7 +59,7 @@ def run(out: Path) -> None:
             r = json.loads(line)
             done.add((r["model"], r["prefill"], r["decode"], r["batch"], r["variant"]))
     out.parent.mkdir(parents=True, exist_ok=True)
-    for model, batch in MODELS:
+    for model, batch in models:
         for prefill, decode in SHAPES:
             keys = [(model, prefill, decode, batch, v) for v in VARIANTS]
             if all(k in done for k in keys):
@@ -123,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("results/bifocal_ablation.jsonl"))
     ap.add_argument("--table", action="store_true", help="print the tables of --out and stop")
+    ap.add_argument("--batch1", action="store_true",
+                    help="also the same shapes at batch 1 (MODELS_BATCH1)")
     args = ap.parse_args(argv)
     if not args.table:
-        run(args.out)
+        run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS)
     print(table(args.out))
     return 0
 
