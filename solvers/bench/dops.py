@@ -30,8 +30,9 @@ CORNERS = ((128, 2048), (128, 1024), (1, 16))
 SLOWER_THAN_PD = 1.02
 SOURCE = "DOPS §6.2 (../shared/reference-data.md, Workloads in the papers)"
 REASON = ("docs/dops_analyses.md §4: rule 5 prefetches loads in the background, so Bifocal's "
-          "far-focus terms rarely act and our Bifocal is close to its EFT core (HEFT); PD's "
-          "decode on PIM is strong where decode attention runs on the KV home")
+          "far-focus terms rarely act and our Bifocal is close to its EFT core (HEFT) except "
+          "under memory or load-port pressure, where eviction instead of skipping and the copy "
+          "cost decide; PD's decode on PIM is strong where decode attention runs on the KV home")
 
 
 def _records(cache: Path, workloads) -> list[dict]:
