@@ -312,7 +312,8 @@ class PlacementCpSat:
         a cumulative of capacity |group| over one interval per task that may run there, of
         its (common) duration on the group — fixed when the task can run nowhere else, else
         optional and present iff the task is placed on the group. A relaxation of the
-        per-device no-overlaps that lets CP-SAT reason on the group's energy."""
+        per-device no-overlaps that lets CP-SAT reason on the group's energy (the solve
+        turns on CP-SAT's timetable edge finding for it: ``CUMULATIVE_EDGE_FINDING``)."""
         inst, m = self.inst, self.model
         self.cumulative_groups = identical_groups(inst.cost) if enabled else []
         for k, group in enumerate(self.cumulative_groups):
@@ -587,6 +588,10 @@ class PlacementCpSat:
 
 #: the model switches among ``options.params`` (all on by default)
 MODEL_SWITCHES = ("symmetry_breaking", "redundant", "group_cumulative", "group_energy")
+#: CP-SAT's timetable edge finding in cumulatives (off by default in CP-SAT), switched on with
+#: the group cumulatives: without it they never changed a proof in our runs (on STG
+#: 50/rand0001 on 4 processors it proves 94 in < 1 s, without it the bound stays at 90)
+CUMULATIVE_EDGE_FINDING = "use_timetable_edge_finding_in_cumulative"
 
 _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
            cp_model.INFEASIBLE: "INFEASIBLE", cp_model.UNKNOWN: "TIME_LIMIT_NO_SOLUTION",
@@ -603,6 +608,8 @@ def solve_placement_cpsat(inst: PlacementInstance, options: SolveOptions, *,
     t0 = time.perf_counter()
     switches = {k: bool(params.pop(k, True)) for k in MODEL_SWITCHES}
     model = PlacementCpSat(inst, formats=formats, **switches)
+    if model.cumulative_groups:  # the group cumulatives' energy reasoning (unless overridden)
+        params.setdefault(CUMULATIVE_EDGE_FINDING, True)
     if options.initial_solution is not None:
         model.add_hint(options.initial_solution)
     extra = {"no_evictions": True,
