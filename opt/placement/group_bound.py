@@ -51,12 +51,11 @@ class GroupBounds:
 
 
 def identical_groups(cost: np.ndarray) -> list[list[int]]:
-    """Groups (≥ 2 devices) of devices with identical cost columns, each with ≥ 1 member."""
+    """Groups (≥ 2 devices) of devices with identical cost columns."""
     groups: dict[bytes, list[int]] = {}
     for d in range(cost.shape[1]):
         groups.setdefault(np.ascontiguousarray(cost[:, d]).tobytes(), []).append(d)
-    out = [g for g in groups.values() if len(g) > 1]
-    return [g for g in out if len(group_members(cost, g))]
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def group_members(cost: np.ndarray, group: list[int]) -> np.ndarray:
@@ -178,7 +177,7 @@ def group_bounds(inst: PlacementInstance, head: np.ndarray, tail: np.ndarray,
     until the makespan, cheapest durations); None when there is no group (or the instance
     is too large for ancestor sets)."""
     cost = inst.cost
-    groups = identical_groups(cost)
+    groups = [g for g in identical_groups(cost) if len(group_members(cost, g))]
     if not groups or inst.n_tasks > MAX_TASKS_LIFT:
         return None
     pmin = np.where(cost >= 0, cost, np.iinfo(np.int64).max).min(axis=1)
