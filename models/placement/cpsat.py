@@ -19,7 +19,12 @@ forced transfers, per-device load releases and neighbours sharing a device
 S[t] + Σ_d tail[t,d]·x[t,d] ≤ Cmax); load-port energy and delivery-time cuts; the critical
 path and the average-load bound on the makespan, per-device work ≤ Cmax; and lexicographic
 symmetry breaking between interchangeable devices (same class, capacity, costs, loads and
-links). (An edge-transportation cut — the MILP's z — was tried and left out: 5–7× slower
+links). Per group of devices with identical cost columns (``opt.placement.group_bound``;
+loads, links and capacities may differ): a cumulative of capacity |group| over the tasks that
+may run there (``group_cumulative``, solved with CP-SAT's timetable edge finding) and the
+group energy bounds — lifted heads/tails, head–tail energy and energetic reasoning over the
+tasks that can run only there (``group_energy``: start ≥ lifted head, end + lifted tail ≤
+Cmax, Cmax ≥ the bound). (An edge-transportation cut — the MILP's z — was tried and left out: 5–7× slower
 proofs on 1-layer LLM slices.) Zero-length tasks and loads stay out of the no-overlap
 constraints: CP-SAT's no-overlap forbids a zero-size interval inside another one, problems.md §1.2 does not.
 """

@@ -29,7 +29,10 @@ Constraints
   S[t] ≥ Σ_d head[t,d] x[t,d] and Cmax ≥ S[t] + Σ_d tail[t,d] x[t,d]; load-port delivery
   times; redundant cuts Cmax ≥ critical path, Cmax ≥ ⌈Σ min work / D⌉,
   Σ_t p_t,d x[t,d] ≤ Cmax and Σ_b load_b,d L[b,d] ≤ Cmax per device; lexicographic symmetry
-  breaking between interchangeable devices.
+  breaking between interchangeable devices; with ``group_energy`` (default on) the heads and
+  tails lifted by the identical-device group bounds (``opt.placement.group_bound``: tighter
+  windows and big-Ms) and Cmax ≥ the group bound (lifted heads/tails, head–tail energy,
+  energetic reasoning).
 
 The solve retimes the MILP's decisions (device, device order, channel order, load-port order) by
 a left-justified integer pass, so reported schedules carry no floating-point fuzz.
@@ -455,7 +458,7 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
 
 def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Result:
     """Solve P1 exactly (no evictions) with the MILP and HiGHS; ``options.params`` are HiGHS
-    option names passed through untouched. Times in the result are integer time units."""
+    option names passed through untouched, except ``group_energy`` (bool, a model switch). Times in the result are integer time units."""
     t0 = time.perf_counter()
     params = dict(options.params)
     group_energy = bool(params.pop("group_energy", True))
