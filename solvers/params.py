@@ -286,7 +286,10 @@ WLA = _spec(Param("share", number(0.0, 1.0, lo_open=True), "fraction of blocks p
 
 _MODEL = (Param("symmetry_breaking", boolean, "model switch"),
           Param("redundant", boolean, "model switch"))
-CPSAT = _spec(*_MODEL, native="cpsat")
+#: the identical-device group structure (models.placement.cpsat / milp, issue 20 item 3)
+_GROUP = (Param("group_cumulative", boolean, "model switch"),
+          Param("group_energy", boolean, "model switch"))
+CPSAT = _spec(*_MODEL, *_GROUP, native="cpsat")
 CPSAT_BLOCKS = _spec(*(Param(n, real, "seconds") for n in ("node_time_limit", "leaf_time_limit",
                                                           "root_time_limit",
                                                           "config_time_limit")),
@@ -294,9 +297,10 @@ CPSAT_BLOCKS = _spec(*(Param(n, real, "seconds") for n in ("node_time_limit", "l
                     Param("portfolio", boolean, "switch"),
                     Param("parallel_nodes", integer(), "nodes solved at once"),
                     *_MODEL, native="cpsat")
-MILP = _spec(native="highs")
+MILP = _spec(_GROUP[1], native="highs")
 _FORMATS = Param("formats", strings, "allowed formats")
 CPSAT_LAYOUT = _spec(_FORMATS, Param("warm", choice("heuristic", "none"), "start"), *_MODEL,
+                    *_GROUP,
                     native="cpsat")
 CPSAT_FORMATS = _spec(_FORMATS, Param("base", choice("bifocal", "bifocal/wla", "heft"),
                                      "base schedule"), native="cpsat")

@@ -29,7 +29,10 @@ Constraints
   S[t] ≥ Σ_d head[t,d] x[t,d] and Cmax ≥ S[t] + Σ_d tail[t,d] x[t,d]; load-port delivery
   times; redundant cuts Cmax ≥ critical path, Cmax ≥ ⌈Σ min work / D⌉,
   Σ_t p_t,d x[t,d] ≤ Cmax and Σ_b load_b,d L[b,d] ≤ Cmax per device; lexicographic symmetry
-  breaking between interchangeable devices.
+  breaking between interchangeable devices; with ``group_energy`` (default on) the heads and
+  tails lifted by the identical-device group bounds (``opt.placement.group_bound``: tighter
+  windows and big-Ms) and Cmax ≥ the group bound (lifted heads/tails, head–tail energy,
+  energetic reasoning).
 
 The solve retimes the MILP's decisions (device, device order, channel order, load-port order) by
 a left-justified integer pass, so reported schedules carry no floating-point fuzz.
@@ -37,10 +40,11 @@ a left-justified integer pass, so reported schedules carry no floating-point fuz
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +72,7 @@ from models.placement.milp_run import (
 )
 from opt.common.errors import InputError
 from opt.common.result import Result
+from opt.placement.group_bound import group_bounds
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.slo import decode_steps, objective_value
 from opt.placement.validator import ScheduleError, validate_placement
@@ -96,6 +101,7 @@ class ModelIndex:
     load_pairs: list[tuple[int, int, int]]
     transfer_edges: list[int]
     symmetry_groups: list[list[int]]
+    group_bound: int | None = None
 
 
 @dataclass
@@ -401,13 +407,28 @@ def set_objective(m: pyo.ConcreteModel, objective: str = "makespan") -> None:
     m.obj = pyo.Objective(expr=expr, sense=pyo.minimize)
 
 
+def lift_group_energy(inst: PlacementInstance, prep: MilpPrep) -> tuple[MilpPrep, int | None]:
+    """``prep`` with the heads and tails lifted by the identical-device group bounds of
+    ``opt.placement.group_bound`` (tighter start windows and big-Ms) and that makespan bound
+    (None without a group; ``prep`` then unchanged)."""
+    gb = group_bounds(inst, np.asarray(prep.head, np.int64), np.asarray(prep.tail, np.int64))
+    if gb is None:
+        return prep, None
+    head = [max(a, int(b)) for a, b in zip(prep.head, gb.head.tolist())]
+    tail = [max(a, int(b)) for a, b in zip(prep.tail, gb.tail.tolist())]
+    return replace(prep, head=head, tail=tail), gb.cmax_lb
+
+
 def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
-                         clock: Deadline = NO_DEADLINE) -> pyo.ConcreteModel:
+                         clock: Deadline = NO_DEADLINE, *, group_energy: bool = True
+                         ) -> pyo.ConcreteModel:
     """MILP of problems.md §1.2 without evictions (module docstring). ``horizon``: a known makespan
     upper bound in time units (e.g. the initial solution's; the serial bound caps it);
     ``clock``: the build stops with :class:`~models.options.TimeLimitReached` once it passes
-    (checked between constraint families and inside the pair loops)."""
-    prep = prepare(inst)
+    (checked between constraint families and inside the pair loops); ``group_energy``: the
+    group energy bounds (:func:`lift_group_energy`: lifted heads/tails, Cmax ≥ the bound)."""
+    prep, group_lb = lift_group_energy(inst, prepare(inst)) if group_energy \
+        else (prepare(inst), None)
     H = serial_horizon(inst, prep)
     if horizon is not None:
         H = min(H, int(horizon))
@@ -423,10 +444,12 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
     clock.check("load constraints")
     add_redundant_constraints(m, inst, prep)
     groups = add_symmetry_breaking(m, inst, prep)
+    if group_lb is not None and group_lb > win.lb0:
+        m.group_energy = pyo.Constraint(expr=m.Cmax >= group_lb)
     add_service_constraints(m, inst, prep)
     set_objective(m, inst.objective)
     m._placement = ModelIndex(prep, win.H, task_pairs, edge_pairs, load_pairs, transfer_edges,
-                              groups)
+                              groups, group_lb)
     return m
 
 
@@ -435,8 +458,11 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
 
 def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Result:
     """Solve P1 exactly (no evictions) with the MILP and HiGHS; ``options.params`` are HiGHS
-    option names passed through untouched. Times in the result are integer time units."""
+    option names passed through untouched, except ``group_energy`` (bool, a model switch). Times in the result are integer time units."""
     t0 = time.perf_counter()
+    params = dict(options.params)
+    group_energy = bool(params.pop("group_energy", True))
+    options = dataclasses.replace(options, params=params)  # the rest are HiGHS options
     export = options.export_path
     if export is not None and Path(export).suffix.lower() not in EXPORT_SUFFIXES:
         raise InputError(f"cannot export the MILP to '{export}': the file name must end in "
@@ -452,7 +478,8 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
         default=0)
     clock = Deadline.after(options.time_limit, t0)
     try:
-        model = build_placement_milp(inst, horizon=warm_ms, clock=clock)
+        model = build_placement_milp(inst, horizon=warm_ms, clock=clock,
+                                     group_energy=group_energy)
     except TimeLimitReached as stop:
         return _stopped(options, t0, str(stop), {"no_evictions": True, "mip_start": ws,
                                                  "build_s": time.perf_counter() - t0})
@@ -520,6 +547,7 @@ def _model_stats(inst: PlacementInstance, model: pyo.ConcreteModel, build_s: flo
             "transfer_pairs": len(idx.edge_pairs), "load_pairs": len(idx.load_pairs),
             "symmetry_groups": [[inst.devices[d].name for d in g]
                                 for g in idx.symmetry_groups],
+            "group_bound": idx.group_bound,
             "capacity_may_bind": capacity_may_bind(inst, idx.prep), "build_s": build_s}
 
 

@@ -166,7 +166,7 @@ def test_bad_warm_start_and_export(heft_paper, plan_instance):
     ("bifocal", "gama", "window, phase, token, gamma"),
     ("policy-search", "max_evals", "max_evaluations"),
     ("bifocal/wla", "shares", "share, eps, budget, refine, dual, dual_ratio, window"),
-    ("cpsat", "max_time", "symmetry_breaking, redundant and the CP-SAT parameters"),
+    ("cpsat", "max_time", "symmetry_breaking, redundant, group_cumulative, group_energy and the CP-SAT parameters"),
     ("cpsat-blocks", "node_time", "node_time_limit"),
     ("milp", "mip_gap_rel", "the HiGHS options"),
     ("cpsat-formats", "warm", "formats, base and the CP-SAT parameters"),
