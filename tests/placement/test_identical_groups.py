@@ -109,7 +109,7 @@ def test_cuts_keep_the_optimum_with_communication_loads_capacity(seed):
 def test_milp_cuts_keep_the_optimum_with_communication_loads_capacity():
     inst = _p1(np.random.default_rng(3))
     ref = solve(inst, "cpsat", time_limit=20, num_workers=1, warm_start=None, **OFF)
-    on = solve(inst, "milp", time_limit=20, num_workers=1, warm_start=None)
+    on = solve(inst, "milp", time_limit=8, num_workers=1, warm_start=None)
     assert on.status == "OPTIMAL" and on.objective == ref.objective
 
 
@@ -140,7 +140,7 @@ def test_milp_group_energy_switch_raises_the_dual_bound():
     # (a limit well above the build's 0.5 s: under a short one a loaded machine stops the
     # build before HiGHS runs and the result falls back to the analytic bound)
     inst = stg.load("50/rand0001", 4)
-    on = solve(inst, "milp", time_limit=20, num_workers=1, seed=0, warm_start="heft")
+    on = solve(inst, "milp", time_limit=8, num_workers=1, seed=0, warm_start="heft")
     off = solve(inst, "milp", time_limit=4, num_workers=1, seed=0, warm_start="heft",
                 group_energy=False)
     assert on.lower_bound == 94 and on.stats["group_bound"] == 94
