@@ -75,15 +75,16 @@ All durations are integer ticks of the instance's ``time_unit``.
       interchangeable devices of the whole instance, which map schedules to schedules of equal
       makespan) the value is the maximum of the longest path with the assigned durations and
       (contention-free) transfer durations, and for every device the one-machine bound
-      ``min_S head + Σ_S durations + min_S tail`` of the tasks on it, over the sets S of the
-      tasks whose head (tail) is at least a given task's (all of S run one at a time there).
-      The minimum over assignments with the given cut devices bounds ``OPT_k(p, e)``;
+      ``min head + Σ durations + min tail`` of the tasks on it. The minimum over assignments
+      with the given cut devices bounds ``OPT_k(p, e)``;
     - when a segment has too many assignments (``max_assignments``), only its most
       device-sensitive tasks are enumerated; the others take their cheapest legal duration,
       the cheapest transfer compatible with the enumerated end of each edge, and no device.
       Such a table is then raised by branch and bound (:mod:`opt.placement.segment_branch`):
       tasks are assigned one at a time, partial assignments are valued with the rest relaxed
-      as above (never above any completion) and dropped once they reach the value of a
+      as above (never above any completion; the one-machine bound there also takes every
+      set S of the tasks on a device whose heads (tails) reach a given task's:
+      ``min_S head + Σ_S durations + min_S tail``) and dropped once they reach the value of a
       greedy completion in their cut cell; the entry is the least of the completions' values
       and of the partial assignments left, so it still bounds every complete assignment
       (issue 20 item 4: the head-sharded decode attention, 20 tasks on 5 devices);

@@ -101,19 +101,6 @@ def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | 
     return int(value), detail, tails
 
 
-def segment_table(inst: PlacementInstance, seg: Segment, groups: list[list[int]],
-                  opts: BoundOptions) -> np.ndarray:
-    """[P, E] lower bounds on a segment's span: the plain evaluation, raised by branch and
-    bound (:mod:`opt.placement.segment_branch`) when it could not enumerate every task and
-    ``opts.branch`` is set (both are bounds, so is their maximum)."""
-    table, n_enum = evaluate_segment(inst, seg, groups, opts.max_assignments)
-    if opts.branch and n_enum < seg.cost.shape[0]:
-        bb = branch_segment(inst, seg, groups, opts.max_assignments)
-        if bb is not None:
-            table = np.maximum(table, bb)
-    return table
-
-
 def _decompose(inst: PlacementInstance) -> _Chain:
     """Cut the topological order at the cut tasks; segment-local edges (from inside the
     segment or from the previous cut) sorted by segment, destination, source."""
@@ -270,7 +257,7 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
                     if seg.has_prev:
                         rel = np.vstack([np.zeros((1, nd), dtype=np.int64), rel])
                     seg.release = rel
-                    tab = segment_table(inst, seg, groups, opts)
+                    tab, _ = evaluate_segment(inst, seg, groups, opts.max_assignments)
                     rows = v == s0
                     t[rows] = np.maximum(t[rows], tab[rows])
                     n_special += 1

@@ -213,9 +213,12 @@ def _edge_durations(seg: Segment, legal: np.ndarray, tt: np.ndarray, enum: np.nd
 
 
 def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarray,
-                       edur: np.ndarray, first: int, nd: int) -> np.ndarray:
+                       edur: np.ndarray, first: int, nd: int, thresholds: bool = False
+                       ) -> np.ndarray:
     """float [m]: per assignment max(longest path, every device's min head + Σ durations +
-    min tail); inf where no finite value exists."""
+    min tail); with ``thresholds`` the one-machine bound of every head (tail) threshold set
+    (:func:`one_machine`, a sort per device: used by branch and bound, whose frontiers are
+    small); inf where no finite value exists."""
     m, n = c.shape
     ins: list[list[int]] = [[] for _ in range(n)]
     outs: list[list[int]] = [[] for _ in range(n)]
@@ -242,10 +245,16 @@ def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarr
     dv, hd, cc, tq = dev.T[first:], head[first:], cT[first:], tl[first:]
     for d in range(nd):
         on = dv == d
-        if not on.any():
+        any_on = on.any(axis=0)
+        if not any_on.any():
             continue
-        np.maximum(val, one_machine(on, hd, cc, tq), out=val)
-        np.maximum(val, one_machine(on, tq, cc, hd), out=val)
+        mh = np.where(on, hd, BIG).min(axis=0)
+        sc = np.where(on, cc, 0).sum(axis=0)
+        mq = np.where(on, tq, BIG).min(axis=0)
+        np.maximum(val, np.where(any_on, mh + sc + mq, 0), out=val)
+        if thresholds:
+            np.maximum(val, one_machine(on, hd, cc, tq), out=val)
+            np.maximum(val, one_machine(on, tq, cc, hd), out=val)
     val = np.minimum(val, BIG).astype(np.float64)
     val[val >= BIG] = np.inf
     return val

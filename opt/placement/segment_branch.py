@@ -169,5 +169,5 @@ class _State:
                 c[:, j] = rel_cost[j].min()
                 r[:, j] = np.where(self.legal[j], self.rel[j], BIG).min()
         edur = _edge_durations(self.seg, self.legal, self.tt, assigned, dev)
-        return _assignment_values(self.seg, np.where(dev >= 0, dev, -1), c, r, edur,
-                                  self.first, self.nd)
+        return _assignment_values(self.seg, dev, c, r, edur, self.first, self.nd,
+                                  thresholds=True)

@@ -5,12 +5,15 @@ plain partial enumeration on the head-sharded decode attention it targets (issue
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_placement_milp import brute_force, random_instance
 
+import opt.placement.segment_bound as sb
 import opt.placement.segment_branch as sbr
 from opt.placement.bound_options import BoundOptions
 from opt.placement.builder import BuildOptions, Workload, build_placement
@@ -50,22 +53,27 @@ def test_branching_bound_below_brute_force_optimum(seed, n_tasks, n_devices, con
        identical=st.booleans())
 def test_pruning_keeps_the_least_complete_value(seed, n_tasks, n_devices, identical):
     # with room for every assignment, branch and bound (with its pruning and its carried
-    # rows) finds exactly the full enumeration's least value per cut cell
+    # rows) finds exactly the full enumeration's least value per cut cell, valued the same
+    # way (threshold one-machine sets), and never less than the plain full enumeration
     inst = random_instance(seed, n_tasks=n_tasks, n_devices=n_devices, identical=identical)
     groups = interchangeable_devices(inst)
     ch = _decompose(inst)
-    old_rows = sbr.PRUNE_ROWS
+    old_rows, real = sbr.PRUNE_ROWS, sb._assignment_values
     sbr.PRUNE_ROWS = 1  # value and prune at every level
     try:
         for k in range(ch.n_seg):
             seg = ch.segment(k)
-            full, n_enum = evaluate_segment(inst, seg, groups, 10**9)
+            plain, n_enum = evaluate_segment(inst, seg, groups, 10**9)
             assert n_enum == seg.cost.shape[0]
+            sb._assignment_values = functools.partial(real, thresholds=True)
+            full, _ = evaluate_segment(inst, seg, groups, 10**9)
+            sb._assignment_values = real
             bb = sbr.branch_segment(inst, seg, groups, 1)
             assert bb is not None
             np.testing.assert_array_equal(bb, full)
+            assert (bb >= plain).all()
     finally:
-        sbr.PRUNE_ROWS = old_rows
+        sbr.PRUNE_ROWS, sb._assignment_values = old_rows, real
 
 
 def test_one_machine_threshold_sets():
