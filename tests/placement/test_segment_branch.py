@@ -111,12 +111,14 @@ def test_branching_bound_below_cpsat_optimum_of_a_head_sharded_slice():
     from instances.generated import LlmCase
     from solvers import solve
 
-    inst = LlmCase("llama-2-7b", "HP64", 1024, 1, 16).build()  # 62 tasks, chain wins
+    inst = LlmCase("llama-2-7b", "HP64", 1024, 1, 16).build()  # 62 tasks, CP-SAT proves it
     res = solve(inst, "cpsat", time_limit=60, num_workers=2, seed=0)
     cert = certified_lower_bound(inst)
     plain = certified_lower_bound(inst, BoundOptions(branch=False))
-    assert cert.best == "chain" and cert.value > plain.value  # branching changes the result
-    assert cert.value <= res.objective
+    # branching raises the chain component (35.77 M -> 37.88 M ticks; device_path 38.32 M
+    # still wins on this one-step slice) and it stays below the optimum (40.80 M)
+    assert cert.component("chain").value > plain.component("chain").value
+    assert cert.component("chain").value <= cert.value <= res.objective
     if res.status == "OPTIMAL":
         assert res.lower_bound == res.objective
 
