@@ -8,12 +8,17 @@ that gave it. A certified bound above a proven optimum is a bug (exit status 1).
 
 ``dops``: for every workload of the grid (full model, all layers), builds the instance, computes
 the certified bound (timed, each component too), then solves with PD and Bifocal; prints
-``gap = (makespan − bound) / makespan`` per method. One JSON record per workload under
+``gap = (makespan − bound) / makespan`` per method (and ``makespan / bound − 1``). ``--methods``
+picks the methods (default PD and Bifocal); ``--improve`` adds Bifocal + the assignment-move
+post-pass of ``heuristics.placement.improve`` (validated; used nowhere else). One JSON record
+per workload under
 ``--out`` as soon as it finishes; a rerun reuses them (``--fresh`` recomputes).
 
     python benchmarks/certified_bounds.py small [--cases 12] [--time-limit 30]
     python benchmarks/certified_bounds.py dops --models dops-qwen-1.8b --platforms HP32 \\
         --prefill 128 512 1024 2048 --decode 128 1024 --batch 1 16
+    python benchmarks/certified_bounds.py dops --models llama-2-7b --platforms HP64 \
+        --prefill 128 1024 --decode 128 1024 --batch 1 16 --methods bifocal --improve
 
 Machines here are shared and noisy: bounds and gaps are exact, timings are not (medians).
 """
