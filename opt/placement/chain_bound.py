@@ -188,33 +188,33 @@ def _shape_tables(inst: PlacementInstance, ch: _Chain,
                 for k in members[keys[i]]:
                     tables[k] = table
         if opts.branch and partial:
-            _raise_by_branching(inst, ch, tables, [[k for i in b for k in members[keys[i]]]
-                                                   for b in _buckets(
-                                                       sizes, len(reps),
-                                                       opts.max_branch_evaluations)],
-                                groups, opts, cnt)
+            coarse = _buckets(sizes, len(reps), opts.max_branch_evaluations)
+            for bucket in coarse:
+                _raise_by_branching(inst, ch, tables, [reps[i] for i in bucket],
+                                    [k for i in bucket for k in members[keys[i]]],
+                                    groups, opts, cnt)
     return tables, cnt
 
 
-def _raise_by_branching(inst: PlacementInstance, ch: _Chain, tables: list,
-                        buckets: list[list[int]], groups: list[list[int]], opts: BoundOptions,
+def _raise_by_branching(inst: PlacementInstance, ch: _Chain, tables: list, reps: list[int],
+                        bucket: list[int], groups: list[list[int]], opts: BoundOptions,
                         cnt: dict[str, Any]) -> None:
-    """tables[k] ← max(tables[k], branch-and-bound table of k's bucket) for the segments k of
-    each bucket (element-wise minimum of its members); one maximum per distinct pair."""
-    for bucket in buckets:
-        seg = elementwise_min([ch.segment(k) for k in bucket])
-        t0 = time.perf_counter()
-        bb = branch_segment(inst, seg, groups, opts.max_assignments)
-        cnt["branch_s"] += time.perf_counter() - t0
-        cnt["branch_evaluations"] += 1
-        if bb is None:
-            continue
-        raised: dict[int, np.ndarray] = {}
-        for k in bucket:
-            t = tables[k]
-            if id(t) not in raised:
-                raised[id(t)] = np.maximum(t, bb)
-            tables[k] = raised[id(t)]
+    """tables[k] ← max(tables[k], branch-and-bound table of the element-wise minimum of the
+    distinct members ``reps``) for every segment k of ``bucket``; one maximum per distinct
+    table."""
+    seg = elementwise_min([ch.segment(k) for k in reps])
+    t0 = time.perf_counter()
+    bb = branch_segment(inst, seg, groups, opts.max_assignments)
+    cnt["branch_s"] += time.perf_counter() - t0
+    cnt["branch_evaluations"] += 1
+    if bb is None:
+        return
+    raised: dict[int, np.ndarray] = {}
+    for k in bucket:
+        t = tables[k]
+        if id(t) not in raised:
+            raised[id(t)] = np.maximum(t, bb)
+        tables[k] = raised[id(t)]
 
 
 def _bucket_sizes(ch: _Chain, reps: list[int]) -> np.ndarray:
