@@ -38,7 +38,8 @@ class Move:
         return f"{self.kind}->{names}" + ("" if self.phase is None else f"@phase{self.phase}")
 
 
-def replay(inst: PlacementInstance, solution: dict, device: Sequence[int]) -> dict:
+def replay(inst: PlacementInstance, solution: dict, device: Sequence[int] | np.ndarray
+           ) -> dict:
     """The schedule of ``solution``'s task order (start times, ties by topological position)
     with each task t committed on ``device[t]`` (a solution dict, not yet validated)."""
     start = np.array([c["start"] for c in solution["compute"]], dtype=np.int64)

@@ -156,7 +156,7 @@ class _State:
     def values(self, dev: np.ndarray) -> np.ndarray:
         """float [m]: each row's value with its unassigned tasks relaxed (cheapest duration,
         earliest release, no device, cheapest compatible transfers)."""
-        assigned = (dev >= 0).all(axis=0)
+        assigned: np.ndarray = np.asarray((dev >= 0).all(axis=0), dtype=bool)
         m, n = dev.shape
         c = np.empty((m, n), dtype=np.int64)
         r = np.empty((m, n), dtype=np.int64)
