@@ -12,7 +12,10 @@ class BoundOptions:
     max_release_evaluations: segment re-evaluations with weight-load release times; lp: compute
     ``work_lp`` (needs scipy's HiGHS); max_device_path_tasks: largest instance (tasks) that
     gets the ``device_path`` component; device_path_assignments: neighbour device choices
-    enumerated per (task, device) there (``device_heads_tails``' ``max_assignments``)."""
+    enumerated per (task, device) there (``device_heads_tails``' ``max_assignments``);
+    branch: raise the tables of segments too large to enumerate by branch and bound
+    (:mod:`opt.placement.segment_branch`), on at most max_branch_evaluations buckets per
+    shape."""
 
     max_assignments: int = 20_000
     max_evaluations: int = 128
@@ -20,3 +23,5 @@ class BoundOptions:
     lp: bool = True
     max_device_path_tasks: int = 5_000
     device_path_assignments: int = 256
+    branch: bool = True
+    max_branch_evaluations: int = 16

@@ -79,7 +79,15 @@ All durations are integer ticks of the instance's ``time_unit``.
       with the given cut devices bounds ``OPT_k(p, e)``;
     - when a segment has too many assignments (``max_assignments``), only its most
       device-sensitive tasks are enumerated; the others take their cheapest legal duration,
-      the cheapest transfer compatible with the enumerated end of each edge, and no device;
+      the cheapest transfer compatible with the enumerated end of each edge, and no device.
+      Such a table is then raised by branch and bound (:mod:`opt.placement.segment_branch`):
+      tasks are assigned one at a time, partial assignments are valued with the rest relaxed
+      as above (never above any completion; the one-machine bound there also takes every
+      set S of the tasks on a device whose heads (tails) reach a given task's:
+      ``min_S head + Σ_S durations + min_S tail``) and dropped once they reach the value of a
+      greedy completion in their cut cell; the entry is the least of the completions' values
+      and of the partial assignments left, so it still bounds every complete assignment
+      (issue 20 item 4: the head-sharded decode attention, 20 tasks on 5 devices);
     - segments with the same shape (cut flags, legal devices, task kinds, local edges) but
       different durations and bytes (decode steps differ only through T_kv) are evaluated
       once per bucket: the bucket's element-wise minimum of durations,
@@ -99,7 +107,7 @@ are cached per instance object (a sweep solves one instance with several methods
 
 The components live in :mod:`opt.placement.work_bound` (``work_average``, ``work_lp``),
 :mod:`opt.placement.load_ports` (``load_port``, ``load_chain``), :mod:`opt.placement.chain_bound`
-and :mod:`opt.placement.segment_bound` (``chain``); the options in
+:mod:`opt.placement.segment_bound` and :mod:`opt.placement.segment_branch` (``chain``); the options in
 :mod:`opt.placement.bound_options`.
 """
 

@@ -17,6 +17,7 @@ import numpy as np
 from opt.placement.bound_options import BoundOptions
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
+from opt.placement.segment_branch import branch_segment
 from opt.placement.work_bound import BIG, cheapest
 
 
@@ -90,6 +91,8 @@ def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | 
     value, n_special = _min_plus(inst, ch, tables, groups, opts)
     detail = {"cuts": int(len(ch.cuts)), "segments": ch.n_seg, "shapes": len(shapes),
               "shapes_exact": counts["shapes_exact"], "evaluations": counts["evaluations"],
+              "branch_evaluations": counts["branch_evaluations"],
+              "branch_s": round(counts["branch_s"], 3),
               "max_segment_tasks": int((ch.ends - ch.starts + 1).max()),
               "release_evaluations": n_special, "evaluate_s": round(counts["evaluate_s"], 3)}
     tails = None
@@ -161,37 +164,75 @@ def _shape_tables(inst: PlacementInstance, ch: _Chain,
                   opts: BoundOptions) -> tuple[list[np.ndarray | None], dict[str, Any]]:
     """Each segment's [P, E] table: distinct members of a shape evaluated exactly up to
     ``max_evaluations``, beyond that per bucket of similar work and bytes (element-wise
-    minimum); and counters."""
+    minimum); shapes the plain evaluation cannot enumerate are raised by branch and bound on
+    at most ``max_branch_evaluations`` buckets (each member takes the maximum of its two
+    buckets' bounds); and counters."""
     tables: list[np.ndarray | None] = [None] * ch.n_seg
-    n_eval = 0
-    t_eval = 0.0
-    exact_shapes = 0
+    cnt: dict[str, Any] = {"shapes_exact": 0, "evaluations": 0, "evaluate_s": 0.0,
+                           "branch_evaluations": 0, "branch_s": 0.0}
     for members in shapes.values():
         reps = [ks_[0] for ks_ in members.values()]
-        buckets: list[list[int]]
-        if len(reps) <= opts.max_evaluations:
-            buckets = [[i] for i in range(len(reps))]
-            exact_shapes += 1
-        else:
-            work, nbytes = [], []
-            for k in reps:
-                lo, hi, e0, e1 = ch.bounds(k)
-                c = ch.cost_pos[lo:hi]
-                work.append(int(np.where(c >= 0, c, BIG).min(axis=1).sum()))
-                nbytes.append(int(ch.eb[e0:e1].sum()))
-            buckets = _log_buckets(np.array([work, nbytes], dtype=np.float64).T,
-                                   opts.max_evaluations)
         keys = list(members)
+        sizes = _bucket_sizes(ch, reps) if len(reps) > opts.max_branch_evaluations else None
+        buckets = _buckets(sizes, len(reps), opts.max_evaluations)
+        cnt["shapes_exact"] += len(reps) <= opts.max_evaluations
+        partial = False
         for bucket in buckets:
             seg = elementwise_min([ch.segment(k) for k in (reps[i] for i in bucket)])
             t0 = time.perf_counter()
-            table, _ = evaluate_segment(inst, seg, groups, opts.max_assignments)
-            t_eval += time.perf_counter() - t0
-            n_eval += 1
+            table, n_enum = evaluate_segment(inst, seg, groups, opts.max_assignments)
+            cnt["evaluate_s"] += time.perf_counter() - t0
+            cnt["evaluations"] += 1
+            partial |= n_enum < seg.cost.shape[0]
             for i in bucket:
                 for k in members[keys[i]]:
                     tables[k] = table
-    return tables, {"shapes_exact": exact_shapes, "evaluations": n_eval, "evaluate_s": t_eval}
+        if opts.branch and partial:
+            coarse = _buckets(sizes, len(reps), opts.max_branch_evaluations)
+            for bucket in coarse:
+                _raise_by_branching(inst, ch, tables, [reps[i] for i in bucket],
+                                    [k for i in bucket for k in members[keys[i]]],
+                                    groups, opts, cnt)
+    return tables, cnt
+
+
+def _raise_by_branching(inst: PlacementInstance, ch: _Chain, tables: list, reps: list[int],
+                        bucket: list[int], groups: list[list[int]], opts: BoundOptions,
+                        cnt: dict[str, Any]) -> None:
+    """tables[k] ← max(tables[k], branch-and-bound table of the element-wise minimum of the
+    distinct members ``reps``) for every segment k of ``bucket``; one maximum per distinct
+    table."""
+    seg = elementwise_min([ch.segment(k) for k in reps])
+    t0 = time.perf_counter()
+    bb = branch_segment(inst, seg, groups, opts.max_assignments)
+    cnt["branch_s"] += time.perf_counter() - t0
+    cnt["branch_evaluations"] += 1
+    if bb is None:
+        return
+    raised: dict[int, np.ndarray] = {}
+    for k in bucket:
+        t = tables[k]
+        if id(t) not in raised:
+            raised[id(t)] = np.maximum(t, bb)
+        tables[k] = raised[id(t)]
+
+
+def _bucket_sizes(ch: _Chain, reps: list[int]) -> np.ndarray:
+    """[m, 2] total cheapest work and edge bytes of each representative segment."""
+    work, nbytes = [], []
+    for k in reps:
+        lo, hi, e0, e1 = ch.bounds(k)
+        c = ch.cost_pos[lo:hi]
+        work.append(int(np.where(c >= 0, c, BIG).min(axis=1).sum()))
+        nbytes.append(int(ch.eb[e0:e1].sum()))
+    return np.array([work, nbytes], dtype=np.float64).T
+
+
+def _buckets(sizes: np.ndarray | None, n_reps: int, max_buckets: int) -> list[list[int]]:
+    """Representatives grouped: one each when they fit ``max_buckets``, else log buckets."""
+    if n_reps <= max_buckets or sizes is None:
+        return [[i] for i in range(n_reps)]
+    return _log_buckets(sizes, max_buckets)
 
 
 def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[list[int]],

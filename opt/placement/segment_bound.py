@@ -136,10 +136,25 @@ def _enumerated_columns(seg: Segment, legal: np.ndarray, cost: np.ndarray, tt: n
     """bool [n]: the tasks whose device is enumerated — the cuts and single-device tasks, then
     the most device-sensitive ones (duration spread plus adjacent transfer spans) while the
     number of assignments stays within ``max_assignments``."""
-    n = seg.cost.shape[0]
     n_legal = legal.sum(axis=1)
-    must = np.zeros(n, dtype=bool)
-    must |= n_legal == 1
+    must, spread = sensitivity(seg, legal, cost, tt)
+    enum = must.copy()
+    size = float(np.prod(n_legal[must].astype(np.float64)))
+    for j in np.argsort(-spread, kind="stable").tolist():
+        if enum[j]:
+            continue
+        if size * n_legal[j] <= max_assignments:
+            enum[j] = True
+            size *= n_legal[j]
+    return enum
+
+
+def sensitivity(seg: Segment, legal: np.ndarray, cost: np.ndarray, tt: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(must [n] bool: the cuts and single-device tasks, spread [n] ticks: duration spread
+    plus the spans of adjacent transfers) — which tasks' devices matter most."""
+    n = seg.cost.shape[0]
+    must = legal.sum(axis=1) == 1
     if seg.has_prev:
         must[0] = True
     if seg.has_end:
@@ -150,15 +165,7 @@ def _enumerated_columns(seg: Segment, legal: np.ndarray, cost: np.ndarray, tt: n
         span = int(tt[e][np.ix_(legal[u], legal[v])].max())
         spread[u] += span
         spread[v] += span
-    enum = must.copy()
-    size = float(np.prod(n_legal[must].astype(np.float64)))
-    for j in np.argsort(-spread, kind="stable").tolist():
-        if enum[j]:
-            continue
-        if size * n_legal[j] <= max_assignments:
-            enum[j] = True
-            size *= n_legal[j]
-    return enum
+    return must, spread
 
 
 def _assigned_times(legal: np.ndarray, cost: np.ndarray, rel: np.ndarray, enum: np.ndarray,
@@ -206,9 +213,12 @@ def _edge_durations(seg: Segment, legal: np.ndarray, tt: np.ndarray, enum: np.nd
 
 
 def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarray,
-                       edur: np.ndarray, first: int, nd: int) -> np.ndarray:
+                       edur: np.ndarray, first: int, nd: int, thresholds: bool = False
+                       ) -> np.ndarray:
     """float [m]: per assignment max(longest path, every device's min head + Σ durations +
-    min tail); inf where no finite value exists."""
+    min tail); with ``thresholds`` the one-machine bound of every head (tail) threshold set
+    (:func:`one_machine`, a sort per device: used by branch and bound, whose frontiers are
+    small); inf where no finite value exists."""
     m, n = c.shape
     ins: list[list[int]] = [[] for _ in range(n)]
     outs: list[list[int]] = [[] for _ in range(n)]
@@ -242,20 +252,57 @@ def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarr
         sc = np.where(on, cc, 0).sum(axis=0)
         mq = np.where(on, tq, BIG).min(axis=0)
         np.maximum(val, np.where(any_on, mh + sc + mq, 0), out=val)
+        if thresholds:
+            np.maximum(val, one_machine(on, hd, cc, tq), out=val)
+            np.maximum(val, one_machine(on, tq, cc, hd), out=val)
     val = np.minimum(val, BIG).astype(np.float64)
     val[val >= BIG] = np.inf
     return val
+
+
+def one_machine(on: np.ndarray, head: np.ndarray, dur: np.ndarray, tail: np.ndarray
+                ) -> np.ndarray:
+    """int64 [m]: per column (assignment) of the [n, m] arrays, the one-machine bound of the
+    tasks ``on`` the device: ``max_S min_S head + Σ_S dur + min_S tail`` over the sets S of
+    the tasks whose head is at least some task's head (all of S run one at a time on the
+    device, none starts before the least head, and the last one's tail follows it). Swapping
+    ``head`` and ``tail`` gives the mirrored sets. 0 where at most one task is on the device
+    (one task's set is dominated by the longest path)."""
+    rows = np.flatnonzero(on.any(axis=1))
+    if len(rows) <= 1:
+        return np.zeros(on.shape[1], dtype=np.int64)
+    on = on[rows].T  # [m, k]: sorting along contiguous rows
+    key = np.where(on, head[rows].T, -BIG)
+    idx = np.argsort(-key, axis=1, kind="stable")
+    hs = np.take_along_axis(key, idx, axis=1)
+    ps = np.cumsum(np.take_along_axis(np.where(on, dur[rows].T, 0), idx, axis=1), axis=1)
+    qs = np.minimum.accumulate(
+        np.take_along_axis(np.where(on, tail[rows].T, BIG), idx, axis=1), axis=1)
+    lb = np.where(hs > -BIG, hs + ps + qs, 0)
+    return np.minimum(lb, BIG).max(axis=1)
 
 
 def _cut_table(seg: Segment, dev: np.ndarray, val: np.ndarray, groups: list[list[int]],
                nd: int) -> np.ndarray:
     """The [P, E] table: the least value per (previous cut device, closing cut device),
     expanded over the orbits of the interchangeable devices."""
+    can = np.full((nd, nd), np.inf)
+    np.minimum.at(can, cut_cells(seg, dev), val)
+    return table_from_canonical(seg, can, groups, nd)
+
+
+def cut_cells(seg: Segment, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(previous cut device, closing cut device) per assignment row (0 where absent)."""
     m, n = dev.shape
     pa = dev[:, 0] if seg.has_prev else np.zeros(m, dtype=np.int64)
     pe = dev[:, n - 1] if seg.has_end else np.zeros(m, dtype=np.int64)
-    can = np.full((nd, nd), np.inf)
-    np.minimum.at(can, (pa, pe), val)
+    return pa, pe
+
+
+def table_from_canonical(seg: Segment, can: np.ndarray, groups: list[list[int]], nd: int
+                         ) -> np.ndarray:
+    """The [P, E] table from the [D, D] least values of canonical cut devices, expanded over
+    the orbits of the interchangeable devices."""
     if seg.has_prev and seg.has_end:
         table = _orbit_expand(can, groups, nd)
     elif seg.has_prev:
