@@ -26,8 +26,12 @@ from typing import Any
 
 import orjson
 
-#: (model, platform, prefill, decode, batch, layers, capacity scale or None)
+#: (model, platform, prefill, decode, batch, layers, capacity scale or None[, links]):
+#: links "star" (uplink + downlink channels) or "free" (no contention); default as built
 BUILT = (
+    ("llama-2-13b", "HP64", 128, 16, 4, 2, None, "star"),
+    ("dops-qwen-1.8b", "HP32", 64, 32, 1, 2, 0.2, "star"),
+    ("llama-2-7b", "HP64", 128, 64, 16, 2, None, "free"),
     ("llama-2-13b", "HP64", 128, 16, 4, 2, None),
     ("llama-2-13b", "HP64", 128, 16, 4, 2, 0.05),
     ("dops-qwen-1.8b", "HP32", 64, 32, 1, 2, None),
@@ -45,18 +49,24 @@ def digest(obj: Any) -> str:
                                        | orjson.OPT_SERIALIZE_NUMPY)).hexdigest()[:16]
 
 
-def with_capacity(inst, scale: float | None):
+def variant(inst, scale: float | None, links: str | None = None):
     """``inst`` with every device's weight capacity set to ``scale`` × (the total block bytes
-    / number of devices), at least the largest block (None: unchanged)."""
-    if scale is None:
+    / number of devices), at least the largest block (None: unchanged), and its links made
+    ``star`` or contention-free (``free``; None: unchanged)."""
+    if scale is None and links is None:
         return inst
     from opt.placement.io import instance_from_dict
 
     d = inst.to_dict()
-    total, largest = int(inst.block_bytes.sum()), int(inst.block_bytes.max())
-    cap = max(largest, int(scale * total / inst.n_devices))
-    for dv in d["devices"]:
-        dv["weight_capacity"] = cap
+    if scale is not None:
+        total, largest = int(inst.block_bytes.sum()), int(inst.block_bytes.max())
+        cap = max(largest, int(scale * total / inst.n_devices))
+        for dv in d["devices"]:
+            dv["weight_capacity"] = cap
+    if links == "star":
+        d["links"]["topology"] = "star"
+    elif links == "free":
+        d["links"]["contention"] = False
     return instance_from_dict(d)
 
 
@@ -65,11 +75,11 @@ def built(spec: tuple) -> Any:
     from opt.costlib.modelcard import bundled_cards
     from opt.placement.builder import BuildOptions, Workload, build_placement
 
-    model, platform, pre, dec, batch, layers, scale = spec
+    model, platform, pre, dec, batch, layers, scale, *links = spec
     cat = bundled_catalog()
     inst = build_placement(bundled_cards()[model], cat.platform(platform), cat,
                            Workload(pre, dec, batch), BuildOptions(layers=layers))
-    return with_capacity(inst, scale)
+    return variant(inst, scale, *links)
 
 
 def cases(full: bool, bundled: bool = True) -> Iterator[tuple[str, Callable[[], Any]]]:
