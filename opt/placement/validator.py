@@ -531,6 +531,8 @@ def _residencies(inst: PlacementInstance, solution: dict[str, Any], loads: _Load
 def _check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
                            start: np.ndarray) -> None:
     """A task with a block starts while the block is resident (loaded, not yet evicted)."""
+    if _all_resident(inst, resid, task_dev, start):
+        return
     names = _names(inst)
     for t in np.flatnonzero(inst.task_block >= 0).tolist():
         b, d, s = int(inst.task_block[t]), int(task_dev[t]), int(start[t])
@@ -541,6 +543,40 @@ def _check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev
                                 f"'{names[d]}' but block '{inst.block_ids[b]}' is not resident "
                                 f"then (loaded by the start and not evicted; residencies "
                                 f"[start, ready, evicted): {spans[:4]})")
+
+
+def _all_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
+                  start: np.ndarray) -> bool:
+    """Vectorised :func:`_check_blocks_resident` (False: some task is not covered; the loop
+    names it). The residencies of one (block, device) are disjoint and in time order, so the
+    one that can cover a start s is the last whose ready time is ≤ s: residencies and starts
+    are merged in (key, time) order, residencies first at equal times."""
+    tasks = np.flatnonzero(inst.task_block >= 0)
+    if len(tasks) == 0:
+        return True
+    nd = inst.n_devices
+    spans = [(b * nd + d, le, stop) for (b, d), sp in resid.items() for _, le, stop in sp]
+    if not spans:
+        return False
+    r_key = np.array([k for k, _, _ in spans], dtype=np.int64)
+    r_ready = np.array([le for _, le, _ in spans], dtype=np.int64)
+    r_stop = np.array([stop for _, _, stop in spans], dtype=np.float64)
+    q_key = inst.task_block[tasks] * nd + task_dev[tasks]
+    q_time = start[tasks]
+    m = len(spans)
+    key = np.concatenate([r_key, q_key])
+    when = np.concatenate([r_ready, q_time])
+    kind = np.concatenate([np.zeros(m, np.int8), np.ones(len(tasks), np.int8)])
+    order = np.lexsort((kind, when, key))
+    # position (in the merged order) of the latest residency at or before each position
+    is_res = order < m
+    last = np.maximum.accumulate(np.where(is_res, np.arange(len(order)), -1))
+    pos = last[~is_res]
+    q = order[~is_res] - m
+    ok = pos >= 0
+    cand = np.where(ok, order[np.maximum(pos, 0)], 0)  # its index (0 when there is none)
+    ok &= (r_key[cand] == q_key[q]) & (q_time[q] < r_stop[cand])
+    return bool(ok.all())
 
 
 # ---- rule 6: capacity -------------------------------------------------------------------------
