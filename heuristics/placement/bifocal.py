@@ -579,7 +579,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 needed: Sequence[int] = ()  # the victims of this load that later tasks still use
                 if track_uses:
                     lp = load_plan(b, d)
-                    if lp:
+                    if lp and lp[1]:
                         needed = [v for v in lp[1] if uses_left[v] > 0]
                 if inv_r >= 0 and r[3] > r[2] and not needed:
                     # the current cost of the reload is its delay plus its phase penalty; both
@@ -625,7 +625,8 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
             raise st.no_device_error(t)
         n_ev, n_ld = len(evictions), len(load_events)
         commit(t, best_d, info)
-        if rho > 0 and b >= 0:
+        if rho > 0 and b >= 0 and (n_ld != len(load_events) or n_ev != len(evictions)
+                                   or uses_left[b] == 1):  # else _count_homes changes nothing
             _count_homes(load_events[n_ld:], evictions[n_ev:], b, uses_left, res_count,
                          homeless, pref, dcls_l)
         if track_uses and b >= 0:
