@@ -557,8 +557,9 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         h = hint[t] if window else -1
         best_s = best_d = None
         best_h = False
-        # the same choice without one term each (FLIP_TERMS order): [score, dev, hint]
-        alt: list[list[Any]] = [[None, None, False] for _ in range(5)]
+        eft_s = eft_d = None  # the choice by EFT alone (the score without the window)
+        rows = []  # the terms of each eligible device, for the choices without one term each
+        extra = False  # whether any device has a nonzero term beyond EFT + window
         for d in type_legal[ty]:
             dur = durs[d]
             r = evaluate(t, d, dur, info)
@@ -578,7 +579,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 needed: Sequence[int] = ()  # the victims of this load that later tasks still use
                 if track_uses:
                     lp = load_plan(b, d)
-                    if lp:
+                    if lp and lp[1]:
                         needed = [v for v in lp[1] if uses_left[v] > 0]
                 if inv_r >= 0 and r[3] > r[2] and not needed:
                     # the current cost of the reload is its delay plus its phase penalty; both
@@ -608,24 +609,24 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
             elif score == best_s and not best_h and on_hint:
                 best_d, best_h = d, True
                 ties_by_hint += 1
-            # each summed in the same order as the score, so equal scores stay exactly equal
-            for j, sc in enumerate((f + penalty + bt + ce + cc, f + cw + bt0 + ce + cc,
-                                    f + cw + penalty + ce + cc, f + cw + penalty + bt + cc,
-                                    f + cw + penalty + bt + ce)):
-                a_ = alt[j]
-                hj = on_hint and j != 0  # without the window there is no hint
-                if a_[0] is None or sc < a_[0]:
-                    a_[0], a_[1], a_[2] = sc, d, hj
-                elif sc == a_[0] and not a_[2] and hj:
-                    a_[1], a_[2] = d, True
+            rows.append((d, f, cw, penalty, bt, bt0, ce, cc, on_hint))
+            if penalty or bt or bt0 or ce or cc:
+                extra = True
+            fl = float(f)
+            if eft_s is None or fl < eft_s:
+                eft_s, eft_d = fl, d
+        # without extra terms every choice leaving one out is the score's own, but the
+        # window's (EFT alone, no hint); else each is recomputed from the terms
+        alt = _alternatives(rows) if extra else (eft_d, best_d, best_d, best_d, best_d)
         for j in range(5):
-            if alt[j][1] != best_d:
+            if alt[j] != best_d:
                 flips[j] += 1
         if best_d is None:
             raise st.no_device_error(t)
         n_ev, n_ld = len(evictions), len(load_events)
         commit(t, best_d, info)
-        if rho > 0 and b >= 0:
+        if rho > 0 and b >= 0 and (n_ld != len(load_events) or n_ev != len(evictions)
+                                   or uses_left[b] == 1):  # else _count_homes changes nothing
             _count_homes(load_events[n_ld:], evictions[n_ev:], b, uses_left, res_count,
                          homeless, pref, dcls_l)
         if track_uses and b >= 0:
@@ -666,6 +667,25 @@ def preferred_class(inst: PlacementInstance, dcls_l: list[int], K: int) -> list[
     used = np.zeros(nb, dtype=bool)
     used[inst.task_block[has]] = True
     return np.where(used, pref, -1).tolist()
+
+
+def _alternatives(rows: Sequence[tuple]) -> list[int | None]:
+    """The device each score without one term (FLIP_TERMS order) chooses among ``rows``
+    (device, EFT, window, phase, token, token without phase, evict, copy, on the hint),
+    with the score's tie rule; each summed in the score's order, so equal scores stay
+    exactly equal."""
+    alt: list[list[Any]] = [[None, None, False] for _ in range(5)]
+    for d, f, cw, penalty, bt, bt0, ce, cc, on_hint in rows:
+        for j, sc in enumerate((f + penalty + bt + ce + cc, f + cw + bt0 + ce + cc,
+                                f + cw + penalty + ce + cc, f + cw + penalty + bt + cc,
+                                f + cw + penalty + bt + ce)):
+            a_ = alt[j]
+            hj = on_hint and j != 0  # without the window there is no hint
+            if a_[0] is None or sc < a_[0]:
+                a_[0], a_[1], a_[2] = sc, d, hj
+            elif sc == a_[0] and not a_[2] and hj:
+                a_[1], a_[2] = d, True
+    return [a_[1] for a_ in alt]
 
 
 def _count_homes(loaded: Sequence[tuple[int, int, int]], evicted: Sequence[tuple[int, int, int]],

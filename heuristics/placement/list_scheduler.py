@@ -185,6 +185,20 @@ class ScheduleState:
     def ready(self, d: int, info) -> int:
         """Time all inputs of the task are on d (transfers planned against booked channels)."""
         nd = self.nd
+        if len(info) == 1:  # fast path: one input (the common case of operator chains)
+            eu, du, row, _ = info[0]
+            if du == d:
+                return eu
+            dur = row[du * nd + d]
+            if dur <= 0:
+                return eu
+            if not self.contention:
+                return eu + dur
+            if self.one_channel:
+                c = self.chan[self.pair_chan1[du * nd + d]]
+            else:
+                c = max([self.chan[ch] for ch in self.pair_chan[du * nd + d]], default=0)
+            return (c if c > eu else eu) + dur
         ready = 0
         if not self.contention:
             for eu, du, row, _ in info:
@@ -265,12 +279,11 @@ class ScheduleState:
         ready = data = self.ready(d, info)
         b = self.block[t]
         if b >= 0:
-            lp = self.load_plan(b, d)
-            if lp is None:
-                r = self.res_ready[d][b]
-            elif lp is False:
-                return None
-            else:
+            r = self.res_ready[d].get(b)
+            if r is None:  # not resident: (re)loaded on d's port, evicting if need be
+                lp = self.load_plan(b, d)
+                if lp is False:
+                    return None
                 r = lp[0] + self.loadd[b][d]
             if r > ready:
                 ready = r

@@ -56,8 +56,19 @@ def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
     path = Path(path)
     data = json_bytes(obj, indent=bool(indent))
     if path.name.endswith(".gz"):
-        data = gzip.compress(data, compresslevel=3)
+        data = gzip.compress(data, compresslevel=gzip_level(len(data)))
     path.write_bytes(data)
+
+
+#: payloads above this many bytes are compressed at level 1 (full-size schedules, instances)
+FAST_GZIP_BYTES = 8 << 20
+
+
+def gzip_level(size: int) -> int:
+    """The gzip level for ``size`` bytes of JSON: 3 for small files, 1 above
+    :data:`FAST_GZIP_BYTES` (≈ 0.6× the compression time for ≈ 8 % more bytes on a
+    full-size schedule)."""
+    return 1 if size > FAST_GZIP_BYTES else 3
 
 
 def write_json_atomic(obj: Any, path: str | Path) -> None:

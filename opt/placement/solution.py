@@ -31,15 +31,9 @@ def make_solution(inst: PlacementInstance, task_device: Sequence[int], task_star
     dev = np.asarray(task_device, dtype=np.int64)
     st = np.asarray(task_start, dtype=np.int64)
     dur = inst.cost[np.arange(inst.n_tasks), dev]
-    compute = [{"task": ids[t], "device": names[d], "start": s, "end": s + c}
-               for t, (d, s, c) in enumerate(zip(dev.tolist(), st.tolist(), dur.tolist()))]
-    transfers = []
-    for e, s in sorted(transfer_start.items()):
-        u, v = int(inst.edge_src[e]), int(inst.edge_dst[e])
-        f, t = int(dev[u]), int(dev[v])
-        dur_e = inst.links.transfer(f, t, int(inst.edge_bytes[e]))
-        transfers.append({"src": ids[u], "dst": ids[v], "from": names[f], "to": names[t],
-                          "start": int(s), "end": int(s) + dur_e})
+    dev_names = [names[d] for d in dev.tolist()]
+    compute = [{"task": tid, "device": dn, "start": s, "end": e}
+               for tid, dn, s, e in zip(ids, dev_names, st.tolist(), (st + dur).tolist())]
     fmt_of = list(inst.block_format)
     if formats:
         for bid, fmt in formats.items():
@@ -51,14 +45,37 @@ def make_solution(inst: PlacementInstance, task_device: Sequence[int], task_star
         load_events.append({"block": inst.block_ids[b], "device": names[d], "format": fmt,
                             "start": int(s), "end": int(s) + dur_l})
     return {
-        "assignment": {ids[t]: names[d] for t, d in enumerate(dev.tolist())},
+        "assignment": dict(zip(ids, dev_names)),
         "compute": compute,
-        "transfers": transfers,
+        "transfers": _transfer_events(inst, dev, transfer_start, names),
         "loads": load_events,
         "evictions": [{"block": inst.block_ids[b], "device": names[d], "time": int(t)}
                       for b, d, t in evictions],
         "formats": {bid: fmt_of[i] for i, bid in enumerate(inst.block_ids)},
     }
+
+
+def _transfer_events(inst: PlacementInstance, dev: np.ndarray,
+                     transfer_start: Mapping[int, int], names: list[str]) -> list[dict[str, Any]]:
+    """The transfer events in edge order; durations as :meth:`Links.transfer` (vectorised:
+    latency + ceil(bytes / bandwidth), 0 on one device)."""
+    if not transfer_start:
+        return []
+    e = np.fromiter(transfer_start, dtype=np.int64, count=len(transfer_start))
+    s = np.fromiter(transfer_start.values(), dtype=np.int64, count=len(e))
+    order = np.argsort(e, kind="stable")
+    e, s = e[order], s[order]
+    u, v = inst.edge_src[e], inst.edge_dst[e]
+    f, t = dev[u], dev[v]
+    links = inst.links
+    dur = links.latency[f, t] + np.ceil(inst.edge_bytes[e] / links.bandwidth[f, t]).astype(
+        np.int64)
+    dur[f == t] = 0
+    ids = inst.task_ids
+    return [{"src": ids[a], "dst": ids[b], "from": names[x], "to": names[y], "start": s0,
+             "end": s0 + d0}
+            for a, b, x, y, s0, d0 in zip(u.tolist(), v.tolist(), f.tolist(), t.tolist(),
+                                          s.tolist(), dur.tolist())]
 
 
 def cross_edges(inst: PlacementInstance, task_device: Sequence[int]) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,27 @@ EVENT_KEYS = ("compute", "transfers", "loads", "evictions")
 MAP_KEYS = ("assignment", "formats")
 
 
+#: event fields that must be strings (names of tasks, devices, blocks, formats)
+_NAME_FIELDS = frozenset({"task", "src", "dst", "device", "from", "to", "block", "format"})
+
+
+def _names_are_strings(events: list) -> bool:
+    """Fast check of a well-formed event list: every event a plain dict, all with the same
+    keys, and every name field a string (False: the per-event loop decides and names it)."""
+    if set(map(type, events)) - {dict}:
+        return False
+    keysets = set(map(tuple, events))
+    if len(keysets) != 1:
+        return False
+    return all(not (set(map(type, map(itemgetter(name), events))) - {str})
+               for name in next(iter(keysets)) if name in _NAME_FIELDS)
+
+
+def _all_strings(values) -> bool:
+    """Every value is a string (the exact type checked in bulk first)."""
+    return not set(map(type, values)) - {str} or all(isinstance(v, str) for v in values)
+
+
 def _check_shape(solution: Any) -> None:
     """The solution is an object whose event lists hold objects and whose maps map names to
     names: anything else is a :class:`ScheduleError` naming the key, never a crash."""
@@ -84,18 +106,19 @@ def _check_shape(solution: Any) -> None:
         events = solution.get(key, [])
         if not isinstance(events, list):
             raise ScheduleError(f"solution.{key} must be a list, got {type(events).__name__}")
+        if not events or _names_are_strings(events):
+            continue
         for k, ev in enumerate(events):
             if not isinstance(ev, dict):
                 raise ScheduleError(f"solution.{key}[{k}] must be an object, got "
                                     f"{type(ev).__name__}")
             for name, value in ev.items():
-                if name in ("task", "src", "dst", "device", "from", "to", "block", "format") \
-                        and not isinstance(value, str):
+                if name in _NAME_FIELDS and not isinstance(value, str):
                     raise ScheduleError(f"solution.{key}[{k}].{name} must be a string, got "
                                         f"{value!r}")
     for key in MAP_KEYS:
         mapping = solution.get(key) or {}
-        if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+        if not isinstance(mapping, dict) or not _all_strings(mapping.values()):
             raise ScheduleError(f"solution.{key} must map names to names, got {mapping!r:.80}")
 
 
@@ -140,6 +163,12 @@ def _int_column(values: list) -> np.ndarray | None:
     return np.array(values, dtype=np.int64)
 
 
+def _index_column(index: dict[str, int], events: list, key: str) -> np.ndarray:
+    """``index[ev[key]]`` of every event as int64 (KeyError / TypeError when one is off)."""
+    return np.fromiter(map(index.__getitem__, map(itemgetter(key), events)), dtype=np.int64,
+                       count=len(events))
+
+
 def _fast_compute(inst: PlacementInstance, events: list
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Rule 1 vectorised for a well-formed event list: (device, start, end) per task when
@@ -148,10 +177,9 @@ def _fast_compute(inst: PlacementInstance, events: list
     if len(events) != n:
         return None
     try:
-        t = np.fromiter((tindex[ev["task"]] for ev in events), dtype=np.int64, count=n)
-        d = np.fromiter((dindex[ev["device"]] for ev in events), dtype=np.int64, count=n)
-        s, e = _int_column([ev["start"] for ev in events]), _int_column(
-            [ev["end"] for ev in events])
+        t = _index_column(tindex, events, "task")
+        d = _index_column(dindex, events, "device")
+        s, e = (_int_column(list(map(itemgetter(k), events))) for k in ("start", "end"))
     except (KeyError, TypeError):
         return None
     if s is None or e is None or (np.bincount(t, minlength=n) != 1).any():
@@ -204,12 +232,30 @@ def _check_assignment(inst: PlacementInstance, solution: dict[str, Any],
                       task_dev: np.ndarray) -> None:
     """The optional ``assignment`` map agrees with the compute events."""
     names, tindex = _names(inst), inst.task_index
-    for tid, dname in (solution.get("assignment") or {}).items():
+    assignment = solution.get("assignment") or {}
+    if _assignment_agrees(inst, assignment, task_dev):
+        return
+    for tid, dname in assignment.items():
         if tid not in tindex:
             raise ScheduleError(f"rule 1: assignment names unknown task {tid!r}")
         if dname != names[task_dev[tindex[tid]]]:
             raise ScheduleError(f"rule 1: assignment puts '{tid}' on {dname!r} but its compute "
                                 f"event is on '{names[task_dev[tindex[tid]]]}'")
+
+
+def _assignment_agrees(inst: PlacementInstance, assignment: dict, task_dev: np.ndarray) -> bool:
+    """Vectorised: every task of ``assignment`` is known and on its compute event's device
+    (False: the checked loop names the first disagreement)."""
+    if not assignment:
+        return True
+    try:
+        t = np.fromiter(map(inst.task_index.__getitem__, assignment), dtype=np.int64,
+                        count=len(assignment))
+        d = np.fromiter(map(inst.device_index.__getitem__, assignment.values()),
+                        dtype=np.int64, count=len(assignment))
+    except (KeyError, TypeError):
+        return False
+    return bool((task_dev[t] == d).all())
 
 
 # ---- rule 2: one task at a time per device ----------------------------------------------------
@@ -266,11 +312,9 @@ def _fast_transfers(inst: PlacementInstance, events: list, task_dev: np.ndarray,
     if (same & (start[dst] < end[src])).any() or len(events) != len(cross):
         return None
     try:
-        cols = [np.fromiter((tindex[ev[k]] for ev in events), dtype=np.int64,
-                            count=len(events)) for k in ("src", "dst")]
-        cols += [np.fromiter((dindex[ev[k]] for ev in events), dtype=np.int64,
-                             count=len(events)) for k in ("from", "to")]
-        ts, te = (_int_column([ev[k] for ev in events]) for k in ("start", "end"))
+        cols = [_index_column(tindex, events, k) for k in ("src", "dst")]
+        cols += [_index_column(dindex, events, k) for k in ("from", "to")]
+        ts, te = (_int_column(list(map(itemgetter(k), events))) for k in ("start", "end"))
     except (KeyError, TypeError):
         return None
     if ts is None or te is None:
@@ -487,6 +531,8 @@ def _residencies(inst: PlacementInstance, solution: dict[str, Any], loads: _Load
 def _check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
                            start: np.ndarray) -> None:
     """A task with a block starts while the block is resident (loaded, not yet evicted)."""
+    if _all_resident(inst, resid, task_dev, start):
+        return
     names = _names(inst)
     for t in np.flatnonzero(inst.task_block >= 0).tolist():
         b, d, s = int(inst.task_block[t]), int(task_dev[t]), int(start[t])
@@ -497,6 +543,40 @@ def _check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev
                                 f"'{names[d]}' but block '{inst.block_ids[b]}' is not resident "
                                 f"then (loaded by the start and not evicted; residencies "
                                 f"[start, ready, evicted): {spans[:4]})")
+
+
+def _all_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
+                  start: np.ndarray) -> bool:
+    """Vectorised :func:`_check_blocks_resident` (False: some task is not covered; the loop
+    names it). The residencies of one (block, device) are disjoint and in time order, so the
+    one that can cover a start s is the last whose ready time is ≤ s: residencies and starts
+    are merged in (key, time) order, residencies first at equal times."""
+    tasks = np.flatnonzero(inst.task_block >= 0)
+    if len(tasks) == 0:
+        return True
+    nd = inst.n_devices
+    spans = [(b * nd + d, le, stop) for (b, d), sp in resid.items() for _, le, stop in sp]
+    if not spans:
+        return False
+    r_key = np.array([k for k, _, _ in spans], dtype=np.int64)
+    r_ready = np.array([le for _, le, _ in spans], dtype=np.int64)
+    r_stop = np.array([stop for _, _, stop in spans], dtype=np.float64)
+    q_key = inst.task_block[tasks] * nd + task_dev[tasks]
+    q_time = start[tasks]
+    m = len(spans)
+    key = np.concatenate([r_key, q_key])
+    when = np.concatenate([r_ready, q_time])
+    kind = np.concatenate([np.zeros(m, np.int8), np.ones(len(tasks), np.int8)])
+    order = np.lexsort((kind, when, key))
+    # position (in the merged order) of the latest residency at or before each position
+    is_res = order < m
+    last = np.maximum.accumulate(np.where(is_res, np.arange(len(order)), -1))
+    pos = last[~is_res]
+    q = order[~is_res] - m
+    ok = pos >= 0
+    cand = np.where(ok, order[np.maximum(pos, 0)], 0)  # its index (0 when there is none)
+    ok &= (r_key[cand] == q_key[q]) & (q_time[q] < r_stop[cand])
+    return bool(ok.all())
 
 
 # ---- rule 6: capacity -------------------------------------------------------------------------

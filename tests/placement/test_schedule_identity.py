@@ -1,0 +1,38 @@
+"""Speed work on the schedulers keeps every schedule byte-identical (issue 20): the digests of
+the HEFT and Bifocal schedules (default parameters) on small instances — bundled ones and
+2-layer builds with loose and tight capacity — equal those recorded with the code before the
+speed changes (``benchmarks/schedule_identity.py``; data/schedule_digests.json)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "schedule_identity", _ROOT / "benchmarks" / "schedule_identity.py")
+assert _spec and _spec.loader
+schedule_identity = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(schedule_identity)
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "schedule_digests.json").read_text())
+CASES = dict(schedule_identity.cases(full=False))
+
+
+def test_every_case_has_a_reference():
+    assert set(CASES) == set(REFERENCE)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_schedules_match_the_reference(name):
+    assert schedule_identity.schedule_digests(CASES[name]()) == REFERENCE[name]
+
+
+def test_tight_cases_evict():
+    """The capacity-starved cases exercise eviction (Bifocal) and rejection (HEFT)."""
+    tight = [v for k, v in REFERENCE.items() if k.endswith(("0.05", "0.2", "0.5", "0.35"))]
+    assert tight and all(v["bifocal"]["evictions"] > 0 for v in tight)
+    assert any("error" in v["heft"] for v in tight)
