@@ -24,8 +24,10 @@ from opt.placement.validator import validate_placement
 from opt.runs.replay import Shape, ShapeTimes
 from solvers.registry import parsed_params
 
-#: Bifocal as in DOPS' request replay: no token-amortisation term.
-REPLAY_BIFOCAL = {"token": False}
+#: Bifocal as in DOPS' request replay: no token-amortisation term, and no copy cost (an
+#: extension): both look at the uses still to come, which depend on the decode length, so a
+#: shorter decode's schedule would no longer be a prefix of a longer one's.
+REPLAY_BIFOCAL = {"token": False, "copy_cost": 0.0}
 REPLAY_METHODS = ("bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn", "heft")
 
 
