@@ -178,11 +178,13 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
         raise ValueError("durations")
     cost = np.full((n, nd), -1, dtype=np.int64)
     cost[rows, cols] = v
-    task_block = np.fromiter(map({**bindex, None: -1}.__getitem__,
+    block_of: dict[str | None, int] = dict(bindex.items())
+    block_of[None] = -1
+    task_block = np.fromiter(map(block_of.__getitem__,
                                  map(methodcaller("get", "block"), tasks)), dtype=np.int64,
                              count=n)
     kinds = list(map(methodcaller("get", "kind"), tasks))
-    phase_of = {None: -1, **{p: i for i, p in enumerate(PHASES)}}
+    phase_of: dict[str | None, int] = {None: -1, **{p: i for i, p in enumerate(PHASES)}}
     phase = np.fromiter(map(phase_of.__getitem__, map(methodcaller("get", "phase"), tasks)),
                         dtype=np.int8, count=n)
     ints = []
