@@ -1,6 +1,7 @@
-"""Bifocal ablation in the form of DOPS Fig. 13 (problems.md §6): EFT only, EFT + one term
-(window, phase, token, and the copy cost of our extension), all terms, and all terms but one, on Qwen-1.8B (``dops-qwen-1.8b``,
-batch 8) and Llama-7B (batch 16) workloads on HP32, full size; every schedule validated.
+"""Bifocal ablation in the form of DOPS Fig. 13 (problems.md §6): EFT only, EFT + one term (window,
+phase, token, and the copy cost of our extension), all terms, and all terms but one, on
+Qwen-1.8B (``dops-qwen-1.8b``, batch 8) and Llama-7B (batch 16) workloads on HP32, full size;
+every schedule validated (with ``--batch1`` also the same shapes at batch 1).
 
 Per run: the makespan (model time, ticks of the cost library: independent of the machine), the
 ratio to all terms, the evictions and, per term, the decisions it flipped

@@ -115,17 +115,18 @@ Copy cost (``copy_cost`` = ρ, default 1; an extension beyond DOPS)
     between equal devices) adds ρ × its load duration on d — but only while some block still
     used later, whose users run fastest on that class (:func:`preferred_class`: least summed
     shortest duration), is held by no device of the class (its first load onto the class is
-    still to come). Blocks preferring another class do not count: at batch 8 the decode GEMMs
-    of dops-qwen-1.8b stay on the NPU, their blocks never come to a PIM, and counting them
-    kept the cost on all decode long (+0.4 % makespan on HP32 128/128/8). A load port serves one load at a time (problems.md rule 5); in list order the ports
-    look free for a copy now, and the first loads of later layers, which need the same ports,
-    are not scored yet. EFT copies a block onto an idle equal device whenever its holder is
-    busy for a moment: on Llama-2-13B, HP64, 128/128/1 (full size, weights loaded during the
-    prefill and the first decode steps) Bifocal made 211 loads against PD's 180 and came out
-    0.944 × PD's speed; with the cost 186 loads and 1.116 × PD. Once every block has a home in
-    the class a copy's port time is free and a copy that pays by parallel branches (q/k/v of
-    one block on two PIMs over 1,024 decode steps) is left alone (dops-qwen-1.8b HP32
-    128/1024/1: 1.004 × PD with the condition, 0.954 × charged unconditionally).
+    still to come). Blocks preferring another class do not count: at batch 8 the decode GEMMs of
+    dops-qwen-1.8b stay on the NPU, their blocks never come to a PIM, and counting them kept the
+    cost on all decode long (+0.4 % makespan on HP32 128/128/8). A load port serves one load at
+    a time (problems.md rule 5); in list order the ports look free for a copy now, and the first
+    loads of later layers, which need the same ports, are not scored yet. EFT copies a block
+    onto an idle equal device whenever its holder is busy for a moment: on Llama-2-13B, HP64,
+    128/128/1 (full size, weights loaded during the prefill and the first decode steps) Bifocal
+    made 211 loads against PD's 180 and came out 0.944 × PD's speed; with the cost 186 loads and
+    1.116 × PD. Once every block has a home in the class a copy's port time is free and a copy
+    that pays by parallel branches (q/k/v of one block on two PIMs over 1,024 decode steps) is
+    left alone (dops-qwen-1.8b HP32 128/1024/1: 1.004 × PD with the condition, 0.954 × charged
+    unconditionally).
 
 Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, token, evict, copy)
     For every task, the device the same partial schedule would give it with that term left out
@@ -134,9 +135,10 @@ Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, toke
     difference counts one flip. It measures how often a term decides, not what the schedule
     would be with the term off (later decisions differ once one has).
 
-"EFT only" (``window=phase=token=False``, ``copy_cost=0``) is exactly the HEFT list schedule (insertion EFT in
-upward-rank order), except that devices whose capacity is exhausted evict instead of being
-skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted and reported).
+"EFT only" (``window=phase=token=False``, ``copy_cost=0``) is exactly the HEFT list schedule
+(insertion EFT in upward-rank order), except that devices whose capacity is exhausted evict
+instead of being skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted
+and reported).
 """
 
 from __future__ import annotations
@@ -239,6 +241,14 @@ def heaviest_successor(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]
     return hs, hb
 
 
+def class_durations(cost: np.ndarray, dev_cls: np.ndarray, K: int) -> np.ndarray:
+    """[rows, K] each row's shortest duration on a device of each class (inf where the class
+    has no legal device); ``cost`` rows of the instance's cost matrix (−1 = illegal)."""
+    c = cost.astype(np.float64)
+    c[cost < 0] = np.inf
+    return np.stack([c[:, dev_cls == k].min(axis=1) for k in range(K)], axis=1)
+
+
 def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tail [n, K], best pattern [n, K], heaviest successor [n]).
@@ -253,9 +263,7 @@ def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: in
     best = np.zeros((n, K), dtype=np.int64)
     if H == 0 or n == 0:
         return tail, best, hs
-    cost = inst.cost.astype(np.float64)
-    cost[inst.cost < 0] = np.inf
-    dcl = np.stack([cost[:, dev_cls == c].min(axis=1) for c in range(K)], axis=1)  # [n, K]
+    dcl = class_durations(inst.cost, dev_cls, K)  # [n, K]
     lat = inst.links.latency
     bw = inst.links.bandwidth
     members = [np.flatnonzero(dev_cls == c) for c in range(K)]
@@ -657,10 +665,7 @@ def preferred_class(inst: PlacementInstance, dcls_l: list[int], K: int) -> list[
     has = np.flatnonzero(inst.task_block >= 0)
     if nb == 0 or len(has) == 0:
         return [-1] * nb
-    cost = inst.cost[has].astype(np.float64)
-    cost[cost < 0] = np.inf
-    dcls = np.array(dcls_l)
-    per_class = np.stack([cost[:, dcls == c].min(axis=1) for c in range(K)], axis=1)
+    per_class = class_durations(inst.cost[has], np.array(dcls_l), K)
     total = np.zeros((nb, K))
     np.add.at(total, inst.task_block[has], np.where(np.isfinite(per_class), per_class, 1e30))
     pref = np.argmin(total, axis=1)
