@@ -469,15 +469,14 @@ def precision_tag(precision: Any) -> str:
 def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
          executor, paper_precision):
     slots = [(wl, method) for wl in workloads for method in methods]
-    tags = {record_path(out, *slot): precision_tag(workload_precision(slot[0].model,
-                                                                      paper_precision))
-            for slot in slots}
     settings = {m: solve_settings(solve, m) for m in methods}
-    method_of = {record_path(out, *slot): slot[1] for slot in slots}
+    # per record path: the precision tag and the method settings a reusable record carries
+    expect = {record_path(out, *slot): (precision_tag(workload_precision(slot[0].model,
+                                                                         paper_precision)),
+                                        settings[slot[1]]) for slot in slots}
     return run_records(
         slots, path_of=lambda slot: record_path(out, *slot),
-        cached=lambda path: _cached(path, layers, tp, tags[path], settings[method_of[path]])
-        if resume else None,
+        cached=lambda path: _cached(path, layers, tp, *expect[path]) if resume else None,
         task_of=lambda slot: PlacementTask(slot[0], slot[1], cards[slot[0].model], catalog,
                                            layers, tp, solve, paper_precision),
         worker=run_placement_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
