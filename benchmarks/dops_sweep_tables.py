@@ -28,9 +28,13 @@ from solvers.sweep_calls import SolveCall
 BEGIN, END = "<!-- dops-sweep-tables:begin -->", "<!-- dops-sweep-tables:end -->"
 
 
-def current(rec: dict) -> bool:
-    """A record of the current build: KV reserved and the method's current settings."""
-    return bool(rec.get("kv_reserved")) and same_settings(rec, SolveCall().settings(rec["method"]))
+def current(rec: dict, settings: dict[str, dict | None]) -> bool:
+    """A record of the current build: KV reserved and the method's current settings
+    (``settings``: method -> its settings, filled on first use)."""
+    m = rec["method"]
+    if m not in settings:
+        settings[m] = SolveCall().settings(m)
+    return bool(rec.get("kv_reserved")) and same_settings(rec, settings[m])
 
 
 def _md(headers: list[str], rows: list[list]) -> str:
@@ -40,8 +44,10 @@ def _md(headers: list[str], rows: list[list]) -> str:
 def main(folder: str = "results/bench/dops/cache/dops") -> None:
     records = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
     records = [r for r in records if isinstance(r, dict) and "method" in r]
-    stale = [r for r in records if not current(r)]  # an older build: rerun to replace
-    records = [r for r in records if current(r)]
+    settings: dict[str, dict | None] = {}
+    fresh = [current(r, settings) for r in records]
+    stale = [r for r, ok in zip(records, fresh) if not ok]  # an older build: rerun to replace
+    records = [r for r, ok in zip(records, fresh) if ok]
     print(f"{len(records)} records of the current build ({len(stale)} older ones left out), "
           f"{sum(usable(r) for r in records)} usable\n")
     geo = geomean_table(records)
