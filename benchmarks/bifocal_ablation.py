@@ -36,9 +36,10 @@ MODELS = (("dops-qwen-1.8b", 8), ("llama-2-7b", 16))
 MODELS_BATCH1 = (("dops-qwen-1.8b", 1), ("llama-2-7b", 1))
 SHAPES = ((128, 128), (512, 128), (1024, 128), (128, 256), (512, 256))
 #: The variants: Fig. 13's "EFT only", one term added, all, and one term removed.
-#: ``copy`` is the copy cost (an extension beyond DOPS, ``copy_cost``; off = 0).
+#: ``copy`` is the copy cost (an extension beyond DOPS, ``copy_cost``; off = 0), ``siblings`` the
+#: sibling grouping of the order (an extension, ``siblings``; off = HEFT's order).
 _OFF = {"window": {"window": False}, "phase": {"phase": False}, "token": {"token": False},
-        "copy": {"copy_cost": 0.0}}
+        "copy": {"copy_cost": 0.0}, "siblings": {"siblings": False}}
 VARIANTS = {
     "eft": {k: v for off in _OFF.values() for k, v in off.items()},
     **{f"+{term}": {k: v for other, off in _OFF.items() if other != term

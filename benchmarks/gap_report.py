@@ -45,12 +45,14 @@ from solvers.registry import names
 EXACT = "cpsat"
 BASELINE = "pd"
 #: Bifocal ablation: (label, params), each step switching one more term on.
+_EXT_OFF = {"copy_cost": 0.0, "siblings": False}  # the extensions beyond DOPS, off
 ABLATION = (
-    ("EFT only", {"window": False, "phase": False, "token": False}),
-    ("+window", {"window": True, "phase": False, "token": False}),
-    ("+phase", {"window": True, "phase": True, "token": False}),
-    ("+token", {"window": True, "phase": True, "token": True}),
-    ("+prior (extension)", {"window": True, "phase": True, "token": True, "prior": True}),
+    ("EFT only", {"window": False, "phase": False, "token": False, **_EXT_OFF}),
+    ("+window", {"window": True, "phase": False, "token": False, **_EXT_OFF}),
+    ("+phase", {"window": True, "phase": True, "token": False, **_EXT_OFF}),
+    ("+token", {"window": True, "phase": True, "token": True, **_EXT_OFF}),
+    ("+copy, siblings (extensions: the default)", {}),
+    ("+prior (extension)", {"prior": True}),
 )
 
 

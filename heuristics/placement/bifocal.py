@@ -6,7 +6,22 @@ the reuse of weights over phases and tokens). A reimplementation from the paper'
 Ready-set order
     HEFT's: among ready tasks the highest upward rank first
     (:func:`heuristics.placement.list_scheduler.priority_order` with
-    :func:`~heuristics.placement.list_scheduler.upward_rank`) — a static topological order.
+    :func:`~heuristics.placement.list_scheduler.upward_rank`) — a static topological order —
+    with one extension beyond DOPS (switch ``siblings``, default on): a *sibling* that can run
+    side by side with the others of its group (:func:`sibling_groups`: the same predecessors,
+    and together on their fastest device longer than one of them takes on another, crossings
+    included) is moved ahead of the pinned tasks listed since the group began
+    (:func:`sibling_order`). In HEFT's order a successor of the first
+    sibling can outrank the others and be committed between them: the decode ``kv_write`` of k
+    and v's outputs takes the idle PIMs before q_proj is scored, so q finds no gap there and
+    queues behind k and v on the NPU (Llama-2-7B, HP64, 1024/1024/16: each layer's q, k, v
+    run one after another on the NPU, the loss the certified bound exposed, issue 20 item 4).
+    Moved ahead, the third sibling is scored while a PIM is still idle and runs there in
+    parallel. Narrower readings were measured first: moving every group of equal predecessors
+    together (also gate/up of the FFN, which are sooner in sequence on the NPU) delayed the
+    first chain's successors behind its siblings (Mixtral, HP128, 128/128/16, 2 layers:
+    +0.5 %); moving spreadable groups together past *any* task broke HEFT's depth-first order
+    on out-trees with communication (Sinnen's Nodes_7_OutTree on 2 processors: 29 → 34).
 
 Device score (lowest wins; ties → the device whose class is the task's lookahead hint, then
 the lowest device index)::
@@ -135,7 +150,7 @@ Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, toke
     difference counts one flip. It measures how often a term decides, not what the schedule
     would be with the term off (later decisions differ once one has).
 
-"EFT only" (``window=phase=token=False``, ``copy_cost=0``) is exactly the HEFT list schedule
+"EFT only" (``window=phase=token=False``, ``copy_cost=0``, ``siblings=False``) is exactly the HEFT list schedule
 (insertion EFT in upward-rank order), except that devices whose capacity is exhausted evict
 instead of being skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted
 and reported).
@@ -162,8 +177,9 @@ from opt.placement.instance import PlacementInstance
 
 #: Raised whenever a change of this module changes a schedule under the same parameters: the
 #: revision is part of Bifocal's recorded settings, so sweep records of an older revision are
-#: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class).
-REVISION = 2
+#: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
+#: 3: sibling groups kept together in the order).
+REVISION = 3
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 
@@ -186,6 +202,7 @@ class BifocalParams:
     evict_cost: float = 0.0
     token_cap: bool = True
     copy_cost: float = 1.0
+    siblings: bool = True
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
@@ -198,7 +215,7 @@ class BifocalParams:
                                  f"{', '.join(known)}", field=f"params.{name}")
         out: dict[str, Any] = {}
         for name, value in params.items():
-            if name in ("window", "phase", "token", "prior", "token_cap"):
+            if name in ("window", "phase", "token", "prior", "token_cap", "siblings"):
                 if not isinstance(value, (bool, np.bool_)):
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
@@ -346,6 +363,101 @@ def pinned_inputs(inst: PlacementInstance, dev_cls: np.ndarray, K: int, xfer) ->
     return out
 
 
+def sibling_groups(inst: PlacementInstance) -> np.ndarray:
+    """int64 [n]: a group id shared by tasks with the same non-empty set of predecessors (the
+    q/k/v projections of one normed input) that can run side by side — their shortest
+    durations summed exceed some member's duration on a device other than its fastest plus
+    the shortest crossing of its input and output edges (:func:`_crossing`), so in sequence
+    on their fastest device they would finish later than spread — and −1 for every other task (a task with one legal device has no choice and no group).
+    Predecessor sets are hashed (a commutative sum of 64-bit mixes) and then compared
+    exactly, so a hash collision cannot merge two sets."""
+    n = inst.n_tasks
+    gid = np.full(n, -1, dtype=np.int64)
+    p_off, p_idx = inst.predecessors
+    cnt = np.diff(p_off)
+    c = inst.cost.astype(np.float64)
+    c[inst.cost < 0] = np.inf
+    has = np.flatnonzero((cnt > 0) & (np.isfinite(c).sum(axis=1) >= 2))
+    if len(has) < 2:
+        return gid
+    src = inst.edge_src[p_idx]
+    with np.errstate(over="ignore"):  # splitmix64 finaliser, wrapping uint64 arithmetic
+        z = (src.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) \
+            * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(29)
+        nonempty = np.flatnonzero(cnt > 0)  # offsets strictly increasing: one sum per task
+        h = np.zeros(n, dtype=np.uint64)
+        h[nonempty] = np.add.reduceat(z, p_off[nonempty])
+    key = np.stack([h[has].view(np.int64), cnt[has]], axis=1)
+    _, inv, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    multi = counts[inv] > 1
+    exact: dict[tuple[int, tuple[int, ...]], int] = {}
+    for t, k in zip(has[multi].tolist(), inv[multi].tolist()):
+        preds = tuple(sorted(src[p_off[t]:p_off[t + 1]].tolist()))
+        gid[t] = exact.setdefault((k, preds), len(exact))
+    grouped = np.flatnonzero(gid >= 0)
+    if len(grouped) == 0:
+        return gid
+    two = np.sort(c[grouped], axis=1)[:, :2]  # shortest and second shortest duration
+    moved = two[:, 1] + _crossing(inst)[grouped]  # a member away from the others' device
+    ng = len(exact)
+    size = np.bincount(gid[grouped], minlength=ng)
+    total = np.bincount(gid[grouped], weights=two[:, 0], minlength=ng)
+    second = np.full(ng, np.inf)
+    np.minimum.at(second, gid[grouped], moved)
+    keep = (size > 1) & (total > second)
+    gid[grouped[~keep[gid[grouped]]]] = -1
+    return gid
+
+
+def _crossing(inst: PlacementInstance) -> np.ndarray:
+    """float [n]: per task, its input and output edges' shortest transfer times between two
+    distinct devices, summed — what running it away from its neighbours' device costs at
+    least (0 on a single device)."""
+    n, m, nd = inst.n_tasks, inst.n_edges, inst.n_devices
+    out = np.zeros(n)
+    if m == 0 or nd < 2:
+        return out
+    ub, inv = np.unique(inst.edge_bytes, return_inverse=True)
+    x = inst.links.transfer_durations(ub).astype(np.float64)
+    x[:, np.arange(nd), np.arange(nd)] = np.inf
+    cross = x.reshape(len(ub), -1).min(axis=1)[inv.reshape(-1)]
+    np.add.at(out, inst.edge_src, cross)
+    np.add.at(out, inst.edge_dst, cross)
+    return out
+
+
+def sibling_order(inst: PlacementInstance, order: Sequence[int]) -> list[int]:
+    """``order`` in which a sibling (:func:`sibling_groups`) whose group has begun is moved
+    ahead of the pinned tasks (one legal device) listed since the previous unmoved task: a
+    pinned successor of the first sibling no longer takes its device before the later
+    siblings are scored there. Still topological: a moved sibling's predecessors are its
+    group's, all listed before the first sibling, while the pinned tasks it passes come after."""
+    gid = sibling_groups(inst).tolist()
+    pinned = ((inst.cost >= 0).sum(axis=1) == 1).tolist()
+    begun = [False] * (max(gid, default=-1) + 1)
+    out: list[int] = []
+    held: list[int] = []  # pinned tasks listed since the last unmoved task
+    for t in order:
+        t = int(t)
+        g = gid[t]
+        if pinned[t]:
+            held.append(t)
+        elif g >= 0 and begun[g]:
+            out.append(t)
+        else:
+            if held:
+                out.extend(held)
+                held.clear()
+            out.append(t)
+            if g >= 0:
+                begun[g] = True
+    out.extend(held)
+    return out
+
+
 def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
     """θ before any commit (switch ``prior``, an extension): blocks assigned to load ports by
     longest-processing-time-first list scheduling — each block, longest cheapest load first,
@@ -389,13 +501,15 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             classes.append(dv.device_class)
     dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
     look = _lookahead(inst, p, dcls_l, len(classes))
-    if look is not None:
-        st = ScheduleState(inst, insertion=True, evict=True, cost_types=look.cost_types)
-    else:
-        st = ScheduleState(inst, insertion=True, evict=True)
+    st = ScheduleState(inst, insertion=True, evict=True,
+                       cost_types=look.cost_types if look is not None else None)
     t_pre = time.perf_counter()
-    order = (priority_order(inst, upward_rank(inst)) if order is None
-             else [int(x) for x in order])
+    if order is None:
+        order = priority_order(inst, upward_rank(inst))
+        if p.siblings:
+            order = sibling_order(inst, order)
+    else:
+        order = [int(x) for x in order]
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
     ties_by_hint, flips = _run(inst, st, order, p, look, bias, dcls_l, len(classes))

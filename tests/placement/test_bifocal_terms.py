@@ -201,3 +201,52 @@ def test_copy_cost_leaves_a_free_copy_alone():
     span, flips, sol = _run(inst, {})
     assert span == 22 and flips["copy"] == 0
     assert sol["assignment"]["a2"] == "PIM1"
+
+
+def sibling_behind_a_pinned_successor() -> PlacementInstance:
+    """n feeds three siblings a, b, c (NPU 10, PIM 25 each) that all feed the sink j; a also
+    feeds kw (PIM only, 2) and kw feeds z (NPU only, 17) before j, so kw's upward rank puts it
+    between a and b in HEFT's order. In that order kw takes the PIM at 11, b and c find no
+    gap there before it and queue on the NPU, which z then waits for: 31 + 17, makespan 49.
+    With the siblings kept together c is placed while the PIM is still free and runs there
+    from 1 to 26, kw follows at 26 and z at 28 on the NPU: makespan 46."""
+    pim = {"name": "PIM0", "class": "pim", "weight_capacity": None}
+    sib = {"NPU0": 10, "PIM0": 25}
+    tasks = [_task("n", {"NPU0": 1}), _task("a", sib), _task("b", sib), _task("c", sib),
+             _task("kw", {"PIM0": 2}, kind="kv_write"), _task("z", {"NPU0": 17}),
+             _task("j", {"NPU0": 1})]
+    edges = [{"src": "n", "dst": x, "bytes": 0} for x in "abc"]
+    edges += [{"src": x, "dst": "j", "bytes": 0} for x in ("a", "b", "c", "z")]
+    edges += [{"src": "a", "dst": "kw", "bytes": 0}, {"src": "kw", "dst": "z", "bytes": 0}]
+    return _instance([NPU, pim], tasks, edges, [], 1)
+
+
+def test_siblings_kept_together_find_the_idle_device():
+    inst = sibling_behind_a_pinned_successor()
+    span_on, _, sol_on = _run(inst, {})
+    span_off, _, sol_off = _run(inst, {"siblings": False})
+    assert (span_on, span_off) == (46, 49)
+    assert sol_on["assignment"]["c"] == "PIM0" and sol_off["assignment"]["c"] == "NPU0"
+
+
+def test_sibling_groups_are_the_tasks_that_can_spread():
+    """Only tasks with the same predecessors, a choice of device, and more work together on
+    their fastest device than one of them takes elsewhere are grouped."""
+    from heuristics.placement.bifocal import sibling_groups
+
+    inst = sibling_behind_a_pinned_successor()
+    gid = dict(zip(inst.task_ids, sibling_groups(inst).tolist()))
+    assert gid["a"] == gid["b"] == gid["c"] >= 0
+    assert gid["n"] == gid["kw"] == gid["z"] == gid["j"] == -1
+    pim = {"name": "PIM0", "class": "pim", "weight_capacity": None}
+    sib = {"NPU0": 10, "PIM0": 25}
+    tasks = [_task("n", {"NPU0": 1}), _task("a", sib), _task("b", sib), _task("c", {"NPU0": 10}),
+             _task("m", {"NPU0": 1}), _task("x", sib), _task("y", sib), _task("z", sib)]
+    edges = [{"src": "n", "dst": v, "bytes": 0} for v in "abc"]
+    edges += [{"src": "m", "dst": v, "bytes": 0} for v in "xyz"] + [
+        {"src": "n", "dst": "z", "bytes": 0}]
+    gid = dict(zip("nabcmxyz", sibling_groups(_instance([NPU, pim], tasks, edges, [], 1)
+                                              ).tolist()))
+    assert gid["a"] == gid["b"] == -1  # 10 + 10 < 25: in sequence on the NPU they are sooner
+    assert gid["c"] == -1  # no choice of device
+    assert gid["x"] == gid["y"] == -1  # z reads n as well: not the same predecessors
