@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from heuristics.placement.bifocal import bifocal_schedule
+from heuristics.placement.bifocal import REVISION, bifocal_schedule
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement
@@ -52,23 +52,27 @@ VARIANTS = {
 PAPER_REMOVED = {"window": (6.4, 11.8), "phase": (7.0, 10.0), "token": (16.0, 25.6)}
 
 
-def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS) -> None:
-    """Every (workload, variant) of ``models`` not yet in ``out``, appended as it finishes."""
+def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS,
+        variants: tuple[str, ...] = tuple(VARIANTS)) -> None:
+    """Every (workload, variant) of ``models`` and ``variants`` not yet in ``out`` (a record of
+    another Bifocal revision does not count), appended as it finishes."""
     cat, cards = bundled_catalog(), bundled_cards()
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["model"], r["prefill"], r["decode"], r["batch"], r["variant"]))
+            if r.get("revision", 2) == REVISION:
+                done.add((r["model"], r["prefill"], r["decode"], r["batch"], r["variant"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     for model, batch in models:
         for prefill, decode in SHAPES:
-            keys = [(model, prefill, decode, batch, v) for v in VARIANTS]
+            keys = [(model, prefill, decode, batch, v) for v in variants]
             if all(k in done for k in keys):
                 continue
             inst = build_placement(cards[model], cat.platform("HP32"), cat,
                                    Workload(prefill, decode, batch), BuildOptions())
-            for key, (name, params) in zip(keys, VARIANTS.items()):
+            for key, name in zip(keys, variants):
+                params = VARIANTS[name]
                 if key in done:
                     continue
                 t0 = time.perf_counter()
@@ -78,7 +82,7 @@ def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS) -> None:
                 rec = {"model": model, "prefill": prefill, "decode": decode, "batch": batch,
                        "variant": name, "makespan": span, "tasks": inst.n_tasks,
                        "evictions": stats["evictions"], "flips": stats["flipped_decisions"],
-                       "wall_s": time.perf_counter() - t0}
+                       "wall_s": time.perf_counter() - t0, "revision": REVISION}
                 with out.open("a") as fh:
                     fh.write(json.dumps(rec) + "\n")
                 print(json.dumps(rec), flush=True)
@@ -133,9 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", action="store_true", help="print the tables of --out and stop")
     ap.add_argument("--batch1", action="store_true",
                     help="also the same shapes at batch 1 (MODELS_BATCH1)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="comma-separated variants to run (default all of them; names start "
+                         "with '-', hence one argument): " + ",".join(VARIANTS))
     args = ap.parse_args(argv)
+    variants = tuple(v for v in args.variants.split(",") if v)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     if not args.table:
-        run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS)
+        run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS, variants)
     print(table(args.out))
     return 0
 
