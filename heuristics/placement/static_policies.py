@@ -146,7 +146,8 @@ def policy_candidates(inst: PlacementInstance, policy: str | StaticPolicy
 
 def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy) -> dict:
     """The schedule of ``policy``: HEFT order (upward rank), insertion-based EFT among the legal
-    devices of each task's policy class (all legal devices when the class has none)."""
+    devices of each task's policy class (all legal devices when the class has none, or none
+    with room for the task's block: no eviction, problems.md §6)."""
     order = priority_order(inst, upward_rank(inst))
     return list_schedule(inst, order, insertion=True,
                          candidates=policy_candidates(inst, policy))
