@@ -17,6 +17,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json
+from opt.placement.columns import column_tables
 from opt.placement.instance import (
     DEFAULT_STORAGE,
     MAX_BYTES,
@@ -34,8 +35,8 @@ from opt.placement.instance import (
 def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
     """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
     f = Fields(obj, source, "")
-    f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
-                  "blocks", "layout", "meta", "objective", "slo"})
+    f.check_keys({"schema", "problem", "columns", "time_unit", "devices", "links", "tasks",
+                  "edges", "blocks", "layout", "meta", "objective", "slo"})
     schema = f.get("schema")
     if schema != SCHEMA:
         raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
@@ -91,12 +92,8 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
                                         f"{list(formats)}")
                 block_load[fmt][b, dindex[dname]] = pf.int(fmt, maximum=MAX_TICKS)
     bindex = {b: i for i, b in enumerate(block_ids)}
-    raw_tasks = f.list("tasks")
-    raw_edges = f.list("edges", [])
-    try:  # fast path for large files; any irregularity reruns the checked path for the message
-        cols = _fast_columns(raw_tasks, raw_edges, dindex, bindex, len(devices))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        cols = _checked_columns(f, obj, dindex, bindex, len(devices))
+    cols = (column_tables(f, obj, dindex, bindex, len(devices)) if "columns" in obj
+            else _row_columns(f, obj, dindex, bindex, len(devices)))
     ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
     inst = build_instance(
         time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
@@ -105,6 +102,18 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
         kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
         meta=_object(f, "meta"), source=source)
     return _with_goal(inst, f, obj, source)
+
+
+def _row_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
+                 nd: int):
+    """The columns of the row tables (§1.2a): the fast path, and on any irregularity the
+    checked path, whose error names the offending field."""
+    raw_tasks = f.list("tasks")
+    raw_edges = f.list("edges", [])
+    try:
+        return _fast_columns(raw_tasks, raw_edges, dindex, bindex, nd)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return _checked_columns(f, obj, dindex, bindex, nd)
 
 
 def _object(f: Fields, key: str) -> dict:
