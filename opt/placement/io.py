@@ -92,8 +92,11 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
                                         f"{list(formats)}")
                 block_load[fmt][b, dindex[dname]] = pf.int(fmt, maximum=MAX_TICKS)
     bindex = {b: i for i, b in enumerate(block_ids)}
-    cols = (column_tables(f, obj, dindex, bindex, len(devices)) if "columns" in obj
-            else _row_columns(f, obj, dindex, bindex, len(devices)))
+    tindex: dict[str, int] | None = None  # the rows' task index, built on the way
+    if "columns" in obj:
+        cols = column_tables(f, obj, dindex, bindex, len(devices))
+    else:
+        *cols, tindex = _row_columns(f, obj, dindex, bindex, len(devices))
     ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
     inst = build_instance(
         time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
@@ -101,13 +104,15 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
         block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
         kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
         meta=_object(f, "meta"), source=source)
+    if tindex is not None:  # ids are unique (build_instance checked): it is task_index
+        inst.__dict__["task_index"] = tindex
     return _with_goal(inst, f, obj, source)
 
 
 def _row_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
                  nd: int):
-    """The columns of the row tables (§1.2a): the fast path, and on any irregularity the
-    checked path, whose error names the offending field."""
+    """The columns of the row tables (§1.2a) and the task index (id -> position): the fast
+    path, and on any irregularity the checked path, whose error names the offending field."""
     raw_tasks = f.list("tasks")
     raw_edges = f.list("edges", [])
     try:
@@ -212,7 +217,7 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
     nb = np.array(raw_nb)
     if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
         raise ValueError("bytes")
-    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
+    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64), tindex)
 
 
 def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
@@ -269,7 +274,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
         nbytes[k] = ef.int("bytes", 0, minimum=-MAX_BYTES, maximum=MAX_BYTES)
         if nbytes[k] < 0:
             raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
-    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes
+    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes, tindex
 
 
 def read_instance(path: str | Path) -> PlacementInstance:
