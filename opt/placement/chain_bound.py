@@ -287,7 +287,8 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
     columns: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its columns
     for k in range(ch.n_seg):
         t = tables[k]
-        if rmax[k] > 0 and n_special < opts.max_release_evaluations:
+        if rmax[k] > 0 and n_special < opts.max_release_evaluations \
+                and any(x < rmax[k] and math.isfinite(x) for x in v):
             t, n_special = _with_releases(inst, ch, k, t, np.array(v), groups, opts,
                                           n_special)
         if id(t) not in columns:

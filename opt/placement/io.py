@@ -2,8 +2,10 @@
 and build a :class:`~opt.placement.instance.PlacementInstance` (errors name file and field).
 
 Large files take a fast path (bulk column extraction with numpy checks); any irregularity
-reruns the field-by-field path, whose error names the offending field. The writer is
-:meth:`PlacementInstance.to_dict` / :meth:`PlacementInstance.write`.
+reruns the field-by-field path, whose error names the offending field. A file with
+``"columns": 1`` holds its task and edge tables as columns (problems.md §1.2b), read by
+:mod:`opt.placement.columns`. The writer is :meth:`PlacementInstance.to_dict` /
+:meth:`PlacementInstance.write`.
 """
 
 from __future__ import annotations
