@@ -113,7 +113,7 @@ def column_tables(f: Fields, obj: dict, dindex: dict[str, int], bindex: dict[str
 
 def _cost_matrix(tf: Fields, n: int, dindex: dict[str, int], nd: int) -> np.ndarray:
     """``tasks.cost``: device name → n durations (-1 where the task may not run there)."""
-    cf = tf.sub("cost")
+    cf = Fields(tf.get("cost"), tf.source, "tasks.cost")  # not an object: an InputError
     cost = np.full((n, nd), -1, dtype=np.int64)
     for dname in cf.obj:
         if dname not in dindex:

@@ -77,6 +77,8 @@ BAD = {
     "short-column": (_set("tasks.step", [0, -1]), ["tasks.step", "expected 3 entries"]),
     "not-a-list": (_set("tasks.layer", 3), ["tasks.layer", "expected a list"]),
     "unknown-device": (_set("tasks.cost.D9", [1, 1, 1]), ["D9", "tasks.cost"]),
+    "cost-not-object": (_set("tasks.cost", [1, 2, 3]), ["tasks.cost", "expected an object"]),
+    "edges-as-rows": (_set("edges", [{"src": "a", "dst": "b"}]), ["edges", "object of columns"]),
     "float-duration": (_set("tasks.cost.D0", (0, 2.5)), ["tasks.cost.D0[0]", "2.5"]),
     "bool-duration": (_set("tasks.cost.D0", (0, True)), ["tasks.cost.D0[0]", "True"]),
     "negative-duration": (_set("tasks.cost.D1", (0, -3)), ["tasks.cost.D1[0]", "-3"]),
