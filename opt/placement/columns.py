@@ -4,7 +4,8 @@ array per field instead of one object per task or edge, marked by ``"columns": 1
 A full-size instance (≈ 0.9 million tasks, 1.5 million edges) is read several times faster
 this way: the JSON parser builds a few long lists of numbers instead of millions of small
 objects, and every check is one numpy expression. The row form (§1.2a) stays the default
-writer; :func:`column_tables` reads, :func:`column_dict` writes. Every check of the row
+writer; :func:`column_tables` reads, :meth:`PlacementInstance.to_dict` with ``columns=True``
+writes. Every check of the row
 reader has its column counterpart, and every error names the file, the column and the
 first offending position (``tasks.cost.NPU0[17]``).
 """
@@ -17,10 +18,8 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields
-from opt.placement.instance import MAX_BYTES, MAX_TICKS, PHASES
+from opt.placement.instance import COLUMNS_VERSION, MAX_BYTES, MAX_TICKS, PHASES
 
-#: the version of the column layout this code reads and writes (the file's ``columns`` field)
-COLUMNS_VERSION = 1
 TASK_COLUMNS = ("id", "cost", "block", "kind", "phase", "step", "layer", "shard")
 EDGE_COLUMNS = ("src", "dst", "bytes")
 
@@ -134,23 +133,3 @@ def _edge_columns(f: Fields, obj: dict, n: int) -> tuple[np.ndarray, np.ndarray,
     nbytes = (int_column(ef, "bytes", m, 0, MAX_BYTES, "bytes") if "bytes" in ef.obj
               else np.zeros(m, dtype=np.int64))
     return src, dst, nbytes
-
-
-def column_dict(inst: Any) -> dict[str, Any]:
-    """The ``tasks`` and ``edges`` column tables of an instance (plus ``"columns": 1``), to
-    merge over :meth:`PlacementInstance.to_dict`'s rows. Optional columns whose every entry
-    is none (-1 / null) are left out."""
-    n = inst.n_tasks
-    tasks: dict[str, Any] = {"id": list(inst.task_ids),
-                             "cost": {dv.name: np.ascontiguousarray(inst.cost[:, d])
-                                      for d, dv in enumerate(inst.devices)
-                                      if (inst.cost[:, d] >= 0).any()}}
-    for key in ("block", "phase", "step", "layer", "shard"):
-        arr = inst.task_block if key == "block" else getattr(inst, key)
-        if arr is not None and (arr >= 0).any():
-            tasks[key] = np.asarray(arr, dtype=np.int64)
-    kind = inst.kind or (None,) * n
-    if any(k is not None for k in kind):
-        tasks["kind"] = list(kind)
-    edges = {"src": inst.edge_src, "dst": inst.edge_dst, "bytes": inst.edge_bytes}
-    return {"columns": COLUMNS_VERSION, "tasks": tasks, "edges": edges}

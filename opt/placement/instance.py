@@ -36,6 +36,8 @@ from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
 from opt.common.units import TIME_UNITS
 
 SCHEMA = 1
+#: the version of the column-table layout (problems.md §1.2b; a file's ``columns`` field)
+COLUMNS_VERSION = 1
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
@@ -247,9 +249,7 @@ class PlacementInstance:
         """The JSON form (problems.md §1.2a); ``columns``: the task and edge tables as
         column tables (§1.2b, :mod:`opt.placement.columns`) instead of rows."""
         if columns:
-            from opt.placement.columns import column_dict
-
-            tables = column_dict(self)
+            tables = self._column_tables()
         else:
             tables = {"tasks": self._task_rows(), "edges": self._edge_rows()}
         return self._with_tables(tables)
@@ -284,6 +284,25 @@ class PlacementInstance:
         src, dst, nb = self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist()
         return [{"src": self.task_ids[s], "dst": self.task_ids[d], "bytes": b}
                 for s, d, b in zip(src, dst, nb)]
+
+    def _column_tables(self) -> dict[str, Any]:
+        """The ``tasks`` and ``edges`` column tables (problems.md §1.2b; read by
+        :mod:`opt.placement.columns`) and ``"columns": 1``. Optional columns whose every entry
+        is none (-1 / null) are left out."""
+        n = self.n_tasks
+        tasks: dict[str, Any] = {"id": list(self.task_ids),
+                                 "cost": {dv.name: np.ascontiguousarray(self.cost[:, d])
+                                          for d, dv in enumerate(self.devices)
+                                          if (self.cost[:, d] >= 0).any()}}
+        for key in ("block", "phase", "step", "layer", "shard"):
+            arr = self.task_block if key == "block" else getattr(self, key)
+            if arr is not None and (arr >= 0).any():
+                tasks[key] = np.asarray(arr, dtype=np.int64)
+        kind = self.kind or (None,) * n
+        if any(k is not None for k in kind):
+            tasks["kind"] = list(kind)
+        edges = {"src": self.edge_src, "dst": self.edge_dst, "bytes": self.edge_bytes}
+        return {"columns": COLUMNS_VERSION, "tasks": tasks, "edges": edges}
 
     def _with_tables(self, tables: dict[str, Any]) -> dict[str, Any]:
         """The whole JSON object around the task and edge ``tables`` (rows or columns)."""
