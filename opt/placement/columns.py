@@ -58,18 +58,18 @@ def int_column(f: Fields, key: str, n: int, lo: int, hi: int, what: str = "value
 
 
 def _str_column(f: Fields, key: str, n: int, nullable: bool) -> list:
-    """Column ``key``: a list of n non-empty strings (or null when ``nullable``)."""
+    """Column ``key``: a list of n strings — non-empty task ids, or (``nullable``, the kinds)
+    strings or null, as the row form's ``kind`` — never another type."""
     values = f.get(key)
     if not isinstance(values, list):
         raise f.error(key, f"expected a list, got {type(values).__name__}")
     if len(values) != n:
         raise f.error(key, f"expected {n} entries (one per row), got {len(values)}")
     allowed = {str, type(None)} if nullable else {str}
-    if not set(map(type, values)) <= allowed or "" in values:
-        i = _first_bad(values, lambda v: (v is None and nullable)
-                       or (isinstance(v, str) and v != ""))
-        raise f.error(f"{key}[{i}]", f"expected a non-empty string"
-                      f"{' or null' if nullable else ''}, got {values[i]!r}")
+    if not set(map(type, values)) <= allowed or (not nullable and "" in values):
+        i = _first_bad(values, lambda v: type(v) in allowed and (nullable or v != ""))
+        what = "a string or null" if nullable else "a non-empty string"
+        raise f.error(f"{key}[{i}]", f"expected {what}, got {values[i]!r}")
     return values
 
 

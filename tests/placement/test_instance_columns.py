@@ -139,3 +139,12 @@ def test_build_placement_writes_columns_on_request(tmp_path):
     assert "columns" not in json.loads(rows.read_text())
     assert json.loads(cols.read_text())["columns"] == 1
     assert instance_fingerprint(read_instance(rows)) == instance_fingerprint(read_instance(cols))
+
+
+def test_empty_kind_round_trips_as_in_the_row_form(tmp_path):
+    obj = base()
+    obj["tasks"][1]["kind"] = ""
+    inst = instance_from_dict(obj)
+    path = tmp_path / "c.json"
+    inst.write(path, columns=True)
+    assert read_instance(path).kind == inst.kind == ("q_proj", "", None)
