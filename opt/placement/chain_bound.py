@@ -8,6 +8,7 @@ the segments up. Also the chain-strengthened tails used by ``load_chain``. Durat
 from __future__ import annotations
 
 import math
+import operator
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -139,28 +140,66 @@ def _decompose(inst: PlacementInstance) -> _Chain:
                   rel_pos, seg_rmax)
 
 
-def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[bytes, dict[bytes, list[int]]]:
+def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[int, dict[int, list[int]]]:
     """Segments grouped by shape (cut flags, size, legal devices, task kinds, local edges),
-    then by data (durations and edge bytes): shape -> data -> member segments."""
-    kind_codes: dict[str | None, int] = {}
+    then by data (durations and edge bytes): shape label -> data label -> member segments,
+    both in order of first appearance, members ascending (labels are arbitrary ints).
+
+    Vectorised per (cut flags, size, edge count): within such a group every segment's shape
+    and data are fixed-width integer rows, grouped by :func:`_row_labels`."""
     kinds = inst.kind or (None,) * inst.n_tasks
-    kind_pos = np.array([kind_codes.setdefault(kinds[t], len(kind_codes))
-                         for t in ch.order.tolist()], dtype=np.int64)
-    legal_pos = ch.cost_pos >= 0
-    shapes: dict[bytes, dict[bytes, list[int]]] = {}
-    for k in range(ch.n_seg):
-        lo, hi, e0, e1 = ch.bounds(k)
-        skey = b"".join((bytes([int(ch.has_prev[k]), int(ch.has_end[k])]),
-                         np.int64(hi - lo).tobytes(), legal_pos[lo:hi].tobytes(),
-                         kind_pos[lo:hi].tobytes(), ch.lu[e0:e1].tobytes(),
-                         ch.lv[e0:e1].tobytes()))
-        vkey = ch.cost_pos[lo:hi].tobytes() + ch.eb[e0:e1].tobytes()
-        shapes.setdefault(skey, {}).setdefault(vkey, []).append(k)
+    kind_codes = {k: i for i, k in enumerate(dict.fromkeys(kinds))}
+    kind_pos = np.fromiter(map(kind_codes.__getitem__, kinds), dtype=np.int64,
+                           count=inst.n_tasks)[ch.order]
+    legal_pos = (ch.cost_pos >= 0).view(np.uint8)
+    lo = ch.starts - ch.has_prev.astype(np.int64)
+    size, e0 = ch.ends + 1 - lo, ch.e_off[:-1]
+    n_edges = ch.e_off[1:] - e0
+    group = np.stack([ch.has_prev.astype(np.int64), ch.has_end.astype(np.int64), size,
+                      n_edges], axis=1)
+    shape_of = np.empty(ch.n_seg, dtype=np.int64)
+    data_of = np.empty(ch.n_seg, dtype=np.int64)
+    for gi in _row_groups(_byte_rows(group)):
+        ln, ne = int(size[gi[0]]), int(n_edges[gi[0]])
+        pos = lo[gi][:, None] + np.arange(ln)
+        eix = e0[gi][:, None] + np.arange(ne)
+        skey = np.concatenate([_byte_rows(legal_pos[pos]), _byte_rows(kind_pos[pos]),
+                               _byte_rows(ch.lu[eix]), _byte_rows(ch.lv[eix])], axis=1)
+        shape_of[gi] = gi[_row_labels(skey)]  # label: the group's first segment of the shape
+        vkey = np.concatenate([_byte_rows(shape_of[gi]), _byte_rows(ch.cost_pos[pos]),
+                               _byte_rows(ch.eb[eix])], axis=1)
+        data_of[gi] = gi[_row_labels(vkey)]
+    shapes: dict[int, dict[int, list[int]]] = {}
+    for k, sk, vk in zip(range(ch.n_seg), shape_of.tolist(), data_of.tolist()):
+        shapes.setdefault(sk, {}).setdefault(vk, []).append(k)
     return shapes
 
 
+def _row_groups(keys: np.ndarray) -> list[np.ndarray]:
+    """Indices (ascending) of each group of equal rows of the uint8 ``keys`` [m, w]."""
+    labels = _row_labels(keys)
+    order = np.argsort(labels, kind="stable")
+    cuts = np.flatnonzero(np.diff(labels[order])) + 1
+    return np.split(order, cuts)
+
+
+def _byte_rows(a: np.ndarray) -> np.ndarray:
+    """``a`` [m, …] as uint8 [m, bytes per row] (its rows' bytes, for row comparison)."""
+    return np.ascontiguousarray(a).view(np.uint8).reshape(a.shape[0], -1)
+
+
+def _row_labels(keys: np.ndarray) -> np.ndarray:
+    """Per row of the uint8 array ``keys`` [m, w], the index of the first row equal to it
+    (rows compared as bytes through a dict: far cheaper than sorting void rows)."""
+    m, w = keys.shape
+    buf = np.ascontiguousarray(keys).tobytes()
+    first: dict[bytes, int] = {}
+    return np.fromiter((first.setdefault(buf[i * w:(i + 1) * w], i) for i in range(m)),
+                       dtype=np.int64, count=m)
+
+
 def _shape_tables(inst: PlacementInstance, ch: _Chain,
-                  shapes: dict[bytes, dict[bytes, list[int]]], groups: list[list[int]],
+                  shapes: dict[int, dict[int, list[int]]], groups: list[list[int]],
                   opts: BoundOptions) -> tuple[list[np.ndarray | None], dict[str, Any]]:
     """Each segment's [P, E] table: distinct members of a shape evaluated exactly up to
     ``max_evaluations``, beyond that per bucket of similar work and bytes (element-wise
@@ -240,32 +279,51 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
     """(bound, release re-evaluations): min-plus dynamic programme along the chain; V[d] bounds
     end(c_k) given σ(c_k) = d. While V is below a segment's weight-load releases (absolute
     times: loads start at ≥ 0), the segment is re-evaluated with the releases shifted by its
-    earliest start V[p]."""
-    nd = inst.n_devices
+    earliest start V[p]. V is a list of Python floats (the same IEEE sums and minima as the
+    numpy form ``(V[:, None] + T).min(axis=0)``, without numpy's per-call cost on 5 × 5)."""
     n_special = 0
-    v = np.zeros(1)
+    v = [0.0]
+    rmax = ch.seg_rmax.tolist()
+    columns: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its columns
     for k in range(ch.n_seg):
         t = tables[k]
-        if ch.seg_rmax[k] > 0 and n_special < opts.max_release_evaluations:
-            starts_k = np.unique(v[np.isfinite(v) & (v < ch.seg_rmax[k])])
-            if len(starts_k):
-                seg = ch.segment(k)
-                lo = int(ch.starts[k])
-                t = t.copy()
-                for s0 in starts_k.tolist():
-                    rel = np.maximum(ch.rel_pos[lo:int(ch.ends[k]) + 1] - int(s0), 0)
-                    if seg.has_prev:
-                        rel = np.vstack([np.zeros((1, nd), dtype=np.int64), rel])
-                    seg.release = rel
-                    tab, _ = evaluate_segment(inst, seg, groups, opts.max_assignments)
-                    rows = v == s0
-                    t[rows] = np.maximum(t[rows], tab[rows])
-                    n_special += 1
-        v = (v[:, None] + t).min(axis=0)
-    value = float(v.min())
+        if rmax[k] > 0 and n_special < opts.max_release_evaluations \
+                and any(x < rmax[k] and math.isfinite(x) for x in v):
+            t, n_special = _with_releases(inst, ch, k, t, np.array(v), groups, opts,
+                                          n_special)
+        if id(t) not in columns:
+            if np.isnan(t).any():
+                raise RuntimeError("chain bound: a segment table holds NaN")
+            columns[id(t)] = (t, t.T.tolist())  # the table is kept: its id stays unique
+        v = [min(map(operator.add, v, col)) for col in columns[id(t)][1]]
+    value = float(min(v))
     if not math.isfinite(value):
         raise RuntimeError("chain bound: no legal device sequence (instance has no schedule)")
     return value, n_special
+
+
+def _with_releases(inst: PlacementInstance, ch: _Chain, k: int, t: np.ndarray, v: np.ndarray,
+                   groups: list[list[int]], opts: BoundOptions, n_special: int
+                   ) -> tuple[np.ndarray, int]:
+    """Segment k's table raised, for each distinct finite start V[p] below its releases, by
+    an evaluation with the releases shifted by that start; and the evaluation count."""
+    nd = inst.n_devices
+    starts_k = np.unique(v[np.isfinite(v) & (v < ch.seg_rmax[k])])
+    if not len(starts_k):
+        return t, n_special
+    seg = ch.segment(k)
+    lo = int(ch.starts[k])
+    t = t.copy()
+    for s0 in starts_k.tolist():
+        rel = np.maximum(ch.rel_pos[lo:int(ch.ends[k]) + 1] - int(s0), 0)
+        if seg.has_prev:
+            rel = np.vstack([np.zeros((1, nd), dtype=np.int64), rel])
+        seg.release = rel
+        tab, _ = evaluate_segment(inst, seg, groups, opts.max_assignments)
+        rows = v == s0
+        t[rows] = np.maximum(t[rows], tab[rows])
+        n_special += 1
+    return t, n_special
 
 
 def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
@@ -276,12 +334,7 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
     ``end(c_k) − start(t)`` ≥ the cheapest path t → c_k ≥ ``tail[t] − tail[c_k] + dmin[c_k]``
     (a longest cheapest path from t to a sink either passes c_k or jumps from an ancestor of
     c_k to a descendant of it, and both pieces are bounded through c_k)."""
-    n_seg = len(starts)
-    min_w = np.zeros(n_seg)
-    w = np.zeros(tables[-1].shape[1])
-    for k in range(n_seg - 1, -1, -1):
-        min_w[k] = w.min()
-        w = (tables[k] + w[None, :]).min(axis=1)
+    min_w = np.array(_backward_min_plus(tables), dtype=np.float64)
     dmin = cheapest(inst)
     out = tail.copy()
     seg_of = np.searchsorted(starts, np.arange(inst.n_tasks), side="right") - 1
@@ -292,6 +345,24 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
     cand = tail[order] - tail[cut_task] + dmin[cut_task] + w_int[ks]
     out[order[ok]] = np.maximum(tail[order[ok]], cand[ok])
     return out
+
+
+def _backward_min_plus(tables: list) -> list[float]:
+    """``min_w[k]`` = min over devices of W_k, where W_{n−1} = 0 and
+    W_{k−1} = (T_k + W_k[None, :]).min(axis=1); Python floats (the same IEEE sums and minima
+    as the numpy form, without its per-call cost on 5 × 5 tables)."""
+    rows: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its rows
+    w: list[Any] = [0.0] * tables[-1].shape[1]
+    min_w = [0.0] * len(tables)
+    for k in range(len(tables) - 1, -1, -1):
+        min_w[k] = min(w)
+        t = tables[k]
+        if id(t) not in rows:
+            if np.isnan(t).any():
+                raise RuntimeError("chain bound: a segment table holds NaN")
+            rows[id(t)] = (t, t.tolist())  # the table is kept: its id stays unique
+        w = [min(map(operator.add, row, w)) for row in rows[id(t)][1]]
+    return min_w
 
 
 def _log_buckets(keys: np.ndarray, max_buckets: int) -> list[list[int]]:

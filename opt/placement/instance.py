@@ -36,6 +36,8 @@ from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
 from opt.common.units import TIME_UNITS
 
 SCHEMA = 1
+#: the version of the column-table layout (problems.md §1.2b; a file's ``columns`` field)
+COLUMNS_VERSION = 1
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
@@ -243,7 +245,17 @@ class PlacementInstance:
         return np.zeros(self.n_tasks, bool) if self.phase is None else self.phase == 1
 
     # ---- JSON -----------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, columns: bool = False) -> dict[str, Any]:
+        """The JSON form (problems.md §1.2a); ``columns``: the task and edge tables as
+        column tables (§1.2b, :mod:`opt.placement.columns`) instead of rows."""
+        if columns:
+            tables = self._column_tables()
+        else:
+            tables = {"tasks": self._task_rows(), "edges": self._edge_rows()}
+        return self._with_tables(tables)
+
+    def _task_rows(self) -> list[dict[str, Any]]:
+        """The ``tasks`` list of the row form: one object per task."""
         names = [d.name for d in self.devices]
         tasks = []
         kind = self.kind or (None,) * self.n_tasks
@@ -265,9 +277,36 @@ class PlacementInstance:
                 if arr is not None and arr[i] >= 0:
                     t[key] = arr[i]
             tasks.append(t)
+        return tasks
+
+    def _edge_rows(self) -> list[dict[str, Any]]:
+        """The ``edges`` list of the row form: one object per edge, tasks by id."""
         src, dst, nb = self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist()
-        edges = [{"src": self.task_ids[s], "dst": self.task_ids[d], "bytes": b}
-                 for s, d, b in zip(src, dst, nb)]
+        return [{"src": self.task_ids[s], "dst": self.task_ids[d], "bytes": b}
+                for s, d, b in zip(src, dst, nb)]
+
+    def _column_tables(self) -> dict[str, Any]:
+        """The ``tasks`` and ``edges`` column tables (problems.md §1.2b; read by
+        :mod:`opt.placement.columns`) and ``"columns": 1``. Optional columns whose every entry
+        is none (-1 / null) are left out."""
+        n = self.n_tasks
+        tasks: dict[str, Any] = {"id": list(self.task_ids),
+                                 "cost": {dv.name: np.ascontiguousarray(self.cost[:, d])
+                                          for d, dv in enumerate(self.devices)
+                                          if (self.cost[:, d] >= 0).any()}}
+        for key in ("block", "phase", "step", "layer", "shard"):
+            arr = self.task_block if key == "block" else getattr(self, key)
+            if arr is not None and (arr >= 0).any():
+                tasks[key] = np.asarray(arr, dtype=np.int64)
+        kind = self.kind or (None,) * n
+        if any(k is not None for k in kind):
+            tasks["kind"] = list(kind)
+        edges = {"src": self.edge_src, "dst": self.edge_dst, "bytes": self.edge_bytes}
+        return {"columns": COLUMNS_VERSION, "tasks": tasks, "edges": edges}
+
+    def _with_tables(self, tables: dict[str, Any]) -> dict[str, Any]:
+        """The whole JSON object around the task and edge ``tables`` (rows or columns)."""
+        names = [d.name for d in self.devices]
         blocks = []
         for b, bid in enumerate(self.block_ids):
             load: dict[str, dict[str, int]] = {}
@@ -278,7 +317,9 @@ class PlacementInstance:
             blocks.append({"id": bid, "bytes": int(self.block_bytes[b]), "load": load})
         lay = self.layout
         return {
-            "schema": SCHEMA, "problem": "placement", "time_unit": self.time_unit,
+            "schema": SCHEMA, "problem": "placement",
+            **({"columns": tables["columns"]} if "columns" in tables else {}),
+            "time_unit": self.time_unit,
             "devices": [{"name": d.name, "class": d.device_class,
                          "weight_capacity": d.weight_capacity} for d in self.devices],
             "links": {"topology": self.links.topology, "contention": self.links.contention,
@@ -286,7 +327,7 @@ class PlacementInstance:
                                   "bandwidth": self.links.default_bandwidth},
                       "pairs": [{"src": s, "dst": d, "latency": lat, "bandwidth": bw}
                                 for s, d, lat, bw in self.links.pairs]},
-            "tasks": tasks, "edges": edges, "blocks": blocks,
+            "tasks": tables["tasks"], "edges": tables["edges"], "blocks": blocks,
             "layout": {"formats": list(lay.formats), "fixed": dict(lay.fixed),
                        "default": lay.default, "storage_multiplier": dict(lay.storage_multiplier),
                        "memory_budget": lay.memory_budget},
@@ -295,9 +336,10 @@ class PlacementInstance:
             **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
         }
 
-    def write(self, path: str | Path) -> None:
-        """Write as JSON (gzip when the name ends in ``.gz``; compact for large instances)."""
-        write_json(self.to_dict(), path, indent=None if self.n_tasks > 2000 else 1)
+    def write(self, path: str | Path, columns: bool = False) -> None:
+        """Write as JSON (gzip when the name ends in ``.gz``; compact for large instances);
+        ``columns``: column tables (problems.md §1.2b) instead of rows."""
+        write_json(self.to_dict(columns), path, indent=None if self.n_tasks > 2000 else 1)
 
 
 def interchangeable_devices(inst: PlacementInstance) -> list[list[int]]:
@@ -334,6 +376,11 @@ def interchangeable_devices(inst: PlacementInstance) -> list[list[int]]:
 # graph helpers
 
 def _topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """Kahn's order, smallest ready index first (None on a cycle). When every edge points
+    to a larger index, that order is 0, 1, …, n−1 (task k is ready once 0 … k−1 are done,
+    and no smaller task is left), returned without the walk."""
+    if not len(src) or bool((src < dst).all()):
+        return np.arange(n, dtype=np.int64)
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
     order_e = np.argsort(src, kind="stable")
     offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])

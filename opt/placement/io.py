@@ -2,8 +2,10 @@
 and build a :class:`~opt.placement.instance.PlacementInstance` (errors name file and field).
 
 Large files take a fast path (bulk column extraction with numpy checks); any irregularity
-reruns the field-by-field path, whose error names the offending field. The writer is
-:meth:`PlacementInstance.to_dict` / :meth:`PlacementInstance.write`.
+reruns the field-by-field path, whose error names the offending field. A file with
+``"columns": 1`` holds its task and edge tables as columns (problems.md §1.2b), read by
+:mod:`opt.placement.columns`. The writer is :meth:`PlacementInstance.to_dict` /
+:meth:`PlacementInstance.write`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json
+from opt.placement.columns import column_tables
 from opt.placement.instance import (
     DEFAULT_STORAGE,
     MAX_BYTES,
@@ -34,8 +37,8 @@ from opt.placement.instance import (
 def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
     """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
     f = Fields(obj, source, "")
-    f.check_keys({"schema", "problem", "time_unit", "devices", "links", "tasks", "edges",
-                  "blocks", "layout", "meta", "objective", "slo"})
+    f.check_keys({"schema", "problem", "columns", "time_unit", "devices", "links", "tasks",
+                  "edges", "blocks", "layout", "meta", "objective", "slo"})
     schema = f.get("schema")
     if schema != SCHEMA:
         raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
@@ -91,12 +94,11 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
                                         f"{list(formats)}")
                 block_load[fmt][b, dindex[dname]] = pf.int(fmt, maximum=MAX_TICKS)
     bindex = {b: i for i, b in enumerate(block_ids)}
-    raw_tasks = f.list("tasks")
-    raw_edges = f.list("edges", [])
-    try:  # fast path for large files; any irregularity reruns the checked path for the message
-        cols = _fast_columns(raw_tasks, raw_edges, dindex, bindex, len(devices))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        cols = _checked_columns(f, obj, dindex, bindex, len(devices))
+    tindex: dict[str, int] | None = None  # the rows' task index, built on the way
+    if "columns" in obj:
+        cols = column_tables(f, obj, dindex, bindex, len(devices))
+    else:
+        *cols, tindex = _row_columns(f, obj, dindex, bindex, len(devices))
     ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
     inst = build_instance(
         time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
@@ -104,7 +106,21 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
         block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
         kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
         meta=_object(f, "meta"), source=source)
+    if tindex is not None:  # ids are unique (build_instance checked): it is task_index
+        inst.__dict__["task_index"] = tindex
     return _with_goal(inst, f, obj, source)
+
+
+def _row_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
+                 nd: int):
+    """The columns of the row tables (§1.2a) and the task index (id -> position): the fast
+    path, and on any irregularity the checked path, whose error names the offending field."""
+    raw_tasks = f.list("tasks")
+    raw_edges = f.list("edges", [])
+    try:
+        return _fast_columns(raw_tasks, raw_edges, dindex, bindex, nd)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return _checked_columns(f, obj, dindex, bindex, nd)
 
 
 def _object(f: Fields, key: str) -> dict:
@@ -203,7 +219,7 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
     nb = np.array(raw_nb)
     if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
         raise ValueError("bytes")
-    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64))
+    return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64), tindex)
 
 
 def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
@@ -260,7 +276,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
         nbytes[k] = ef.int("bytes", 0, minimum=-MAX_BYTES, maximum=MAX_BYTES)
         if nbytes[k] < 0:
             raise ef.error("bytes", f"negative bytes {ef.obj['bytes']!r}")
-    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes
+    return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes, tindex
 
 
 def read_instance(path: str | Path) -> PlacementInstance:

@@ -81,15 +81,17 @@ _NAME_FIELDS = frozenset({"task", "src", "dst", "device", "from", "to", "block",
 
 
 def _names_are_strings(events: list) -> bool:
-    """Fast check of a well-formed event list: every event a plain dict, all with the same
-    keys, and every name field a string (False: the per-event loop decides and names it)."""
+    """Fast check of a well-formed event list: every event a plain dict, every name field
+    that any event has present in all of them, and a string (False: the per-event loop
+    decides and names it; True only where that loop passes too)."""
     if set(map(type, events)) - {dict}:
         return False
-    keysets = set(map(tuple, events))
-    if len(keysets) != 1:
+    names = _NAME_FIELDS.intersection(set().union(*events))
+    try:
+        return all(not (set(map(type, map(itemgetter(name), events))) - {str})
+                   for name in names)
+    except KeyError:  # a name field missing from some event
         return False
-    return all(not (set(map(type, map(itemgetter(name), events))) - {str})
-               for name in next(iter(keysets)) if name in _NAME_FIELDS)
 
 
 def _all_strings(values) -> bool:
@@ -195,9 +197,11 @@ def _fast_compute(inst: PlacementInstance, events: list
 def _check_compute(inst: PlacementInstance, solution: dict[str, Any]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(device, start, end) of every task from the compute events (and ``assignment``)."""
-    fast = _fast_compute(inst, list(solution.get("compute", ())))
+    events = list(solution.get("compute", ()))
+    fast = _fast_compute(inst, events)
     if fast is not None:
-        _check_assignment(inst, solution, fast[0])
+        if not _assignment_mirrors(solution.get("assignment") or {}, events):
+            _check_assignment(inst, solution, fast[0])
         return fast
     n, names, tindex = inst.n_tasks, _names(inst), inst.task_index
     task_dev = np.full(n, -1, dtype=np.int64)
@@ -241,6 +245,17 @@ def _check_assignment(inst: PlacementInstance, solution: dict[str, Any],
         if dname != names[task_dev[tindex[tid]]]:
             raise ScheduleError(f"rule 1: assignment puts '{tid}' on {dname!r} but its compute "
                                 f"event is on '{names[task_dev[tindex[tid]]]}'")
+
+
+def _assignment_mirrors(assignment: dict, events: list) -> bool:
+    """True when ``assignment`` lists exactly the compute events' tasks, in their order, each
+    with its event's device (then it agrees with the events, which rule 1 has checked);
+    False: :func:`_check_assignment` decides."""
+    if not assignment:
+        return True
+    return (len(assignment) == len(events)
+            and list(assignment) == list(map(itemgetter("task"), events))
+            and list(assignment.values()) == list(map(itemgetter("device"), events)))
 
 
 def _assignment_agrees(inst: PlacementInstance, assignment: dict, task_dev: np.ndarray) -> bool:
@@ -304,7 +319,7 @@ def _fast_transfers(inst: PlacementInstance, events: list, task_dev: np.ndarray,
                     start: np.ndarray, end: np.ndarray) -> _ChannelUse | None:
     """Rule 3 vectorised for a well-formed transfer list: the channel use when every check
     holds, None otherwise (the checked path then names the violation)."""
-    n, tindex, dindex = inst.n_tasks, inst.task_index, inst.device_index
+    n, tindex = inst.n_tasks, inst.task_index
     src, dst = inst.edge_src, inst.edge_dst
     du, dv = task_dev[src], task_dev[dst]
     same = du == dv
@@ -312,14 +327,14 @@ def _fast_transfers(inst: PlacementInstance, events: list, task_dev: np.ndarray,
     if (same & (start[dst] < end[src])).any() or len(events) != len(cross):
         return None
     try:
-        cols = [_index_column(tindex, events, k) for k in ("src", "dst")]
-        cols += [_index_column(dindex, events, k) for k in ("from", "to")]
+        u, v = (_index_column(tindex, events, k) for k in ("src", "dst"))
+        f, t = (_ends_devices(inst, events, k, task_dev[w]) for k, w in (("from", u),
+                                                                           ("to", v)))
         ts, te = (_int_column(list(map(itemgetter(k), events))) for k in ("start", "end"))
     except (KeyError, TypeError):
         return None
     if ts is None or te is None:
         return None
-    u, v, f, t = cols
     ek, ck = u * n + v, src[cross] * n + dst[cross]
     oe, oc = np.argsort(ek, kind="stable"), np.argsort(ck, kind="stable")
     if not np.array_equal(ek[oe], ck[oc]) or (np.diff(ck[oc]) == 0).any():
@@ -335,6 +350,19 @@ def _fast_transfers(inst: PlacementInstance, events: list, task_dev: np.ndarray,
             or (ts < end[src[e]]).any() or (start[dst[e]] < te).any():
         return None
     return _ChannelUse(f, t, ts, te, e.tolist())
+
+
+def _ends_devices(inst: PlacementInstance, events: list, key: str, expected: np.ndarray
+                  ) -> np.ndarray:
+    """The device index of every event's ``key`` ("from" / "to"): ``expected`` (its task's
+    devices) when every event names exactly those, compared by name (cheaper than a lookup
+    per event); else by lookup (KeyError / TypeError when a name is off)."""
+    names = _names(inst)
+    given = list(map(itemgetter(key), events))
+    if given == list(map(names.__getitem__, expected.tolist())):
+        return expected
+    return np.fromiter(map(inst.device_index.__getitem__, given), dtype=np.int64,
+                       count=len(given))
 
 
 def _check_transfers(inst: PlacementInstance, solution: dict[str, Any], task_dev: np.ndarray,

@@ -49,9 +49,29 @@ def test_fast_paths_take_valid_schedules(case, monkeypatch):
     assert _outcome(inst, sol, True, monkeypatch) == _outcome(inst, sol, False, monkeypatch)
 
 
+def _mutate_assignment(sol, data):
+    """The ``assignment`` map reordered, one entry moved to another device, dropped or an
+    unknown task added (the fast path compares it with the compute events in order)."""
+    items = list(sol["assignment"].items())
+    k = data.draw(st.integers(0, len(items) - 1))
+    how = data.draw(st.sampled_from(["reverse", "device", "drop", "unknown"]))
+    if how == "reverse":
+        items.reverse()
+    elif how == "device":
+        items[k] = (items[k][0], data.draw(st.sampled_from(["NPU0", "PIM0", "P1", "P2", "x"])))
+    elif how == "drop":
+        items.pop(k)
+    else:
+        items.append(("no-such-task", items[k][1]))
+    sol["assignment"] = dict(items)
+    return sol
+
+
 def _mutate(sol, data):
     sol = copy.deepcopy(sol)
-    key = data.draw(st.sampled_from(["compute", "transfers"]))
+    key = data.draw(st.sampled_from(["compute", "transfers", "assignment"]))
+    if key == "assignment":
+        return _mutate_assignment(sol, data)
     events = sol[key]
     if not events:
         return sol
