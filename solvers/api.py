@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.options import SolveOptions
 from opt.common.errors import InputError, UnknownNameError
@@ -23,9 +23,11 @@ from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import relaxed_instance
 from opt.placement.validator import ScheduleError, certify_placement, validate_placement
-from opt.serving.instance import ServingInstance
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
 from solvers.registry import Method, default_method, get_method, methods
+
+if TYPE_CHECKING:  # imported when a serving instance is solved (issue 20 item 5: startup)
+    from opt.serving.instance import ServingInstance
 
 #: largest seed: CP-SAT's and HiGHS' random seeds are 31-bit non-negative integers
 MAX_SEED = 2**31 - 1
@@ -34,10 +36,12 @@ MAX_SEED = 2**31 - 1
 
 def instance_problems(instance: Any) -> tuple[str, ...]:
     """The registry problems whose methods solve ``instance`` (the first is its default's)."""
-    if isinstance(instance, ServingInstance):
-        return ("serving",)
     if isinstance(instance, PlacementInstance):
         return ("placement", "layout")
+    from opt.serving.instance import ServingInstance
+
+    if isinstance(instance, ServingInstance):
+        return ("serving",)
     raise InputError(f"expected a PlacementInstance or ServingInstance, got "
                      f"{type(instance).__name__}", field="instance")
 
