@@ -190,7 +190,8 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
                        count=len(rows))
     vals = list(chain.from_iterable(map(dict.values, costs)))
     v = np.array(vals)
-    if v.dtype.kind != "i" or (len(v) and v.min() < 0) or _has_bool(vals):
+    if v.dtype.kind != "i" or (len(v) and (v.min() < 0 or v.max() > MAX_TICKS)) \
+            or _has_bool(vals):
         raise ValueError("durations")
     cost = np.full((n, nd), -1, dtype=np.int64)
     cost[rows, cols] = v
@@ -209,6 +210,11 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
         a = np.array(raw)
         if len(a) and (a.dtype.kind != "i" or _has_bool(raw)):
             raise ValueError(key)
+        # -1 stands for an absent key: an explicit negative (or too large) value goes to the
+        # checked path, which names it
+        absent = n - sum(map(methodcaller("__contains__", key), tasks))
+        if len(a) and (a.min() < -1 or a.max() > 2**62 or int((a == -1).sum()) != absent):
+            raise ValueError(key)
         ints.append(a.astype(np.int64))
     if edges and not _EDGE_KEYS.issuperset(chain.from_iterable(edges)):
         raise KeyError("unknown edge key")
@@ -217,7 +223,8 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
                             dtype=np.int64, count=len(edges)) for k in ("src", "dst"))
     raw_nb = list(map(methodcaller("get", "bytes", 0), edges))
     nb = np.array(raw_nb)
-    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or _has_bool(raw_nb)):
+    if len(nb) and (nb.dtype.kind != "i" or nb.min() < 0 or nb.max() > MAX_BYTES
+                    or _has_bool(raw_nb)):
         raise ValueError("bytes")
     return (ids, kinds, cost, task_block, phase, *ints, src, dst, nb.astype(np.int64), tindex)
 

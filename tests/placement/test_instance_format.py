@@ -239,13 +239,18 @@ BAD = {
     "no-tasks": (lambda o: o.update(tasks=[], edges=[]), ["tasks", "at least one task"]),
     # item 2: magnitudes beyond the documented limits, before any solver sees them
     "duration-beyond-int64": (_set("tasks.0.cost.D0", 10**30), ["tasks[0].cost", "9007199254740992"]),
-    "duration-above-max-ticks": (_set("tasks.1.cost.D0", 2**60), ["tasks[1].cost", "maximum"]),
+    "duration-above-max-ticks": (_set("tasks.1.cost.D0", 2**60),
+                                 ["tasks[1].cost.D0", "9007199254740992"]),
     "serial-horizon-above-max": (lambda o: [t["cost"].update(dict.fromkeys(t["cost"], 2**52))
                                             for t in o["tasks"]],
                                  ["field 'tasks'", "serial horizon", "maximum"]),
     "bytes-above-max": (_set("edges.0.bytes", 2**60), ["edges[0].bytes", "9007199254740992"]),
     "capacity-above-max": (_set("devices.0.weight_capacity", 2**60),
                            ["devices[0].weight_capacity", "9007199254740992"]),
+    # the bulk reader once took an explicit −1 (or −5) step for "absent"
+    "negative-step": (_set("tasks.2.step", -1), ["tasks[2].step", "-1"]),
+    "negative-layer": (_set("tasks.0.layer", -5), ["tasks[0].layer", "-5"]),
+    "shard-above-max": (_set("tasks.1.shard", 2**62 + 1), ["tasks[1].shard"]),
 }
 
 
