@@ -365,23 +365,43 @@ def pinned_inputs(inst: PlacementInstance, dev_cls: np.ndarray, K: int, xfer) ->
 
 def sibling_groups(inst: PlacementInstance) -> np.ndarray:
     """int64 [n]: a group id shared by tasks with the same non-empty set of predecessors (the
-    q/k/v projections of one normed input) that can run side by side — their shortest
+    q/k/v projections of one normed input) that can run side by side, −1 for every other task.
+    Side by side: each member has two or more legal devices, and the members' shortest
     durations summed exceed some member's duration on a device other than its fastest plus
-    the shortest crossing of its input and output edges (:func:`_crossing`), so in sequence
-    on their fastest device they would finish later than spread — and −1 for every other task (a task with one legal device has no choice and no group).
-    Predecessor sets are hashed (a commutative sum of 64-bit mixes) and then compared
-    exactly, so a hash collision cannot merge two sets."""
+    the shortest crossing of its input and output edges (:func:`_crossing`) — in sequence on
+    their fastest device they would finish later than spread."""
+    c = inst.cost.astype(np.float64)
+    c[inst.cost < 0] = np.inf
+    gid = _same_predecessors(inst, np.isfinite(c).sum(axis=1) >= 2)
+    grouped = np.flatnonzero(gid >= 0)
+    if len(grouped) == 0:
+        return gid
+    two = np.sort(c[grouped], axis=1)[:, :2]  # shortest and second shortest duration
+    moved = two[:, 1] + _crossing(inst)[grouped]  # a member away from the others' device
+    ng = int(gid.max()) + 1
+    size = np.bincount(gid[grouped], minlength=ng)
+    total = np.bincount(gid[grouped], weights=two[:, 0], minlength=ng)
+    second = np.full(ng, np.inf)
+    np.minimum.at(second, gid[grouped], moved)
+    keep = (size > 1) & (total > second)
+    gid[grouped[~keep[gid[grouped]]]] = -1
+    return gid
+
+
+def _same_predecessors(inst: PlacementInstance, eligible: np.ndarray) -> np.ndarray:
+    """int64 [n]: a group id per eligible task with predecessors, shared by the eligible tasks
+    with the same predecessor set (−1 otherwise; groups of one get an id too). Sets are hashed
+    (a commutative sum of splitmix64 mixes) and then compared exactly, so a hash collision
+    cannot merge two sets."""
     n = inst.n_tasks
     gid = np.full(n, -1, dtype=np.int64)
     p_off, p_idx = inst.predecessors
     cnt = np.diff(p_off)
-    c = inst.cost.astype(np.float64)
-    c[inst.cost < 0] = np.inf
-    has = np.flatnonzero((cnt > 0) & (np.isfinite(c).sum(axis=1) >= 2))
+    has = np.flatnonzero((cnt > 0) & eligible)
     if len(has) < 2:
         return gid
     src = inst.edge_src[p_idx]
-    with np.errstate(over="ignore"):  # splitmix64 finaliser, wrapping uint64 arithmetic
+    with np.errstate(over="ignore"):  # wrapping uint64 arithmetic
         z = (src.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) \
             * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
@@ -397,18 +417,6 @@ def sibling_groups(inst: PlacementInstance) -> np.ndarray:
     for t, k in zip(has[multi].tolist(), inv[multi].tolist()):
         preds = tuple(sorted(src[p_off[t]:p_off[t + 1]].tolist()))
         gid[t] = exact.setdefault((k, preds), len(exact))
-    grouped = np.flatnonzero(gid >= 0)
-    if len(grouped) == 0:
-        return gid
-    two = np.sort(c[grouped], axis=1)[:, :2]  # shortest and second shortest duration
-    moved = two[:, 1] + _crossing(inst)[grouped]  # a member away from the others' device
-    ng = len(exact)
-    size = np.bincount(gid[grouped], minlength=ng)
-    total = np.bincount(gid[grouped], weights=two[:, 0], minlength=ng)
-    second = np.full(ng, np.inf)
-    np.minimum.at(second, gid[grouped], moved)
-    keep = (size > 1) & (total > second)
-    gid[grouped[~keep[gid[grouped]]]] = -1
     return gid
 
 
