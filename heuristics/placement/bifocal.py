@@ -390,7 +390,7 @@ def sibling_groups(inst: PlacementInstance) -> np.ndarray:
 
 def _same_predecessors(inst: PlacementInstance, eligible: np.ndarray) -> np.ndarray:
     """int64 [n]: a group id per eligible task with predecessors, shared by the eligible tasks
-    with the same predecessor set (−1 otherwise; groups of one get an id too). Sets are hashed
+    with the same predecessor set (−1 otherwise; ids need not be consecutive). Sets are hashed
     (a commutative sum of splitmix64 mixes) and then compared exactly, so a hash collision
     cannot merge two sets."""
     n = inst.n_tasks
@@ -401,23 +401,49 @@ def _same_predecessors(inst: PlacementInstance, eligible: np.ndarray) -> np.ndar
     if len(has) < 2:
         return gid
     src = inst.edge_src[p_idx]
-    with np.errstate(over="ignore"):  # wrapping uint64 arithmetic
-        z = (src.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) \
+    h = _set_hash(src, p_off)
+    _, inv, counts = np.unique(h[has], return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    multi = counts[inv] > 1
+    cand, k = has[multi], inv[multi]
+    if len(cand) == 0:
+        return gid
+    # exact check, vectorised: each candidate's sorted predecessors against those of the
+    # first candidate with its hash; a mismatch (a collision) is grouped one by one below
+    seg = np.repeat(np.arange(n), cnt)
+    ssrc = src[np.lexsort((src, seg))]
+    by_k = np.argsort(k, kind="stable")
+    first = by_k[np.concatenate([[True], k[by_k][1:] != k[by_k][:-1]])]
+    rep = np.full(len(counts), -1, dtype=np.int64)
+    rep[k[first]] = cand[first]  # the first candidate of each hash
+    c_cnt = cnt[cand]
+    pos = np.arange(int(c_cnt.sum())) - np.repeat(np.cumsum(c_cnt) - c_cnt, c_cnt)
+    mine = np.repeat(p_off[cand], c_cnt) + pos
+    theirs = np.minimum(np.repeat(p_off[rep[k]], c_cnt) + pos, len(ssrc) - 1)
+    same = (cnt[rep[k]] == c_cnt) & np.logical_and.reduceat(ssrc[mine] == ssrc[theirs],
+                                                           np.cumsum(c_cnt) - c_cnt)
+    gid[cand[same]] = k[same]
+    exact: dict[tuple[int, ...], int] = {}
+    for t in cand[~same].tolist():
+        preds = tuple(ssrc[p_off[t]:p_off[t + 1]].tolist())
+        gid[t] = exact.setdefault(preds, len(counts) + len(exact))
+    return gid
+
+
+def _set_hash(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """uint64 [len(offsets) − 1]: an order-independent hash of each CSR segment of
+    ``values`` (the sum of splitmix64 mixes, wrapping; 0 for an empty segment)."""
+    cnt = np.diff(offsets)
+    with np.errstate(over="ignore"):
+        z = (values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) \
             * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
         z ^= z >> np.uint64(29)
-        nonempty = np.flatnonzero(cnt > 0)  # offsets strictly increasing: one sum per task
-        h = np.zeros(n, dtype=np.uint64)
-        h[nonempty] = np.add.reduceat(z, p_off[nonempty])
-    key = np.stack([h[has].view(np.int64), cnt[has]], axis=1)
-    _, inv, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-    inv = inv.reshape(-1)
-    multi = counts[inv] > 1
-    exact: dict[tuple[int, tuple[int, ...]], int] = {}
-    for t, k in zip(has[multi].tolist(), inv[multi].tolist()):
-        preds = tuple(sorted(src[p_off[t]:p_off[t + 1]].tolist()))
-        gid[t] = exact.setdefault((k, preds), len(exact))
-    return gid
+        nonempty = np.flatnonzero(cnt > 0)  # offsets strictly increasing: one sum each
+        h = np.zeros(len(cnt), dtype=np.uint64)
+        if len(nonempty):
+            h[nonempty] = np.add.reduceat(z, offsets[nonempty])
+    return h
 
 
 def _crossing(inst: PlacementInstance) -> np.ndarray:

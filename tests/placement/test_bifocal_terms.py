@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from heuristics.placement.bifocal import FLIP_TERMS, bifocal_schedule
@@ -250,3 +251,40 @@ def test_sibling_groups_are_the_tasks_that_can_spread():
     assert gid["a"] == gid["b"] == -1  # 10 + 10 < 25: in sequence on the NPU they are sooner
     assert gid["c"] == -1  # no choice of device
     assert gid["x"] == gid["y"] == -1  # z reads n as well: not the same predecessors
+
+
+@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_same_predecessor_groups_match_a_direct_grouping(seed, collide, monkeypatch):
+    """The hashed, vectorised grouping equals grouping by the sorted predecessor tuples, also
+    when every set hashes alike (``collide``: the exact check must split them)."""
+    import random
+
+    import heuristics.placement.bifocal as bifocal
+    from heuristics.placement.bifocal import _same_predecessors
+
+    if collide:
+        monkeypatch.setattr(bifocal, "_set_hash",
+                            lambda values, offsets: np.zeros(len(offsets) - 1, np.uint64))
+
+    rng = random.Random(seed)
+    n = 60
+    tasks = [_task(f"t{i}", {"NPU0": 1 + i % 3}) for i in range(n)]
+    pool = list(range(6))  # few sources, so that many tasks share a predecessor set
+    edges = []
+    for i in range(6, n):
+        for j in set(rng.choices(pool + list(range(6, i)), k=rng.randint(1, 3))):
+            edges.append({"src": f"t{j}", "dst": f"t{i}", "bytes": 0})
+    inst = _instance([NPU], tasks, edges, [], 1)
+    gid = _same_predecessors(inst, np.ones(n, dtype=bool)).tolist()
+    preds: dict[int, tuple[int, ...]] = {}
+    p_off, p_idx = inst.predecessors
+    for t in range(n):
+        preds[t] = tuple(sorted(inst.edge_src[p_idx[p_off[t]:p_off[t + 1]]].tolist()))
+    assert any(preds[a] == preds[b] for a in range(n) for b in range(a))  # groups exist
+    for a in range(n):
+        if not preds[a]:
+            assert gid[a] == -1
+        for b in range(a):
+            shared = bool(preds[a]) and preds[a] == preds[b]
+            assert (gid[a] >= 0 and gid[a] == gid[b]) == shared
