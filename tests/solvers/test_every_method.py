@@ -126,7 +126,9 @@ def _certify_serving(info, inst, method, res) -> None:
 def test_method_on_instance(problem, method_name, instance):
     info, inst, _ = _bundled()[instance]
     method = next(m for m in methods(problem) if m.name == method_name)
-    limit = EXACT_TIME_LIMIT_S if method.exact else None
+    # enumeration is bounded by ENUM_MAX_OPS and must prove OPTIMAL: under a time limit its
+    # status would depend on the machine's load (it failed once at load 4 on 2 cores)
+    limit = EXACT_TIME_LIMIT_S if method.exact and method_name != "enum" else None
     if method_name == "enum" and inst.n_ops > ENUM_MAX_OPS:
         with pytest.raises(InputError, match=f"limit {ENUM_MAX_OPS}"):
             solve(inst, method_name, time_limit=limit, num_workers=1, seed=0)

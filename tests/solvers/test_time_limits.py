@@ -29,7 +29,9 @@ def test_milp_respects_a_short_time_limit(mid):
     t0 = time.perf_counter()
     res = solve(mid, "milp", time_limit=0.5)
     backend = res.runtime_s
-    assert backend < 1.5, backend  # was 24 s at time_limit 1 (18 s of it building)
+    # guards the regression (24 s at time_limit 1, 18 s of it building), not the machine:
+    # 2.3 s was measured once under a load of 4 on 2 cores
+    assert backend < 5.0, backend
     assert res.status == "FEASIBLE" and "time limit" in res.stats["message"]
     assert res.stats["warm_start"] is not None and res.params["time_limit"] == 0.5
     assert time.perf_counter() - t0 < 10  # + the certified bound and the validation
