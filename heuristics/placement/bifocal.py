@@ -9,15 +9,14 @@ Ready-set order
     :func:`~heuristics.placement.list_scheduler.upward_rank`) — a static topological order —
     with one extension beyond DOPS (switch ``siblings``, default on): a *sibling* that can run
     side by side with the others of its group (:func:`sibling_groups`: the same predecessors,
-    and together on their fastest device longer than one of them takes on another, crossings
-    included) is moved ahead of the pinned tasks listed since the group began
+    and together on their fastest device longer than one of them takes on another) is moved ahead of the pinned tasks listed since the group began
     (:func:`sibling_order`). In HEFT's order a successor of the first
     sibling can outrank the others and be committed between them: the decode ``kv_write`` of k
     and v's outputs takes the idle PIMs before q_proj is scored, so q finds no gap there and
     queues behind k and v on the NPU (Llama-2-7B, HP64, 1024/1024/16: each layer's q, k, v
     run one after another on the NPU, the loss the certified bound exposed, issue 20 item 4).
     Moved ahead, the third sibling is scored while a PIM is still idle and runs there in
-    parallel. Narrower readings were measured first: moving every group of equal predecessors
+    parallel. Wider readings were measured first: moving every group of equal predecessors
     together (also gate/up of the FFN, which are sooner in sequence on the NPU) delayed the
     first chain's successors behind its siblings (Mixtral, HP128, 128/128/16, 2 layers:
     +0.5 %); moving spreadable groups together past *any* task broke HEFT's depth-first order
@@ -258,11 +257,17 @@ def heaviest_successor(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]
     return hs, hb
 
 
+def legal_durations(cost: np.ndarray) -> np.ndarray:
+    """float copy of cost-matrix rows (−1 = illegal) with inf where a device is illegal."""
+    c = cost.astype(np.float64)
+    c[cost < 0] = np.inf
+    return c
+
+
 def class_durations(cost: np.ndarray, dev_cls: np.ndarray, K: int) -> np.ndarray:
     """[rows, K] each row's shortest duration on a device of each class (inf where the class
     has no legal device); ``cost`` rows of the instance's cost matrix (−1 = illegal)."""
-    c = cost.astype(np.float64)
-    c[cost < 0] = np.inf
+    c = legal_durations(cost)
     return np.stack([c[:, dev_cls == k].min(axis=1) for k in range(K)], axis=1)
 
 
@@ -367,22 +372,19 @@ def sibling_groups(inst: PlacementInstance) -> np.ndarray:
     """int64 [n]: a group id shared by tasks with the same non-empty set of predecessors (the
     q/k/v projections of one normed input) that can run side by side, −1 for every other task.
     Side by side: each member has two or more legal devices, and the members' shortest
-    durations summed exceed some member's duration on a device other than its fastest plus
-    the shortest crossing of its input and output edges (:func:`_crossing`) — in sequence on
-    their fastest device they would finish later than spread."""
-    c = inst.cost.astype(np.float64)
-    c[inst.cost < 0] = np.inf
+    durations summed exceed some member's duration on a device other than its fastest — in
+    sequence on their fastest device they would finish later than spread."""
+    c = legal_durations(inst.cost)
     gid = _same_predecessors(inst, np.isfinite(c).sum(axis=1) >= 2)
     grouped = np.flatnonzero(gid >= 0)
     if len(grouped) == 0:
         return gid
     two = np.sort(c[grouped], axis=1)[:, :2]  # shortest and second shortest duration
-    moved = two[:, 1] + _crossing(inst)[grouped]  # a member away from the others' device
     ng = int(gid.max()) + 1
     size = np.bincount(gid[grouped], minlength=ng)
     total = np.bincount(gid[grouped], weights=two[:, 0], minlength=ng)
     second = np.full(ng, np.inf)
-    np.minimum.at(second, gid[grouped], moved)
+    np.minimum.at(second, gid[grouped], two[:, 1])  # a member away from the others' device
     keep = (size > 1) & (total > second)
     gid[grouped[~keep[gid[grouped]]]] = -1
     return gid
@@ -444,23 +446,6 @@ def _set_hash(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         if len(nonempty):
             h[nonempty] = np.add.reduceat(z, offsets[nonempty])
     return h
-
-
-def _crossing(inst: PlacementInstance) -> np.ndarray:
-    """float [n]: per task, its input and output edges' shortest transfer times between two
-    distinct devices, summed — what running it away from its neighbours' device costs at
-    least (0 on a single device)."""
-    n, m, nd = inst.n_tasks, inst.n_edges, inst.n_devices
-    out = np.zeros(n)
-    if m == 0 or nd < 2:
-        return out
-    ub, inv = np.unique(inst.edge_bytes, return_inverse=True)
-    x = inst.links.transfer_durations(ub).astype(np.float64)
-    x[:, np.arange(nd), np.arange(nd)] = np.inf
-    cross = x.reshape(len(ub), -1).min(axis=1)[inv.reshape(-1)]
-    np.add.at(out, inst.edge_src, cross)
-    np.add.at(out, inst.edge_dst, cross)
-    return out
 
 
 def sibling_order(inst: PlacementInstance, order: Sequence[int]) -> list[int]:
