@@ -1,5 +1,6 @@
 """Bifocal ablation in the form of DOPS Fig. 13 (problems.md §6): EFT only, EFT + one term (window,
-phase, token, and the copy cost of our extension), all terms, and all terms but one, on
+phase, token, and our extensions: the copy cost and the siblings' order), all terms, and all
+terms but one, on
 Qwen-1.8B (``dops-qwen-1.8b``, batch 8) and Llama-7B (batch 16) workloads on HP32, full size;
 every schedule validated (with ``--batch1`` also the same shapes at batch 1).
 
@@ -98,7 +99,7 @@ def table(out: Path) -> str:
         by.setdefault((r["model"], r["prefill"], r["decode"], r["batch"]), {})[r["variant"]] = r
     lines = ["| model | B | prefill | decode | " + " | ".join(f"{v} / all" for v in VARIANTS
                                                            if v != "all")
-             + " | all ms | flips window / phase / token / copy (all) |",
+             + f" | all ms | flips {' / '.join(_FLIPPED)} (all) |",
              "|---" * (5 + len(VARIANTS)) + "|"]
     removed: dict[str, dict[str, list[float]]] = {}  # batch set -> term -> increases (%)
     for (model, p, d, b), v in sorted(by.items()):
