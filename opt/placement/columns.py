@@ -18,7 +18,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields
-from opt.placement.instance import COLUMNS_VERSION, MAX_BYTES, MAX_TICKS, PHASES
+from opt.placement.instance import COLUMNS_VERSION, MAX_BYTES, MAX_LABEL, MAX_TICKS, PHASES
 
 TASK_COLUMNS = ("id", "cost", "block", "kind", "phase", "step", "layer", "shard")
 EDGE_COLUMNS = ("src", "dst", "bytes")
@@ -104,7 +104,7 @@ def column_tables(f: Fields, obj: dict, dindex: dict[str, int], bindex: dict[str
 
     task_block = opt_int("block", -1, len(bindex) - 1, "block index")
     phase = opt_int("phase", -1, len(PHASES) - 1, "phase").astype(np.int8)
-    step, layer, shard = (opt_int(k, -1, 2**62, k) for k in ("step", "layer", "shard"))
+    step, layer, shard = (opt_int(k, -1, MAX_LABEL, k) for k in ("step", "layer", "shard"))
     kinds = _str_column(tf, "kind", n, nullable=True) if "kind" in tf.obj else [None] * n
     src, dst, nbytes = _edge_columns(f, obj, n)
     return ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes

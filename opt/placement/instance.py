@@ -49,6 +49,8 @@ MAX_TICKS = UNITS_MAX_TICKS
 MAX_HORIZON = 2**53
 #: largest byte count (edge payload, block size, capacity, budget; also the blocks' total), ≈ 9 PB
 MAX_BYTES = 2**53
+#: the largest step, layer or shard label a task may carry
+MAX_LABEL = 2**62
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from opt.placement.columns import column_tables
 from opt.placement.instance import (
     DEFAULT_STORAGE,
     MAX_BYTES,
+    MAX_LABEL,
     MAX_TICKS,
     PHASES,
     SCHEMA,
@@ -213,7 +214,7 @@ def _fast_columns(tasks: list, edges: list, dindex: dict[str, int], bindex: dict
         # -1 stands for an absent key: an explicit negative (or too large) value goes to the
         # checked path, which names it
         absent = n - sum(map(methodcaller("__contains__", key), tasks))
-        if len(a) and (a.min() < -1 or a.max() > 2**62 or int((a == -1).sum()) != absent):
+        if len(a) and (a.min() < -1 or a.max() > MAX_LABEL or int((a == -1).sum()) != absent):
             raise ValueError(key)
         ints.append(a.astype(np.int64))
     if edges and not _EDGE_KEYS.issuperset(chain.from_iterable(edges)):
@@ -264,7 +265,7 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
                 raise tf.error("phase", f"expected prefill or decode, got {ph!r}")
             phase[i] = PHASES.index(ph)
         for key, arr in (("step", step), ("layer", layer), ("shard", shard)):
-            v = tf.int(key, None, maximum=2**62)
+            v = tf.int(key, None, maximum=MAX_LABEL)
             if v is not None:
                 arr[i] = v
     tindex = {t: i for i, t in enumerate(ids)}
