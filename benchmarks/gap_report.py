@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from heuristics.placement.bifocal import EXTENSIONS_OFF
 from instances.generated import LlmCase, gap_case
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json, write_json_atomic
@@ -45,12 +46,11 @@ from solvers.registry import names
 EXACT = "cpsat"
 BASELINE = "pd"
 #: Bifocal ablation: (label, params), each step switching one more term on.
-_EXT_OFF = {"copy_cost": 0.0, "siblings": False}  # the extensions beyond DOPS, off
 ABLATION = (
-    ("EFT only", {"window": False, "phase": False, "token": False, **_EXT_OFF}),
-    ("+window", {"window": True, "phase": False, "token": False, **_EXT_OFF}),
-    ("+phase", {"window": True, "phase": True, "token": False, **_EXT_OFF}),
-    ("+token", {"window": True, "phase": True, "token": True, **_EXT_OFF}),
+    ("EFT only", {"window": False, "phase": False, "token": False, **EXTENSIONS_OFF}),
+    ("+window", {"window": True, "phase": False, "token": False, **EXTENSIONS_OFF}),
+    ("+phase", {"window": True, "phase": True, "token": False, **EXTENSIONS_OFF}),
+    ("+token", {"window": True, "phase": True, "token": True, **EXTENSIONS_OFF}),
     ("+copy, siblings (extensions: the default)", {}),
     ("+prior (extension)", {"prior": True}),
 )

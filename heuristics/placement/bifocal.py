@@ -181,6 +181,11 @@ from opt.placement.instance import PlacementInstance
 REVISION = 3
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
+#: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
+#: load-port prior are off by default already).
+EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
+#: "EFT only" (module docstring): every far-focus term and extension off — HEFT's schedule.
+EFT_ONLY: dict[str, Any] = {"window": False, "phase": False, "token": False, **EXTENSIONS_OFF}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pytest
 
 import instances
 from heuristics.placement.bifocal import (
+    EFT_ONLY,
     BifocalParams,
     bifocal_schedule,
     heaviest_successor,
@@ -25,10 +26,6 @@ from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
 from opt.placement.validator import validate_placement
 from solvers.api import solve
-
-EFT_ONLY = {"window": False, "phase": False, "token": False, "copy_cost": 0.0,
-            "siblings": False}
-
 
 # ---------------------------------------------------------------------------------------------
 # instances
