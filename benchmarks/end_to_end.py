@@ -21,6 +21,7 @@ ratio of each to the scheduler and of the total to the scheduler alone, and the 
     python benchmarks/end_to_end.py                      # flagship, 3 repeats
     python benchmarks/end_to_end.py --decode 64 --repeat 5
     python benchmarks/end_to_end.py --instance FILE.json.gz --json
+    python benchmarks/end_to_end.py --tables rows        # the row layout, for comparison
 
 Times are wall and CPU seconds (``process_time``; the CLI's from ``wait4``) on a shared
 machine: quote medians and ratios, not one run. Under load the wall time mostly measures the
@@ -51,17 +52,30 @@ STAGES = ("start", "read", "schedule", "bound", "validate", "fingerprint", "writ
 
 def instance_path(args: argparse.Namespace) -> Path:
     """The instance file: ``--instance``, else the cached build of the workload (built once
-    with ``hetopt build placement``)."""
+    with ``hetopt build placement --tables TABLES``; the default, auto, is what a user's build
+    writes: column tables at full size). The layout is in the file name, so a cache written
+    before auto became the default (rows, no suffix) is not reused."""
     if args.instance:
         return Path(args.instance)
     path = Path(args.cache) / (f"{args.model}-{args.platform}-{args.prefill}-{args.decode}-"
-                               f"{args.batch}.json.gz")
+                               f"{args.batch}-{args.tables}.json.gz")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         _hetopt("build", "placement", "--model", args.model, "--platform", args.platform,
                 "--prefill", str(args.prefill), "--decode", str(args.decode), "--batch",
-                str(args.batch), "-o", str(path))
+                str(args.batch), "--tables", args.tables, "-o", str(path))
     return path
+
+
+def tables_of(path: Path) -> str:
+    """``columns`` or ``rows``: the layout of an instance file (problems.md §1.2b), from its
+    first bytes (the writer puts ``"columns": 1`` right after ``schema`` and ``problem``)."""
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        head = fh.read(200)
+    return "columns" if b'"columns"' in head else "rows"
 
 
 def _env() -> dict[str, str]:
@@ -185,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefill", type=int, default=1024)
     ap.add_argument("--decode", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--tables", choices=("auto", "rows", "columns"), default="auto",
+                    help="layout of the cached build (hetopt build placement --tables; "
+                         "default auto, what users get: columns at full size)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-heft", dest="heft", action="store_false", help="skip the baseline")
     ap.add_argument("--no-cli", dest="cli", action="store_false",
@@ -193,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     path = instance_path(args)
-    print(f"instance {path} ({path.stat().st_size / 2**20:.0f} MiB), python "
+    print(f"instance {path} ({path.stat().st_size / 2**20:.0f} MiB, {tables_of(path)}), python "
           f"{sys.version.split()[0]}, {os.cpu_count()} cpus visible, load "
           f"{os.getloadavg()[0]:.2f}")
     rows, cli = [], []
@@ -210,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"; cli {cli[-1][0]:.2f}/{cli[-1][2]:.2f}" if cli else ""), flush=True)
     summary = report(rows, cli)
     if args.json:
-        print(json.dumps({"instance": str(path), "repeats": rows, "summary": summary}))
+        print(json.dumps({"instance": str(path), "tables": tables_of(path), "repeats": rows,
+                          "summary": summary}))
     return 0
 
 

@@ -29,6 +29,10 @@ from opt.cli.validate import cmd_validate
 from opt.common.errors import InputError
 from opt.common.report import table
 
+#: ``build placement --tables``: the ``columns`` argument of ``PlacementInstance.write`` (None:
+#: automatic, column tables above its LARGE_TASKS tasks)
+TABLES = {"auto": None, "rows": False, "columns": True}
+
 
 def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``build placement``."""
@@ -72,9 +76,12 @@ def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.Argumen
                         help=f"service-level limit on the {what}, ms (a hard constraint; "
                              f"docs/problems.md §1.5)")
     pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
-    pl.add_argument("--columns", action="store_true",
-                    help="write the task and edge tables as columns (docs/problems.md §1.2b: "
-                         "several times faster to read at full size)")
+    pl.add_argument("--tables", choices=TABLES, default="auto",
+                    help="layout of the task and edge tables (docs/problems.md §1.2b): auto = "
+                         "column tables above 2,000 tasks (several times faster to read at full "
+                         "size), rows otherwise (default auto)")
+    pl.add_argument("--columns", dest="tables", action="store_const", const="columns",
+                    default=argparse.SUPPRESS, help="same as --tables columns")
     pl.set_defaults(func=cmd_build_placement)
 
 
@@ -162,9 +169,10 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                                         measurements=_measurements_arg(args, cat)))
     inst = _goal_args(apply_budget(inst, args), args)
     t1 = time.perf_counter()
-    inst.write(args.output, columns=args.columns)
+    columns = inst.writes_columns(TABLES[args.tables])
+    inst.write(args.output, columns=columns)
     info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
-            "output": args.output}
+            "output": args.output, "tables": "columns" if columns else "rows"}
     if "measurements" in inst.meta:
         info["measurements"] = inst.meta["measurements"]
     if args.json:
@@ -172,7 +180,8 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
     else:
         print(f"{args.output}: {inst.n_tasks:,} tasks, {inst.n_edges:,} edges, "
               f"{len(inst.block_ids)} blocks on {', '.join(info['devices'])} "
-              f"(built in {info['build_s']:.2f} s, written in {info['write_s']:.2f} s)")
+              f"(built in {info['build_s']:.2f} s, written as {info['tables']} in "
+              f"{info['write_s']:.2f} s)")
         if "measurements" in info:
             from opt.cli.measure import provenance_line
 

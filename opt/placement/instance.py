@@ -51,6 +51,10 @@ MAX_HORIZON = 2**53
 MAX_BYTES = 2**53
 #: the largest step, layer or shard label a task may carry
 MAX_LABEL = 2**62
+#: tasks above which :meth:`PlacementInstance.write` writes compact (unindented) JSON and, unless
+#: told otherwise, column tables (problems.md §1.2b): such a file is not read by hand anyway,
+#: and columns read several times faster at full size
+LARGE_TASKS = 2000
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -338,10 +342,18 @@ class PlacementInstance:
             **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
         }
 
-    def write(self, path: str | Path, columns: bool = False) -> None:
-        """Write as JSON (gzip when the name ends in ``.gz``; compact for large instances);
-        ``columns``: column tables (problems.md §1.2b) instead of rows."""
-        write_json(self.to_dict(columns), path, indent=None if self.n_tasks > 2000 else 1)
+    def writes_columns(self, columns: bool | None = None) -> bool:
+        """Whether :meth:`write` with this ``columns`` writes column tables: ``columns`` when
+        given, else (automatic) whether the instance has more than :data:`LARGE_TASKS` tasks."""
+        return self.n_tasks > LARGE_TASKS if columns is None else bool(columns)
+
+    def write(self, path: str | Path, columns: bool | None = None) -> None:
+        """Write as JSON (gzip when the name ends in ``.gz``). Above :data:`LARGE_TASKS` tasks
+        the JSON is compact and, with ``columns`` None (automatic), the task and edge tables
+        are column tables (problems.md §1.2b), else rows (§1.2a); True / False force columns /
+        rows (:meth:`writes_columns`)."""
+        write_json(self.to_dict(self.writes_columns(columns)), path,
+                   indent=None if self.n_tasks > LARGE_TASKS else 1)
 
 
 def interchangeable_devices(inst: PlacementInstance) -> list[list[int]]:
