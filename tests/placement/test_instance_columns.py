@@ -1,13 +1,16 @@
 """Column tables of an instance file (opt/placement/columns.py, problems.md §1.2b).
 
 A file written with ``columns=True`` reads back as the same instance as its row form (same
-fingerprint, same row dict); the row writer is unchanged by default; bad column data gives an
-InputError naming the file, the column and the first offending position.
+fingerprint, same row dict); the writer chooses columns by itself above ``LARGE_TASKS`` tasks
+and rows up to it (``to_dict`` writes rows unless told otherwise), and ``hetopt build
+placement --tables`` picks or forces the layout; bad column data gives an InputError naming
+the file, the column and the first offending position.
 """
 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 
 import pytest
@@ -17,6 +20,7 @@ from opt.cli import main
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint
 from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.instance import LARGE_TASKS
 from opt.placement.io import instance_from_dict, read_instance
 from tests.placement.test_instance_format import assert_same_instance, base
 
@@ -37,13 +41,73 @@ def _cases(llm):
 def test_column_file_reads_as_the_row_file(k, suffix, llm, tmp_path):
     inst = _cases(llm)[k]
     rows, cols = tmp_path / f"r{suffix}", tmp_path / f"c{suffix}"
-    inst.write(rows)
+    inst.write(rows, columns=False)
     inst.write(cols, columns=True)
     a, b = read_instance(rows), read_instance(cols)
     assert_same_instance(a, b)
     assert instance_fingerprint(a) == instance_fingerprint(b) == instance_fingerprint(inst)
     assert a.to_dict() == b.to_dict() == inst.to_dict()
-    assert "columns" not in inst.to_dict()  # the default writer writes rows
+    assert "columns" not in inst.to_dict()  # to_dict writes rows by default
+
+
+def _chain(n: int) -> dict:
+    """A synthetic instance of ``n`` tasks in a chain on two devices (every optional task
+    field present on some task), as its row dict."""
+    tasks = [{"id": f"t{i}", "cost": {"D0": 1 + i % 3, **({"D1": 2} if i % 2 else {})},
+              "block": "W0" if i == 0 else None, "kind": "k" if i % 5 else None,
+              "phase": "prefill" if i < n // 2 else "decode", "step": i // 10, "layer": i % 4}
+             for i in range(n)]
+    return {"schema": 1, "problem": "placement", "time_unit": "unit",
+            "devices": [{"name": "D0", "class": "npu"}, {"name": "D1", "class": "pim"}],
+            "links": {"topology": "full", "contention": True,
+                      "default": {"latency": 1, "bandwidth": 2.0}},
+            "tasks": tasks,
+            "edges": [{"src": f"t{i}", "dst": f"t{i + 1}", "bytes": i % 7} for i in range(n - 1)],
+            "blocks": [{"id": "W0", "bytes": 10, "load": {"D0": {"linear": 3}}}]}
+
+
+def _layout(path) -> tuple[str, bool]:
+    """(``columns`` or ``rows``, whether the JSON is indented) of an instance file."""
+    text = path.read_text()
+    return ("columns" if "columns" in json.loads(text) else "rows"), "\n" in text.rstrip()
+
+
+@pytest.fixture(scope="module")
+def at_threshold():
+    """Instances of LARGE_TASKS and LARGE_TASKS + 1 tasks."""
+    return {n: instance_from_dict(_chain(n)) for n in (LARGE_TASKS, LARGE_TASKS + 1)}
+
+
+def test_threshold_is_the_documented_one():
+    assert LARGE_TASKS == 2000  # problems.md §1.2b, `build placement --tables` help
+
+
+@pytest.mark.parametrize("extra, layout", [(0, "rows"), (1, "columns")])
+def test_automatic_layout_switches_above_the_threshold(at_threshold, extra, layout, tmp_path):
+    inst = at_threshold[LARGE_TASKS + extra]
+    path = tmp_path / "auto.json"
+    inst.write(path)
+    # one threshold for both decisions: rows come indented, columns compact
+    assert _layout(path) == (layout, layout == "rows")
+    assert inst.writes_columns() is (layout == "columns")
+    back = read_instance(path)
+    assert_same_instance(back, inst)
+    assert instance_fingerprint(back) == instance_fingerprint(inst)
+    assert "columns" not in inst.to_dict()  # to_dict stays rows whatever the size
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+@pytest.mark.parametrize("columns", [True, False])
+def test_forced_layout_whatever_the_size(at_threshold, extra, columns, tmp_path):
+    inst = at_threshold[LARGE_TASKS + extra]
+    path = tmp_path / "forced.json.gz"
+    inst.write(path, columns=columns)
+    obj = json.loads(gzip.decompress(path.read_bytes()))
+    assert ("columns" in obj) is columns and inst.writes_columns(columns) is columns
+    back = read_instance(path)
+    assert_same_instance(back, inst)
+    assert instance_fingerprint(back) == instance_fingerprint(inst)
+    assert back.to_dict() == inst.to_dict()
 
 
 def _cols() -> dict:
@@ -130,15 +194,41 @@ def test_bad_columns_name_file_and_field(case, tmp_path):
         instance_from_dict(copy.deepcopy(obj))
 
 
-def test_build_placement_writes_columns_on_request(tmp_path):
-    args = ["build", "placement", "--model", "llama-2-7b", "--platform", "HP32", "--prefill",
-            "8", "--decode", "1", "--layers", "1"]
-    rows, cols = tmp_path / "r.json", tmp_path / "c.json"
-    assert main([*args, "-o", str(rows)]) == 0
-    assert main([*args, "--columns", "-o", str(cols)]) == 0
-    assert "columns" not in json.loads(rows.read_text())
-    assert json.loads(cols.read_text())["columns"] == 1
-    assert instance_fingerprint(read_instance(rows)) == instance_fingerprint(read_instance(cols))
+BUILD = ["build", "placement", "--model", "llama-2-7b", "--platform", "HP32", "--prefill", "8",
+         "--layers", "1"]
+
+
+@pytest.mark.parametrize("decode, flags, layout", [
+    ("1", [], "rows"), ("1", ["--tables", "auto"], "rows"), ("1", ["--tables", "rows"], "rows"),
+    ("1", ["--tables", "columns"], "columns"), ("1", ["--columns"], "columns"),
+    ("100", [], "columns"), ("100", ["--tables", "rows"], "rows")])
+def test_build_placement_tables(decode, flags, layout, capsys, tmp_path):
+    path = tmp_path / "i.json"
+    assert main([*BUILD, "--decode", decode, *flags, "-o", str(path)]) == 0
+    assert f"written as {layout} in" in capsys.readouterr().out
+    inst = read_instance(path)
+    assert (inst.n_tasks > LARGE_TASKS) is (decode == "100")  # both sides of the threshold
+    assert _layout(path)[0] == layout
+    ref = tmp_path / "ref.json"
+    assert main([*BUILD, "--decode", decode, "--json", "--tables",
+                 "rows" if layout == "columns" else "columns", "-o", str(ref)]) == 0
+    assert json.loads(capsys.readouterr().out)["tables"] != layout
+    assert instance_fingerprint(read_instance(ref)) == instance_fingerprint(inst)
+
+
+def test_build_placement_refuses_an_unknown_layout(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main([*BUILD, "--decode", "1", "--tables", "wide", "-o", str(tmp_path / "i.json")])
+    assert exc.value.code == 2
+    assert "--tables" in capsys.readouterr().err
+    assert not (tmp_path / "i.json").exists()
+
+
+def test_build_placement_help_states_the_threshold(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["build", "placement", "--help"])
+    assert exc.value.code == 0
+    assert f"{LARGE_TASKS:,} tasks" in " ".join(capsys.readouterr().out.split())
 
 
 def test_empty_kind_round_trips_as_in_the_row_form(tmp_path):
