@@ -4,7 +4,7 @@ array per field instead of one object per task or edge, marked by ``"columns": 1
 A full-size instance (≈ 0.9 million tasks, 1.5 million edges) is read several times faster
 this way: the JSON parser builds a few long lists of numbers instead of millions of small
 objects, and every check is one numpy expression. :meth:`PlacementInstance.write` writes
-this layout by default above ``LARGE_TASKS`` (2,000) tasks and rows below (``to_dict`` writes
+this layout by default above ``LARGE_TASKS`` (2,000) tasks and rows up to it (``to_dict`` writes
 rows unless told ``columns=True``); :func:`column_tables` reads. Every check of the row
 reader has its column counterpart, and every error names the file, the column and the
 first offending position (``tasks.cost.NPU0[17]``).

@@ -3,7 +3,8 @@
 
 In memory an instance is columnar (numpy arrays, read-only) so full-size DOPS workloads of
 hundreds of thousands of tasks stay compact and fast; on disk it is the JSON shape of problems.md §1.2a
-(schema 1, optionally gzip-compressed). Every duration is an integer in ``time_unit``.
+(schema 1, optionally gzip-compressed), its task and edge tables as rows or, by default above
+:data:`LARGE_TASKS` tasks, as column tables (§1.2b). Every duration is an integer in ``time_unit``.
 
 Conventions: ``cost[t, d]`` is task t's duration on device d, ``-1`` where d is not legal;
 ``block_load[fmt][b, d]`` is the load duration of block b onto device d when stored in format

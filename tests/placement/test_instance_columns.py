@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from importlib import resources
 
 import pytest
 
@@ -238,3 +239,13 @@ def test_empty_kind_round_trips_as_in_the_row_form(tmp_path):
     path = tmp_path / "c.json"
     inst.write(path, columns=True)
     assert read_instance(path).kind == inst.kind == ("q_proj", "", None)
+
+
+def test_bundled_instances_stay_rows():
+    """The bundled placement instances are small, so their generator
+    (benchmarks/make_placement_instances.py, the default writer) keeps them as rows."""
+    for name in instances.names("placement"):
+        inst = instances.load(name)
+        assert inst.n_tasks <= LARGE_TASKS and not inst.writes_columns(), name
+        text = resources.files(instances).joinpath(instances.info(name).file).read_text()
+        assert "columns" not in json.loads(text), name
