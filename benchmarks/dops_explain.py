@@ -11,6 +11,12 @@ over PD comes from in our model (docs/dops_explain_notes.md quotes them):
                PIM load ports (rule 5: one load port per device).
 ``records``    TTFT, decode time and mean TPOT of PD, HEFT and Bifocal (and their speedups)
                from the sweep records (read-only), per workload of a model / platform.
+``headroom``   per workload (default: Fig. 7's six shapes), HEFT's and Bifocal's makespans, how many
+               assignments differ, Bifocal's certified gap, the NPU load port's busy time before
+               the prefill ends, and (``--moves``) the best makespan of a move search from
+               Bifocal's schedule (every GEMM kind and softmax, per phase, onto each device and
+               onto the PIMs in rotation, replayed and validated: :mod:`heuristics.placement.improve`);
+               ``--slice-time-limit S`` also proves a 1-layer slice's optimum with CP-SAT.
 ``placement``  builds one instance, solves it with each method (validated) and prints the
                per-phase times, loads, and how many decode tasks of each operator kind run on
                each device class; plus two per-step references: the critical path of one decode
@@ -367,6 +373,76 @@ def cmd_placement(args: argparse.Namespace) -> None:
     table(["method", "NPU", "PIM (all devices)"], rows)
 
 
+# ---- headroom ----------------------------------------------------------------------------------
+
+#: operator kinds the headroom move search re-assigns (every task of the kind in one phase)
+MOVE_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+              "softmax")
+
+
+def headroom_moves(inst: PlacementInstance) -> list:
+    """Every kind of :data:`MOVE_KINDS` in each phase onto each device, and onto all PIM devices
+    rotating over the layers (:class:`heuristics.placement.improve.Move`)."""
+    from heuristics.placement.improve import Move
+
+    pims = tuple(i for i, d in enumerate(inst.devices) if d.device_class == "pim")
+    targets = [(d,) for d in range(inst.n_devices)] + ([pims] if len(pims) > 1 else [])
+    present = set(inst.kind)
+    return [Move(k, t, ph) for ph in (0, 1) for k in MOVE_KINDS if k in present
+            for t in targets]
+
+
+def port_busy_before(sol: dict, device: str, until: float) -> float:
+    """Ticks the load port of ``device`` is busy before ``until`` in ``sol``."""
+    return float(sum(min(ld["end"], until) - ld["start"] for ld in sol.get("loads", [])
+                     if ld["device"] == device and ld["start"] < until))
+
+
+def cmd_headroom(args: argparse.Namespace) -> None:
+    """HEFT against Bifocal per workload, and how much any re-assignment found gains over both."""
+    from heuristics.placement.improve import improve
+    from solvers.api import solve
+
+    rows = []
+    for prefill in args.prefill:
+        for decode in args.decode:
+            inst = build(args.model, args.platform, prefill, decode, args.batch)
+            heft, bif = (solve(inst, m, time_limit=None) for m in ("heft", "bifocal"))
+            differ = sum(heft.solution["assignment"][t] != bif.solution["assignment"][t]
+                         for t in inst.task_ids)
+            ttft = bif.stats["metrics"]["ttft"]
+            npu = next(d.name for d in inst.devices if d.device_class == "npu")
+            busy = port_busy_before(bif.solution, npu, ttft)
+            best = "-"
+            if args.moves:
+                _, log = improve(inst, bif.solution, headroom_moves(inst))
+                spans = [e["makespan"] for e in log[1:] if "makespan" in e]
+                best = (f"{min(spans) / bif.objective - 1:+.2%} ({len(spans)} moves)"
+                        if spans else "-")
+            rows.append([f"{prefill}/{decode}/{args.batch}", f"{inst.n_tasks:,}",
+                         ms(heft.objective), ms(bif.objective),
+                         f"{bif.objective / heft.objective - 1:+.3%}", f"{differ:,}",
+                         f"{1 - bif.lower_bound / bif.objective:.1%}",
+                         f"{ms(ttft)} / {ms(busy)}", best])
+            print(f"{prefill}/{decode}/{args.batch} done", flush=True)
+    print(f"\n{args.model} {args.platform} batch {args.batch}, full size: HEFT and Bifocal "
+          f"(validated), and the best of a move search from Bifocal's schedule\n")
+    table(["workload", "tasks", "HEFT ms", "Bifocal ms", "Bifocal / HEFT − 1",
+           "assignments differing", "Bifocal's certified gap", "TTFT ms / NPU load port busy ms",
+           "best move / Bifocal − 1"], rows)
+    if args.slice_time_limit:
+        inst = build(args.model, args.platform, args.prefill[0], 3, args.batch, layers=1)
+        res = {m: solve(inst, m, time_limit=args.slice_time_limit,
+                        num_workers=args.slice_workers, seed=0)
+               if m == "cpsat" else solve(inst, m, time_limit=None)
+               for m in ("heft", "bifocal", "cpsat")}
+        print(f"1-layer slice {args.prefill[0]}/3/{args.batch} ({inst.n_tasks} tasks), CP-SAT "
+              f"{args.slice_time_limit:g} s, {args.slice_workers} workers, seed 0:")
+        table(["method", "status", "makespan ms", "vs CP-SAT"],
+              [[m, r.status, ms(r.objective), f"{r.objective / res['cpsat'].objective:.3f}"]
+               for m, r in res.items()])
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -393,9 +469,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     common(p)
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--methods", nargs="+", default=list(METHODS))
+    p = sub.add_parser("headroom", help="HEFT vs Bifocal, and a move search's best gain")
+    common(p, workload=False)
+    p.add_argument("--prefill", type=int, nargs="+", default=[128, 1024])
+    p.add_argument("--decode", type=int, nargs="+", default=[128, 512, 1024])
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--moves", action="store_true", help="run the move search (a replay each)")
+    p.add_argument("--slice-time-limit", type=float, default=0.0,
+                   help="also solve a 1-layer, 3-step slice with CP-SAT (seconds; 0 = skip)")
+    p.add_argument("--slice-workers", type=int, default=2, help="CP-SAT threads on the slice")
     args = ap.parse_args(argv)
     {"ratios": cmd_ratios, "weights": cmd_weights, "records": cmd_records,
-     "placement": cmd_placement}[args.cmd](args)
+     "placement": cmd_placement, "headroom": cmd_headroom}[args.cmd](args)
 
 
 if __name__ == "__main__":
