@@ -80,6 +80,10 @@ def instance_summary(inst) -> dict[str, Any]:
             "blocks": len(inst.block_ids), "time_unit": inst.time_unit}
 
 
+#: ``build placement --tables``: the ``columns`` argument of ``PlacementInstance.write`` (None:
+#: automatic, column tables above its LARGE_TASKS tasks)
+TABLES = MappingProxyType({"auto": None, "rows": False, "columns": True})
+
 #: arguments of ``solvers.solve`` that have their own option: not a ``--param``
 SOLVE_OPTIONS = MappingProxyType({"time_limit": "--time-limit", "num_workers": "--num-workers",
                                   "seed": "--seed", "initial_solution": "--initial-solution",

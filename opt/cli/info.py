@@ -8,16 +8,6 @@ from opt.cli.common import cards, catalog, print_json
 from opt.common.report import table
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """The listing commands."""
-    s = sub.add_parser("models", parents=[common], help="list model cards")
-    s.set_defaults(func=cmd_models)
-    s = sub.add_parser("hardware", parents=[common], help="list devices, platforms, node types")
-    s.set_defaults(func=cmd_hardware)
-    s = sub.add_parser("instances", parents=[common], help="list bundled benchmark instances")
-    s.set_defaults(func=cmd_instances)
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     """The model cards: layers, parameters, KV bytes per token, layer pattern."""
     rows = [{"name": c.name, "layers": c.layers, "total_params": c.total_params,

@@ -15,43 +15,6 @@ if TYPE_CHECKING:
     from opt.costlib.measured import Measurement
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """``calibrate``, ``compare-measured`` and ``synth-measurements``."""
-    c = sub.add_parser("calibrate", parents=[common],
-                       help="fit a device's latency model to a measured-latency table")
-    c.add_argument("--device", required=True, help="catalog device name")
-    c.add_argument("--measurements", required=True, metavar="FILE", help="CSV or JSON table")
-    c.add_argument("--model", help="model card of rows without a 'model' value")
-    c.add_argument("-o", "--output", metavar="FILE",
-                   help="catalog JSON with the fitted device and the --catalog file's "
-                        "entries (for --catalog)")
-    c.set_defaults(func=cmd_calibrate)
-    m = sub.add_parser("compare-measured", parents=[common],
-                       help="predicted vs measured latency of a placement schedule (DOPS Δ)")
-    m.add_argument("instance", help="instance file or bundled instance name")
-    m.add_argument("result", help="result file of a solve of the instance")
-    m.add_argument("--measurements", required=True, metavar="FILE", help="CSV or JSON table")
-    m.add_argument("--plot", metavar="FILE", help="PNG of the gaps per class (plot extra)")
-    m.set_defaults(func=cmd_compare)
-    s = sub.add_parser("synth-measurements", parents=[common],
-                       help="a synthetic measured table from (perturbed) catalog models")
-    s.add_argument("--device", action="append", required=True, help="device (repeatable)")
-    s.add_argument("--model", required=True, help="model card")
-    s.add_argument("--set", action="append", default=[], metavar="DEVICE:PARAM=VALUE",
-                   help="perturbed parameter, e.g. AiM:slowdown.softmax=500 (repeatable)")
-    s.add_argument("--noise", type=float, default=0.02, help="lognormal σ (default 0.02)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--batch", type=int, action="append", help="batch sizes (default 1 and 8)")
-    s.add_argument("--share", type=float, action="append",
-                   help="shares of every op (default 1; e.g. 0.5 for tp = 2; repeatable)")
-    s.add_argument("--cell-share", type=float, action="append", default=[],
-                   help="extra share of the attention-cell ops (e.g. 0.5 for 2 PIMs)")
-    s.add_argument("--end-to-end", metavar="INSTANCE:RESULT", action="append", default=[],
-                   help="add an end_to_end row: the makespan of RESULT on INSTANCE")
-    s.add_argument("-o", "--output", required=True, metavar="FILE", help="CSV table")
-    s.set_defaults(func=cmd_synth)
-
-
 def provenance_line(prov: dict[str, Any]) -> str:
     """One line of ``meta.measurements``: where the task costs came from."""
     n = prov["task_costs"]

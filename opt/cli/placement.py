@@ -10,11 +10,8 @@ import sys
 
 from opt.cli import serving
 from opt.cli.common import (
-    EXIT_CODES_HELP,
     STATUS_EXIT,
-    PlacementMethodsHelp,
-    add_budget_args,
-    add_solve_args,
+    TABLES,
     apply_budget,
     cards,
     catalog,
@@ -25,128 +22,8 @@ from opt.cli.common import (
     print_json,
     write_or_rescue,
 )
-from opt.cli.validate import cmd_validate
 from opt.common.errors import InputError
 from opt.common.report import table
-
-#: ``build placement --tables``: the ``columns`` argument of ``PlacementInstance.write`` (None:
-#: automatic, column tables above its LARGE_TASKS tasks)
-TABLES = {"auto": None, "rows": False, "columns": True}
-
-
-def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """``build placement``."""
-    pl = bsub.add_parser("placement", parents=[common], help="P1 operator-placement instance")
-    pl.add_argument("--model", required=True)
-    pl.add_argument("--platform", required=True)
-    pl.add_argument("--prefill", type=int, required=True, help="input tokens L_in")
-    pl.add_argument("--decode", type=int, required=True, help="decode steps L_out")
-    pl.add_argument("--batch", type=int, default=1)
-    pl.add_argument("--layers", type=int, help="use only the first N layers")
-    pl.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
-    pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
-    pl.add_argument("--kv-layout", default="heads", choices=["heads", "single"],
-                    help="KV cache: 'heads' = head groups over every PIM device (default, "
-                         "problems.md 1.4); 'single' = one home per TP shard (the former layout)")
-    pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
-    pl.add_argument("--weight-dtype", help="weight precision (overrides --dtype)")
-    pl.add_argument("--act-dtype", help="activation precision (default fp16)")
-    pl.add_argument("--kv-dtype", help="KV-cache precision (default fp16)")
-    pl.add_argument("--paper-precision", action="store_true",
-                    help="DOPS' precision for the model (int8 for mixtral-8x7b, llama-2-70b)")
-    pl.add_argument("--weight-sparsity", type=float, metavar="R",
-                    help="fraction of zero weights of the linear projections")
-    pl.add_argument("--act-sparsity", metavar="prefill=R,decode=R",
-                    help="fraction of zero GEMM input activations per phase (or one R)")
-    pl.add_argument("--attn-sparsity", type=float, metavar="R",
-                    help="fraction of (query, key) pairs skipped")
-    pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
-    pl.add_argument("--formats", nargs="+", metavar="FMT",
-                    help="P2 layout formats offered (default linear npu_opt pim_opt dual)")
-    add_budget_args(pl)
-    pl.add_argument("--measurements", metavar="FILE",
-                    help="measured-latency table (CSV/JSON, docs/measurements.md) used where "
-                         "it has an entry, the cost model elsewhere")
-    pl.add_argument("--objective", default="makespan",
-                    choices=["makespan", "decode_time", "ttft"],
-                    help="what the instance minimises (default makespan)")
-    for name, what in (("ttft", "time to first token"), ("tpot", "mean time per output token"),
-                       ("e2e", "end-to-end latency (makespan)")):
-        pl.add_argument(f"--slo-{name}-ms", type=float, metavar="MS",
-                        help=f"service-level limit on the {what}, ms (a hard constraint; "
-                             f"docs/problems.md §1.5)")
-    pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
-    pl.add_argument("--tables", choices=TABLES, default="auto",
-                    help="layout of the task and edge tables (docs/problems.md §1.2b): auto = "
-                         "column tables above 2,000 tasks (several times faster to read at full "
-                         "size), rows otherwise (default auto)")
-    pl.add_argument("--columns", dest="tables", action="store_const", const="columns",
-                    default=argparse.SUPPRESS, help="same as --tables columns")
-    pl.set_defaults(func=cmd_build_placement)
-
-
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """``import dot``, ``validate``, ``solve`` and ``lower-bound``."""
-    ip = sub.add_parser("import", help="import a task graph from another format")
-    isub = ip.add_subparsers(dest="format", required=True)
-    dp = isub.add_parser("dot", parents=[common], help="DOT task graph (Weight on nodes/edges)")
-    dp.add_argument("graph")
-    dp.add_argument("--processors", type=int, required=True)
-    dp.add_argument("-o", "--output", required=True)
-    dp.set_defaults(func=cmd_import_dot)
-
-    s = sub.add_parser("validate", parents=[common],
-                       help="check a result against its instance (exit 1 if invalid, 2 if bad input)")
-    s.add_argument("instance", help="instance file or bundled instance name")
-    s.add_argument("result")
-    s.set_defaults(func=cmd_validate)
-
-    _add_solve_parser(sub, common)
-
-    s = sub.add_parser("lower-bound", parents=[common],
-                       help="certified makespan lower bound of a placement instance "
-                            "(each component)")
-    s.add_argument("instance", help="instance file or bundled instance name")
-    s.add_argument("--max-assignments", type=int, default=20_000,
-                   help="device assignments enumerated per segment (default %(default)s)")
-    s.add_argument("--max-evaluations", type=int, default=128,
-                   help="segment evaluations per shape before bucketing (default %(default)s)")
-    s.set_defaults(func=cmd_lower_bound)
-
-
-def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("solve", parents=[common], help="solve an instance; prints a summary",
-                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("instance", help="instance file or bundled instance name")
-    s.add_argument("--method", default=None, action=PlacementMethodsHelp,
-                   help="placement: {methods} (default cpsat); serving plans: "
-                        "bnb | milp | enum | col | afd | cad (default bnb)")
-    add_solve_args(s, time_limit=60.0, all_cores=True,
-                   time_help="seconds of wall clock for the whole solve, warm start and model "
-                             "build included (default 60)")
-    s.add_argument("--deterministic", action="store_true",
-                   help="CP-SAT methods: the same result on every run (the time limit is "
-                        "CP-SAT's deterministic time, about seconds; workers interleave)")
-    s.add_argument("-v", "--log", action="store_true",
-                   help="exact placement methods: stream the solver's progress (CP-SAT search "
-                        "log, HiGHS log) to stderr")
-    s.add_argument("--no-solution", action="store_true",
-                   help="--json: leave the solution out of the printed result (the --output "
-                        "file always has it)")
-    s.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="parameter passed through to the method's back end (repeatable)")
-    s.add_argument("--initial-solution", metavar="RESULT",
-                   help="warm start from a result file")
-    s.add_argument("--export", metavar="MODEL", help="MILP: write the model (.mps or .lp)")
-    s.add_argument("--simulate", action="store_true",
-                   help="serving plans: also run the discrete-event simulator on the plan")
-    s.add_argument("--no-frontier", action="store_true",
-                   help="serving plans, B&B: no Pareto-frontier pruning (= --param frontier=false)")
-    s.add_argument("--no-bounds", action="store_true",
-                   help="serving plans, B&B: no bound pruning (= --param bounds=false)")
-    s.add_argument("-o", "--output", help="result file (.json or .json.gz)")
-    s.set_defaults(func=cmd_solve)
-
 
 # ---- build / import -------------------------------------------------------------------------
 

@@ -11,36 +11,6 @@ from opt.common.errors import InputError
 from opt.common.extras import require
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """The ``plot`` group."""
-    pp = sub.add_parser("plot", help="plots of results and sweeps (PNG; needs hetopt[plot])")
-    psub = pp.add_subparsers(dest="what", required=True)
-    for what, help_ in (("gantt", "per-device Gantt chart: compute, transfers, weight loads"),
-                        ("utilisation", "NPU/PIM busy over time and co-utilisation (Eq. 5)")):
-        s = psub.add_parser(what, parents=[common], help=help_)
-        s.add_argument("instance", help="placement instance file or bundled instance name")
-        s.add_argument("result", help="result file with a schedule")
-        s.add_argument("--window", metavar="START:END",
-                       help="time window in the instance's time unit (default: whole schedule)")
-        s.add_argument("--resolution", type=int, default=2000,
-                       help="gantt: pixel columns; closer events are merged (default 2000)")
-        s.add_argument("-o", "--output", required=True, help="PNG file")
-        s.set_defaults(func=cmd_plot)
-    s = psub.add_parser("sweep", parents=[common],
-                        help="speedup heat map over PD from sweep placement/layout records")
-    s.add_argument("results", help="results folder of hetopt sweep placement (or layout)")
-    s.add_argument("--method", default="bifocal", help="method whose speedup is shown")
-    s.add_argument("--baseline", default="pd", help="baseline method (default pd)")
-    s.add_argument("-o", "--output", required=True, help="PNG file")
-    s.set_defaults(func=cmd_plot)
-    s = psub.add_parser("serving", parents=[common],
-                        help="cost bars per cell and method from sweep serving records")
-    s.add_argument("results", help="results folder of hetopt sweep serving")
-    s.add_argument("--methods", nargs="+", metavar="METHOD", help="methods to show (default all)")
-    s.add_argument("-o", "--output", required=True, help="PNG file")
-    s.set_defaults(func=cmd_plot)
-
-
 def _placement_pair(args: argparse.Namespace):
     """The placement instance and result of ``plot gantt`` / ``plot utilisation``."""
     from opt.common.result import read_result

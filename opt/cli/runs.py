@@ -8,10 +8,6 @@ import sys
 from pathlib import Path
 
 from opt.cli.common import (
-    PlacementMethodsHelp,
-    add_budget_args,
-    add_out_args,
-    add_solve_args,
     cards,
     catalog,
     check_methods,
@@ -19,173 +15,12 @@ from opt.cli.common import (
     parse_params,
     print_json,
 )
-from opt.cli.serving import add_grid_args, grid_from_args
+from opt.cli.serving import grid_from_args
 from opt.common.errors import InputError
 from opt.common.extras import require
 from opt.common.report import table
 
-
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """The ``sweep`` group, ``bench``, ``replay`` and ``scaling``."""
-    sw = sub.add_parser("sweep", help="solve a grid of workloads with several methods")
-    swsub = sw.add_subparsers(dest="problem", required=True)
-    _add_sweep_placement_parser(swsub, common)
-    _add_sweep_serving_parser(swsub, common)
-    _add_sweep_layout_parser(swsub, common)
-    _add_bench_parser(sub, common)
-    _add_replay_parser(sub, common)
-    _add_scaling_parser(sub, common)
-
-
 # ---- parsers --------------------------------------------------------------------------------
-
-def _add_executor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=["serial", "process", "dask"], default=None,
-                   help="where work items run: serial (this process), process (a local pool, "
-                        "the default), dask (--scheduler, or a local Dask cluster)")
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help="parallel workers of the process pool / local Dask cluster "
-                        "(default: the CPU count)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="Dask scheduler, e.g. tcp://host:8786 (implies --executor dask; "
-                        "needs hetopt[dist])")
-
-
-def _add_sweep_placement_parser(swsub: argparse._SubParsersAction,
-                                common: argparse.ArgumentParser) -> None:
-    s = swsub.add_parser("placement", parents=[common],
-                         help="P1 placement: every model x platform x workload x method")
-    s.add_argument("--models", nargs="+", required=True, metavar="M")
-    s.add_argument("--platforms", nargs="+", required=True, metavar="P")
-    s.add_argument("--prefill", type=int, nargs="+", required=True, metavar="L_IN",
-                   help="input tokens (one or more)")
-    s.add_argument("--decode", type=int, nargs="+", required=True, metavar="L_OUT",
-                   help="decode steps (one or more)")
-    s.add_argument("--batch", type=int, nargs="+", default=[1], metavar="B",
-                   help="batch sizes (default 1)")
-    s.add_argument("--methods", nargs="+", required=True, metavar="METHOD",
-                   action=PlacementMethodsHelp,
-                   help="placement methods: {methods}; speedups are over pd when it is among "
-                        "them")
-    s.add_argument("--layers", type=int, help="use only the first N layers")
-    s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
-    s.add_argument("--paper-precision", action="store_true",
-                   help="build each model in DOPS' precision (INT8 W8A8KV8 for Mixtral-8x7B and "
-                        "Llama-2-70B, fp16 otherwise)")
-    add_solve_args(s, time_limit=60.0, time_help="seconds per exact solve (default 60)")
-    add_out_args(s, "results/sweep")
-    _add_executor_args(s)
-    s.set_defaults(func=cmd_sweep_placement)
-
-
-def _add_sweep_serving_parser(swsub: argparse._SubParsersAction,
-                              common: argparse.ArgumentParser) -> None:
-    s = swsub.add_parser("serving", parents=[common],
-                         help="P3 serving plans: model x GPU mix x context x SLO x method")
-    s.add_argument("--models", nargs="+", required=True, metavar="M")
-    s.add_argument("--gpus", nargs="+", required=True, metavar="MIX",
-                   help="GPU mixes, each comma-separated (H100 H100,L40S H100,A100)")
-    s.add_argument("--contexts", type=int, nargs="+", required=True, metavar="S")
-    s.add_argument("--slo-ms", type=float, nargs="+", required=True, metavar="MS")
-    s.add_argument("--methods", nargs="+", default=["col", "afd", "cad", "bnb"],
-                   metavar="METHOD", help="bnb | milp | col | afd | cad (default: all but milp)")
-    s.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
-    s.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="B&B parameter (repeatable), e.g. sub_block_layers=1; its records go "
-                        "to a sub-folder of --out named after the parameters")
-    add_grid_args(s)
-    add_solve_args(s, time_limit=600.0, time_help="seconds per solve (default 600)")
-    add_out_args(s, "results/serving")
-    _add_executor_args(s)
-    s.set_defaults(func=cmd_sweep_serving)
-
-
-def _add_sweep_layout_parser(swsub: argparse._SubParsersAction,
-                             common: argparse.ArgumentParser) -> None:
-    s = swsub.add_parser("layout", parents=[common],
-                         help="P2 weight layout: layout strategies over a workload grid")
-    s.add_argument("--models", nargs="+", default=["dops-qwen-1.8b"], metavar="M")
-    s.add_argument("--platforms", nargs="+", default=["HP32"], metavar="P")
-    s.add_argument("--prefill", type=int, nargs="+", default=[8, 32, 64, 128, 1024],
-                   metavar="L_IN")
-    s.add_argument("--decode", type=int, nargs="+", default=[8, 32, 64, 128, 1024],
-                   metavar="L_OUT")
-    s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8], metavar="B")
-    s.add_argument("--methods", nargs="+", metavar="METHOD",
-                   default=["pd/linear", "pd/dual", "bifocal/linear", "bifocal/dual",
-                            "bifocal/wla"],
-                   help="layout strategies (default: the five of DOPS §6.5)")
-    s.add_argument("--layers", type=int, help="use only the first N layers")
-    s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
-    add_budget_args(s)
-    s.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="passed to the WLA strategies (e.g. budget=20 evaluations)")
-    add_solve_args(s, time_limit=60.0, time_help="seconds per exact solve (default 60)")
-    add_out_args(s, "results/layout", note="; a budget adds a subfolder")
-    _add_executor_args(s)
-    s.set_defaults(func=cmd_sweep_layout)
-
-
-def _add_bench_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("bench", parents=[common], help="run the bundled benchmark suite")
-    add_out_args(s, "results/bench", items="cases")
-    s.add_argument("--case", action="append", help="run only this case (repeatable)")
-    s.add_argument("--suite", default="default",
-                   help="default (about 10 min on 2 cores) | opweave (full OpWeave table + detailed "
-                        "theorem check) | dops (DOPS' seven-model sweep, hours; resumable)")
-    s.set_defaults(func=cmd_bench)
-
-
-def _add_replay_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("replay", parents=[common],
-                       help="request-level serving replay of a trace (FCFS batches)")
-    s.add_argument("--model", required=True)
-    s.add_argument("--platform", required=True)
-    s.add_argument("--trace", metavar="CSV", help="BurstGPT-layout CSV (default: generate)")
-    s.add_argument("--trace-model", help="CSV: keep only rows of this Model")
-    s.add_argument("--requests", type=int, metavar="N",
-                   help="generated requests (default 500) / first N rows of the CSV")
-    s.add_argument("--mean-input", type=float, default=708.0, help="generated mean input tokens")
-    s.add_argument("--mean-output", type=float, default=286.0,
-                   help="generated mean output tokens")
-    s.add_argument("--rate", type=float, default=1.0, help="generated mean arrivals per second")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--time-scale", type=float, default=1.0,
-                   help="multiply arrival times (< 1: more back-pressure)")
-    s.add_argument("--max-batch", type=int, default=4)
-    s.add_argument("--timeout-ms", type=float, default=10.0, help="batch timeout")
-    s.add_argument("--input-buckets", type=int, nargs="+", metavar="T",
-                   default=[64, 128, 256, 512, 1024, 2048], help="padded prefill lengths")
-    s.add_argument("--output-buckets", type=int, nargs="+", metavar="T",
-                   default=[32, 64, 128, 256, 512, 1024], help="padded decode steps")
-    s.add_argument("--methods", nargs="+", metavar="METHOD",
-                   default=["bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"],
-                   help="bifocal (no token term), pd, af, pd+linear, pd+attn, pd+ffn, heft")
-    s.add_argument("--layers", type=int, help="build with only the first N layers")
-    add_out_args(s, "results/replay")
-    s.set_defaults(func=cmd_replay)
-
-
-def _add_scaling_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("scaling", parents=[common],
-                       help="hardware scaling HP0 -> HP128: speedups and marginal PIM returns")
-    s.add_argument("--models", nargs="+", default=["llama-2-7b", "llama-2-13b"], metavar="M")
-    s.add_argument("--platforms", nargs="+", default=["HP0", "HP32", "HP64", "HP128"],
-                   metavar="P", help="the ladder, smallest first (default %(default)s)")
-    s.add_argument("--prefill", type=int, nargs="+", default=[128, 512, 1024, 2048])
-    s.add_argument("--decode", type=int, nargs="+", default=[128, 256, 512, 1024])
-    s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16])
-    s.add_argument("--method", default="bifocal", help="placement heuristic (default bifocal)")
-    s.add_argument("--layers", type=int, help="use only the first N layers (reduced run)")
-    s.add_argument("--paper-precision", action="store_true",
-                   help="build each model in DOPS' precision (INT8 for Mixtral-8x7B and "
-                        "Llama-2-70B)")
-    s.add_argument("--no-capacity-scaling", action="store_true",
-                   help="with --layers: keep full device capacities (default: scale by N/L)")
-    s.add_argument("--plot", metavar="DIR", help="write the heatmap and marginal-return PNGs")
-    add_out_args(s, "results/scaling")
-    s.set_defaults(func=cmd_scaling)
-
 
 # ---- sweeps ---------------------------------------------------------------------------------
 

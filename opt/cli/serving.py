@@ -10,33 +10,6 @@ from opt.common.errors import InputError
 from opt.common.report import table
 
 
-def add_build_parsers(bsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """``build serving-plan``."""
-    sp = bsub.add_parser("serving-plan", parents=[common],
-                         help="P3 serving-plan instance (OpWeave): model x GPU types x workload")
-    sp.add_argument("--model", required=True)
-    sp.add_argument("--gpus", required=True, help="comma-separated GPU types, e.g. H100,L40S")
-    sp.add_argument("--context", type=int, required=True, help="mean context s (tokens)")
-    sp.add_argument("--slo-ms", type=float, required=True, help="TPOT SLO in milliseconds")
-    sp.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
-    sp.add_argument("--no-ep", action="store_true", help="MoE: no expert-parallel configs")
-    add_grid_args(sp)
-    sp.add_argument("--memory-fraction", type=float, default=1.0,
-                    help="usable share of GPU memory (default %(default)s)")
-    sp.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
-    sp.set_defaults(func=cmd_build_serving)
-
-
-def add_grid_args(p: argparse.ArgumentParser) -> None:
-    """The plan grid of ``build serving-plan`` and ``sweep serving``."""
-    p.add_argument("--batches", default="1,2,4,8,16,32,64,128,256",
-                   help="per-replica batch values (default %(default)s)")
-    p.add_argument("--max-gpus", type=int, default=32)
-    p.add_argument("--max-owners", type=int, default=3, help="device-group types K")
-    p.add_argument("--max-replicas", type=int, default=4, help="replicas per owner")
-    p.add_argument("--max-microbatches", type=int, default=4)
-
-
 def grid_from_args(args: argparse.Namespace):
     """The ``ServingGrid`` of ``add_grid_args``' options."""
     from opt.serving.instance import ServingGrid

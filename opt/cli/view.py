@@ -16,22 +16,6 @@ from typing import Any
 from opt.common.errors import InputError
 
 
-def add_parsers(sub: Any, common: Any) -> None:
-    """Register ``view`` on the ``hetopt`` subparsers ``sub`` (``common``: the shared options)."""
-    s = sub.add_parser("view", parents=[common],
-                       help="write a self-contained HTML viewer of a schedule or serving plan")
-    s.add_argument("instance", help="instance file (.json/.json.gz) or bundled instance name")
-    s.add_argument("result", help="result JSON of `hetopt solve` (its solution is drawn)")
-    s.add_argument("-o", "--output", default="schedule.html", metavar="FILE",
-                   help="the HTML file to write (default: schedule.html)")
-    s.add_argument("--title", help="page title (default: the instance's name or path)")
-    s.add_argument("--periods", type=int, default=3,
-                   help="serving plans: periods of the steady state drawn (default 3)")
-    s.add_argument("--no-compress", action="store_true",
-                   help="store the data uncompressed (for browsers without DecompressionStream)")
-    s.set_defaults(func=cmd_view)
-
-
 def _load_instance(ref: str):
     from opt.problems import read_problem_instance
 

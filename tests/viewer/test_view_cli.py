@@ -1,4 +1,4 @@
-"""``hetopt view``'s handler, called directly (the parser is wired into opt/cli/main.py elsewhere)."""
+"""``hetopt view``'s handler, called directly (arguments: opt.cli.parser.add_view_parser)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import copy
 
 import pytest
 
-from opt.cli.view import add_parsers, cmd_view
+from opt.cli.parser import add_view_parser
+from opt.cli.view import cmd_view
 from opt.common.result import Result
 
 
@@ -15,7 +16,7 @@ def _parse(argv):
     p = argparse.ArgumentParser(prog="hetopt")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true")
-    add_parsers(p.add_subparsers(dest="command", required=True), common)
+    add_view_parser(p.add_subparsers(dest="command", required=True), common)
     return p.parse_args(argv)
 
 
@@ -30,7 +31,7 @@ def test_view_placement_writes_a_page(tmp_path, llama1, capsys):
     ipath, rpath = _write(tmp_path, *llama1)
     out = tmp_path / "schedule.html"
     args = _parse(["view", ipath, rpath, "-o", str(out)])
-    assert args.func is cmd_view
+    assert args.func.function() is cmd_view
     assert cmd_view(args) == 0
     text = out.read_text()
     assert text.startswith("<!doctype html>") and 'id="hetopt-blob"' in text
