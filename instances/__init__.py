@@ -21,13 +21,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.jsonio import Fields
 from opt.placement.instance import PlacementInstance
 from opt.problems import instance_of
-from opt.serving.instance import ServingInstance
+
+if TYPE_CHECKING:  # a serving plan's module is imported when one is read (opt.problems)
+    from opt.serving.instance import ServingInstance
 
 __all__ = ["InstanceInfo", "names", "info", "load", "iter_instances"]
 

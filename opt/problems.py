@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
 from opt.placement.instance import PlacementInstance
 from opt.placement.io import instance_from_dict
-from opt.serving.instance import ServingInstance, serving_instance_from_dict
+
+if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: startup)
+    from opt.serving.instance import ServingInstance
 
 PROBLEMS = ("placement", "serving_plan")
 
@@ -18,6 +21,8 @@ def instance_of(obj: object, source: str | None = None) -> PlacementInstance | S
     """Build the instance a parsed JSON object describes (errors name ``source``)."""
     problem = obj.get("problem") if isinstance(obj, dict) else None
     if problem == "serving_plan":
+        from opt.serving.instance import serving_instance_from_dict
+
         return serving_instance_from_dict(obj, source=source)
     if problem in (None, "placement"):
         return instance_from_dict(obj, source=source)

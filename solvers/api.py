@@ -21,7 +21,6 @@ from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import Result
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
-from opt.placement.layout import relaxed_instance
 from opt.placement.validator import ScheduleError, certify_placement, validate_placement
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
 from solvers.registry import Method, default_method, get_method, methods
@@ -211,8 +210,12 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
         result.stats["slo_tightest"] = tightest_found(instance, options.initial_solution)
     if result.status not in ("INFEASIBLE", "ERROR") and instance.objective == "makespan":
         # layout methods choose formats: bound the format-relaxed instance (opt.placement.layout)
-        cert = certified_lower_bound(relaxed_instance(instance)
-                                     if spec.problem == "layout" else instance)
+        if spec.problem == "layout":
+            from opt.placement.layout import relaxed_instance
+
+            cert = certified_lower_bound(relaxed_instance(instance))
+        else:
+            cert = certified_lower_bound(instance)
         if result.lower_bound is None or cert.value > result.lower_bound:
             result.lower_bound = float(cert.value)
             result.stats["lower_bound_source"] = (f"certified ({cert.best}, "

@@ -31,6 +31,16 @@ from opt.placement.solution import make_solution
 _FIRST = itemgetter(0)
 
 
+def _hash_weights(k: int) -> np.ndarray:
+    """int64 [k]: odd pseudo-random row-hash weights in [1, 2**61), SplitMix64 of 1..k (no
+    ``numpy.random``, whose import costs ~8 ms of ``hetopt solve``'s startup: issue 20 item 5)."""
+    z = np.arange(1, k + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return ((z >> np.uint64(3)) | np.uint64(1)).astype(np.int64)
+
+
 def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique rows, inverse) of an int64 matrix; hashes rows first (much faster than
     ``np.unique(axis=0)`` on hundreds of thousands of rows), verifying there is no collision.
@@ -39,8 +49,7 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if a.ndim != 2 or a.shape[0] == 0:
         u, inv = np.unique(a.reshape(a.shape[0], -1), axis=0, return_inverse=True)
         return u, inv.reshape(-1)
-    rng = np.random.default_rng(12345)
-    w = rng.integers(1, 2 ** 61, size=a.shape[1], dtype=np.int64) | 1
+    w = _hash_weights(a.shape[1])
     with np.errstate(over="ignore"):
         key = (a * w[None, :]).sum(axis=1) if a.shape[1] else np.zeros(a.shape[0], np.int64)
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
