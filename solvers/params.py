@@ -18,7 +18,6 @@ call :meth:`ParamSpec.parse` themselves. Range checks that belong to a back end'
 
 from __future__ import annotations
 
-import difflib
 import io
 import math
 from collections.abc import Callable, Mapping
@@ -51,6 +50,14 @@ def flag(value: Any) -> bool:
     if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
         return value.lower() in _TRUE
     return boolean(value)
+
+
+def _close_matches(name: str, known: Any) -> list[str]:
+    """Up to three of ``known`` close to ``name`` (for the error message; difflib is imported
+    only then)."""
+    import difflib
+
+    return difflib.get_close_matches(name, known, 3)
 
 
 def _is_int(value: Any) -> bool:
@@ -178,7 +185,7 @@ class ParamSpec:
                     raise InputError(f"method '{method}': param {name} {exc}, got {value!r}",
                                      field=f"params.{name}") from None
             elif self.native is None:
-                raise self.unknown(method, name, difflib.get_close_matches(name, by_name, 3))
+                raise self.unknown(method, name, _close_matches(name, by_name))
             else:
                 rest[name] = value
         if rest and native:
@@ -216,7 +223,7 @@ def _check_cpsat(spec: ParamSpec, method: str, params: Mapping[str, Any]) -> Non
     for name, value in params.items():
         if name not in fields:
             raise spec.unknown(method, name,
-                               difflib.get_close_matches(name, list(spec.names) + list(fields), 3))
+                               _close_matches(name, list(spec.names) + list(fields)))
         try:
             make_solver({name: value}, SolveOptions(), None)
         except (TypeError, ValueError, AttributeError):
@@ -243,7 +250,7 @@ def _check_highs(spec: ParamSpec, method: str, params: Mapping[str, Any]) -> Non
     for name, (known, ok, kind) in outcome.items():
         if not known:
             raise spec.unknown(method, name,
-                               difflib.get_close_matches(name, list(spec.names) + names, 3))
+                               _close_matches(name, list(spec.names) + names))
         if not ok:
             why = [ln.strip() for ln in log.getvalue().splitlines()
                    if "ERROR" in ln and name in ln]
