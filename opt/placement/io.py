@@ -19,7 +19,6 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json
-from opt.placement.columns import column_tables
 from opt.placement.instance import (
     DEFAULT_STORAGE,
     MAX_BYTES,
@@ -97,6 +96,8 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     bindex = {b: i for i, b in enumerate(block_ids)}
     tindex: dict[str, int] | None = None  # the rows' task index, built on the way
     if "columns" in obj:
+        from opt.placement.columns import column_tables  # the column layout's reader (§1.2b)
+
         cols = column_tables(f, obj, dindex, bindex, len(devices))
     else:
         *cols, tindex = _row_columns(f, obj, dindex, bindex, len(devices))

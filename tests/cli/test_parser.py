@@ -63,6 +63,18 @@ def test_parser_tree_is_exactly_the_groups():
         assert sorted(_subcommands(node)) == sorted(names)
 
 
+def test_every_handler_names_a_function_of_its_command_group():
+    from opt.cli.parser import Handler
+
+    for path, parser in _leaves(build_parser()):
+        handler = parser.get_default("func")
+        assert isinstance(handler, Handler), path
+        assert handler.module.startswith("opt.cli.") and handler.module != "opt.cli.parser", path
+        fn = handler.function()
+        assert callable(fn) and fn.__module__ == handler.module, path
+        assert fn.__name__ == handler.function_name, path
+
+
 def test_every_command_has_a_handler_and_a_help(capsys):
     leaves = list(_leaves(build_parser()))
     assert len(leaves) == 27
