@@ -11,16 +11,18 @@ benchmark metadata)::
     73
     >>> inst = instances.load("sinnen-Nodes_7_OutTree-p2")
 
-Files are read through :mod:`importlib.resources`, so this works from an installed wheel.
+Files are read through the package's loader (:func:`pkgutil.get_data`, as
+:mod:`importlib.resources` would, whose import is a few ms of every ``hetopt solve`` of a
+bundled instance: issue 20 item 5), so this works from an installed wheel.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import pkgutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from opt.common.errors import InputError, UnknownNameError
@@ -59,7 +61,9 @@ def _read_json(relpath: str, missing: str = "file not found") -> Any:
     """Parse a JSON (or ``.json.gz``) resource of this package; errors name the file."""
     source = f"instances/{relpath}"
     try:
-        data = resources.files(__name__).joinpath(relpath).read_bytes()
+        data = pkgutil.get_data(__name__, relpath)
+        if data is None:  # a loader that cannot read files (none of Python's own)
+            raise OSError("the package's loader reads no files")
         if relpath.endswith(".gz"):
             data = gzip.decompress(data)
         return json.loads(data.decode("utf-8"))
