@@ -51,10 +51,11 @@ GROUPS = ("opt.cli.info", "opt.cli.theory", "opt.cli.placement", "opt.cli.servin
 
 #: loaded by no placement solve of a heuristic (issue 20 item 5): the solver stacks and scipy,
 #: the serving-plan side, the viewer and plots, the layout relaxation, the column reader,
-#: numpy.random (the row hash of the list scheduler needs none) and the other command groups
+#: numpy.random (the row hash of the list scheduler needs none), importlib.resources (bundled
+#: files are read with pkgutil) and the other command groups
 NOT_ON_HEFT_PATH = ("ortools", "pyomo", "scipy", "matplotlib", "numpy.random", "opt.serving",
                     "opt.serving.instance", "opt.viewer", "opt.plots", "opt.placement.layout",
-                    "opt.placement.columns", "models.placement", "difflib",
+                    "opt.placement.columns", "models.placement", "difflib", "importlib.resources",
                     *(g for g in GROUPS if g not in ("opt.cli.placement", "opt.cli.serving")))
 
 _RUN = """
