@@ -7,20 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from opt.cli.common import (
-    cards,
-    catalog,
-    check_methods,
-    int_csv,
-    parse_params,
-    print_json,
-)
+from opt.cli.common import cards, catalog, check_methods, int_csv, parse_params, print_json
 from opt.cli.serving import grid_from_args
 from opt.common.errors import InputError
 from opt.common.extras import require
 from opt.common.report import table
-
-# ---- parsers --------------------------------------------------------------------------------
 
 # ---- sweeps ---------------------------------------------------------------------------------
 
