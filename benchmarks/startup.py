@@ -11,7 +11,7 @@ interleaved within each round so that they share the machine's load alike:
 * help — ``python -m opt --help``, wall and CPU seconds (``wait4``);
 * solve — ``python -m opt solve heft-topcuoglu-2002 --method heft``, wall and CPU seconds.
 
-Prints the medians, the 1-minute load average before and after, and (``--tops N``) the N
+Prints the medians and minima, the 1-minute load average before and after, and (``--tops N``) the N
 largest top-level import entries of each checkout (medians). ``--bytecode DIR`` lets Python
 cache bytecode under ``DIR`` (``PYTHONPYCACHEPREFIX``, one folder per checkout, warmed by two
 runs first) even when ``PYTHONDONTWRITEBYTECODE`` is set: without it every module of the
@@ -103,12 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average (1 min) {load0:.2f} before, {load1:.2f} after; {args.runs} runs; "
           f"bytecode {'cached' if args.bytecode else 'as the environment says'}"
           f" (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})")
-    print(f"{'checkout':40s} {'import s':>9s} {'help s':>7s} {'cpu':>6s} {'solve s':>8s} "
-          f"{'cpu':>6s}")
+    keys = ("import", "help", "help_cpu", "solve", "solve_cpu")
+    print(f"median (min) s: {'checkout':32s} " + " ".join(f"{k:>13s}" for k in keys))
     for r in roots:
-        d = runs[r]
-        print(f"{r:40s} {med(d['import']):9.3f} {med(d['help']):7.3f} {med(d['help_cpu']):6.3f} "
-              f"{med(d['solve']):8.3f} {med(d['solve_cpu']):6.3f}")
+        print(f"{'':16s}{r:32s} " + " ".join(f"{med(runs[r][k]):6.3f} ({min(runs[r][k]):.3f})"
+                                              for k in keys))
     for r in roots if args.tops else ():
         tops = runs[r]["tops"]
         names = sorted({k for t in tops for k in t},
