@@ -16,7 +16,6 @@ implementation, and a command imports only its own group.
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable, Sequence
 
 from opt.cli.common import (
@@ -44,7 +43,10 @@ class Handler:
 
     def function(self) -> Callable[[argparse.Namespace], int]:
         """The handler function itself (its module imported)."""
-        return getattr(importlib.import_module(self.module), self.function_name)
+        # __import__, not importlib.import_module: the import statement's machinery, which
+        # ``python -X importtime`` reports (it does not see importlib's pure-Python path)
+        module = __import__(self.module, fromlist=[self.function_name])
+        return getattr(module, self.function_name)
 
     def __call__(self, args: argparse.Namespace) -> int:
         return self.function()(args)
