@@ -189,10 +189,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def _print_result(res, args: argparse.Namespace, is_serving: bool) -> None:
     """The result on stdout: JSON (the solution unless --no-solution) or a summary."""
     if args.json:
-        out = res.to_dict()
-        if args.no_solution:
-            out.pop("solution")
-        print_json(out)
+        print_json(res.body(solution=not args.no_solution))
     elif is_serving:
         serving.print_serving_result(res)
     else:

@@ -50,12 +50,16 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
 
+    def body(self, solution: bool = True) -> dict[str, Any]:
+        """:meth:`to_dict`'s keys with the fields as they are, for the JSON encoder (which
+        reads nested dataclasses as asdict does) without asdict's deep copy of the solution
+        (seconds at full size); ``solution`` False leaves the solution out."""
+        return {"schema": SCHEMA, **{f.name: getattr(self, f.name) for f in fields(self)
+                                     if solution or f.name != "solution"}}
+
     def write(self, path: str | Path) -> None:
-        """The :meth:`to_dict` JSON, encoded from the fields as they are: the encoder reads
-        nested dataclasses as asdict does, without asdict's deep copy of the solution
-        (seconds at full size)."""
-        body = {"schema": SCHEMA, **{f.name: getattr(self, f.name) for f in fields(self)}}
-        write_json(body, path, indent=None if _big(self.solution) else 1)
+        """The :meth:`to_dict` JSON (encoded from :meth:`body`)."""
+        write_json(self.body(), path, indent=None if _big(self.solution) else 1)
 
 
 def _big(solution: dict[str, Any] | None) -> bool:

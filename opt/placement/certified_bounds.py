@@ -160,6 +160,19 @@ _CACHE: weakref.WeakKeyDictionary[PlacementInstance, dict[BoundOptions, Certifie
     weakref.WeakKeyDictionary()
 
 
+def cached_bound(inst: PlacementInstance, options: BoundOptions) -> CertifiedBound | None:
+    """The bound of ``inst`` under ``options`` if this process computed or received it."""
+    return _CACHE.get(inst, {}).get(options)
+
+
+def remember_bound(inst: PlacementInstance, options: BoundOptions, bound: CertifiedBound
+                   ) -> CertifiedBound:
+    """Cache ``bound``, computed for ``inst`` under ``options`` by
+    :func:`certified_lower_bound` in another process (:mod:`opt.placement.bound_process`)."""
+    _CACHE.setdefault(inst, {})[options] = bound
+    return bound
+
+
 def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None = None
                           ) -> CertifiedBound:
     """Every component bound of the module docstring and their maximum (cached per instance)."""

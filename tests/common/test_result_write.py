@@ -45,3 +45,13 @@ def test_unserialisable_values_fail_as_before(tmp_path):
         json_bytes(res.to_dict())
     with pytest.raises(TypeError):
         res.write(tmp_path / "r.json")
+
+
+def test_body_without_the_solution_is_to_dict_without_it():
+    res = solve(instances.load("p1-llama-2-7b-hp32-p64-d2-l2"), "heft")
+    res.stats["nested"] = {"inner": _Inner(1, (2, 3))}
+    full = res.to_dict()
+    assert json_bytes(res.body()) == json_bytes(full)
+    full.pop("solution")
+    assert "solution" not in res.body(solution=False)
+    assert json_bytes(res.body(solution=False)) == json_bytes(full)
