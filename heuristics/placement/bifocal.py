@@ -168,6 +168,7 @@ import numpy as np
 from heuristics.placement.list_scheduler import (
     ScheduleState,
     priority_order,
+    splitmix64,
     unique_rows,
     upward_rank,
 )
@@ -439,16 +440,13 @@ def _same_predecessors(inst: PlacementInstance, eligible: np.ndarray) -> np.ndar
 
 def _set_hash(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """uint64 [len(offsets) − 1]: an order-independent hash of each CSR segment of
-    ``values`` (the sum of splitmix64 mixes, wrapping; 0 for an empty segment)."""
+    ``values`` (the sum of :func:`splitmix64` mixes, wrapping; 0 for an empty segment)."""
     cnt = np.diff(offsets)
-    with np.errstate(over="ignore"):
-        z = (values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) \
-            * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(29)
-        nonempty = np.flatnonzero(cnt > 0)  # offsets strictly increasing: one sum each
-        h = np.zeros(len(cnt), dtype=np.uint64)
-        if len(nonempty):
+    z = splitmix64(values)
+    nonempty = np.flatnonzero(cnt > 0)  # offsets strictly increasing: one sum each
+    h = np.zeros(len(cnt), dtype=np.uint64)
+    if len(nonempty):
+        with np.errstate(over="ignore"):
             h[nonempty] = np.add.reduceat(z, offsets[nonempty])
     return h
 

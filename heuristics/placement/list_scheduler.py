@@ -31,14 +31,15 @@ from opt.placement.solution import make_solution
 _FIRST = itemgetter(0)
 
 
-def _hash_weights(k: int) -> np.ndarray:
-    """int64 [k]: odd pseudo-random row-hash weights in [1, 2**61), SplitMix64 of 1..k (no
-    ``numpy.random``, whose import costs ~8 ms of ``hetopt solve``'s startup: issue 20 item 5)."""
-    z = np.arange(1, k + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    return ((z >> np.uint64(3)) | np.uint64(1)).astype(np.int64)
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """uint64: the SplitMix64 finaliser of each value (wrapping arithmetic): a cheap, well-mixed
+    hash of integers, used for row and set hashes (no ``numpy.random``, whose import costs
+    ~8 ms of ``hetopt solve``'s startup: issue 20 item 5)."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
 
 
 def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +50,8 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if a.ndim != 2 or a.shape[0] == 0:
         u, inv = np.unique(a.reshape(a.shape[0], -1), axis=0, return_inverse=True)
         return u, inv.reshape(-1)
-    w = _hash_weights(a.shape[1])
+    w = ((splitmix64(np.arange(1, a.shape[1] + 1)) >> np.uint64(3)) | np.uint64(1)).astype(
+        np.int64)  # odd weights in [1, 2**61)
     with np.errstate(over="ignore"):
         key = (a * w[None, :]).sum(axis=1) if a.shape[1] else np.zeros(a.shape[0], np.int64)
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
