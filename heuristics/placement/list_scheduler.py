@@ -14,6 +14,13 @@ optionally evict least-recently-used blocks), shared by HEFT, the static policie
 (``heuristics.placement.bifocal``). It works on plain Python lists precomputed once per instance (task
 durations deduplicated by cost row, transfer durations deduplicated by payload size), so a
 full-size DOPS instance (~half a million tasks) is scheduled in tens of seconds.
+
+Engines (issue 20 item 1): ``heft``, ``list_schedule`` (without a candidates policy),
+``upward_rank`` and ``priority_order`` take ``engine``: ``python`` runs the code below (the
+reference), ``compiled`` the numba kernels of :mod:`heuristics.placement.schedule_kernels`
+(the same state as arrays; byte-identical schedules), ``auto`` (default) the compiled one when
+numba is installed and the instance has at least
+:data:`heuristics.placement.engine.COMPILED_TASKS` tasks (:mod:`heuristics.placement.engine`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from heuristics.placement import engine as _engine
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 from opt.placement.solution import make_solution
@@ -377,9 +385,10 @@ class ScheduleState:
                           field="capacity")
 
 
-def upward_rank(inst: PlacementInstance) -> np.ndarray:
+def upward_rank(inst: PlacementInstance, *, engine: str = "auto") -> np.ndarray:
     """HEFT's upward rank: mean legal duration + max over successors of (mean transfer time
-    between distinct devices + their rank). Mean transfer uses all ordered device pairs."""
+    between distinct devices + their rank). Mean transfer uses all ordered device pairs.
+    ``engine``: module docstring."""
     cost = inst.cost.astype(np.float64)
     legal = cost >= 0
     mean_cost = np.where(legal, cost, 0).sum(axis=1) / legal.sum(axis=1)
@@ -391,6 +400,8 @@ def upward_rank(inst: PlacementInstance) -> np.ndarray:
         mean_comm = lat.mean() + inst.edge_bytes * inv_bw.mean()
     else:
         mean_comm = np.zeros(inst.n_edges)
+    if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
+        return _engine.rank_loop(inst, mean_cost, np.asarray(mean_comm, dtype=np.float64))
     mc = mean_cost.tolist()
     comm = np.asarray(mean_comm, dtype=np.float64).tolist()
     rank = list(mc)
@@ -411,10 +422,14 @@ def upward_rank(inst: PlacementInstance) -> np.ndarray:
     return np.array(rank, dtype=np.float64)
 
 
-def priority_order(inst: PlacementInstance, priority: np.ndarray) -> list[int]:
-    """Topological order taking the highest ``priority`` among ready tasks first."""
+def priority_order(inst: PlacementInstance, priority: np.ndarray, *, engine: str = "auto"
+                   ) -> list[int]:
+    """Topological order taking the highest ``priority`` among ready tasks first (ties: the
+    lowest index). ``engine``: module docstring."""
     import heapq
 
+    if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
+        return _engine.priority_array(inst, priority).tolist()
     n = inst.n_tasks
     indeg = np.bincount(inst.edge_dst, minlength=n).tolist()
     s_off, s_idx = inst.successors
@@ -440,10 +455,15 @@ DevicePolicy = Callable[[int, list[int]], list[int]]
 
 
 def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: bool = True,
-                  candidates: DevicePolicy | None = None) -> dict:
+                  candidates: DevicePolicy | None = None, engine: str = "auto") -> dict:
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
     finish time. ``candidates(t, legal)`` may narrow the legal devices (static policies); when
-    it leaves no eligible device, all legal ones are tried."""
+    it leaves no eligible device, all legal ones are tried. ``engine``: module docstring (a
+    candidates policy is a Python callable: ``auto`` runs it in Python, ``compiled`` refuses)."""
+    if candidates is not None and engine == "compiled":
+        raise InputError("engine 'compiled' takes no candidates policy", field="engine")
+    if candidates is None and _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
+        return _engine.eft_schedule(inst, order, unique_rows(inst.cost), insertion=insertion)
     st = ScheduleState(inst, insertion=insertion, evict=False)
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
@@ -473,6 +493,11 @@ def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: b
     return st.solution()
 
 
-def heft(inst: PlacementInstance) -> dict:
-    """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice."""
-    return list_schedule(inst, priority_order(inst, upward_rank(inst)), insertion=True)
+def heft(inst: PlacementInstance, *, engine: str = "auto") -> dict:
+    """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice.
+    ``engine``: module docstring."""
+    if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
+        order = _engine.priority_array(inst, upward_rank(inst, engine="compiled"))
+        return _engine.eft_schedule(inst, order, unique_rows(inst.cost), insertion=True)
+    return list_schedule(inst, priority_order(inst, upward_rank(inst, engine="python"),
+                                              engine="python"), insertion=True, engine="python")

@@ -1,0 +1,206 @@
+"""The scheduling engine of the list schedulers (issue 20 item 1): ``python`` (the reference,
+:class:`heuristics.placement.list_scheduler.ScheduleState` on plain lists) or ``compiled``
+(numba kernels over numpy arrays, :mod:`heuristics.placement.schedule_kernels`), with
+byte-identical schedules and statistics. ``auto`` picks the compiled engine when numba is
+installed (the ``fast`` extra) and the instance has at least :data:`COMPILED_TASKS` tasks.
+
+This module never imports numba itself: :func:`kernels` loads the kernel module on first use
+(numba compiles the kernels once per machine and caches them on disk, ``cache=True``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from opt.common.errors import InputError
+from opt.placement.instance import PlacementInstance
+
+#: The engines a scheduler accepts.
+ENGINES = ("auto", "python", "compiled")
+#: ``auto`` compiles from this many tasks on: loading the cached kernels costs ~1 s
+#: (docs/speed.md, fourth pass), which the compiled loops win back from ~20,000 tasks on.
+COMPILED_TASKS = 30_000
+#: Initial capacity of each device's timeline arrays (doubled when full).
+_TIMELINE_START = 64
+
+
+def numba_available() -> bool:
+    """Whether numba can be imported (checked without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def resolve_engine(engine: str, n_tasks: int) -> str:
+    """``python`` or ``compiled`` for ``engine`` on an instance of ``n_tasks`` tasks;
+    InputError for an unknown engine, or ``compiled`` without numba."""
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine '{engine}'; known: {', '.join(ENGINES)}",
+                         field="params.engine")
+    if engine == "python":
+        return engine
+    if not numba_available():
+        if engine == "compiled":
+            raise InputError("engine 'compiled' needs numba (pip install 'hetopt[fast]')",
+                             field="params.engine")
+        return "python"
+    if engine == "compiled" or n_tasks >= COMPILED_TASKS:
+        return "compiled"
+    return "python"
+
+
+@functools.lru_cache(maxsize=1)
+def kernels() -> ModuleType:
+    """The numba kernel module (imported, and compiled or loaded from cache, once)."""
+    from heuristics.placement import schedule_kernels
+
+    return schedule_kernels
+
+
+def _i64(a: Any) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+# ---- the schedule state as arrays ---------------------------------------------------------------
+
+@dataclass
+class CompiledState:
+    """The arrays of a partial schedule (the kernels' ``g``, ``bk``, ``st``, ``wk`` tuples,
+    timelines, configuration), built once per instance; times in ns."""
+
+    inst: PlacementInstance
+    ttype: np.ndarray
+    type_dur: np.ndarray
+    g: tuple
+    bk: tuple
+    st: tuple
+    tls: Any
+    tle: Any
+    cfg: np.ndarray
+    wk: tuple
+    victims: np.ndarray
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        """(loads, evictions, scheduled tasks) so far."""
+        cnt = self.st[13]
+        return int(cnt[0]), int(cnt[1]), int(cnt[2])
+
+
+def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.ndarray], *,
+                   insertion: bool, evict: bool) -> CompiledState:
+    """The empty schedule state of ``inst`` for the kernels (``ScheduleState``'s data: task
+    durations by cost type, transfer durations by payload, channels, blocks, capacities)."""
+    k = kernels()
+    n, nd, m = inst.n_tasks, inst.n_devices, inst.n_edges
+    rows, inv = cost_types
+    p_off, p_idx = inst.predecessors
+    links = inst.links
+    if m:
+        ub, binv = np.unique(inst.edge_bytes, return_inverse=True)
+        etab = _i64(links.transfer_durations(ub).reshape(len(ub), nd * nd))
+        etype = _i64(binv.reshape(-1))
+    else:
+        etab, etype = np.zeros((1, nd * nd), np.int64), np.zeros(0, np.int64)
+    pairs = [links.channels(i, j) for i in range(nd) for j in range(nd)]
+    pair_chan = np.zeros((nd * nd, 2), np.int64)
+    pc_n = np.array([len(c) for c in pairs], dtype=np.int64)
+    for q, c in enumerate(pairs):
+        pair_chan[q, :len(c)] = c
+    g = (_i64(p_off), _i64(p_idx), _i64(inst.edge_src), etype, etab, pair_chan, pc_n)
+    nb = len(inst.block_ids)
+    cap = np.array([-1 if d.weight_capacity is None else d.weight_capacity
+                    for d in inst.devices], dtype=np.int64)
+    bk = (_i64(inst.task_block), _i64(inst.block_bytes),
+          _i64(inst.load_duration).reshape(nb, nd), cap)
+    st = (np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
+          np.zeros((n, 3), np.int64), np.zeros((n, 3), np.int64), np.zeros(nd, np.int64),
+          np.zeros(nd, np.int64), np.full((nd, nb), -1, np.int64),
+          np.full((nd, nb), -1, np.int64), np.zeros(links.n_channels, np.int64),
+          np.full(m, -1, np.int64), np.zeros(nd, np.int64), np.zeros(nd, np.int64),
+          np.zeros(4, np.int64))
+    deg = int(np.diff(p_off).max()) if n else 0
+    wk = (np.zeros(max(deg, 1), np.int64), np.zeros(max(deg, 1), np.int64),
+          np.zeros(max(deg, 1), np.int64), np.zeros(links.n_channels, np.int64),
+          np.zeros(links.n_channels, np.int64))
+    tls, tle = k.new_timelines(nd, _TIMELINE_START)
+    cfg = np.array([nd, int(bool(links.contention)), int(insertion), int(evict)], np.int64)
+    return CompiledState(inst, _i64(inv).reshape(-1), _i64(rows).reshape(len(rows), nd), g, bk,
+                         st, tls, tle, cfg, wk, np.zeros(max(nb, 1), np.int64))
+
+
+def raise_for(state: CompiledState, code: int, t: int) -> None:
+    """Raise the InputError of the Python engine for a kernel's return code (0: none)."""
+    k = kernels()
+    inst = state.inst
+    if code == k.TWICE:
+        raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice", field="order")
+    if code == k.NOT_TOPOLOGICAL:
+        raise InputError(f"priority order is not topological at task '{inst.task_ids[t]}'",
+                         field="order")
+    if code == k.NO_DEVICE:
+        b = int(state.bk[0][t])
+        raise InputError(f"task '{inst.task_ids[t]}' fits on no device: its block "
+                         f"'{inst.block_ids[b]}' exceeds every remaining capacity",
+                         field="capacity")
+
+
+def transfer_starts(tstart: np.ndarray) -> dict[int, int]:
+    """edge index → transfer start (ns) of every edge with one (−1 in ``tstart``: none), the
+    mapping ``make_solution`` takes."""
+    e = np.flatnonzero(tstart >= 0)
+    return dict(zip(e.tolist(), tstart[e].tolist()))
+
+
+def compiled_solution(state: CompiledState) -> dict:
+    """The solution dict of a complete compiled schedule (``ScheduleState.solution``)."""
+    from opt.placement.solution import make_solution
+
+    n_loads, n_evictions, scheduled = state.counts
+    dev, start = state.st[0], state.st[1]
+    if scheduled != state.inst.n_tasks or (len(dev) and int(dev.min()) < 0):
+        raise InputError("priority order does not cover every task", field="order")
+    return make_solution(state.inst, dev, start, transfer_starts(state.st[10]),
+                         state.st[3][:n_loads].tolist(), state.st[4][:n_evictions].tolist())
+
+
+def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
+                 *, insertion: bool) -> dict:
+    """``list_schedule`` without a candidates policy, compiled: each task of ``order`` on the
+    eligible device of earliest finish (no eviction)."""
+    state = compiled_state(inst, cost_types, insertion=insertion, evict=False)
+    code, t = kernels().eft_loop(_i64(order), state.ttype, state.type_dur, state.g, state.bk,
+                                 state.st, state.tls, state.tle, state.cfg, state.wk,
+                                 state.victims)
+    raise_for(state, int(code), int(t))
+    return compiled_solution(state)
+
+
+# ---- the task order ------------------------------------------------------------------------------
+
+def rank_loop(inst: PlacementInstance, mean_cost: np.ndarray, comm: np.ndarray) -> np.ndarray:
+    """``upward_rank``'s loop, compiled (float64 [n])."""
+    s_off, s_idx = inst.successors
+    return kernels().upward_rank_loop(_i64(inst.topological_order), _i64(s_off), _i64(s_idx),
+                                      _i64(inst.edge_dst), np.ascontiguousarray(mean_cost,
+                                                                                np.float64),
+                                      np.ascontiguousarray(comm, np.float64))
+
+
+def priority_array(inst: PlacementInstance, priority: np.ndarray) -> np.ndarray:
+    """``priority_order`` compiled: int64 task indices."""
+    s_off, s_idx = inst.successors
+    indeg = _i64(np.bincount(inst.edge_dst, minlength=inst.n_tasks))
+    neg = -np.ascontiguousarray(priority, dtype=np.float64)
+    return kernels().priority_loop(indeg, _i64(s_off), _i64(s_idx), _i64(inst.edge_dst), neg)
+
+
+def sibling_array(order: Any, gid: np.ndarray, pinned: np.ndarray) -> np.ndarray:
+    """``sibling_order``'s loop compiled: int64 task indices."""
+    n_groups = int(gid.max()) + 1 if len(gid) else 0
+    return kernels().sibling_loop(_i64(order), _i64(gid), np.ascontiguousarray(pinned, bool),
+                                  max(n_groups, 1))
