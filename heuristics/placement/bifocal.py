@@ -165,6 +165,7 @@ from typing import Any
 
 import numpy as np
 
+from heuristics.placement import engine as _engine
 from heuristics.placement.list_scheduler import (
     ScheduleState,
     priority_order,
@@ -451,14 +452,20 @@ def _set_hash(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return h
 
 
-def sibling_order(inst: PlacementInstance, order: Sequence[int]) -> list[int]:
+def sibling_order(inst: PlacementInstance, order: Sequence[int], *, engine: str = "auto"
+                  ) -> list[int]:
     """``order`` in which a sibling (:func:`sibling_groups`) whose group has begun is moved
     ahead of the pinned tasks (one legal device) listed since the previous unmoved task: a
     pinned successor of the first sibling no longer takes its device before the later
     siblings are scored there. Still topological: a moved sibling's predecessors are its
-    group's, all listed before the first sibling, while the pinned tasks it passes come after."""
-    gid = sibling_groups(inst).tolist()
-    pinned = ((inst.cost >= 0).sum(axis=1) == 1).tolist()
+    group's, all listed before the first sibling, while the pinned tasks it passes come after.
+    ``engine``: :mod:`heuristics.placement.engine`."""
+    gid_a = sibling_groups(inst)
+    pinned_a = (inst.cost >= 0).sum(axis=1) == 1
+    if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
+        return _engine.sibling_array(order, gid_a, pinned_a).tolist()
+    gid = gid_a.tolist()
+    pinned = pinned_a.tolist()
     begun = [False] * (max(gid, default=-1) + 1)
     out: list[int] = []
     held: list[int] = []  # pinned tasks listed since the last unmoved task
@@ -508,14 +515,17 @@ def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalParams | None = None,
-                     *, order: list[int] | None = None, stats: dict[str, Any] | None = None
-                     ) -> dict:
+                     *, order: list[int] | None = None, stats: dict[str, Any] | None = None,
+                     engine: str = "auto") -> dict:
     """The Bifocal schedule of ``inst`` (problems.md §1.2a solution dict); see the module docstring.
 
     params: a dict of :class:`BifocalParams` fields (unknown names raise InputError);
     order: the task order (default: HEFT's upward-rank order); stats: filled with counters
-    and timings when given."""
+    and timings when given; engine: ``auto``, ``python`` or ``compiled``
+    (:mod:`heuristics.placement.engine`; the same schedule and statistics, but for
+    ``stats["engine"]``, the engine that ran)."""
     p = params if isinstance(params, BifocalParams) else BifocalParams.from_dict(params)
+    eng = _engine.resolve_engine(engine, inst.n_tasks)
     t0 = time.perf_counter()
     classes: list[str] = []
     for dv in inst.devices:
@@ -523,36 +533,92 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             classes.append(dv.device_class)
     dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
     look = _lookahead(inst, p, dcls_l, len(classes))
-    st = ScheduleState(inst, insertion=True, evict=True,
-                       cost_types=look.cost_types if look is not None else None)
+    if eng == "compiled":
+        cost_types = look.cost_types if look is not None else unique_rows(inst.cost)
+        cs = _engine.compiled_state(inst, cost_types, insertion=True, evict=True)
+        n_types = len(cost_types[0])
+    else:
+        st = ScheduleState(inst, insertion=True, evict=True,
+                           cost_types=look.cost_types if look is not None else None)
+        n_types = len(st.type_dur)
     t_pre = time.perf_counter()
     if order is None:
-        order = priority_order(inst, upward_rank(inst))
+        order = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
         if p.siblings:
-            order = sibling_order(inst, order)
+            order = sibling_order(inst, order, engine=eng)
     else:
         order = [int(x) for x in order]
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
-    ties_by_hint, flips = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
+    if eng == "compiled":
+        ties_by_hint, flips = _run_compiled(inst, cs, order, p, look, bias, dcls_l, len(classes))
+    else:
+        ties_by_hint, flips = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
     t_loop = time.perf_counter()
-    solution = st.solution()
+    if eng == "compiled":
+        solution = _engine.compiled_solution(cs)
+        n_loads, n_evictions, _ = cs.counts
+        dev = cs.st[0]
+    else:
+        solution = st.solution()
+        n_loads, n_evictions = len(st.load_events), len(st.evictions)
+        dev = np.asarray(st.dev, dtype=np.int64)
     t_end = time.perf_counter()
     if stats is not None:
-        counts = {c: 0 for c in classes}
-        for d in st.dev:
-            counts[classes[dcls_l[d]]] += 1
+        per_class = np.bincount(np.asarray(dcls_l, dtype=np.int64)[dev], minlength=len(classes))
         stats.update({
             "params": asdict(p), "classes": classes, "l_out": bias.l_out,
-            "loads": len(st.load_events), "evictions": len(st.evictions),
-            "tasks_per_class": counts, "ties_broken_by_hint": ties_by_hint,
+            "loads": n_loads, "evictions": n_evictions,
+            "tasks_per_class": dict(zip(classes, per_class.tolist())),
+            "ties_broken_by_hint": ties_by_hint,
             "flipped_decisions": flips,
-            "types": len(st.type_dur),
+            "types": n_types, "engine": eng,
             "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
                        "schedule": t_loop - t_order, "solution": t_end - t_loop,
                        "total": t_end - t0},
         })
     return solution
+
+
+def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: Sequence[int],
+                  p: BifocalParams, look: _Lookahead | None, bias: _Biases, dcls_l: list[int],
+                  K: int) -> tuple[int, dict[str, int]]:
+    """:func:`_run` on the compiled engine (``schedule_kernels.bifocal_loop``): the same
+    terms, switches and counters over arrays; returns the same (ties, flips)."""
+    nd = inst.n_devices
+    i64 = np.int64
+    rho = p.copy_cost
+    track_uses = p.evict_cost > 0 or bias.use_token or rho > 0
+    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, rho)
+    class_devs = np.full((K, nd), -1, dtype=i64)
+    class_n = np.zeros(K, dtype=i64)
+    for d, c in enumerate(dcls_l):
+        class_devs[c, class_n[c]] = d
+        class_n[c] += 1
+    nb = len(bias.uses_left)
+    ba = (np.asarray(dcls_l, dtype=i64), class_devs, class_n, np.asarray(bias.phase, dtype=i64),
+          np.asarray(bias.step, dtype=i64), np.asarray(bias.theta, dtype=i64),
+          np.asarray(bias.holds_all, dtype=i64), np.asarray(bias.uses_left, dtype=i64),
+          np.asarray(pref, dtype=i64), np.asarray(homeless, dtype=i64),
+          np.zeros((K, nb), dtype=i64))
+    if look is not None:
+        la = (np.asarray(look.type_w, dtype=np.float64).reshape(-1, nd),
+              np.asarray(look.type_best, dtype=i64).reshape(-1, K), np.asarray(look.hs, dtype=i64),
+              np.asarray(look.hint, dtype=i64), np.asarray(look.hint_dist, dtype=i64),
+              np.asarray(look.patterns, dtype=i64).reshape(-1, look.H))
+    else:
+        la = (np.zeros((1, nd)), np.zeros((1, K), dtype=i64), np.zeros(1, dtype=i64),
+              np.zeros(1, dtype=i64), np.zeros(1, dtype=i64), np.zeros((1, 1), dtype=i64))
+    ip = np.array([bias.use_phase, bias.use_token, p.token_cap, look is not None,
+                   look.H if look is not None else 0, bias.l_out or 0, track_uses], dtype=i64)
+    fp = np.array([p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, rho],
+                  dtype=np.float64)
+    flips = np.zeros(5, dtype=i64)
+    code, t, ties = _engine.kernels().bifocal_loop(
+        np.ascontiguousarray(order, dtype=i64), cs.ttype, cs.type_dur, cs.g, cs.bk, cs.st,
+        cs.tls, cs.tle, cs.cfg, cs.wk, cs.victims, ba, la, ip, fp, flips)
+    _engine.raise_for(cs, int(code), int(t))
+    return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -672,9 +738,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     # fastest on the class and are still used later are held by none of them
     nb = len(uses_left)
     res_count = [[0] * nb for _ in range(K)]
-    pref = preferred_class(inst, dcls_l, K) if rho > 0 else [-1] * nb
-    homeless = [sum(1 for b_ in range(nb) if uses_left[b_] > 0 and pref[b_] == c)
-                for c in range(K)]
+    pref, homeless = _homes(inst, uses_left, dcls_l, K, rho)
     load_events = st.load_events
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
     inf, token_cap = math.inf, p.token_cap
@@ -791,6 +855,18 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 u = hs_l[u]
                 k += 1
     return ties_by_hint, dict(zip(FLIP_TERMS, flips))
+
+
+def _homes(inst: PlacementInstance, uses_left: list[int], dcls_l: list[int], K: int,
+           rho: float) -> tuple[list[int], list[int]]:
+    """(preferred class per block (−1 none, all −1 without the copy cost), per class the
+    still-used blocks preferring it that no device of the class holds yet): the copy cost's
+    initial counts."""
+    nb = len(uses_left)
+    pref = preferred_class(inst, dcls_l, K) if rho > 0 else [-1] * nb
+    homeless = [sum(1 for b_ in range(nb) if uses_left[b_] > 0 and pref[b_] == c)
+                for c in range(K)]
+    return pref, homeless
 
 
 def preferred_class(inst: PlacementInstance, dcls_l: list[int], K: int) -> list[int]:
