@@ -558,7 +558,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     if eng == "compiled":
         solution = _engine.compiled_solution(cs)
         n_loads, n_evictions, _ = cs.counts
-        dev = cs.st[0]
+        dev = cs.device
     else:
         solution = st.solution()
         n_loads, n_evictions = len(st.load_events), len(st.evictions)
@@ -615,8 +615,8 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: Seq
                   dtype=np.float64)
     flips = np.zeros(5, dtype=i64)
     code, t, ties = _engine.kernels().bifocal_loop(
-        np.ascontiguousarray(order, dtype=i64), cs.ttype, cs.type_dur, cs.g, cs.bk, cs.st,
-        cs.tls, cs.tle, cs.cfg, cs.wk, cs.victims, ba, la, ip, fp, flips)
+        np.ascontiguousarray(order, dtype=i64), cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
+        cs.tls, cs.tle, cs.cf, ba, la, ip, fp, flips)
     _engine.raise_for(cs, int(code), int(t))
     return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
 

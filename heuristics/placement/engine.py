@@ -69,26 +69,30 @@ def _i64(a: Any) -> np.ndarray:
 
 @dataclass
 class CompiledState:
-    """The arrays of a partial schedule (the kernels' ``g``, ``bk``, ``st``, ``wk`` tuples,
-    timelines, configuration), built once per instance; times in ns."""
+    """The arrays of a partial schedule for the kernels (``gr``, ``bl``, ``stt`` tuples,
+    timelines, configuration ``cf``; layout in :mod:`heuristics.placement.schedule_kernels`),
+    built once per instance; times in ns."""
 
     inst: PlacementInstance
     ttype: np.ndarray
     type_dur: np.ndarray
-    g: tuple
-    bk: tuple
-    st: tuple
+    gr: tuple
+    bl: tuple
+    stt: tuple
     tls: Any
     tle: Any
-    cfg: np.ndarray
-    wk: tuple
-    victims: np.ndarray
+    cf: tuple[int, int, int, int]
 
     @property
     def counts(self) -> tuple[int, int, int]:
         """(loads, evictions, scheduled tasks) so far."""
-        cnt = self.st[13]
+        cnt = self.stt[2]
         return int(cnt[0]), int(cnt[1]), int(cnt[2])
+
+    @property
+    def device(self) -> np.ndarray:
+        """int64 [n]: each task's device (−1 unscheduled)."""
+        return self.stt[0][0]
 
 
 def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.ndarray], *,
@@ -106,31 +110,29 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
         etype = _i64(binv.reshape(-1))
     else:
         etab, etype = np.zeros((1, nd * nd), np.int64), np.zeros(0, np.int64)
-    pairs = [links.channels(i, j) for i in range(nd) for j in range(nd)]
-    pair_chan = np.zeros((nd * nd, 2), np.int64)
-    pc_n = np.array([len(c) for c in pairs], dtype=np.int64)
-    for q, c in enumerate(pairs):
-        pair_chan[q, :len(c)] = c
-    g = (_i64(p_off), _i64(p_idx), _i64(inst.edge_src), etype, etab, pair_chan, pc_n)
+    pchan = np.zeros((nd * nd, 3), np.int64)
+    for i in range(nd):
+        for j in range(nd):
+            c = links.channels(i, j)
+            pchan[i * nd + j, 0] = len(c)
+            pchan[i * nd + j, 1:1 + len(c)] = c
+    gr = (_i64(p_off), _i64(p_idx), _i64(inst.edge_src), etype, etab, pchan)
     nb = len(inst.block_ids)
-    cap = np.array([-1 if d.weight_capacity is None else d.weight_capacity
-                    for d in inst.devices], dtype=np.int64)
-    bk = (_i64(inst.task_block), _i64(inst.block_bytes),
-          _i64(inst.load_duration).reshape(nb, nd), cap)
-    st = (np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
-          np.zeros((n, 3), np.int64), np.zeros((n, 3), np.int64), np.zeros(nd, np.int64),
-          np.zeros(nd, np.int64), np.full((nd, nb), -1, np.int64),
-          np.full((nd, nb), -1, np.int64), np.zeros(links.n_channels, np.int64),
-          np.full(m, -1, np.int64), np.zeros(nd, np.int64), np.zeros(nd, np.int64),
-          np.zeros(4, np.int64))
+    bl = (_i64(inst.task_block), _i64(inst.block_bytes), _i64(inst.load_duration).reshape(nb, nd))
+    sched = np.zeros((3, n), np.int64)
+    sched[0] = -1
+    dv = np.zeros((5, nd), np.int64)
+    dv[2] = [-1 if d.weight_capacity is None else d.weight_capacity for d in inst.devices]
+    nch = links.n_channels
     deg = int(np.diff(p_off).max()) if n else 0
-    wk = (np.zeros(max(deg, 1), np.int64), np.zeros(max(deg, 1), np.int64),
-          np.zeros(max(deg, 1), np.int64), np.zeros(links.n_channels, np.int64),
-          np.zeros(links.n_channels, np.int64))
+    stt = (sched, np.zeros((2, n, 3), np.int64), np.zeros(3, np.int64), dv,
+           np.full((2, nd, nb), -1, np.int64), np.zeros(nch, np.int64),
+           np.zeros((2, nch + 1), np.int64), np.full(m, -1, np.int64),
+           np.zeros((4, max(deg, 1)), np.int64), np.zeros(max(nb, 1), np.int64))
     tls, tle = k.new_timelines(nd, _TIMELINE_START)
-    cfg = np.array([nd, int(bool(links.contention)), int(insertion), int(evict)], np.int64)
-    return CompiledState(inst, _i64(inv).reshape(-1), _i64(rows).reshape(len(rows), nd), g, bk,
-                         st, tls, tle, cfg, wk, np.zeros(max(nb, 1), np.int64))
+    cf = (nd, int(bool(links.contention)), int(insertion), int(evict))
+    return CompiledState(inst, _i64(inv).reshape(-1), _i64(rows).reshape(len(rows), nd), gr, bl,
+                         stt, tls, tle, cf)
 
 
 def raise_for(state: CompiledState, code: int, t: int) -> None:
@@ -143,7 +145,7 @@ def raise_for(state: CompiledState, code: int, t: int) -> None:
         raise InputError(f"priority order is not topological at task '{inst.task_ids[t]}'",
                          field="order")
     if code == k.NO_DEVICE:
-        b = int(state.bk[0][t])
+        b = int(state.bl[0][t])
         raise InputError(f"task '{inst.task_ids[t]}' fits on no device: its block "
                          f"'{inst.block_ids[b]}' exceeds every remaining capacity",
                          field="capacity")
@@ -161,11 +163,11 @@ def compiled_solution(state: CompiledState) -> dict:
     from opt.placement.solution import make_solution
 
     n_loads, n_evictions, scheduled = state.counts
-    dev, start = state.st[0], state.st[1]
-    if scheduled != state.inst.n_tasks or (len(dev) and int(dev.min()) < 0):
+    sched, ev = state.stt[0], state.stt[1]
+    if scheduled != state.inst.n_tasks or (len(sched[0]) and int(sched[0].min()) < 0):
         raise InputError("priority order does not cover every task", field="order")
-    return make_solution(state.inst, dev, start, transfer_starts(state.st[10]),
-                         state.st[3][:n_loads].tolist(), state.st[4][:n_evictions].tolist())
+    return make_solution(state.inst, sched[0], sched[1], transfer_starts(state.stt[7]),
+                         ev[0, :n_loads].tolist(), ev[1, :n_evictions].tolist())
 
 
 def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
@@ -173,9 +175,8 @@ def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarr
     """``list_schedule`` without a candidates policy, compiled: each task of ``order`` on the
     eligible device of earliest finish (no eviction)."""
     state = compiled_state(inst, cost_types, insertion=insertion, evict=False)
-    code, t = kernels().eft_loop(_i64(order), state.ttype, state.type_dur, state.g, state.bk,
-                                 state.st, state.tls, state.tle, state.cfg, state.wk,
-                                 state.victims)
+    code, t = kernels().eft_loop(_i64(order), state.ttype, state.type_dur, state.gr, state.bl,
+                                 state.stt, state.tls, state.tle, state.cf)
     raise_for(state, int(code), int(t))
     return compiled_solution(state)
 

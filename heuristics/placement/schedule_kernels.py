@@ -8,16 +8,24 @@ reference statement by statement — integer arithmetic in int64 where Python us
 sums in the same order — so the compiled engine's schedules and statistics are byte-identical
 (tests/placement/test_compiled_engine.py). Times are integer ns.
 
-State layout (one device axis ``nd``, one block axis ``nb``):
+State layout (int64; ``nd`` devices, ``nb`` blocks, ``n`` tasks):
 
-* ``res[d, b]`` the end of b's load on d (−1: not resident) — ``ScheduleState.res_ready``;
-* ``lu[d, b]`` the start of b's last scheduled use on d (−1: none) — ``last_use``;
-* timelines: per device a sorted array of busy starts and ends (``tls``/``tle`` typed lists,
-  grown by doubling; ``tln`` lengths, ``tlast`` the latest end);
-* ``loads``/``evs`` rows (block, device, time), at most one load and as many evictions per
-  commit, so n rows each suffice; ``cnt`` = [loads, evictions, scheduled, channel stamp].
-Return codes of the loops: 0 done, 1 a task listed twice, 2 order not topological, 3 no device
-fits (the task index in the second value).
+* ``sched[3, n]`` device (−1 unscheduled), start, end of each task;
+* ``dv[5, nd]`` load port free time, resident bytes, capacity (−1 unlimited), timeline length,
+  timeline end (``_Timeline.last``); timelines: per device sorted busy starts and ends in the
+  typed lists ``tls``/``tle`` (grown by doubling);
+* ``rl[2, nd, nb]`` end of b's load on d (``res_ready``) and start of its last use there
+  (``last_use``), −1 when b is not resident;
+* ``chan`` channel free times; ``lm[2, n_channels + 1]`` a task's planned channel times and
+  their stamp (the current stamp in the last column of row 1);
+* ``w[4, max in-degree]`` the current task's inputs: end, device, edge, transfer row;
+* ``ev[2, n, 3]`` load and eviction rows (block, device, time) — at most one load per commit
+  and never more evictions than loads — and ``cnt`` = [loads, evictions, scheduled].
+
+Hot helpers take only the arrays they use: numba increments and decrements the reference
+count of every array argument (an atomic operation) on each call, which dominated the first
+version that passed the state as tuples. Return codes of the loops: 0 done, 1 a task listed
+twice, 2 order not topological, 3 no device fits (the task index in the second value).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from numba.typed import List
 
 OK, TWICE, NOT_TOPOLOGICAL, NO_DEVICE = 0, 1, 2, 3
 _BIG_SORT = 32  # pred_info: insertion sort up to this many inputs, stable argsort above
+PORT, RESIDENT, CAP, TLEN, TLAST = 0, 1, 2, 3, 4  # rows of dv
 
 
 # ---- timelines ------------------------------------------------------------------------------
@@ -44,15 +53,15 @@ def new_timelines(nd, size):
 
 
 @njit(cache=True)
-def earliest(tls, tle, tln, tlast, d, insertion, ready, dur):
+def earliest(tls, tle, dv, d, insertion, ready, dur):
     """Earliest start ≥ ready (ns) of a job of ``dur`` ns on d: ``_Timeline.earliest``."""
-    if ready >= tlast[d]:
+    if ready >= dv[TLAST, d]:
         return ready
     if not insertion:
-        return tlast[d]
+        return dv[TLAST, d]
     starts = tls[d]
     ends = tle[d]
-    n = tln[d]
+    n = dv[TLEN, d]
     i = np.searchsorted(ends[:n], ready, side="right")
     t = ready
     while i < n:
@@ -66,16 +75,16 @@ def earliest(tls, tle, tln, tlast, d, insertion, ready, dur):
 
 
 @njit(cache=True)
-def book(tls, tle, tln, tlast, d, insertion, start, dur):
+def book(tls, tle, dv, d, insertion, start, dur):
     """Book [start, start + dur) on d: ``_Timeline.book`` (arrays doubled when full)."""
     if dur <= 0:
         return
     end = start + dur
     if not insertion:
-        if end > tlast[d]:
-            tlast[d] = end
+        if end > dv[TLAST, d]:
+            dv[TLAST, d] = end
         return
-    n = tln[d]
+    n = dv[TLEN, d]
     if n == len(tls[d]):
         s2 = np.empty(2 * n + 16, np.int64)
         e2 = np.empty(2 * n + 16, np.int64)
@@ -85,11 +94,11 @@ def book(tls, tle, tln, tlast, d, insertion, start, dur):
         tle[d] = e2
     starts = tls[d]
     ends = tle[d]
-    if start >= tlast[d]:
+    if start >= dv[TLAST, d]:
         starts[n] = start
         ends[n] = end
-        tln[d] = n + 1
-        tlast[d] = end
+        dv[TLEN, d] = n + 1
+        dv[TLAST, d] = end
         return
     i = np.searchsorted(starts[:n], start, side="left")
     j = n
@@ -99,86 +108,81 @@ def book(tls, tle, tln, tlast, d, insertion, start, dur):
         j -= 1
     starts[i] = start
     ends[i] = end
-    tln[d] = n + 1
-    if end > tlast[d]:
-        tlast[d] = end
+    dv[TLEN, d] = n + 1
+    if end > dv[TLAST, d]:
+        dv[TLAST, d] = end
 
 
 # ---- inputs, transfers ------------------------------------------------------------------------
 
 @njit(cache=True)
-def pred_info(t, g, dev, end, w_end, w_dev, w_edge):
-    """Fill (end, device, edge) of t's inputs sorted by end (stable); their count, or −1 when
-    a predecessor is not scheduled yet (the order is not topological)."""
-    p_off, p_edge, esrc = g[0], g[1], g[2]
+def pred_info(t, p_off, p_edge, esrc, etype, sched, w):
+    """Fill ``w`` with (end, device, edge, transfer row) of t's inputs sorted by end (stable);
+    their count, or −1 when a predecessor is not scheduled yet (order not topological)."""
     k = 0
     for j in range(p_off[t], p_off[t + 1]):
         e = p_edge[j]
         u = esrc[e]
-        if dev[u] < 0:
+        if sched[0, u] < 0:
             return -1
-        w_end[k] = end[u]
-        w_dev[k] = dev[u]
-        w_edge[k] = e
+        w[0, k] = sched[2, u]
+        w[1, k] = sched[0, u]
+        w[2, k] = e
+        w[3, k] = etype[e]
         k += 1
     if k > _BIG_SORT:
-        idx = np.argsort(w_end[:k], kind="mergesort")
-        a, b_, c = w_end[:k][idx], w_dev[:k][idx], w_edge[:k][idx]
-        w_end[:k] = a
-        w_dev[:k] = b_
-        w_edge[:k] = c
+        idx = np.argsort(w[0, :k], kind="mergesort")
+        for r in range(4):
+            w[r, :k] = w[r, :k][idx]
     else:
         for i in range(1, k):
-            x, y, z = w_end[i], w_dev[i], w_edge[i]
+            x0, x1, x2, x3 = w[0, i], w[1, i], w[2, i], w[3, i]
             j = i - 1
-            while j >= 0 and w_end[j] > x:
-                w_end[j + 1] = w_end[j]
-                w_dev[j + 1] = w_dev[j]
-                w_edge[j + 1] = w_edge[j]
+            while j >= 0 and w[0, j] > x0:
+                for r in range(4):
+                    w[r, j + 1] = w[r, j]
                 j -= 1
-            w_end[j + 1] = x
-            w_dev[j + 1] = y
-            w_edge[j + 1] = z
+            w[0, j + 1], w[1, j + 1], w[2, j + 1], w[3, j + 1] = x0, x1, x2, x3
     return k
 
 
 @njit(cache=True)
-def ready_time(d, k, w_end, w_dev, w_edge, g, nd, contention, chan, loc, mark, cnt):
+def ready_time(d, k, w, etab, pchan, chan, lm, nd, contention):
     """Time (ns) all k inputs are on d, transfers planned against the booked channels and the
     task's own earlier transfers: ``ScheduleState.ready``."""
-    etype, etab, pair_chan, pc_n = g[3], g[4], g[5], g[6]
     ready = 0
     if not contention:
         for i in range(k):
-            eu = w_end[i]
-            du = w_dev[i]
+            eu = w[0, i]
+            du = w[1, i]
             if du != d:
-                eu += etab[etype[w_edge[i]], du * nd + d]
+                eu += etab[w[3, i], du * nd + d]
             if eu > ready:
                 ready = eu
         return ready
-    cnt[3] += 1
-    stamp = cnt[3]
+    top = lm.shape[1] - 1
+    stamp = lm[1, top] + 1
+    lm[1, top] = stamp
     for i in range(k):
-        eu = w_end[i]
-        du = w_dev[i]
+        eu = w[0, i]
+        du = w[1, i]
         if du == d:
             if eu > ready:
                 ready = eu
             continue
         q = du * nd + d
-        dur = etab[etype[w_edge[i]], q]
+        dur = etab[w[3, i], q]
         ts = eu
         if dur > 0:
-            for h in range(pc_n[q]):
-                ch = pair_chan[q, h]
-                c = loc[ch] if mark[ch] == stamp else chan[ch]
+            for h in range(1, pchan[q, 0] + 1):
+                ch = pchan[q, h]
+                c = lm[0, ch] if lm[1, ch] == stamp else chan[ch]
                 if c > ts:
                     ts = c
-            for h in range(pc_n[q]):
-                ch = pair_chan[q, h]
-                loc[ch] = ts + dur
-                mark[ch] = stamp
+            for h in range(1, pchan[q, 0] + 1):
+                ch = pchan[q, h]
+                lm[0, ch] = ts + dur
+                lm[1, ch] = stamp
         ts += dur
         if ts > ready:
             ready = ts
@@ -188,28 +192,27 @@ def ready_time(d, k, w_end, w_dev, w_edge, g, nd, contention, chan, loc, mark, c
 # ---- weight blocks ------------------------------------------------------------------------------
 
 @njit(cache=True)
-def load_plan(b, d, bk, st, evict, victims):
+def load_plan(b, d, rl, dv, bbytes, evict, victims):
     """(status, load start, victims) of block b on d: status 0 resident, 1 loadable (the first
     ``nv`` entries of ``victims`` evicted at the start), −1 it cannot be loaded;
     ``ScheduleState.load_plan`` (LRU order: last use, then block index)."""
-    bbytes, cap = bk[1], bk[3]
-    port_free, resident, res, lu = st[5], st[6], st[7], st[8]
-    if res[d, b] >= 0:
+    if rl[0, d, b] >= 0:
         return 0, 0, 0
-    ls = port_free[d]
+    ls = dv[PORT, d]
     size = bbytes[b]
-    if cap[d] < 0 or resident[d] + size <= cap[d]:
+    cap = dv[CAP, d]
+    if cap < 0 or dv[RESIDENT, d] + size <= cap:
         return 1, ls, 0
-    if not evict or size > cap[d]:
+    if not evict or size > cap:
         return -1, 0, 0
-    need = resident[d] + size - cap[d]
-    nb = lu.shape[1]
+    need = dv[RESIDENT, d] + size - cap
+    lu = rl[1, d]
     m = 0
-    for blk in range(nb):
-        if lu[d, blk] >= 0:
+    for blk in range(len(lu)):
+        if lu[blk] >= 0:
             victims[m] = blk
             m += 1
-    order = np.argsort(lu[d][victims[:m]], kind="mergesort")  # stable: ties by block
+    order = np.argsort(lu[victims[:m]], kind="mergesort")  # stable: ties by block
     cand = victims[:m][order]
     freed = 0
     latest = -1
@@ -219,8 +222,8 @@ def load_plan(b, d, bk, st, evict, victims):
         victims[nv] = blk
         nv += 1
         freed += bbytes[blk]
-        if lu[d, blk] > latest:
-            latest = lu[d, blk]
+        if lu[blk] > latest:
+            latest = lu[blk]
         if freed >= need:
             break
     if freed < need:
@@ -229,93 +232,101 @@ def load_plan(b, d, bk, st, evict, victims):
 
 
 @njit(cache=True)
-def evaluate(t, d, dur, k, wk, g, bk, st, tls, tle, cfg, victims):
-    """(ok, start, finish, data ready, ready) of t on d (ns); ok False when d is not eligible:
-    ``ScheduleState.evaluate``."""
-    nd, contention, insertion, evict = cfg[0], cfg[1] != 0, cfg[2] != 0, cfg[3] != 0
-    w_end, w_dev, w_edge, loc, mark = wk[0], wk[1], wk[2], wk[3], wk[4]
-    block, loadd = bk[0], bk[2]
-    res, chan, tln, tlast, cnt = st[7], st[9], st[11], st[12], st[13]
-    ready = ready_time(d, k, w_end, w_dev, w_edge, g, nd, contention, chan, loc, mark, cnt)
+def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv, bbytes, loadd, tls, tle, victims,
+             cf):
+    """(ok, start, finish, data ready, ready) of a task of block b (−1 none) on d, in ns; ok
+    False when d is not eligible: ``ScheduleState.evaluate``. cf = (nd, contention,
+    insertion, evict)."""
+    ready = ready_time(d, k, w, etab, pchan, chan, lm, cf[0], cf[1] != 0)
     data = ready
-    b = block[t]
     if b >= 0:
-        r = res[d, b]
+        r = rl[0, d, b]
         if r < 0:
-            status, ls, _ = load_plan(b, d, bk, st, evict, victims)
+            status, ls, _ = load_plan(b, d, rl, dv, bbytes, cf[3] != 0, victims)
             if status < 0:
                 return False, 0, 0, 0, 0
             r = ls + loadd[b, d]
         if r > ready:
             ready = r
-    s = earliest(tls, tle, tln, tlast, d, insertion, ready, dur)
+    s = earliest(tls, tle, dv, d, cf[2] != 0, ready, dur)
     return True, s, s + dur, data, ready
 
 
 @njit(cache=True)
-def commit(t, d, dur, k, wk, g, bk, st, tls, tle, cfg, victims):
-    """Book t on d (transfers, load and evictions, compute): ``ScheduleState.commit``;
-    returns False when the block cannot be loaded (the caller raises)."""
-    nd, contention, insertion, evict = cfg[0], cfg[1] != 0, cfg[2] != 0, cfg[3] != 0
-    w_end, w_dev, w_edge = wk[0], wk[1], wk[2]
-    etype, etab, pair_chan, pc_n = g[3], g[4], g[5], g[6]
-    block, bbytes, loadd = bk[0], bk[1], bk[2]
-    dev, start, end, port_free, resident, res, lu = st[0], st[1], st[2], st[5], st[6], st[7], st[8]
-    chan, tstart, loads, evs, tln, tlast, cnt = st[9], st[10], st[3], st[4], st[11], st[12], st[13]
+def book_inputs(d, k, w, etab, pchan, chan, tstart, nd, contention):
+    """Book t's input transfers onto d (channels, transfer starts); the time (ns) they are in."""
     ready = 0
     for i in range(k):
-        eu = w_end[i]
-        du = w_dev[i]
+        eu = w[0, i]
+        du = w[1, i]
         if du == d:
             if eu > ready:
                 ready = eu
             continue
         q = du * nd + d
-        tdur = etab[etype[w_edge[i]], q]
+        tdur = etab[w[3, i], q]
         ts = eu
         if contention and tdur > 0:
-            for h in range(pc_n[q]):
-                if chan[pair_chan[q, h]] > ts:
-                    ts = chan[pair_chan[q, h]]
-            for h in range(pc_n[q]):
-                chan[pair_chan[q, h]] = ts + tdur
-        tstart[w_edge[i]] = ts
+            for h in range(1, pchan[q, 0] + 1):
+                if chan[pchan[q, h]] > ts:
+                    ts = chan[pchan[q, h]]
+            for h in range(1, pchan[q, 0] + 1):
+                chan[pchan[q, h]] = ts + tdur
+        tstart[w[2, i]] = ts
         if ts + tdur > ready:
             ready = ts + tdur
-    b = block[t]
+    return ready
+
+
+@njit(cache=True)
+def book_load(b, d, rl, dv, bbytes, loadd, evict, victims, ev, cnt):
+    """Load block b onto d if it is not resident (evicting the planned victims); the time
+    (ns) it is ready there, −1 when it cannot be loaded."""
+    status, ls, nv = load_plan(b, d, rl, dv, bbytes, evict, victims)
+    if status < 0:
+        return -1
+    if status == 0:
+        return rl[0, d, b]
+    for i in range(nv):
+        v = victims[i]
+        rl[0, d, v] = -1
+        rl[1, d, v] = -1
+        dv[RESIDENT, d] -= bbytes[v]
+        ev[1, cnt[1], 0] = v
+        ev[1, cnt[1], 1] = d
+        ev[1, cnt[1], 2] = ls
+        cnt[1] += 1
+    r = ls + loadd[b, d]
+    rl[0, d, b] = r
+    dv[PORT, d] = r
+    dv[RESIDENT, d] += bbytes[b]
+    ev[0, cnt[0], 0] = b
+    ev[0, cnt[0], 1] = d
+    ev[0, cnt[0], 2] = ls
+    cnt[0] += 1
+    return r
+
+
+@njit(cache=True)
+def commit(t, d, dur, k, b, w, etab, pchan, chan, tstart, rl, dv, bbytes, loadd, tls, tle,
+           victims, sched, ev, cnt, cf):
+    """Book t on d (transfers, load and evictions, compute): ``ScheduleState.commit``;
+    returns False when the block cannot be loaded (the caller raises)."""
+    insertion = cf[2] != 0
+    ready = book_inputs(d, k, w, etab, pchan, chan, tstart, cf[0], cf[1] != 0)
     if b >= 0:
-        status, ls, nv = load_plan(b, d, bk, st, evict, victims)
-        if status < 0:
+        r = book_load(b, d, rl, dv, bbytes, loadd, cf[3] != 0, victims, ev, cnt)
+        if r < 0:
             return False
-        if status == 0:
-            r = res[d, b]
-        else:
-            for i in range(nv):
-                v = victims[i]
-                res[d, v] = -1
-                lu[d, v] = -1
-                resident[d] -= bbytes[v]
-                evs[cnt[1], 0] = v
-                evs[cnt[1], 1] = d
-                evs[cnt[1], 2] = ls
-                cnt[1] += 1
-            r = ls + loadd[b, d]
-            res[d, b] = r
-            port_free[d] = r
-            resident[d] += bbytes[b]
-            loads[cnt[0], 0] = b
-            loads[cnt[0], 1] = d
-            loads[cnt[0], 2] = ls
-            cnt[0] += 1
         if r > ready:
             ready = r
-    s = earliest(tls, tle, tln, tlast, d, insertion, ready, dur)
-    book(tls, tle, tln, tlast, d, insertion, s, dur)
-    dev[t] = d
-    start[t] = s
-    end[t] = s + dur
-    if b >= 0 and lu[d, b] < s:
-        lu[d, b] = s
+    s = earliest(tls, tle, dv, d, insertion, ready, dur)
+    book(tls, tle, dv, d, insertion, s, dur)
+    sched[0, t] = d
+    sched[1, t] = s
+    sched[2, t] = s + dur
+    if b >= 0 and rl[1, d, b] < s:
+        rl[1, d, b] = s
     cnt[2] += 1
     return True
 
@@ -323,33 +334,37 @@ def commit(t, d, dur, k, wk, g, bk, st, tls, tle, cfg, victims):
 # ---- HEFT's loop ----------------------------------------------------------------------------------
 
 @njit(cache=True)
-def eft_loop(order, ttype, type_dur, g, bk, st, tls, tle, cfg, wk, victims):
+def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf):
     """``list_schedule`` without a candidates policy: each task in ``order`` on the legal,
-    eligible device of earliest finish (lowest index on ties). (code, task)."""
-    n = len(ttype)
-    nd = cfg[0]
+    eligible device of earliest finish (lowest index on ties). (code, task). ``gr`` = (p_off,
+    p_edge, esrc, etype, etab, pchan), ``bl`` = (block, bbytes, loadd), ``stt`` = (sched, ev,
+    cnt, dv, rl, chan, lm, tstart, w, victims)."""
+    p_off, p_edge, esrc, etype, etab, pchan = gr
+    block, bbytes, loadd = bl
+    sched, ev, cnt, dv, rl, chan, lm, tstart, w, victims = stt
+    n, nd = len(ttype), cf[0]
     seen = np.zeros(n, np.bool_)
-    dev, end = st[0], st[2]
-    w_end, w_dev, w_edge = wk[0], wk[1], wk[2]
     for t in order:
         if seen[t]:
             return TWICE, t
-        k = pred_info(t, g, dev, end, w_end, w_dev, w_edge)
+        k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
         if k < 0:
             return NOT_TOPOLOGICAL, t
-        ty = ttype[t]
+        ty, b = ttype[t], block[t]
         best_f = -1
         best_d = -1
         for d in range(nd):
             dur = type_dur[ty, d]
             if dur < 0:
                 continue
-            ok, _, f, _, _ = evaluate(t, d, dur, k, wk, g, bk, st, tls, tle, cfg, victims)
+            ok, _, f, _, _ = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv, bbytes,
+                                      loadd, tls, tle, victims, cf)
             if ok and (best_d < 0 or f < best_f):
                 best_f, best_d = f, d
         if best_d < 0:
             return NO_DEVICE, t
-        commit(t, best_d, type_dur[ty, best_d], k, wk, g, bk, st, tls, tle, cfg, victims)
+        commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, tstart, rl, dv,
+               bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf)
         seen[t] = True
     return OK, -1
 
@@ -510,17 +525,15 @@ def alternatives(nr, rd, rf, rx, rh, alt):
 
 
 @njit(cache=True)
-def count_homes(n_ld0, n_ev0, b, st, ba):
+def count_homes(n_ld0, n_ev0, b, ev, cnt, dcls, uses_left, pref, homeless, res_count):
     """``bifocal._count_homes`` over the loads and evictions of the last commit."""
-    loads, evs, cnt = st[3], st[4], st[13]
-    dcls, uses_left, pref, homeless, res_count = ba[0], ba[7], ba[8], ba[9], ba[10]
     for i in range(n_ld0, cnt[0]):
-        v, c = loads[i, 0], dcls[loads[i, 1]]
+        v, c = ev[0, i, 0], dcls[ev[0, i, 1]]
         res_count[c, v] += 1
         if res_count[c, v] == 1 and uses_left[v] > 0 and pref[v] == c:
             homeless[c] -= 1
     for i in range(n_ev0, cnt[1]):
-        v, c = evs[i, 0], dcls[evs[i, 1]]
+        v, c = ev[1, i, 0], dcls[ev[1, i, 1]]
         res_count[c, v] -= 1
         if res_count[c, v] == 0 and uses_left[v] > 0 and pref[v] == c:
             homeless[c] += 1
@@ -530,16 +543,14 @@ def count_homes(n_ld0, n_ev0, b, st, ba):
 
 
 @njit(cache=True)
-def forget_evicted(n_ev0, st, ba):
+def forget_evicted(n_ev0, ev, cnt, rl, dcls, class_devs, class_n, theta):
     """``bifocal._forget_evicted``: θ(v) = −1 for evicted v whose class θ(v) holds no copy."""
-    evs, res, cnt = st[4], st[7], st[13]
-    dcls, class_devs, class_n, theta = ba[0], ba[1], ba[2], ba[5]
     for i in range(n_ev0, cnt[1]):
-        v, cv = evs[i, 0], dcls[evs[i, 1]]
+        v, cv = ev[1, i, 0], dcls[ev[1, i, 1]]
         if theta[v] == cv:
             held = False
             for j in range(class_n[cv]):
-                if res[class_devs[cv, j], v] >= 0:
+                if rl[0, class_devs[cv, j], v] >= 0:
                     held = True
                     break
             if not held:
@@ -572,9 +583,8 @@ def token_terms(f, s_warm, penalty, inv_r, alpha, cap):
 
 
 @njit(cache=True)
-def update_hints(t, c, ty, look, H):
+def update_hints(t, c, ty, H, type_best, hs, hint, hint_dist, patterns):
     """The best pattern's classes become hints along t's heaviest chain (nearest wins)."""
-    type_best, hs, hint, hint_dist, patterns = look[1], look[2], look[3], look[4], look[5]
     pat = type_best[ty, c]
     u = hs[t]
     k = 0
@@ -587,42 +597,42 @@ def update_hints(t, c, ty, look, H):
 
 
 @njit(cache=True)
-def inverse_reuse(t, b, ba, ip, fp):
-    """1 / max(1, r_eff) of a decode task with a block (−1 when the token term is off)."""
-    phase, step = ba[3], ba[4]
-    if ip[1] == 0 or b < 0 or phase[t] != 1:
-        return -1.0
-    x = float(ip[5] - step[t] + 1) * fp[5]
-    return 1.0 / _fmax(1.0, _fmax(fp[4], x))
+def inverse_reuse(step, l_out, r_min, p_reuse):
+    """1 / max(1, r_eff) of a decode task at ``step``: the token term's amortisation."""
+    x = float(l_out - step + 1) * p_reuse
+    return 1.0 / _fmax(1.0, _fmax(r_min, x))
 
 
 @njit(cache=True)
-def score_terms(t, d, b, f, data, rdy, dur, inv_r, warm, bk, st, tls, tle, cfg, victims, ba,
-                ip, fp, out):
-    """Fill ``out`` with (penalty, bt, bt0, ce, cc) of t on d: ``_run``'s terms beyond EFT and
-    the window (all 0 when b is resident on d or t has no block)."""
-    out[:] = 0.0
-    res, tln, tlast = st[7], st[11], st[12]
-    loadd = bk[2]
-    dcls, class_devs, class_n, theta, holds_all = ba[0], ba[1], ba[2], ba[5], ba[6]
-    uses_left, homeless = ba[7], ba[9]
-    lam, eta, alpha, kappa, rho = fp[0], fp[1], fp[2], fp[3], fp[6]
-    if b < 0 or res[d, b] >= 0:
-        return
+def warm_duration(b, ty, type_dur, rl):
+    """Shortest duration (ns) of the task on a legal device holding b (−1: none)."""
+    wd = -1
+    for d in range(type_dur.shape[1]):
+        if type_dur[ty, d] >= 0 and rl[0, d, b] >= 0 and (wd < 0 or type_dur[ty, d] < wd):
+            wd = type_dur[ty, d]
+    return wd
+
+
+@njit(cache=True)
+def score_terms(d, b, ph, f, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd, tls, tle,
+                victims, dcls, class_devs, class_n, theta, holds_all, uses_left, homeless, cf,
+                fl, use_phase, track_uses):
+    """(penalty, bt, bt0, ce, cc) of a task of phase ``ph`` on d whose block b is not resident
+    there: ``_run``'s terms beyond EFT and the window. fl = (λ, η, α, κ, ρ)."""
+    lam, eta, alpha, kappa, rho = fl
     cd = dcls[d]
-    penalty = 0.0
-    if ip[0]:
+    penalty = bt = bt0 = ce = cc = 0.0
+    if use_phase:
         tr = rdy - data
         th = theta[b]
         if th >= 0 and th != cd:
             penalty = lam * tr
-        if ba[3][t] == 0 and holds_all[cd]:
+        if ph == 0 and holds_all[cd]:
             penalty -= eta * tr
-    out[0] = penalty
     n_needed = 0
     need_sum = 0
-    if ip[6]:
-        status, _, nv = load_plan(b, d, bk, st, cfg[3] != 0, victims)
+    if track_uses:
+        status, _, nv = load_plan(b, d, rl, dv, bbytes, cf[3] != 0, victims)
         if status > 0:
             for i in range(nv):
                 v = victims[i]
@@ -630,49 +640,47 @@ def score_terms(t, d, b, f, data, rdy, dur, inv_r, warm, bk, st, tls, tle, cfg, 
                     n_needed += 1
                     need_sum += loadd[v, d]
     if inv_r >= 0 and rdy > data and n_needed == 0:
-        s_warm = earliest(tls, tle, tln, tlast, d, cfg[2] != 0, data, dur) + dur
+        s_warm = earliest(tls, tle, dv, d, cf[2] != 0, data, dur) + dur
         cap = np.inf
         if warm >= 0:
             cap = alpha * float(_fmax(0, warm - dur)) / inv_r
-        out[1], out[2] = token_terms(f, s_warm, penalty, inv_r, alpha, cap)
+        bt, bt0 = token_terms(f, s_warm, penalty, inv_r, alpha, cap)
     if kappa > 0 and n_needed > 0:
-        out[3] = kappa * need_sum
+        ce = kappa * need_sum
     if rho > 0 and homeless[cd] != 0:
         for j in range(class_n[cd]):
             x = class_devs[cd, j]
-            if x != d and res[x, b] >= 0:
-                out[4] = rho * loadd[b, d]
+            if x != d and rl[0, x, b] >= 0:
+                cc = rho * loadd[b, d]
                 break
+    return penalty, bt, bt0, ce, cc
 
 
 @njit(cache=True)
-def warm_duration(b, ty, type_dur, res):
-    """Shortest duration (ns) of the task on a legal device holding b (−1: none)."""
-    w = -1
-    for d in range(type_dur.shape[1]):
-        if type_dur[ty, d] >= 0 and res[d, b] >= 0 and (w < 0 or type_dur[ty, d] < w):
-            w = type_dur[ty, d]
-    return w
-
-
-@njit(cache=True)
-def bifocal_loop(order, ttype, type_dur, g, bk, st, tls, tle, cfg, wk, victims, ba, look,
-                 ip, fp, flips):
+def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip, fp, flips):
     """Bifocal's ``_run``: per task the legal eligible device of lowest score (ties to the
     hinted class, then the lowest index), committed; θ, the hints and the copy counts updated.
-    ``ip`` = (phase, token, token_cap, window, H, L_out, track uses); ``fp`` = (λ, η, α, κ,
-    r_min, p_reuse, ρ). Returns (code, task, ties broken by the hint); ``flips`` counted."""
-    n, nd = len(ttype), cfg[0]
-    block, dev, end, cnt, res = bk[0], st[0], st[2], st[13], st[7]
-    dcls, uses_left = ba[0], ba[7]
-    window, H, track_uses, rho = ip[3] != 0, ip[4], ip[6] != 0, fp[6]
-    type_w, hint = look[0], look[3]
-    w_end, w_dev, w_edge = wk[0], wk[1], wk[2]
+    ``gr``, ``bl``, ``stt`` as :func:`eft_loop`; ``ba`` = (class, class devices, class sizes,
+    phase, step, θ, holds all, uses left, preferred class, homeless, copies per class);
+    ``look`` = (γ·tail per type and device, best pattern, heaviest successor, hint, hint
+    distance, patterns); ``ip`` = (phase, token, token_cap, window, H, L_out, track uses);
+    ``fp`` = (λ, η, α, κ, r_min, p_reuse, ρ). Returns (code, task, ties broken by the hint);
+    ``flips`` counted."""
+    p_off, p_edge, esrc, etype, etab, pchan = gr
+    block, bbytes, loadd = bl
+    sched, ev, cnt, dv, rl, chan, lm, tstart, w, victims = stt
+    dcls, class_devs, class_n, phase, step, theta, holds_all, uses_left, pref, homeless, \
+        res_count = ba
+    type_w, type_best, hs, hint, hint_dist, patterns = look
+    use_phase, use_token, token_cap, window = ip[0] != 0, ip[1] != 0, ip[2] != 0, ip[3] != 0
+    H, l_out, track_uses = ip[4], ip[5], ip[6] != 0
+    fl = (fp[0], fp[1], fp[2], fp[3], fp[6])
+    r_min, p_reuse, rho = fp[4], fp[5], fp[6]
+    n, nd = len(ttype), cf[0]
     rd = np.empty(nd, np.int64)
     rf = np.empty(nd, np.int64)
     rx = np.empty((nd, 6))
     rh = np.empty(nd, np.bool_)
-    terms = np.empty(5)
     alt = np.empty(5, np.int64)
     seen = np.zeros(n, np.bool_)
     ties = 0
@@ -680,12 +688,14 @@ def bifocal_loop(order, ttype, type_dur, g, bk, st, tls, tle, cfg, wk, victims, 
         if seen[t]:
             return TWICE, t, ties
         seen[t] = True
-        k = pred_info(t, g, dev, end, w_end, w_dev, w_edge)
+        k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
         if k < 0:
             return NOT_TOPOLOGICAL, t, ties
-        ty, b = ttype[t], block[t]
-        inv_r = inverse_reuse(t, b, ba, ip, fp)
-        warm = -1 if inv_r < 0 or ip[2] == 0 else warm_duration(b, ty, type_dur, res)
+        ty, b, ph = ttype[t], block[t], phase[t]
+        inv_r = -1.0
+        if use_token and b >= 0 and ph == 1:
+            inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
+        warm = -1 if inv_r < 0 or not token_cap else warm_duration(b, ty, type_dur, rl)
         h = hint[t] if window else -1
         best_s, best_d, best_h = 0.0, -1, False
         eft_s, eft_d = 0.0, -1
@@ -695,13 +705,17 @@ def bifocal_loop(order, ttype, type_dur, g, bk, st, tls, tle, cfg, wk, victims, 
             dur = type_dur[ty, d]
             if dur < 0:
                 continue
-            ok, _, f, data, rdy = evaluate(t, d, dur, k, wk, g, bk, st, tls, tle, cfg, victims)
+            ok, _, f, data, rdy = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv,
+                                           bbytes, loadd, tls, tle, victims, cf)
             if not ok:
                 continue
             cw = type_w[ty, d] if window else 0.0
-            score_terms(t, d, b, f, data, rdy, dur, inv_r, warm, bk, st, tls, tle, cfg,
-                        victims, ba, ip, fp, terms)
-            penalty, bt, bt0, ce, cc = terms[0], terms[1], terms[2], terms[3], terms[4]
+            penalty = bt = bt0 = ce = cc = 0.0
+            if b >= 0 and rl[0, d, b] < 0:
+                penalty, bt, bt0, ce, cc = score_terms(
+                    d, b, ph, f, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd, tls, tle,
+                    victims, dcls, class_devs, class_n, theta, holds_all, uses_left, homeless,
+                    cf, fl, use_phase, track_uses)
             score = float(f) + cw + penalty + bt + ce + cc
             on_hint = dcls[d] == h
             if best_d < 0 or score < best_s:
@@ -728,18 +742,18 @@ def bifocal_loop(order, ttype, type_dur, g, bk, st, tls, tle, cfg, wk, victims, 
         if best_d < 0:
             return NO_DEVICE, t, ties
         n_ev0, n_ld0 = cnt[1], cnt[0]
-        if not commit(t, best_d, type_dur[ty, best_d], k, wk, g, bk, st, tls, tle, cfg,
-                      victims):
+        if not commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, tstart, rl,
+                      dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf):
             return NO_DEVICE, t, ties
         if rho > 0 and b >= 0 and (n_ld0 != cnt[0] or n_ev0 != cnt[1] or uses_left[b] == 1):
-            count_homes(n_ld0, n_ev0, b, st, ba)
+            count_homes(n_ld0, n_ev0, b, ev, cnt, dcls, uses_left, pref, homeless, res_count)
         if track_uses and b >= 0:
             uses_left[b] -= 1
         c = dcls[best_d]
         if n_ev0 != cnt[1]:
-            forget_evicted(n_ev0, st, ba)
+            forget_evicted(n_ev0, ev, cnt, rl, dcls, class_devs, class_n, theta)
         if b >= 0:
-            ba[5][b] = c
+            theta[b] = c
         if window:
-            update_hints(t, c, ty, look, H)
+            update_hints(t, c, ty, H, type_best, hs, hint, hint_dist, patterns)
     return OK, -1, ties
