@@ -283,6 +283,11 @@ BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "toke
                Param("token_cap", boolean, "token credit capped by the recurring saving"),
                Param("copy_cost", number(), "weight ≥ 0 of a same-class copy's port time"),
                Param("siblings", boolean, "sibling groups kept together in the order"))
+#: The list schedulers' engine (heuristics.placement.engine): the same schedule either way, so
+#: it is no part of a method's recorded settings
+ENGINE = _spec(Param("engine", choice("auto", "python", "compiled"),
+                     "scheduling engine (auto: compiled from 50,000 tasks when numba is "
+                     "installed)"))
 POLICY_SEARCH = _spec(Param("max_evaluations", integer(1), "schedules evaluated"))
 #: WLA's own knobs (heuristics.layout.wla.WlaParams); the WLA strategies take Bifocal's too
 WLA = _spec(Param("share", number(0.0, 1.0, lo_open=True), "fraction of blocks per pass"),

@@ -85,10 +85,10 @@ _METHODS: tuple[Method, ...] = (
            "MILP with HiGHS through Pyomo, no evictions (models.placement.milp)",
            P.MILP, warm_start=True, export=True, goals=True),
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
-           "HEFT list scheduling (Topcuoglu et al. 2002)"),
+           "HEFT list scheduling (Topcuoglu et al. 2002)", P.ENGINE),
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
-           "Bifocal list scheduling with weight-load lookahead (problems.md §6)", P.BIFOCAL,
-           settings=f"{_PL}:bifocal_settings"),
+           "Bifocal list scheduling with weight-load lookahead (problems.md §6)",
+           P.BIFOCAL + P.ENGINE, settings=f"{_PL}:bifocal_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
              f"static policy {name.upper()} (DOPS Table 1): {text}")
       for name, text in _STATIC.items()),

@@ -23,9 +23,10 @@ from opt.placement.instance import PlacementInstance
 
 #: The engines a scheduler accepts.
 ENGINES = ("auto", "python", "compiled")
-#: ``auto`` compiles from this many tasks on: loading the cached kernels costs ~1 s
-#: (docs/speed.md, fourth pass), which the compiled loops win back from ~20,000 tasks on.
-COMPILED_TASKS = 30_000
+#: ``auto`` compiles from this many tasks on: importing numba and loading the cached kernels
+#: costs ~1.3 CPU s per process, which Bifocal's compiled loops (~26 µs a task faster) win back
+#: from ~50,000 tasks on (docs/speed.md, fourth pass).
+COMPILED_TASKS = 50_000
 #: Initial capacity of each device's timeline arrays (doubled when full).
 _TIMELINE_START = 64
 

@@ -64,28 +64,33 @@ def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions
 def heft(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.list_scheduler import heft as heft_schedule
 
-    return heuristic_result(inst, "heft", options, lambda: heft_schedule(inst))
+    engine = parsed_params("heft", "placement", options.params).get("engine", "auto")
+    return heuristic_result(inst, "heft", options, lambda: heft_schedule(inst, engine=engine))
 
 
 def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
-    params = BifocalParams(**parsed_params("bifocal", "placement", options.params))
+    typed = parsed_params("bifocal", "placement", options.params)
+    engine = typed.pop("engine", "auto")
+    params = BifocalParams(**typed)
     stats: dict[str, Any] = {}
     result = heuristic_result(inst, "bifocal", options,
-                              lambda: bifocal_schedule(inst, params, stats=stats))
+                              lambda: bifocal_schedule(inst, params, stats=stats, engine=engine))
     result.stats.update(stats)
     return result
 
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
     """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams and
-    the module's revision."""
+    the module's revision. The engine is left out: every engine gives the same schedule, so
+    records made with either one stay valid (heuristics.placement.engine)."""
     from dataclasses import asdict
 
     from heuristics.placement.bifocal import REVISION, BifocalParams
 
-    return {**asdict(BifocalParams(**params)), "revision": REVISION}
+    fields = {k: v for k, v in params.items() if k != "engine"}
+    return {**asdict(BifocalParams(**fields)), "revision": REVISION}
 
 
 def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:

@@ -198,3 +198,16 @@ def test_bad_engine_and_missing_numba(monkeypatch):
     stats: dict[str, Any] = {}
     bifocal_schedule(inst, stats=stats)
     assert stats["engine"] == "python"
+
+
+def test_engine_is_a_param_but_no_recorded_setting():
+    """``--param engine=…`` reaches both schedulers; Bifocal's recorded settings (which key
+    sweep records) are the same whichever engine, since the schedules are."""
+    from solvers.registry import method_settings, parsed_params
+
+    assert parsed_params("heft", "placement", {"engine": "python"}) == {"engine": "python"}
+    base = method_settings("bifocal", "placement", {"H": 2})
+    for engine in ("python", "compiled", "auto"):
+        assert method_settings("bifocal", "placement", {"H": 2, "engine": engine}) == base
+    with pytest.raises(InputError):
+        parsed_params("bifocal", "placement", {"engine": "numba"})
