@@ -166,6 +166,7 @@ from typing import Any
 import numpy as np
 
 from heuristics.placement import engine as _engine
+from heuristics.placement.engine import as_int64
 from heuristics.placement.list_scheduler import (
     ScheduleState,
     priority_order,
@@ -452,6 +453,12 @@ def _set_hash(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return h
 
 
+def _sibling_data(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+    """(sibling group per task (:func:`sibling_groups`), whether a task is pinned: one legal
+    device) — what :func:`sibling_order` reads."""
+    return sibling_groups(inst), (inst.cost >= 0).sum(axis=1) == 1
+
+
 def sibling_order(inst: PlacementInstance, order: Sequence[int], *, engine: str = "auto"
                   ) -> list[int]:
     """``order`` in which a sibling (:func:`sibling_groups`) whose group has begun is moved
@@ -460,8 +467,7 @@ def sibling_order(inst: PlacementInstance, order: Sequence[int], *, engine: str 
     siblings are scored there. Still topological: a moved sibling's predecessors are its
     group's, all listed before the first sibling, while the pinned tasks it passes come after.
     ``engine``: :mod:`heuristics.placement.engine`."""
-    gid_a = sibling_groups(inst)
-    pinned_a = (inst.cost >= 0).sum(axis=1) == 1
+    gid_a, pinned_a = _sibling_data(inst)
     if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
         return _engine.sibling_array(order, gid_a, pinned_a).tolist()
     gid = gid_a.tolist()
@@ -542,7 +548,11 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
                            cost_types=look.cost_types if look is not None else None)
         n_types = len(st.type_dur)
     t_pre = time.perf_counter()
-    if order is None:
+    if order is None and eng == "compiled":  # arrays throughout
+        order = _engine.priority_array(inst, upward_rank(inst, engine=eng))
+        if p.siblings:
+            order = _engine.sibling_array(order, *_sibling_data(inst))
+    elif order is None:
         order = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
         if p.siblings:
             order = sibling_order(inst, order, engine=eng)
@@ -596,15 +606,18 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: Seq
         class_devs[c, class_n[c]] = d
         class_n[c] += 1
     nb = len(bias.uses_left)
-    ba = (np.asarray(dcls_l, dtype=i64), class_devs, class_n, np.asarray(bias.phase, dtype=i64),
-          np.asarray(bias.step, dtype=i64), np.asarray(bias.theta, dtype=i64),
+    n = inst.n_tasks
+    ba = (np.asarray(dcls_l, dtype=i64), class_devs, class_n,
+          as_int64(inst.phase) if inst.phase is not None else np.full(n, -1, dtype=i64),
+          as_int64(inst.step) if inst.step is not None else np.full(n, -1, dtype=i64),
+          np.asarray(bias.theta, dtype=i64),
           np.asarray(bias.holds_all, dtype=i64), np.asarray(bias.uses_left, dtype=i64),
           np.asarray(pref, dtype=i64), np.asarray(homeless, dtype=i64),
           np.zeros((K, nb), dtype=i64))
     if look is not None:
         la = (np.asarray(look.type_w, dtype=np.float64).reshape(-1, nd),
-              np.asarray(look.type_best, dtype=i64).reshape(-1, K), np.asarray(look.hs, dtype=i64),
-              np.asarray(look.hint, dtype=i64), np.asarray(look.hint_dist, dtype=i64),
+              np.asarray(look.type_best, dtype=i64).reshape(-1, K), as_int64(look.hs_array),
+              np.full(inst.n_tasks, -1, dtype=i64), np.full(inst.n_tasks, look.H + 1, dtype=i64),
               np.asarray(look.patterns, dtype=i64).reshape(-1, look.H))
     else:
         la = (np.zeros((1, nd)), np.zeros((1, K), dtype=i64), np.zeros(1, dtype=i64),
@@ -615,7 +628,7 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: Seq
                   dtype=np.float64)
     flips = np.zeros(5, dtype=i64)
     code, t, ties = _engine.kernels().bifocal_loop(
-        np.ascontiguousarray(order, dtype=i64), cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
+        as_int64(order), cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
         cs.tls, cs.tle, cs.cf, ba, la, ip, fp, flips)
     _engine.raise_for(cs, int(code), int(t))
     return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
@@ -635,6 +648,7 @@ class _Lookahead:
     type_w: list[list[float]]
     type_best: list[list[int]]
     hs: list[int]
+    hs_array: np.ndarray
     hint: list[int]
     hint_dist: list[int]
     patterns: list[list[int]]
@@ -657,7 +671,7 @@ def _lookahead(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: 
     type_best = [r[nd + K:] for r in rows.tolist()]
     n_pat = K ** H
     patterns = [[(i // K ** (H - 1 - k)) % K for k in range(H)] for i in range(n_pat)]
-    return _Lookahead(H, (rows[:, :nd], inv), type_w, type_best, hs.tolist(), [-1] * n,
+    return _Lookahead(H, (rows[:, :nd], inv), type_w, type_best, hs.tolist(), hs, [-1] * n,
                       [H + 1] * n, patterns)
 
 
@@ -698,9 +712,8 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
     # eviction cost (extension): victims still needed later are charged their reload time
     uses_left = [0] * nb
     if (p.evict_cost > 0 or p.token or p.copy_cost > 0) and nb:
-        for b_ in inst.task_block.tolist():
-            if b_ >= 0:
-                uses_left[b_] += 1
+        used = inst.task_block[inst.task_block >= 0]
+        uses_left = np.bincount(used, minlength=nb).tolist()
     return _Biases(phase_l, step_l, theta, holds_all, l_out, p.phase,
                    p.token and l_out is not None, uses_left)
 

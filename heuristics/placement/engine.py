@@ -62,7 +62,8 @@ def kernels() -> ModuleType:
     return schedule_kernels
 
 
-def _i64(a: Any) -> np.ndarray:
+def as_int64(a: Any) -> np.ndarray:
+    """``a`` as a C-contiguous int64 array (no copy when it is one)."""
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
@@ -107,8 +108,8 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
     links = inst.links
     if m:
         ub, binv = np.unique(inst.edge_bytes, return_inverse=True)
-        etab = _i64(links.transfer_durations(ub).reshape(len(ub), nd * nd))
-        etype = _i64(binv.reshape(-1))
+        etab = as_int64(links.transfer_durations(ub).reshape(len(ub), nd * nd))
+        etype = as_int64(binv.reshape(-1))
     else:
         etab, etype = np.zeros((1, nd * nd), np.int64), np.zeros(0, np.int64)
     pchan = np.zeros((nd * nd, 3), np.int64)
@@ -117,9 +118,9 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
             c = links.channels(i, j)
             pchan[i * nd + j, 0] = len(c)
             pchan[i * nd + j, 1:1 + len(c)] = c
-    gr = (_i64(p_off), _i64(p_idx), _i64(inst.edge_src), etype, etab, pchan)
+    gr = (as_int64(p_off), as_int64(p_idx), as_int64(inst.edge_src), etype, etab, pchan)
     nb = len(inst.block_ids)
-    bl = (_i64(inst.task_block), _i64(inst.block_bytes), _i64(inst.load_duration).reshape(nb, nd))
+    bl = (as_int64(inst.task_block), as_int64(inst.block_bytes), as_int64(inst.load_duration).reshape(nb, nd))
     sched = np.zeros((3, n), np.int64)
     sched[0] = -1
     dv = np.zeros((5, nd), np.int64)
@@ -132,7 +133,7 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
            np.zeros((4, max(deg, 1)), np.int64), np.zeros(max(nb, 1), np.int64))
     tls, tle = k.new_timelines(nd, _TIMELINE_START)
     cf = (nd, int(bool(links.contention)), int(insertion), int(evict))
-    return CompiledState(inst, _i64(inv).reshape(-1), _i64(rows).reshape(len(rows), nd), gr, bl,
+    return CompiledState(inst, as_int64(inv).reshape(-1), as_int64(rows).reshape(len(rows), nd), gr, bl,
                          stt, tls, tle, cf)
 
 
@@ -176,7 +177,7 @@ def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarr
     """``list_schedule`` without a candidates policy, compiled: each task of ``order`` on the
     eligible device of earliest finish (no eviction)."""
     state = compiled_state(inst, cost_types, insertion=insertion, evict=False)
-    code, t = kernels().eft_loop(_i64(order), state.ttype, state.type_dur, state.gr, state.bl,
+    code, t = kernels().eft_loop(as_int64(order), state.ttype, state.type_dur, state.gr, state.bl,
                                  state.stt, state.tls, state.tle, state.cf)
     raise_for(state, int(code), int(t))
     return compiled_solution(state)
@@ -187,8 +188,8 @@ def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarr
 def rank_loop(inst: PlacementInstance, mean_cost: np.ndarray, comm: np.ndarray) -> np.ndarray:
     """``upward_rank``'s loop, compiled (float64 [n])."""
     s_off, s_idx = inst.successors
-    return kernels().upward_rank_loop(_i64(inst.topological_order), _i64(s_off), _i64(s_idx),
-                                      _i64(inst.edge_dst), np.ascontiguousarray(mean_cost,
+    return kernels().upward_rank_loop(as_int64(inst.topological_order), as_int64(s_off), as_int64(s_idx),
+                                      as_int64(inst.edge_dst), np.ascontiguousarray(mean_cost,
                                                                                 np.float64),
                                       np.ascontiguousarray(comm, np.float64))
 
@@ -196,13 +197,13 @@ def rank_loop(inst: PlacementInstance, mean_cost: np.ndarray, comm: np.ndarray) 
 def priority_array(inst: PlacementInstance, priority: np.ndarray) -> np.ndarray:
     """``priority_order`` compiled: int64 task indices."""
     s_off, s_idx = inst.successors
-    indeg = _i64(np.bincount(inst.edge_dst, minlength=inst.n_tasks))
+    indeg = as_int64(np.bincount(inst.edge_dst, minlength=inst.n_tasks))
     neg = -np.ascontiguousarray(priority, dtype=np.float64)
-    return kernels().priority_loop(indeg, _i64(s_off), _i64(s_idx), _i64(inst.edge_dst), neg)
+    return kernels().priority_loop(indeg, as_int64(s_off), as_int64(s_idx), as_int64(inst.edge_dst), neg)
 
 
 def sibling_array(order: Any, gid: np.ndarray, pinned: np.ndarray) -> np.ndarray:
     """``sibling_order``'s loop compiled: int64 task indices."""
     n_groups = int(gid.max()) + 1 if len(gid) else 0
-    return kernels().sibling_loop(_i64(order), _i64(gid), np.ascontiguousarray(pinned, bool),
+    return kernels().sibling_loop(as_int64(order), as_int64(gid), np.ascontiguousarray(pinned, bool),
                                   max(n_groups, 1))
