@@ -147,22 +147,16 @@ def pred_info(t, p_off, p_edge, esrc, etype, sched, w):
 
 
 @njit(cache=True)
-def ready_time(d, k, w, etab, pchan, chan, lm, nd, contention):
-    """Time (ns) all k inputs are on d, transfers planned against the booked channels and the
-    task's own earlier transfers: ``ScheduleState.ready``."""
+def transfers(d, k, w, etab, pchan, chan, lm, tstart, nd, contention, commit):
+    """Time (ns) all k inputs are on d. Without ``commit``, planned against the booked channels
+    and the task's own earlier transfers (``ScheduleState.ready``); with it, booked (channels,
+    transfer starts: the transfers of ``ScheduleState.commit``), which plans the same times."""
     ready = 0
-    if not contention:
-        for i in range(k):
-            eu = w[0, i]
-            du = w[1, i]
-            if du != d:
-                eu += etab[w[3, i], du * nd + d]
-            if eu > ready:
-                ready = eu
-        return ready
-    top = lm.shape[1] - 1
-    stamp = lm[1, top] + 1
-    lm[1, top] = stamp
+    stamp = 0
+    if contention and not commit:
+        top = lm.shape[1] - 1
+        stamp = lm[1, top] + 1
+        lm[1, top] = stamp
     for i in range(k):
         eu = w[0, i]
         du = w[1, i]
@@ -173,16 +167,21 @@ def ready_time(d, k, w, etab, pchan, chan, lm, nd, contention):
         q = du * nd + d
         dur = etab[w[3, i], q]
         ts = eu
-        if dur > 0:
+        if contention and dur > 0:
             for h in range(1, pchan[q, 0] + 1):
                 ch = pchan[q, h]
-                c = lm[0, ch] if lm[1, ch] == stamp else chan[ch]
+                c = lm[0, ch] if not commit and lm[1, ch] == stamp else chan[ch]
                 if c > ts:
                     ts = c
             for h in range(1, pchan[q, 0] + 1):
                 ch = pchan[q, h]
-                lm[0, ch] = ts + dur
-                lm[1, ch] = stamp
+                if commit:
+                    chan[ch] = ts + dur
+                else:
+                    lm[0, ch] = ts + dur
+                    lm[1, ch] = stamp
+        if commit:
+            tstart[w[2, i]] = ts
         ts += dur
         if ts > ready:
             ready = ts
@@ -232,12 +231,12 @@ def load_plan(b, d, rl, dv, bbytes, evict, victims):
 
 
 @njit(cache=True)
-def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv, bbytes, loadd, tls, tle, victims,
-             cf):
+def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loadd, tls, tle,
+             victims, cf):
     """(ok, start, finish, data ready, ready) of a task of block b (−1 none) on d, in ns; ok
     False when d is not eligible: ``ScheduleState.evaluate``. cf = (nd, contention,
     insertion, evict)."""
-    ready = ready_time(d, k, w, etab, pchan, chan, lm, cf[0], cf[1] != 0)
+    ready = transfers(d, k, w, etab, pchan, chan, lm, tstart, cf[0], cf[1] != 0, False)
     data = ready
     if b >= 0:
         r = rl[0, d, b]
@@ -250,32 +249,6 @@ def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv, bbytes, loadd, tls,
             ready = r
     s = earliest(tls, tle, dv, d, cf[2] != 0, ready, dur)
     return True, s, s + dur, data, ready
-
-
-@njit(cache=True)
-def book_inputs(d, k, w, etab, pchan, chan, tstart, nd, contention):
-    """Book t's input transfers onto d (channels, transfer starts); the time (ns) they are in."""
-    ready = 0
-    for i in range(k):
-        eu = w[0, i]
-        du = w[1, i]
-        if du == d:
-            if eu > ready:
-                ready = eu
-            continue
-        q = du * nd + d
-        tdur = etab[w[3, i], q]
-        ts = eu
-        if contention and tdur > 0:
-            for h in range(1, pchan[q, 0] + 1):
-                if chan[pchan[q, h]] > ts:
-                    ts = chan[pchan[q, h]]
-            for h in range(1, pchan[q, 0] + 1):
-                chan[pchan[q, h]] = ts + tdur
-        tstart[w[2, i]] = ts
-        if ts + tdur > ready:
-            ready = ts + tdur
-    return ready
 
 
 @njit(cache=True)
@@ -308,12 +281,12 @@ def book_load(b, d, rl, dv, bbytes, loadd, evict, victims, ev, cnt):
 
 
 @njit(cache=True)
-def commit(t, d, dur, k, b, w, etab, pchan, chan, tstart, rl, dv, bbytes, loadd, tls, tle,
+def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loadd, tls, tle,
            victims, sched, ev, cnt, cf):
     """Book t on d (transfers, load and evictions, compute): ``ScheduleState.commit``;
     returns False when the block cannot be loaded (the caller raises)."""
     insertion = cf[2] != 0
-    ready = book_inputs(d, k, w, etab, pchan, chan, tstart, cf[0], cf[1] != 0)
+    ready = transfers(d, k, w, etab, pchan, chan, lm, tstart, cf[0], cf[1] != 0, True)
     if b >= 0:
         r = book_load(b, d, rl, dv, bbytes, loadd, cf[3] != 0, victims, ev, cnt)
         if r < 0:
@@ -357,14 +330,14 @@ def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf):
             dur = type_dur[ty, d]
             if dur < 0:
                 continue
-            ok, _, f, _, _ = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv, bbytes,
-                                      loadd, tls, tle, victims, cf)
+            ok, _, f, _, _ = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv,
+                                      bbytes, loadd, tls, tle, victims, cf)
             if ok and (best_d < 0 or f < best_f):
                 best_f, best_d = f, d
         if best_d < 0:
             return NO_DEVICE, t
-        commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, tstart, rl, dv,
-               bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf)
+        commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart, rl,
+               dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf)
         seen[t] = True
     return OK, -1
 
@@ -705,8 +678,8 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
             dur = type_dur[ty, d]
             if dur < 0:
                 continue
-            ok, _, f, data, rdy = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, rl, dv,
-                                           bbytes, loadd, tls, tle, victims, cf)
+            ok, _, f, data, rdy = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl,
+                                           dv, bbytes, loadd, tls, tle, victims, cf)
             if not ok:
                 continue
             cw = type_w[ty, d] if window else 0.0
@@ -742,8 +715,8 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
         if best_d < 0:
             return NO_DEVICE, t, ties
         n_ev0, n_ld0 = cnt[1], cnt[0]
-        if not commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, tstart, rl,
-                      dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf):
+        if not commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart,
+                      rl, dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf):
             return NO_DEVICE, t, ties
         if rho > 0 and b >= 0 and (n_ld0 != cnt[0] or n_ev0 != cnt[1] or uses_left[b] == 1):
             count_homes(n_ld0, n_ev0, b, ev, cnt, dcls, uses_left, pref, homeless, res_count)

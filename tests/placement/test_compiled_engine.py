@@ -6,8 +6,6 @@ HEFT and the list scheduler without insertion. ``auto`` picks by the task count.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import random
 import subprocess
 import sys
@@ -19,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("numba")
+
+from test_schedule_identity import CASES, REFERENCE, schedule_identity  # noqa: E402
 
 from heuristics.placement import engine as E  # noqa: E402
 from heuristics.placement.bifocal import EFT_ONLY, bifocal_schedule, sibling_order  # noqa: E402
@@ -32,14 +32,6 @@ from opt.common.errors import InputError  # noqa: E402
 from opt.placement.io import instance_from_dict  # noqa: E402
 
 _ROOT = Path(__file__).parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "schedule_identity", _ROOT / "benchmarks" / "schedule_identity.py")
-assert _spec and _spec.loader
-schedule_identity = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(schedule_identity)
-
-REFERENCE = json.loads((Path(__file__).parent / "data" / "schedule_digests.json").read_text())
-CASES = dict(schedule_identity.cases(full=False))
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE))
