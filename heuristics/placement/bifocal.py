@@ -636,7 +636,7 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: Seq
                   dtype=np.float64)
     flips = np.zeros(5, dtype=i64)
     code, t, ties = _engine.kernels().bifocal_loop(
-        as_int64(order), cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
+        _engine.order_array(inst, order), cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
         cs.tls, cs.tle, cs.cf, ba, la, ip, fp, flips)
     _engine.raise_for(cs, int(code), int(t))
     return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))

@@ -172,12 +172,23 @@ def compiled_solution(state: CompiledState) -> dict:
                          ev[0, :n_loads].tolist(), ev[1, :n_evictions].tolist())
 
 
+def order_array(inst: PlacementInstance, order: Any) -> np.ndarray:
+    """``order`` (any iterable of task indices) as int64; InputError for an index out of range
+    (the kernels do not check bounds)."""
+    a = order if isinstance(order, np.ndarray) else np.fromiter(order, dtype=np.int64)
+    a = as_int64(a).reshape(-1)
+    if len(a) and (int(a.min()) < 0 or int(a.max()) >= inst.n_tasks):
+        raise InputError(f"priority order lists a task index outside 0..{inst.n_tasks - 1}",
+                         field="order")
+    return a
+
+
 def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
                  *, insertion: bool) -> dict:
     """``list_schedule`` without a candidates policy, compiled: each task of ``order`` on the
     eligible device of earliest finish (no eviction)."""
     state = compiled_state(inst, cost_types, insertion=insertion, evict=False)
-    code, t = kernels().eft_loop(as_int64(order), state.ttype, state.type_dur, state.gr, state.bl,
+    code, t = kernels().eft_loop(order_array(inst, order), state.ttype, state.type_dur, state.gr, state.bl,
                                  state.stt, state.tls, state.tle, state.cf)
     raise_for(state, int(code), int(t))
     return compiled_solution(state)

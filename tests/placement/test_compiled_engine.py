@@ -147,6 +147,10 @@ def test_bad_orders_raise_the_same_errors():
                     lambda e: bifocal_schedule(inst, order=bad, engine=e)):
             assert outcome(lambda: run("compiled")) == outcome(lambda: run("python"))
             assert outcome(lambda: run("compiled"))[0] == "error"
+    with pytest.raises(InputError, match="outside"):
+        list_schedule(inst, [0, inst.n_tasks], engine="compiled")
+    assert list_schedule(inst, iter(order), engine="compiled") == \
+        list_schedule(inst, order, engine="python")
 
 
 # ---- choosing the engine ---------------------------------------------------------------------
