@@ -556,22 +556,22 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
                            cost_types=look.cost_types if look is not None else None)
         n_types = len(st.type_dur)
     t_pre = time.perf_counter()
-    if order is None and eng == "compiled":  # arrays throughout
-        order = _engine.priority_array(inst, upward_rank(inst, engine=eng))
-        if p.siblings:
-            order = _engine.sibling_array(order, *_sibling_data(inst))
+    if eng == "compiled":  # an int64 array throughout
+        order_a = _engine.order_array(inst, order) if order is not None else \
+            _compiled_order(inst, p)
     elif order is None:
-        order = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
+        order_l = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
         if p.siblings:
-            order = sibling_order(inst, order, engine=eng)
+            order_l = sibling_order(inst, order_l, engine=eng)
     else:
-        order = [int(x) for x in order]
+        order_l = [int(x) for x in order]
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
     if eng == "compiled":
-        ties_by_hint, flips = _run_compiled(inst, cs, order, p, look, bias, dcls_l, len(classes))
+        ties_by_hint, flips = _run_compiled(inst, cs, order_a, p, look, bias, dcls_l,
+                                            len(classes))
     else:
-        ties_by_hint, flips = _run(inst, st, order, p, look, bias, dcls_l, len(classes))
+        ties_by_hint, flips = _run(inst, st, order_l, p, look, bias, dcls_l, len(classes))
     t_loop = time.perf_counter()
     if eng == "compiled":
         solution = _engine.compiled_solution(cs)
@@ -598,48 +598,65 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     return solution
 
 
-def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: Sequence[int],
+def _compiled_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
+    """The default task order (HEFT's, siblings moved up when on) on the compiled engine."""
+    order = _engine.priority_array(inst, upward_rank(inst, engine="compiled"))
+    return _engine.sibling_array(order, *_sibling_data(inst)) if p.siblings else order
+
+
+def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.ndarray,
                   p: BifocalParams, look: _Lookahead | None, bias: _Biases, dcls_l: list[int],
                   K: int) -> tuple[int, dict[str, int]]:
     """:func:`_run` on the compiled engine (``schedule_kernels.bifocal_loop``): the same
     terms, switches and counters over arrays; returns the same (ties, flips)."""
-    nd = inst.n_devices
-    i64 = np.int64
-    rho = p.copy_cost
-    track_uses = p.evict_cost > 0 or bias.use_token or rho > 0
-    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, rho)
+    track_uses = p.evict_cost > 0 or bias.use_token or p.copy_cost > 0
+    ip = np.array([bias.use_phase, bias.use_token, p.token_cap, look is not None,
+                   look.H if look is not None else 0, bias.l_out or 0, track_uses],
+                  dtype=np.int64)
+    fp = np.array([p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, p.copy_cost],
+                  dtype=np.float64)
+    flips = np.zeros(5, dtype=np.int64)
+    code, t, ties = _engine.kernels().bifocal_loop(
+        order, cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
+        cs.tls, cs.tle, cs.cf, _bias_arrays(inst, p, bias, dcls_l, K),
+        _look_arrays(inst, look, K), ip, fp, flips)
+    _engine.raise_for(cs, int(code), int(t))
+    return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
+
+
+def _bias_arrays(inst: PlacementInstance, p: BifocalParams, bias: _Biases, dcls_l: list[int],
+                 K: int) -> tuple[np.ndarray, ...]:
+    """The kernel's ``ba``: (class per device, devices per class [K, nd] padded with −1,
+    class sizes, phase, step, θ, holds all, uses left, preferred class, homeless per class,
+    copies per class and block [K, nb])."""
+    i64, n, nd = np.int64, inst.n_tasks, inst.n_devices
+    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, p.copy_cost)
     class_devs = np.full((K, nd), -1, dtype=i64)
     class_n = np.zeros(K, dtype=i64)
     for d, c in enumerate(dcls_l):
         class_devs[c, class_n[c]] = d
         class_n[c] += 1
-    nb = len(bias.uses_left)
-    n = inst.n_tasks
-    ba = (np.asarray(dcls_l, dtype=i64), class_devs, class_n,
-          as_int64(inst.phase) if inst.phase is not None else np.full(n, -1, dtype=i64),
-          as_int64(inst.step) if inst.step is not None else np.full(n, -1, dtype=i64),
-          np.asarray(bias.theta, dtype=i64),
-          np.asarray(bias.holds_all, dtype=i64), np.asarray(bias.uses_left, dtype=i64),
-          np.asarray(pref, dtype=i64), np.asarray(homeless, dtype=i64),
-          np.zeros((K, nb), dtype=i64))
-    if look is not None:
-        la = (np.asarray(look.type_w, dtype=np.float64).reshape(-1, nd),
-              np.asarray(look.type_best, dtype=i64).reshape(-1, K), as_int64(look.hs_array),
-              np.full(inst.n_tasks, -1, dtype=i64), np.full(inst.n_tasks, look.H + 1, dtype=i64),
-              np.asarray(look.patterns, dtype=i64).reshape(-1, look.H))
-    else:
-        la = (np.zeros((1, nd)), np.zeros((1, K), dtype=i64), np.zeros(1, dtype=i64),
-              np.zeros(1, dtype=i64), np.zeros(1, dtype=i64), np.zeros((1, 1), dtype=i64))
-    ip = np.array([bias.use_phase, bias.use_token, p.token_cap, look is not None,
-                   look.H if look is not None else 0, bias.l_out or 0, track_uses], dtype=i64)
-    fp = np.array([p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, rho],
-                  dtype=np.float64)
-    flips = np.zeros(5, dtype=i64)
-    code, t, ties = _engine.kernels().bifocal_loop(
-        _engine.order_array(inst, order), cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
-        cs.tls, cs.tle, cs.cf, ba, la, ip, fp, flips)
-    _engine.raise_for(cs, int(code), int(t))
-    return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
+    return (np.asarray(dcls_l, dtype=i64), class_devs, class_n,
+            as_int64(inst.phase) if inst.phase is not None else np.full(n, -1, dtype=i64),
+            as_int64(inst.step) if inst.step is not None else np.full(n, -1, dtype=i64),
+            np.asarray(bias.theta, dtype=i64), np.asarray(bias.holds_all, dtype=i64),
+            np.asarray(bias.uses_left, dtype=i64), np.asarray(pref, dtype=i64),
+            np.asarray(homeless, dtype=i64), np.zeros((K, len(bias.uses_left)), dtype=i64))
+
+
+def _look_arrays(inst: PlacementInstance, look: _Lookahead | None, K: int
+                 ) -> tuple[np.ndarray, ...]:
+    """The kernel's ``look``: (γ·tail per type and device, best pattern per type and class,
+    heaviest successor, hint class (−1), hint distance, patterns); placeholders when the
+    window is off."""
+    i64, n, nd = np.int64, inst.n_tasks, inst.n_devices
+    if look is None:
+        return (np.zeros((1, nd)), np.zeros((1, K), dtype=i64), np.zeros(1, dtype=i64),
+                np.zeros(1, dtype=i64), np.zeros(1, dtype=i64), np.zeros((1, 1), dtype=i64))
+    return (np.asarray(look.type_w, dtype=np.float64).reshape(-1, nd),
+            np.asarray(look.type_best, dtype=i64).reshape(-1, K), as_int64(look.hs_array),
+            np.full(n, -1, dtype=i64), np.full(n, look.H + 1, dtype=i64),
+            np.asarray(look.patterns, dtype=i64).reshape(-1, look.H))
 
 
 # ---------------------------------------------------------------------------------------------

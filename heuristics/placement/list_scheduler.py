@@ -460,9 +460,10 @@ def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: b
     finish time. ``candidates(t, legal)`` may narrow the legal devices (static policies); when
     it leaves no eligible device, all legal ones are tried. ``engine``: module docstring (a
     candidates policy is a Python callable: ``auto`` runs it in Python, ``compiled`` refuses)."""
+    compiled = _engine.resolve_engine(engine, inst.n_tasks) == "compiled"
     if candidates is not None and engine == "compiled":
         raise InputError("engine 'compiled' takes no candidates policy", field="engine")
-    if candidates is None and _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
+    if candidates is None and compiled:
         return _engine.eft_schedule(inst, order, unique_rows(inst.cost), insertion=insertion)
     st = ScheduleState(inst, insertion=insertion, evict=False)
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
