@@ -1,0 +1,37 @@
+"""Speed work on the certified lower bound keeps every component bit-identical (issue 20
+item 1): the component values (and details, wall times aside) and the digests of the cheapest
+heads and tails and of the chain tails equal those recorded with the code before the speed
+changes (``benchmarks/bound_identity.py``; data/bound_values.json). The cases whose bound
+takes several seconds run with ``-m slow``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).parents[2]
+_spec = importlib.util.spec_from_file_location("bound_identity",
+                                               _ROOT / "benchmarks" / "bound_identity.py")
+assert _spec and _spec.loader
+bound_identity = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bound_identity)
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "bound_values.json").read_text())
+CASES = dict(bound_identity.cases())
+#: cases whose bound takes seconds (device_path and branch and bound on 1,000+ tasks)
+SLOW = ("llama-2-13b", "llama-2-7b", "dops-qwen-1.8b-HP32-64-", "random-3000")
+
+
+def test_every_case_has_a_reference():
+    assert set(CASES) == set(REFERENCE)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n.startswith(SLOW) else n for n in sorted(REFERENCE)])
+def test_bound_matches_the_reference(name):
+    inst = CASES[name]()
+    for opt_name, kwargs in bound_identity.OPTIONS.items():
+        assert bound_identity.bound_values(inst, kwargs) == REFERENCE[name][opt_name], opt_name
