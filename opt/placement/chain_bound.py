@@ -11,11 +11,12 @@ import math
 import operator
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from opt.placement.bound_options import BoundOptions
+from opt.placement.bound_options import BoundOptions, jit_kernels
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
 from opt.placement.work_bound import BIG, cheapest
@@ -281,26 +282,64 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
     end(c_k) given σ(c_k) = d. While V is below a segment's weight-load releases (absolute
     times: loads start at ≥ 0), the segment is re-evaluated with the releases shifted by its
     earliest start V[p]. V is a list of Python floats (the same IEEE sums and minima as the
-    numpy form ``(V[:, None] + T).min(axis=0)``, without numpy's per-call cost on 5 × 5)."""
+    numpy form ``(V[:, None] + T).min(axis=0)``, without numpy's per-call cost on 5 × 5); on
+    large instances the steps without a re-evaluation run compiled (the same operations)."""
     n_special = 0
     v = [0.0]
     rmax = ch.seg_rmax.tolist()
+    jit = jit_kernels(inst.n_tasks)
+    # (the compiled step compares float V with int64 releases as floats: exact below 2**53)
+    packed = _packed(tables) if jit is not None and ch.seg_rmax.max() < 2 ** 53 else None
     columns: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its columns
-    for k in range(ch.n_seg):
+    k = 0
+    while k < ch.n_seg:
+        if packed is not None:
+            va, k = jit.min_plus_forward(np.array(v), packed[0], k, *packed[1:], ch.seg_rmax,
+                                         n_special, opts.max_release_evaluations)
+            v = va.tolist()
+            if k == ch.n_seg:
+                break
         t = tables[k]
         if rmax[k] > 0 and n_special < opts.max_release_evaluations \
                 and any(x < rmax[k] and math.isfinite(x) for x in v):
             t, n_special = _with_releases(inst, ch, k, t, np.array(v), groups, opts,
                                           n_special)
         if id(t) not in columns:
-            if np.isnan(t).any():
-                raise RuntimeError("chain bound: a segment table holds NaN")
+            _check_nan(t)
             columns[id(t)] = (t, t.T.tolist())  # the table is kept: its id stays unique
         v = [min(map(operator.add, v, col)) for col in columns[id(t)][1]]
+        k += 1
     value = float(min(v))
     if not math.isfinite(value):
         raise RuntimeError("chain bound: no legal device sequence (instance has no schedule)")
     return value, n_special
+
+
+def _check_nan(t: np.ndarray) -> None:
+    if np.isnan(t).any():
+        raise RuntimeError("chain bound: a segment table holds NaN")
+
+
+def _packed(tables: list) -> tuple[np.ndarray, ...]:
+    """(seq, flat, offs, rows, cols): the distinct tables (by identity) row-major in ``flat``,
+    table i at ``offs[i]`` with ``rows[i]`` × ``cols[i]`` entries, and segment k's table
+    ``seq[k]`` — the compiled min-plus passes' input."""
+    index: dict[int, int] = {}
+    distinct: list[np.ndarray] = []
+    seq = np.empty(len(tables), dtype=np.int64)
+    for k, t in enumerate(tables):
+        i = index.get(id(t))
+        if i is None:
+            _check_nan(t)
+            i = index[id(t)] = len(distinct)
+            distinct.append(t)
+        seq[k] = i
+    sizes = np.array([t.size for t in distinct], dtype=np.int64)
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    flat = np.concatenate([np.ascontiguousarray(t, dtype=np.float64).ravel() for t in distinct])
+    rows = np.array([t.shape[0] for t in distinct], dtype=np.int64)
+    cols = np.array([t.shape[1] for t in distinct], dtype=np.int64)
+    return seq, flat, offs, rows, cols
 
 
 def _with_releases(inst: PlacementInstance, ch: _Chain, k: int, t: np.ndarray, v: np.ndarray,
@@ -335,7 +374,8 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
     ``end(c_k) − start(t)`` ≥ the cheapest path t → c_k ≥ ``tail[t] − tail[c_k] + dmin[c_k]``
     (a longest cheapest path from t to a sink either passes c_k or jumps from an ancestor of
     c_k to a descendant of it, and both pieces are bounded through c_k)."""
-    min_w = np.array(_backward_min_plus(tables), dtype=np.float64)
+    min_w = np.array(_backward_min_plus(tables, jit_kernels(inst.n_tasks)),
+                     dtype=np.float64)
     dmin = cheapest(inst)
     out = tail.copy()
     seg_of = np.searchsorted(starts, np.arange(inst.n_tasks), side="right") - 1
@@ -348,10 +388,13 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
     return out
 
 
-def _backward_min_plus(tables: list) -> list[float]:
+def _backward_min_plus(tables: list, jit: ModuleType | None = None) -> list[float]:
     """``min_w[k]`` = min over devices of W_k, where W_{n−1} = 0 and
     W_{k−1} = (T_k + W_k[None, :]).min(axis=1); Python floats (the same IEEE sums and minima
-    as the numpy form, without its per-call cost on 5 × 5 tables)."""
+    as the numpy form, without its per-call cost on 5 × 5 tables), or compiled with ``jit``
+    (:mod:`opt.placement.bound_jit`: the same operations)."""
+    if jit is not None:
+        return jit.min_plus_backward(*_packed(tables)).tolist()
     rows: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its rows
     w: list[Any] = [0.0] * tables[-1].shape[1]
     min_w = [0.0] * len(tables)
@@ -359,8 +402,7 @@ def _backward_min_plus(tables: list) -> list[float]:
         min_w[k] = min(w)
         t = tables[k]
         if id(t) not in rows:
-            if np.isnan(t).any():
-                raise RuntimeError("chain bound: a segment table holds NaN")
+            _check_nan(t)
             rows[id(t)] = (t, t.tolist())  # the table is kept: its id stays unique
         w = [min(map(operator.add, row, w)) for row in rows[id(t)][1]]
     return min_w

@@ -35,3 +35,20 @@ def test_bound_matches_the_reference(name):
     inst = CASES[name]()
     for opt_name, kwargs in bound_identity.OPTIONS.items():
         assert bound_identity.bound_values(inst, kwargs) == REFERENCE[name][opt_name], opt_name
+
+
+#: cases also run with the compiled loops forced (numba, normally only at 100,000+ tasks)
+COMPILED = ("heft-topcuoglu-2002", "sinnen-Nodes_8_Random-p2", "p1-llama-2-7b-hp32-p64-d2-l2",
+            "p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", "dops-qwen-1.8b-HP32-256-8-8-2-0.5",
+            "random-300")
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_compiled_loops_match_the_reference(name, monkeypatch):
+    pytest.importorskip("numba")
+    from opt.placement import bound_options
+
+    monkeypatch.setattr(bound_options, "JIT_TASKS", 0)
+    inst = CASES[name]()
+    for opt_name, kwargs in bound_identity.OPTIONS.items():
+        assert bound_identity.bound_values(inst, kwargs) == REFERENCE[name][opt_name], opt_name
