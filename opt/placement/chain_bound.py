@@ -118,7 +118,7 @@ def _decompose(inst: PlacementInstance) -> _Chain:
 
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    seg_of = np.searchsorted(starts, np.arange(n), side="right") - 1
+    seg_of = np.repeat(np.arange(n_seg), ends - starts + 1)  # segments tile 0 … n − 1
     sp, dp = pos[inst.edge_src], pos[inst.edge_dst]
     ks = seg_of[dp]
     prev_pos = np.where(has_prev, starts - 1, -5)
@@ -127,7 +127,11 @@ def _decompose(inst: PlacementInstance) -> _Chain:
     off = has_prev.astype(np.int64)
     lu = sp - starts[ks] + off[ks]
     lv = dp - starts[ks] + off[ks]
-    e_ord = np.lexsort((lu, lv, ks))
+    width = int(max(lu.max(initial=0), lv.max(initial=0))) + 1
+    if n_seg * width * width < 2 ** 62:  # one stable sort of a combined key: lexsort's order
+        e_ord = np.argsort((ks * width + lv) * width + lu, kind="stable")
+    else:
+        e_ord = np.lexsort((lu, lv, ks))
     lu, lv, ks, eb = lu[e_ord], lv[e_ord], ks[e_ord], eb[e_ord]
     e_off = np.searchsorted(ks, np.arange(n_seg + 1))
 
@@ -169,9 +173,13 @@ def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[int, dict[int, list[int
         vkey = np.concatenate([_byte_rows(shape_of[gi]), _byte_rows(ch.cost_pos[pos]),
                                _byte_rows(ch.eb[eix])], axis=1)
         data_of[gi] = gi[_row_labels(vkey)]
+    # labels are the first members, so ascending labels are the order of first appearance
+    order = np.lexsort((data_of, shape_of))  # stable: members ascending
+    cuts = np.flatnonzero(np.diff(data_of[order])) + 1
     shapes: dict[int, dict[int, list[int]]] = {}
-    for k, sk, vk in zip(range(ch.n_seg), shape_of.tolist(), data_of.tolist()):
-        shapes.setdefault(sk, {}).setdefault(vk, []).append(k)
+    for members in np.split(order, cuts):
+        k = int(members[0])
+        shapes.setdefault(int(shape_of[k]), {})[int(data_of[k])] = members.tolist()
     return shapes
 
 
@@ -189,12 +197,25 @@ def _byte_rows(a: np.ndarray) -> np.ndarray:
 
 
 def _row_labels(keys: np.ndarray) -> np.ndarray:
-    """Per row of the uint8 array ``keys`` [m, w], the index of the first row equal to it
-    (rows compared as bytes through a dict: far cheaper than sorting void rows)."""
+    """Per row of the uint8 array ``keys`` [m, w], the index of the first row equal to it.
+    Rows are grouped by a 1-D key (a wrapping weighted sum of their 8-byte words; far cheaper
+    than sorting void rows), checked to have no collision; on one, through a dict of the
+    rows' bytes."""
     m, w = keys.shape
+    words = np.zeros((m, -(-w // 8) * 8), dtype=np.uint8)
+    words[:, :w] = keys
+    u64 = words.view(np.uint64)
+    weights = (np.arange(1, u64.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+               ) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        key = (u64 * weights[None, :]).sum(axis=1)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    labels = first[inv.reshape(-1)]
+    if np.array_equal(keys[labels], keys):
+        return labels
     buf = np.ascontiguousarray(keys).tobytes()
-    first: dict[bytes, int] = {}
-    return np.fromiter((first.setdefault(buf[i * w:(i + 1) * w], i) for i in range(m)),
+    seen: dict[bytes, int] = {}
+    return np.fromiter((seen.setdefault(buf[i * w:(i + 1) * w], i) for i in range(m)),
                        dtype=np.int64, count=m)
 
 
