@@ -163,13 +163,13 @@ def segment_values(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np
                 n_on[d] += 1
         for d in range(nd):
             if k_of[d] > 0:
-                val = _device_bounds(dev[a], c, head, tl, on[d, :n_on[d]], tasks[d, :k_of[d]],
-                                     d, thresholds, big, val, buf)
+                val = _device_bounds(dev, a, c, head, tl, on, n_on[d], tasks, k_of[d], d,
+                                     thresholds, big, val, buf)
         out[a] = val
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # no per-call array reference counts
 def _paths(dev: np.ndarray, flag: np.ndarray, c: np.ndarray, rel: np.ndarray,
            rmin: np.ndarray, ed: np.ndarray, esrc: np.ndarray, edst: np.ndarray,
            ins: np.ndarray, outs: np.ndarray, a: int, head: np.ndarray, tl: np.ndarray) -> None:
@@ -198,42 +198,42 @@ def _paths(dev: np.ndarray, flag: np.ndarray, c: np.ndarray, rel: np.ndarray,
         tl[j] = t
 
 
-@numba.njit(cache=True)
-def _device_bounds(row: np.ndarray, c: np.ndarray, head: np.ndarray, tl: np.ndarray,
-                   on: np.ndarray, tasks: np.ndarray, d: int, thresholds: bool, big: int,
-                   val: int, buf: np.ndarray) -> int:
-    """``val`` raised by device d's bounds for one assignment ``row`` whose tasks on d are
-    ``on`` (numpy's masks: 0 for a row without a task on d); ``tasks``: the tasks on d in
-    some row (numpy's ``rows``)."""
+@numba.njit(cache=True, inline="always")  # no per-call array reference counts
+def _device_bounds(dev: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, tl: np.ndarray,
+                   on: np.ndarray, k_on: int, tasks: np.ndarray, k: int, d: int,
+                   thresholds: bool, big: int, val: int, buf: np.ndarray) -> int:
+    """``val`` raised by device d's bounds for assignment row a whose tasks on d are
+    ``on[d, :k_on]`` (numpy's masks: 0 for a row without a task on d); ``tasks[d, :k]``: the
+    tasks on d in some row (numpy's ``rows``)."""
     mh, sc, mq = big, 0, big
-    for j in on:
+    for i in range(k_on):
+        j = on[d, i]
         mh = min(mh, head[j])
         sc += c[j]
         mq = min(mq, tl[j])
-    val = max(val, mh + sc + mq if len(on) else 0)
+    val = max(val, mh + sc + mq if k_on else 0)
     if thresholds:
-        if len(tasks) <= 1:
+        if k <= 1:
             return max(val, 0)
-        val = max(val, _one_machine_row(row, c, head, tl, on, tasks, d, big, buf))
-        val = max(val, _one_machine_row(row, c, tl, head, on, tasks, d, big, buf))
+        val = max(val, _one_machine_row(dev, a, c, head, tl, on, k_on, tasks, k, d, big, buf))
+        val = max(val, _one_machine_row(dev, a, c, tl, head, on, k_on, tasks, k, d, big, buf))
     return val
 
 
-@numba.njit(cache=True)
-def _one_machine_row(row: np.ndarray, c: np.ndarray, key_of: np.ndarray, tail_of: np.ndarray,
-                     on: np.ndarray, tasks: np.ndarray, d: int, big: int, buf: np.ndarray
-                     ) -> int:
-    """:func:`opt.placement.segment_bound.one_machine` for one assignment ``row`` over
-    ``tasks`` (``on``: those on d, in the same order): stable sort by ``-key`` (key −big off
-    the device), then the maximum of key + cumulated duration + least tail so far (0 where
-    key is −big), capped at big. When every key on d exceeds −big, the tasks off d sort last
-    and each gives 0: only the tasks on d are sorted."""
+@numba.njit(cache=True, inline="always")  # no per-call array reference counts
+def _one_machine_row(dev: np.ndarray, a: int, c: np.ndarray, key_of: np.ndarray,
+                     tail_of: np.ndarray, on: np.ndarray, k_on: int, tasks: np.ndarray, k: int,
+                     d: int, big: int, buf: np.ndarray) -> int:
+    """:func:`opt.placement.segment_bound.one_machine` for assignment row a over
+    ``tasks[d, :k]`` (``on[d, :k_on]``: those on d, in the same order): stable sort by
+    ``-key`` (key −big off the device), then the maximum of key + cumulated duration + least
+    tail so far (0 where key is −big), capped at big. When every key on d exceeds −big, the
+    tasks off d sort last and each gives 0: only the tasks on d are sorted."""
     neg, idx = buf[0], buf[1]
-    k_on = len(on)
     for i in range(k_on):
-        j = on[i]
+        j = on[d, i]
         if key_of[j] <= -big:
-            return _one_machine_full(row, c, key_of, tail_of, tasks, d, big, buf)
+            return _one_machine_full(dev[a], c, key_of, tail_of, tasks[d, :k], d, big, buf)
         x, pos = -key_of[j], i  # insertion sort, stable: shift only strictly larger entries
         while pos > 0 and neg[pos - 1] > x:
             neg[pos], idx[pos] = neg[pos - 1], idx[pos - 1]
@@ -249,7 +249,7 @@ def _one_machine_row(row: np.ndarray, c: np.ndarray, key_of: np.ndarray, tail_of
         lb = min(key_of[j] + ps + qs, big)
         if i == 0 or lb > best:
             best = lb
-    if k_on < len(tasks) and best < 0:
+    if k_on < k and best < 0:
         best = 0
     return best
 
