@@ -137,8 +137,9 @@ def bound_payload(inst: PlacementInstance) -> PlacementInstance:
     the 921,475 task ids and kinds of the flagship took 1.5 s of the caller's time."""
     codes = {k: i for i, k in enumerate(dict.fromkeys(inst.kind))}
     kind = tuple(map(codes.__getitem__, inst.kind))
-    light = dataclasses.replace(inst, task_ids=cast(Any, range(inst.n_tasks)), kind=kind,
-                                phase=None, step=None, layer=None, shard=None, meta={})
+    light = dataclasses.replace(inst, task_ids=cast(Any, range(inst.n_tasks)),
+                                kind=cast(Any, kind), phase=None, step=None, layer=None,
+                                shard=None, meta={})
     for name in ("topological_order", "legal", "load_duration"):  # (CSR: cheaper rebuilt)
         if name in inst.__dict__:
             light.__dict__[name] = inst.__dict__[name]  # cached_property's own slot

@@ -314,7 +314,7 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
     columns: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its columns
     k = 0
     while k < ch.n_seg:
-        if packed is not None:
+        if packed is not None and jit is not None:
             va, k = jit.min_plus_forward(np.array(v), packed[0], k, *packed[1:], ch.seg_rmax,
                                          n_special, opts.max_release_evaluations)
             v = va.tolist()
