@@ -52,3 +52,28 @@ def test_compiled_loops_match_the_reference(name, monkeypatch):
     inst = CASES[name]()
     for opt_name, kwargs in bound_identity.OPTIONS.items():
         assert bound_identity.bound_values(inst, kwargs) == REFERENCE[name][opt_name], opt_name
+
+
+def test_unique_cost_rows_is_numpys_unique():
+    import numpy as np
+
+    from opt.placement.work_bound import unique_cost_rows
+
+    rng = np.random.default_rng(3)
+    for shape in [(0, 3), (1, 1), (50, 1), (2000, 5), (500, 7)]:
+        a = rng.integers(-1, 4, size=shape) * rng.choice([1, 10**12], size=shape)
+        got, want = unique_cost_rows(a), np.unique(a, axis=0, return_counts=True)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_row_labels_are_the_first_equal_rows():
+    import numpy as np
+
+    from opt.placement.chain_bound import _row_labels
+
+    rng = np.random.default_rng(4)
+    for w in (1, 7, 8, 13):
+        keys = rng.integers(0, 3, size=(3000, w)).astype(np.uint8)
+        first: dict[bytes, int] = {}
+        want = [first.setdefault(row.tobytes(), i) for i, row in enumerate(keys)]
+        assert _row_labels(keys).tolist() == want
