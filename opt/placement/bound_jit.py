@@ -137,6 +137,7 @@ def segment_values(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np
     buf = np.empty((2, n), dtype=np.int64)
     on = np.empty((nd, n), dtype=np.int64)  # on[d, :n_on[d]]: the row's tasks on d, ascending
     n_on = np.empty(nd, dtype=np.int64)
+    acc = np.empty((3, nd), dtype=np.int64)  # per device: least head, work, least tail
     for a in range(m):
         for e in range(ne):
             u, v = esrc[e], edst[e]
@@ -155,16 +156,8 @@ def segment_values(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np
         for j in range(1, n):
             if head[j] + c[j] > val:
                 val = head[j] + c[j]
-        n_on[:] = 0
-        for j in range(first, n):
-            d = dev[a, j]
-            if d >= 0:
-                on[d, n_on[d]] = j
-                n_on[d] += 1
-        for d in range(nd):
-            if k_of[d] > 0:
-                val = _device_bounds(dev, a, c, head, tl, on, n_on[d], tasks, k_of[d], d,
-                                     thresholds, big, val, buf)
+        val = _device_bounds(dev, a, c, head, tl, on, n_on, tasks, k_of, first, thresholds,
+                             big, val, buf, acc)
         out[a] = val
     return out
 
@@ -200,23 +193,35 @@ def _paths(dev: np.ndarray, flag: np.ndarray, c: np.ndarray, rel: np.ndarray,
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
 def _device_bounds(dev: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, tl: np.ndarray,
-                   on: np.ndarray, k_on: int, tasks: np.ndarray, k: int, d: int,
-                   thresholds: bool, big: int, val: int, buf: np.ndarray) -> int:
-    """``val`` raised by device d's bounds for assignment row a whose tasks on d are
-    ``on[d, :k_on]`` (numpy's masks: 0 for a row without a task on d); ``tasks[d, :k]``: the
-    tasks on d in some row (numpy's ``rows``)."""
-    mh, sc, mq = big, 0, big
-    for i in range(k_on):
-        j = on[d, i]
-        mh = min(mh, head[j])
-        sc += c[j]
-        mq = min(mq, tl[j])
-    val = max(val, mh + sc + mq if k_on else 0)
+                   on: np.ndarray, n_on: np.ndarray, tasks: np.ndarray, k_of: np.ndarray,
+                   first: int, thresholds: bool, big: int, val: int, buf: np.ndarray,
+                   acc: np.ndarray) -> int:
+    """``val`` raised by every device's bounds for assignment row a (numpy's masks: nothing
+    for a device no row uses, 0 for a row without a task on it); ``tasks[d, :k_of[d]]``: the
+    tasks on d in some row (numpy's ``rows``); ``on[d, :n_on[d]]`` ← the row's tasks on d."""
+    nd = len(k_of)
+    for d in range(nd):
+        acc[0, d], acc[1, d], acc[2, d], n_on[d] = big, 0, big, 0
+    for j in range(first, len(c)):
+        d = dev[a, j]
+        if d >= 0:
+            acc[0, d] = min(acc[0, d], head[j])
+            acc[1, d] += c[j]
+            acc[2, d] = min(acc[2, d], tl[j])
+            on[d, n_on[d]] = j
+            n_on[d] += 1
+    for d in range(nd):
+        if k_of[d] > 0:
+            val = max(val, acc[0, d] + acc[1, d] + acc[2, d] if n_on[d] else 0)
     if thresholds:
-        if k <= 1:
-            return max(val, 0)
-        val = max(val, _one_machine_row(dev, a, c, head, tl, on, k_on, tasks, k, d, big, buf))
-        val = max(val, _one_machine_row(dev, a, c, tl, head, on, k_on, tasks, k, d, big, buf))
+        for d in range(nd):
+            if k_of[d] == 1:
+                val = max(val, 0)
+            elif k_of[d] > 1:
+                val = max(val, _one_machine_row(dev, a, c, head, tl, on, n_on[d], tasks,
+                                                k_of[d], d, big, buf))
+                val = max(val, _one_machine_row(dev, a, c, tl, head, on, n_on[d], tasks,
+                                                k_of[d], d, big, buf))
     return val
 
 
