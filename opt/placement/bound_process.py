@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from opt.placement.bound_options import BoundOptions
+from opt.placement.bound_options import JIT_TASKS, BoundOptions, jit_kernels
 from opt.placement.certified_bounds import (
     CertifiedBound,
     cached_bound,
@@ -104,7 +104,8 @@ def start_bound(inst: PlacementInstance, options: BoundOptions | None = None, *,
     import subprocess  # only when a child is started (startup: issue 20 item 5)
 
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process"],
+        warm = ["--warm"] if inst.n_tasks >= JIT_TASKS else []  # it will use numba
+        proc = subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process", *warm],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
     except OSError:
@@ -146,15 +147,34 @@ def bound_payload(inst: PlacementInstance) -> PlacementInstance:
     return light
 
 
-def _child_main() -> int:
-    """``python -m opt.placement.bound_process``: (instance, options) pickled on stdin → the
-    bound pickled on stdout."""
-    inst, opts = pickle.load(sys.stdin.buffer)
+def _child_main(argv: list[str]) -> int:
+    """``python -m opt.placement.bound_process [--warm]``: (instance, options) pickled on stdin
+    → the bound pickled on stdout. With ``--warm`` the compiled kernels are loaded (numba's
+    import and cache, ≈ 1 s) while a thread reads the payload (the reads release the GIL)."""
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(sys.stdin.buffer.read()),
+                              name="bound-payload", daemon=True)
+    reader.start()
+    if "--warm" in argv:
+        _warm()
+    reader.join()
+    inst, opts = pickle.loads(chunks[0])
     sys.stdout.buffer.write(pickle.dumps(certified_lower_bound(inst, opts),
                                          protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0
 
 
+def _warm() -> None:
+    """numba imported and its compiled heads/tails walk loaded from the cache (one tiny call
+    with the real call's argument types); nothing without numba."""
+    import numpy as np
+
+    jit = jit_kernels(JIT_TASKS)
+    if jit is not None:
+        z1, z2, z0 = (np.zeros(k, dtype=np.int64) for k in (1, 2, 0))
+        jit.longest_paths(z1, z2, z0, z2, z0, z1, z1)
+
+
 if __name__ == "__main__":
-    sys.exit(_child_main())
+    sys.exit(_child_main(sys.argv[1:]))

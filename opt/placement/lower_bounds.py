@@ -39,8 +39,10 @@ def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
     s_off, s_idx = inst.successors
     jit = jit_kernels(inst.n_tasks)
     if jit is not None and _no_overflow(release, dmin):
-        return jit.longest_paths(np.ascontiguousarray(inst.topological_order, dtype=np.int64),
-                                 p_off, inst.edge_src[p_idx], s_off, inst.edge_dst[s_idx],
+        # writable int64 copies: one compiled signature (read-only arrays type differently)
+        return jit.longest_paths(np.array(inst.topological_order, dtype=np.int64),
+                                 np.array(p_off, dtype=np.int64), inst.edge_src[p_idx],
+                                 np.array(s_off, dtype=np.int64), inst.edge_dst[s_idx],
                                  release, dmin)
     order = inst.topological_order.tolist()
     # plain Python lists: the graph is nearly a chain (one task per level), so the passes
