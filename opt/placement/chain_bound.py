@@ -337,6 +337,7 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
 
 
 def _check_nan(t: np.ndarray) -> None:
+    """Raise when a segment table holds NaN (its minima would be meaningless)."""
     if np.isnan(t).any():
         raise RuntimeError("chain bound: a segment table holds NaN")
 

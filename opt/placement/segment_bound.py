@@ -267,8 +267,7 @@ def compiled_values(jit: ModuleType, seg: Segment, legal: np.ndarray, cost: np.n
         np.ascontiguousarray(rel, dtype=np.int64), rmin.astype(np.int64), te,
         np.ascontiguousarray(te.min(axis=2)), np.ascontiguousarray(te.min(axis=1)),
         te.reshape(len(esrc), nd * nd).min(axis=1, initial=BIG), esrc, edst, csr(edst),
-        csr(esrc),
-        first, thresholds, int(BIG))
+        csr(esrc), first, thresholds, int(BIG))
     return _as_float(val)
 
 
