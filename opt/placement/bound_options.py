@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,20 @@ class BoundOptions:
     device_path_assignments: int = 256
     branch: bool = True
     max_branch_evaluations: int = 16
+
+
+#: Tasks from which the bound's sequential loops run compiled (:mod:`opt.placement.bound_jit`,
+#: numba) when numba is installed; smaller solves never import numba (startup: issue 20 item 5).
+JIT_TASKS = 100_000
+
+
+def jit_kernels(n_tasks: int) -> ModuleType | None:
+    """:mod:`opt.placement.bound_jit` for an instance of ``n_tasks`` tasks, or None (small
+    instance or no numba: the pure Python/numpy code, with the same values, runs instead)."""
+    if n_tasks < JIT_TASKS:
+        return None
+    try:
+        from opt.placement import bound_jit
+    except ImportError:
+        return None
+    return bound_jit

@@ -17,13 +17,15 @@ where it ran.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import sys
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, cast
 
-from opt.placement.bound_options import BoundOptions
+from opt.placement.bound_options import JIT_TASKS, BoundOptions, jit_kernels
 from opt.placement.certified_bounds import (
     CertifiedBound,
     cached_bound,
@@ -55,11 +57,13 @@ class BoundJob:
     options: BoundOptions
     process: subprocess.Popen | None = None
     where: str = "in process"
+    writer: threading.Thread | None = None
 
     def result(self) -> CertifiedBound:
         """The bound (waits for the child; computes it here if the child failed)."""
         if self.process is not None:
             out, err = self.process.communicate()
+            self._join_writer()
             code = self.process.returncode
             self.process = None
             value = None
@@ -80,6 +84,13 @@ class BoundJob:
             self.process.kill()
             self.process.communicate()
             self.process = None
+            self._join_writer()
+
+    def _join_writer(self) -> None:
+        """Wait for the payload's writer (done once the child exited: its pipe is closed)."""
+        if self.writer is not None:
+            self.writer.join()
+            self.writer = None
 
 
 def start_bound(inst: PlacementInstance, options: BoundOptions | None = None, *,
@@ -93,31 +104,77 @@ def start_bound(inst: PlacementInstance, options: BoundOptions | None = None, *,
     import subprocess  # only when a child is started (startup: issue 20 item 5)
 
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process"],
+        warm = ["--warm"] if inst.n_tasks >= JIT_TASKS else []  # it will use numba
+        proc = subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process", *warm],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
     except OSError:
         return job
-    stdin, proc.stdin = proc.stdin, None  # closed here; communicate() must not flush it
+    stdin, proc.stdin = proc.stdin, None  # closed by the writer; communicate() must not
     assert stdin is not None
-    try:
-        with stdin:
-            pickle.dump((inst, opts), stdin, protocol=pickle.HIGHEST_PROTOCOL)
-    except OSError:  # the child died before reading: result() reports it and falls back
-        pass
-    job.process, job.where = proc, "child process"
+    # written by a thread: the pipe's writes release the GIL, so the caller goes on with its
+    # schedule while the child starts and reads (it blocked here for seconds at full size)
+    writer = threading.Thread(target=_send, args=(stdin, (bound_payload(inst), opts)),
+                              name="bound-payload", daemon=True)
+    writer.start()
+    job.process, job.writer, job.where = proc, writer, "child process"
     return job
 
 
-def _child_main() -> int:
-    """``python -m opt.placement.bound_process``: (instance, options) pickled on stdin → the
-    bound pickled on stdout."""
-    inst, opts = pickle.load(sys.stdin.buffer)
+def _send(stdin: IO[bytes], obj: object) -> None:
+    """Pickle ``obj`` to the child's stdin and close it."""
+    try:
+        with stdin:
+            pickle.dump(obj, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError:  # the child died before reading: result() reports it and falls back
+        pass
+
+
+def bound_payload(inst: PlacementInstance) -> PlacementInstance:
+    """``inst`` without what the bound never reads, for the child: the task ids become a
+    ``range`` (only their number is used) and the kinds small integer codes (only compared
+    for equality), the per-task phase, step, layer and shard and the metadata are dropped;
+    the topological order cached on ``inst`` travels with it. Pickling
+    the 921,475 task ids and kinds of the flagship took 1.5 s of the caller's time."""
+    codes = {k: i for i, k in enumerate(dict.fromkeys(inst.kind))}
+    kind = tuple(map(codes.__getitem__, inst.kind))
+    light = dataclasses.replace(inst, task_ids=cast(Any, range(inst.n_tasks)),
+                                kind=cast(Any, kind), phase=None, step=None, layer=None,
+                                shard=None, meta={})
+    for name in ("topological_order", "legal", "load_duration"):  # (CSR: cheaper rebuilt)
+        if name in inst.__dict__:
+            light.__dict__[name] = inst.__dict__[name]  # cached_property's own slot
+    return light
+
+
+def _child_main(argv: list[str]) -> int:
+    """``python -m opt.placement.bound_process [--warm]``: (instance, options) pickled on stdin
+    → the bound pickled on stdout. With ``--warm`` the compiled kernels are loaded (numba's
+    import and cache, ≈ 1 s) while a thread reads the payload (the reads release the GIL)."""
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(sys.stdin.buffer.read()),
+                              name="bound-payload", daemon=True)
+    reader.start()
+    if "--warm" in argv:
+        _warm()
+    reader.join()
+    inst, opts = pickle.loads(chunks[0])
     sys.stdout.buffer.write(pickle.dumps(certified_lower_bound(inst, opts),
                                          protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0
 
 
+def _warm() -> None:
+    """numba imported and its compiled heads/tails walk loaded from the cache (one tiny call
+    with the real call's argument types); nothing without numba."""
+    import numpy as np
+
+    jit = jit_kernels(JIT_TASKS)
+    if jit is not None:
+        z1, z2, z0 = (np.zeros(k, dtype=np.int64) for k in (1, 2, 0))
+        jit.longest_paths(z1, z2, z0, z2, z0, z1, z1)
+
+
 if __name__ == "__main__":
-    sys.exit(_child_main())
+    sys.exit(_child_main(sys.argv[1:]))

@@ -11,11 +11,12 @@ import math
 import operator
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from opt.placement.bound_options import BoundOptions
+from opt.placement.bound_options import BoundOptions, jit_kernels
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
 from opt.placement.work_bound import BIG, cheapest
@@ -117,7 +118,7 @@ def _decompose(inst: PlacementInstance) -> _Chain:
 
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    seg_of = np.searchsorted(starts, np.arange(n), side="right") - 1
+    seg_of = np.repeat(np.arange(n_seg), ends - starts + 1)  # segments tile 0 … n − 1
     sp, dp = pos[inst.edge_src], pos[inst.edge_dst]
     ks = seg_of[dp]
     prev_pos = np.where(has_prev, starts - 1, -5)
@@ -126,7 +127,11 @@ def _decompose(inst: PlacementInstance) -> _Chain:
     off = has_prev.astype(np.int64)
     lu = sp - starts[ks] + off[ks]
     lv = dp - starts[ks] + off[ks]
-    e_ord = np.lexsort((lu, lv, ks))
+    width = int(max(lu.max(initial=0), lv.max(initial=0))) + 1
+    if n_seg * width * width < 2 ** 62:  # one stable sort of a combined key: lexsort's order
+        e_ord = np.argsort((ks * width + lv) * width + lu, kind="stable")
+    else:
+        e_ord = np.lexsort((lu, lv, ks))
     lu, lv, ks, eb = lu[e_ord], lv[e_ord], ks[e_ord], eb[e_ord]
     e_off = np.searchsorted(ks, np.arange(n_seg + 1))
 
@@ -168,9 +173,13 @@ def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[int, dict[int, list[int
         vkey = np.concatenate([_byte_rows(shape_of[gi]), _byte_rows(ch.cost_pos[pos]),
                                _byte_rows(ch.eb[eix])], axis=1)
         data_of[gi] = gi[_row_labels(vkey)]
+    # labels are the first members, so ascending labels are the order of first appearance
+    order = np.lexsort((data_of, shape_of))  # stable: members ascending
+    cuts = np.flatnonzero(np.diff(data_of[order])) + 1
     shapes: dict[int, dict[int, list[int]]] = {}
-    for k, sk, vk in zip(range(ch.n_seg), shape_of.tolist(), data_of.tolist()):
-        shapes.setdefault(sk, {}).setdefault(vk, []).append(k)
+    for members in np.split(order, cuts):
+        k = int(members[0])
+        shapes.setdefault(int(shape_of[k]), {})[int(data_of[k])] = members.tolist()
     return shapes
 
 
@@ -188,12 +197,25 @@ def _byte_rows(a: np.ndarray) -> np.ndarray:
 
 
 def _row_labels(keys: np.ndarray) -> np.ndarray:
-    """Per row of the uint8 array ``keys`` [m, w], the index of the first row equal to it
-    (rows compared as bytes through a dict: far cheaper than sorting void rows)."""
+    """Per row of the uint8 array ``keys`` [m, w], the index of the first row equal to it.
+    Rows are grouped by a 1-D key (a wrapping weighted sum of their 8-byte words; far cheaper
+    than sorting void rows), checked to have no collision; on one, through a dict of the
+    rows' bytes."""
     m, w = keys.shape
+    words = np.zeros((m, -(-w // 8) * 8), dtype=np.uint8)
+    words[:, :w] = keys
+    u64 = words.view(np.uint64)
+    weights = (np.arange(1, u64.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+               ) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        key = (u64 * weights[None, :]).sum(axis=1)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    labels = first[inv.reshape(-1)]
+    if np.array_equal(keys[labels], keys):
+        return labels
     buf = np.ascontiguousarray(keys).tobytes()
-    first: dict[bytes, int] = {}
-    return np.fromiter((first.setdefault(buf[i * w:(i + 1) * w], i) for i in range(m)),
+    seen: dict[bytes, int] = {}
+    return np.fromiter((seen.setdefault(buf[i * w:(i + 1) * w], i) for i in range(m)),
                        dtype=np.int64, count=m)
 
 
@@ -281,26 +303,65 @@ def _min_plus(inst: PlacementInstance, ch: _Chain, tables: list, groups: list[li
     end(c_k) given σ(c_k) = d. While V is below a segment's weight-load releases (absolute
     times: loads start at ≥ 0), the segment is re-evaluated with the releases shifted by its
     earliest start V[p]. V is a list of Python floats (the same IEEE sums and minima as the
-    numpy form ``(V[:, None] + T).min(axis=0)``, without numpy's per-call cost on 5 × 5)."""
+    numpy form ``(V[:, None] + T).min(axis=0)``, without numpy's per-call cost on 5 × 5); on
+    large instances the steps without a re-evaluation run compiled (the same operations)."""
     n_special = 0
     v = [0.0]
     rmax = ch.seg_rmax.tolist()
+    jit = jit_kernels(inst.n_tasks)
+    # (the compiled step compares float V with int64 releases as floats: exact below 2**53)
+    packed = _packed(tables) if jit is not None and ch.seg_rmax.max() < 2 ** 53 else None
     columns: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its columns
-    for k in range(ch.n_seg):
+    k = 0
+    while k < ch.n_seg:
+        if packed is not None and jit is not None:
+            va, k = jit.min_plus_forward(np.array(v), packed[0], k, *packed[1:], ch.seg_rmax,
+                                         n_special, opts.max_release_evaluations)
+            v = va.tolist()
+            if k == ch.n_seg:
+                break
         t = tables[k]
         if rmax[k] > 0 and n_special < opts.max_release_evaluations \
                 and any(x < rmax[k] and math.isfinite(x) for x in v):
             t, n_special = _with_releases(inst, ch, k, t, np.array(v), groups, opts,
                                           n_special)
         if id(t) not in columns:
-            if np.isnan(t).any():
-                raise RuntimeError("chain bound: a segment table holds NaN")
+            _check_nan(t)
             columns[id(t)] = (t, t.T.tolist())  # the table is kept: its id stays unique
         v = [min(map(operator.add, v, col)) for col in columns[id(t)][1]]
+        k += 1
     value = float(min(v))
     if not math.isfinite(value):
         raise RuntimeError("chain bound: no legal device sequence (instance has no schedule)")
     return value, n_special
+
+
+def _check_nan(t: np.ndarray) -> None:
+    """Raise when a segment table holds NaN (its minima would be meaningless)."""
+    if np.isnan(t).any():
+        raise RuntimeError("chain bound: a segment table holds NaN")
+
+
+def _packed(tables: list) -> tuple[np.ndarray, ...]:
+    """(seq, flat, offs, rows, cols): the distinct tables (by identity) row-major in ``flat``,
+    table i at ``offs[i]`` with ``rows[i]`` × ``cols[i]`` entries, and segment k's table
+    ``seq[k]`` — the compiled min-plus passes' input."""
+    index: dict[int, int] = {}
+    distinct: list[np.ndarray] = []
+    seq = np.empty(len(tables), dtype=np.int64)
+    for k, t in enumerate(tables):
+        i = index.get(id(t))
+        if i is None:
+            _check_nan(t)
+            i = index[id(t)] = len(distinct)
+            distinct.append(t)
+        seq[k] = i
+    sizes = np.array([t.size for t in distinct], dtype=np.int64)
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    flat = np.concatenate([np.ascontiguousarray(t, dtype=np.float64).ravel() for t in distinct])
+    rows = np.array([t.shape[0] for t in distinct], dtype=np.int64)
+    cols = np.array([t.shape[1] for t in distinct], dtype=np.int64)
+    return seq, flat, offs, rows, cols
 
 
 def _with_releases(inst: PlacementInstance, ch: _Chain, k: int, t: np.ndarray, v: np.ndarray,
@@ -335,7 +396,8 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
     ``end(c_k) − start(t)`` ≥ the cheapest path t → c_k ≥ ``tail[t] − tail[c_k] + dmin[c_k]``
     (a longest cheapest path from t to a sink either passes c_k or jumps from an ancestor of
     c_k to a descendant of it, and both pieces are bounded through c_k)."""
-    min_w = np.array(_backward_min_plus(tables), dtype=np.float64)
+    min_w = np.array(_backward_min_plus(tables, jit_kernels(inst.n_tasks)),
+                     dtype=np.float64)
     dmin = cheapest(inst)
     out = tail.copy()
     seg_of = np.searchsorted(starts, np.arange(inst.n_tasks), side="right") - 1
@@ -348,10 +410,13 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, order: np.ndarray,
     return out
 
 
-def _backward_min_plus(tables: list) -> list[float]:
+def _backward_min_plus(tables: list, jit: ModuleType | None = None) -> list[float]:
     """``min_w[k]`` = min over devices of W_k, where W_{n−1} = 0 and
     W_{k−1} = (T_k + W_k[None, :]).min(axis=1); Python floats (the same IEEE sums and minima
-    as the numpy form, without its per-call cost on 5 × 5 tables)."""
+    as the numpy form, without its per-call cost on 5 × 5 tables), or compiled with ``jit``
+    (:mod:`opt.placement.bound_jit`: the same operations)."""
+    if jit is not None:
+        return jit.min_plus_backward(*_packed(tables)).tolist()
     rows: dict[int, tuple[np.ndarray, list[list[Any]]]] = {}  # id(table) -> its rows
     w: list[Any] = [0.0] * tables[-1].shape[1]
     min_w = [0.0] * len(tables)
@@ -359,8 +424,7 @@ def _backward_min_plus(tables: list) -> list[float]:
         min_w[k] = min(w)
         t = tables[k]
         if id(t) not in rows:
-            if np.isnan(t).any():
-                raise RuntimeError("chain bound: a segment table holds NaN")
+            _check_nan(t)
             rows[id(t)] = (t, t.tolist())  # the table is kept: its id stays unique
         w = [min(map(operator.add, row, w)) for row in rows[id(t)][1]]
     return min_w

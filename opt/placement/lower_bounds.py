@@ -18,6 +18,7 @@ import itertools
 
 import numpy as np
 
+from opt.placement.bound_options import jit_kernels
 from opt.placement.instance import PlacementInstance
 
 BIG = np.int64(2) ** 60  # "infinite" head/tail of an illegal (task, device) pair
@@ -34,9 +35,16 @@ def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
         ld = inst.load_duration[inst.task_block[has]]
         ok = (ld >= 0) & (inst.cost[has] >= 0)
         release[has] = np.where(ok, ld, big).min(axis=1)
-    order = inst.topological_order.tolist()
     p_off, p_idx = inst.predecessors
     s_off, s_idx = inst.successors
+    jit = jit_kernels(inst.n_tasks)
+    if jit is not None and _no_overflow(release, dmin):
+        # writable int64 copies: one compiled signature (read-only arrays type differently)
+        return jit.longest_paths(np.array(inst.topological_order, dtype=np.int64),
+                                 np.array(p_off, dtype=np.int64), inst.edge_src[p_idx],
+                                 np.array(s_off, dtype=np.int64), inst.edge_dst[s_idx],
+                                 release, dmin)
+    order = inst.topological_order.tolist()
     # plain Python lists: the graph is nearly a chain (one task per level), so the passes
     # cannot be batched by level, and list indexing is ~10x cheaper than numpy per element
     head = release.tolist()
@@ -56,6 +64,12 @@ def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
         if a < b:
             tail[t] = dm[t] + max(tail[u] for u in succs[a:b])
     return np.array(head, dtype=np.int64), np.array(tail, dtype=np.int64)
+
+
+def _no_overflow(release: np.ndarray, dmin: np.ndarray) -> bool:
+    """Every path sum of ``dmin`` after a release fits int64 (the compiled walk's int64 then
+    equals the Python walk's integers; a task without a legal device fails here)."""
+    return float(release.max(initial=0)) + float(dmin.sum(dtype=np.float64)) < 2.0 ** 61
 
 
 def device_heads_tails(inst: PlacementInstance, max_assignments: int = 0

@@ -8,9 +8,11 @@ durations and transfers and the one-machine bound of every device. Durations in 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
+from opt.placement.bound_options import jit_kernels
 from opt.placement.instance import PlacementInstance
 from opt.placement.work_bound import BIG
 
@@ -125,9 +127,14 @@ def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[in
         np.zeros((0, nd, nd), dtype=np.int64)
     budget = min(max_assignments, max(1, MAX_CELLS // max(1, n + len(seg.esrc))))
     enum = _enumerated_columns(seg, legal, cost, tt, budget)
-    dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
-    edur = _edge_durations(seg, legal, tt, enum, dev)
-    val = _assignment_values(seg, dev, c, r, edur, first, nd)
+    jit = jit_kernels(inst.n_tasks)
+    if jit is not None:
+        dev = _assigned_devices(legal, enum, groups, nd)
+        val = compiled_values(jit, seg, legal, cost, rel, tt, enum, dev, first)
+    else:
+        dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
+        edur = _edge_durations(seg, legal, tt, enum, dev)
+        val = _assignment_values(seg, dev, c, r, edur, first, nd)
     return _cut_table(seg, dev, val, groups, nd), int(enum.sum())
 
 
@@ -175,11 +182,8 @@ def _assigned_times(legal: np.ndarray, cost: np.ndarray, rel: np.ndarray, enum: 
     tasks not enumerated take their cheapest duration and earliest release."""
     n = cost.shape[0]
     rel_cost = np.where(legal, cost, BIG)
-    cols = np.flatnonzero(enum)
-    a = _assignments([np.flatnonzero(legal[j]) for j in cols], groups, nd)
-    m = len(a)
-    dev = np.full((m, n), -1, dtype=np.int64)
-    dev[:, cols] = a
+    dev = _assigned_devices(legal, enum, groups, nd)
+    m = len(dev)
     c = np.empty((m, n), dtype=np.int64)
     r = np.empty((m, n), dtype=np.int64)
     for j in range(n):
@@ -190,6 +194,17 @@ def _assigned_times(legal: np.ndarray, cost: np.ndarray, rel: np.ndarray, enum: 
             c[:, j] = rel_cost[j].min()
             r[:, j] = np.where(legal[j], rel[j], BIG).min()
     return dev, c, r
+
+
+def _assigned_devices(legal: np.ndarray, enum: np.ndarray, groups: list[list[int]], nd: int
+                      ) -> np.ndarray:
+    """int64 [m, n]: every assignment of the enumerated columns (one per orbit), −1 in the
+    others."""
+    cols = np.flatnonzero(enum)
+    a = _assignments([np.flatnonzero(legal[j]) for j in cols], groups, nd)
+    dev = np.full((len(a), legal.shape[0]), -1, dtype=np.int64)
+    dev[:, cols] = a
+    return dev
 
 
 def _edge_durations(seg: Segment, legal: np.ndarray, tt: np.ndarray, enum: np.ndarray,
@@ -219,6 +234,46 @@ def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarr
     min tail); with ``thresholds`` the one-machine bound of every head (tail) threshold set
     (:func:`one_machine`, a sort per device: used by branch and bound, whose frontiers are
     small); inf where no finite value exists."""
+    return _as_float(_numpy_values(seg, dev, c, r, edur, first, nd, thresholds))
+
+
+def _as_float(val: np.ndarray) -> np.ndarray:
+    """int64 values capped at ``BIG`` as floats, inf at the cap."""
+    val = np.minimum(val, BIG).astype(np.float64)
+    val[val >= BIG] = np.inf
+    return val
+
+
+def compiled_values(jit: ModuleType, seg: Segment, legal: np.ndarray, cost: np.ndarray,
+                    rel: np.ndarray, tt: np.ndarray, flag: np.ndarray, dev: np.ndarray,
+                    first: int, thresholds: bool = False) -> np.ndarray:
+    """float [m]: :func:`_assignment_values` of the durations, releases and transfers that
+    :func:`_assigned_times` and :func:`_edge_durations` (enumerated columns ``flag``) give,
+    by :func:`opt.placement.bound_jit.segment_values` (the same integers, compiled)."""
+    n, nd = cost.shape
+    esrc = np.ascontiguousarray(seg.esrc, dtype=np.int64)
+    edst = np.ascontiguousarray(seg.edst, dtype=np.int64)
+    te = np.where(legal[esrc][:, :, None] & legal[edst][:, None, :], tt, BIG).astype(np.int64)
+    cmin = np.where(legal, cost, BIG).min(axis=1)
+    rmin = np.where(legal, rel, BIG).min(axis=1)
+
+    def csr(key: np.ndarray) -> np.ndarray:  # offsets (shifted past themselves), edges
+        off = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n))]) + n + 1
+        return np.concatenate([off, np.argsort(key, kind="stable")]).astype(np.int64)
+
+    val = jit.segment_values(
+        np.ascontiguousarray(dev, dtype=np.int64), np.ascontiguousarray(flag, dtype=np.bool_),
+        np.ascontiguousarray(cost, dtype=np.int64), cmin.astype(np.int64),
+        np.ascontiguousarray(rel, dtype=np.int64), rmin.astype(np.int64), te,
+        np.ascontiguousarray(te.min(axis=2)), np.ascontiguousarray(te.min(axis=1)),
+        te.reshape(len(esrc), nd * nd).min(axis=1, initial=BIG), esrc, edst, csr(edst),
+        csr(esrc), first, thresholds, int(BIG))
+    return _as_float(val)
+
+
+def _numpy_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarray,
+                  edur: np.ndarray, first: int, nd: int, thresholds: bool) -> np.ndarray:
+    """int64 [m]: the values of :func:`_assignment_values` before the cap at ``BIG``."""
     m, n = c.shape
     ins: list[list[int]] = [[] for _ in range(n)]
     outs: list[list[int]] = [[] for _ in range(n)]
@@ -255,8 +310,6 @@ def _assignment_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarr
         if thresholds:
             np.maximum(val, one_machine(on, hd, cc, tq), out=val)
             np.maximum(val, one_machine(on, tq, cc, hd), out=val)
-    val = np.minimum(val, BIG).astype(np.float64)
-    val[val >= BIG] = np.inf
     return val
 
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from opt.placement.bound_options import jit_kernels
 from opt.placement.instance import PlacementInstance
 from opt.placement.segment_bound import (
     MAX_CELLS,
     Segment,
     _assignment_values,
     _edge_durations,
+    compiled_values,
     cut_cells,
     sensitivity,
     table_from_canonical,
@@ -107,6 +109,7 @@ class _State:
         self.dev = np.full((1, n), -1, dtype=np.int64)
         self.used = np.zeros((1, max(len(groups), 1)), dtype=np.int64)
         self.ub = np.full(nd * nd, np.inf)
+        self.jit = jit_kernels(inst.n_tasks)
 
     def branch(self, j: int) -> None:
         """Assign column j every legal device (one per orbit), then drop the partial
@@ -157,6 +160,9 @@ class _State:
         """float [m]: each row's value with its unassigned tasks relaxed (cheapest duration,
         earliest release, no device, cheapest compatible transfers)."""
         assigned: np.ndarray = np.asarray((dev >= 0).all(axis=0), dtype=bool)
+        if self.jit is not None:
+            return compiled_values(self.jit, self.seg, self.legal, self.cost, self.rel, self.tt,
+                                   assigned, dev, self.first, thresholds=True)
         m, n = dev.shape
         c = np.empty((m, n), dtype=np.int64)
         r = np.empty((m, n), dtype=np.int64)

@@ -28,7 +28,7 @@ def cheapest(inst: PlacementInstance) -> np.ndarray:
 
 def work_lp_bound(inst: PlacementInstance) -> tuple[int, np.ndarray]:
     """(bound, y): ``Σ_v min_{d legal} y_d cost[v, d]`` for the LP-optimal device weights y."""
-    rows, counts = np.unique(inst.cost, axis=0, return_counts=True)
+    rows, counts = unique_cost_rows(inst.cost)
     nd = inst.n_devices
     y = np.full(nd, 1.0 / nd)
     try:
@@ -36,6 +36,28 @@ def work_lp_bound(inst: PlacementInstance) -> tuple[int, np.ndarray]:
     except (ImportError, ValueError, RuntimeError):
         pass  # any y in the simplex gives a valid bound; the uniform one is the fallback
     return _dual_value(rows, counts, y), y
+
+
+def unique_cost_rows(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(cost, axis=0, return_counts=True)`` (rows in lexicographic order), without
+    its sort of the [n, D] rows as records: rows are first grouped by a 1-D key (a wrapping
+    weighted sum of the row, checked to have no collision), then the few distinct rows are
+    sorted. Falls back to ``np.unique`` on a collision."""
+    a = np.ascontiguousarray(cost, dtype=np.int64)
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+        return np.unique(a, axis=0, return_counts=True)
+    # odd weights < 2**62, one per column (fixed: the grouping never depends on the run)
+    w = (np.arange(1, a.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+         >> np.uint64(2)) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        key = (a.view(np.uint64) * w[None, :]).sum(axis=1)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    if not np.array_equal(a[first][inv], a):
+        return np.unique(a, axis=0, return_counts=True)  # a collision: the exact route
+    rows, inv2 = np.unique(a[first], axis=0, return_inverse=True)
+    counts = np.bincount(inv2.reshape(-1)[inv], minlength=len(rows))
+    return rows, counts
 
 
 def _dual_value(rows: np.ndarray, counts: np.ndarray, y: np.ndarray) -> int:

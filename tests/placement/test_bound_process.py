@@ -67,3 +67,14 @@ def test_a_heuristic_solve_says_where_its_bound_was_computed():
     res = solve(fresh(), "heft")
     assert res.stats["lower_bound_computed"] == "in process"
     assert res.lower_bound == certified_lower_bound(fresh()).value
+
+
+def test_the_childs_payload_gives_the_same_bound():
+    """The compact payload (no task ids, kind codes, no per-task metadata) bounds alike."""
+    from opt.placement.bound_process import bound_payload
+
+    inst = fresh()
+    assert len(inst.topological_order) == inst.n_tasks  # cached: travels with the payload
+    light = bound_payload(inst)
+    assert light.n_tasks == inst.n_tasks and "topological_order" in light.__dict__
+    assert same_bound(certified_lower_bound(light), certified_lower_bound(fresh()))
