@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,17 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"cannot read: {exc}", source=str(path)) from None
 
 
-def _default(value: Any) -> Any:
-    """Numbers orjson does not know (Fraction, Decimal, …) as floats; anything else fails."""
+def json_default(value: Any) -> Any:
+    """Numbers orjson does not know (Fraction, Decimal, …) as floats, other mappings (a columnar
+    solution, its lazy assignment) as objects and other sequences (its lazy event lists) as
+    arrays; anything else fails. The ``default`` of every orjson encoding here (and of the
+    digests of :mod:`opt.common.fingerprint`)."""
     if isinstance(value, numbers.Real):
         return float(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
@@ -47,7 +54,7 @@ def json_bytes(obj: Any, *, indent: bool = True) -> bytes:
     opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
     if indent:
         opts |= orjson.OPT_INDENT_2
-    return orjson.dumps(obj, option=opts, default=_default)
+    return orjson.dumps(obj, option=opts, default=json_default)
 
 
 def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:
