@@ -41,7 +41,7 @@ class Result:
     runtime_s: float = 0.0
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    solution: Mapping[str, Any] | None = None
+    solution: dict[str, Any] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     instance_fingerprint: str | None = None
 
@@ -88,7 +88,7 @@ LARGE_EVENTS = 2000
 
 
 def _big(solution: Mapping[str, Any] | None) -> bool:
-    return bool(solution) and len(solution.get("compute", ())) > LARGE_EVENTS
+    return solution is not None and len(solution.get("compute", ())) > LARGE_EVENTS
 
 
 def _plain(value: Any) -> Any:

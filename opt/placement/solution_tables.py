@@ -15,7 +15,7 @@ the first bad position.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping, MutableSequence, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -138,7 +138,13 @@ def _positions(arr: np.ndarray, size: int, what: str) -> None:
         raise ValueError(f"{what}: positions must lie in 0..{size - 1}")
 
 
-class ColumnarSolution(MutableMapping):
+if TYPE_CHECKING:  # every consumer reads a solution as a dict: type checkers see one
+    _SolutionBase = dict[str, Any]
+else:  # at run time a mapping, so no code can read an empty dict's storage behind its back
+    _SolutionBase = MutableMapping
+
+
+class ColumnarSolution(_SolutionBase):
     """A §1.2a solution held as columns (all int64 numpy arrays, times in the instance's unit).
 
     ``devices``: the device names that ``device``/``from_dev``/``to_dev`` index; ``task``: the
@@ -345,11 +351,15 @@ def columnar_from_rows(solution: Any) -> ColumnarSolution | None:
     if not isinstance(assignment, dict) or list(assignment.items()) != list(
             zip(c["task"], c["device"])):
         return None
-    pos = (lambda index, values: np.fromiter(map(index.__getitem__, values), dtype=np.int64,
-                                             count=len(values)))
+    pos = _positions_of
     return ColumnarSolution(names, c["task"], pos(dpos, c["device"]), c["start"], c["end"],
                             pos(row, t["src"]), pos(row, t["dst"]), pos(dpos, t["from"]),
                             pos(dpos, t["to"]), t["start"], t["end"], loads, evictions, formats)
+
+
+def _positions_of(index: dict[str, int], values: list[str]) -> np.ndarray:
+    """``index[v]`` of every value, as int64."""
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
 
 
 def _all_str(values: list) -> bool:

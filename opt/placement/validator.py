@@ -290,7 +290,7 @@ def _compute_arrays(inst: PlacementInstance, t: np.ndarray | None, d: np.ndarray
     return task_dev, start, end
 
 
-def _check_compute(inst: PlacementInstance, solution: dict[str, Any]
+def _check_compute(inst: PlacementInstance, solution: Mapping[str, Any]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(device, start, end) of every task from the compute events (and ``assignment``)."""
     events = list(solution.get("compute", ()))
@@ -328,7 +328,7 @@ def _check_compute(inst: PlacementInstance, solution: dict[str, Any]
     return task_dev, start, end
 
 
-def _check_assignment(inst: PlacementInstance, solution: dict[str, Any],
+def _check_assignment(inst: PlacementInstance, solution: Mapping[str, Any],
                       task_dev: np.ndarray) -> None:
     """The optional ``assignment`` map agrees with the compute events."""
     names, tindex = _names(inst), inst.task_index
@@ -394,7 +394,7 @@ class _ChannelUse:
     edge: np.ndarray
 
 
-def _transfer_events(inst: PlacementInstance, solution: dict[str, Any]
+def _transfer_events(inst: PlacementInstance, solution: Mapping[str, Any]
                      ) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """(src task, dst task) -> (from device, to device, start, end); unknown tasks are −1."""
     tindex = inst.task_index
@@ -475,7 +475,7 @@ def _ends_devices(inst: PlacementInstance, events: list, key: str, expected: np.
                        count=len(given))
 
 
-def _check_transfers(inst: PlacementInstance, solution: dict[str, Any], task_dev: np.ndarray,
+def _check_transfers(inst: PlacementInstance, solution: Mapping[str, Any], task_dev: np.ndarray,
                      start: np.ndarray, end: np.ndarray) -> _ChannelUse:
     """Same-device edges wait for their source; cross-device edges have exactly one transfer
     of the right devices and duration between the source's end and the destination's start."""
@@ -551,7 +551,7 @@ def _check_channels(inst: PlacementInstance, use: _ChannelUse) -> None:
 
 # ---- formats (P1 fixed, P2 decided) and the memory budget -------------------------------------
 
-def _check_formats(inst: PlacementInstance, solution: dict[str, Any]) -> list[str]:
+def _check_formats(inst: PlacementInstance, solution: Mapping[str, Any]) -> list[str]:
     """Each block's storage format (the solution's ``formats`` over the P1 defaults)."""
     bindex = inst.block_index
     fmt_of = list(inst.block_format)
@@ -587,7 +587,7 @@ class _Loads:
     end: np.ndarray
 
 
-def _check_loads(inst: PlacementInstance, solution: dict[str, Any], fmt_of: list[str]) -> _Loads:
+def _check_loads(inst: PlacementInstance, solution: Mapping[str, Any], fmt_of: list[str]) -> _Loads:
     """Every load names a known block in its stored format, lasts its load duration, and the
     loads of one device do not overlap on its load port."""
     names, bindex = _names(inst), inst.block_index
@@ -627,7 +627,7 @@ def _check_loads(inst: PlacementInstance, solution: dict[str, Any], fmt_of: list
 Residencies = dict[tuple[int, int], list[tuple[int, int, float]]]
 
 
-def _residencies(inst: PlacementInstance, solution: dict[str, Any], loads: _Loads
+def _residencies(inst: PlacementInstance, solution: Mapping[str, Any], loads: _Loads
                  ) -> Residencies:
     """(block, device) -> residency intervals [load start, load end, eviction or +inf),
     pairing each device's loads of a block in time order with its evictions."""
