@@ -52,10 +52,14 @@ class PlacementMetrics:
 def _overlaps(groups: np.ndarray, start: np.ndarray, end: np.ndarray):
     """First (i, j) with the same group and overlapping [start, end), else None.
     Zero-length events never overlap anything."""
-    keep = np.flatnonzero(end > start)
-    if len(keep) < 2:
+    positive = end > start
+    if positive.all():  # no zero-length event to drop (the usual case): no gathers
+        order = _group_order(groups, start) if len(start) > 1 else None
+    else:
+        keep = np.flatnonzero(positive)
+        order = keep[_group_order(groups[keep], start[keep])] if len(keep) > 1 else None
+    if order is None:
         return None
-    order = keep[_group_order(groups[keep], start[keep])]
     g, s, e = groups[order], start[order], end[order]
     bad = np.flatnonzero((g[1:] == g[:-1]) & (s[1:] < e[:-1]))
     if len(bad) == 0:
@@ -442,7 +446,8 @@ def _transfer_arrays(inst: PlacementInstance, u: np.ndarray, v: np.ndarray, f: n
     du, dv = task_dev[src], task_dev[dst]
     same = du == dv
     cross = np.flatnonzero(~same)
-    if (same & (start[dst] < end[src])).any() or len(u) != len(cross):
+    ready, begin = end[src], start[dst]  # per edge: its source's end, its target's start
+    if (same & (begin < ready)).any() or len(u) != len(cross):
         return None
     ek, ck = u * n + v, src[cross] * n + dst[cross]
     if not (np.array_equal(ek, ck) and (ck[1:] > ck[:-1]).all()):  # else in edge order
@@ -453,11 +458,13 @@ def _transfer_arrays(inst: PlacementInstance, u: np.ndarray, v: np.ndarray, f: n
         j[oc] = oe  # event index of each cross edge, in edge order
         f, t, ts, te = f[j], t[j], ts[j], te[j]
     e = cross
-    links = inst.links
-    need = links.latency[f, t] + np.ceil(inst.edge_bytes[e] / links.bandwidth[f, t]).astype(
-        np.int64)
-    if (f != du[e]).any() or (t != dv[e]).any() or (te - ts != need).any() \
-            or (ts < end[src[e]]).any() or (start[dst[e]] < te).any():
+    links, nd = inst.links, inst.n_devices
+    if (f != du[e]).any() or (t != dv[e]).any():
+        return None
+    pair = f * nd + t  # the link of each transfer (flat indexing: one gather per table)
+    need = links.latency.ravel()[pair] + np.ceil(
+        inst.edge_bytes[e] / links.bandwidth.ravel()[pair]).astype(np.int64)
+    if (te - ts != need).any() or (ts < ready[e]).any() or (begin[e] < te).any():
         return None
     return _ChannelUse(f, t, ts, te, e)
 
@@ -751,6 +758,8 @@ def _distinct(values: np.ndarray) -> int:
     0.2–0.4 s the first time)."""
     if len(values) == 0:
         return 0
+    if 0 <= int(values.min()) and int(values.max()) < 1 << 24:
+        return int(np.count_nonzero(np.bincount(values)))
     v = np.sort(values)
     return int(np.count_nonzero(v[1:] != v[:-1])) + 1
 
