@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +34,15 @@ def read_json(path: str | Path) -> Any:
 
 
 def json_default(value: Any) -> Any:
-    """Numbers orjson does not know (Fraction, Decimal, …) as floats, other mappings (a columnar
-    solution, its lazy assignment) as objects and other sequences (its lazy event lists) as
-    arrays; anything else fails. The ``default`` of every orjson encoding here (and of the
-    digests of :mod:`opt.common.fingerprint`)."""
+    """Numbers orjson does not know (Fraction, Decimal, …) as floats and objects with a
+    ``json_value()`` method (a columnar solution and its lazy parts,
+    :mod:`opt.placement.solution_tables`) as what it returns; anything else fails. The
+    ``default`` of every orjson encoding here."""
     if isinstance(value, numbers.Real):
         return float(value)
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return list(value)
+    to_json = getattr(type(value), "json_value", None)
+    if to_json is not None:
+        return to_json(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 

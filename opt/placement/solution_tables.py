@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from opt.common.jsonio import Fields
-from opt.placement.columns import int_column
 
 #: Version of the column-table layout of a solution (problems.md §1.2a, "Column tables").
 SOLUTION_COLUMNS = 1
@@ -44,10 +43,12 @@ class EventRows(MutableSequence):
         self._rows: list[dict[str, Any]] | None = None
 
     def rows(self) -> list[dict[str, Any]]:
-        """The events as a list of dicts (built once; do not mutate)."""
+        """The events as a list of dicts (built once; edits go to this list)."""
         if self._rows is None:
             self._rows = self._owner.build_rows(self._kind)
         return self._rows
+
+    json_value = rows  # the JSON encoder's hook (opt.common.jsonio.json_default)
 
     def __len__(self) -> int:
         return self._len if self._rows is None else len(self._rows)
@@ -94,11 +95,13 @@ class LazyAssignment(MutableMapping):
         self._map: dict[str, str] | None = None
 
     def mapping(self) -> dict[str, str]:
-        """The assignment as a dict (built once; do not mutate)."""
+        """The assignment as a dict (built once; edits go to this dict)."""
         if self._map is None:
             o = self._owner
             self._map = dict(zip(o.task, map(o.devices.__getitem__, o.device.tolist())))
         return self._map
+
+    json_value = mapping  # the JSON encoder's hook
 
     def __getitem__(self, key: str) -> str:
         return self.mapping()[key]
@@ -233,6 +236,8 @@ class ColumnarSolution(_SolutionBase):
         return {k: (v.rows() if isinstance(v, EventRows) else v.mapping()
                     if isinstance(v, LazyAssignment) else v) for k, v in self._values.items()}
 
+    json_value = rows  # the JSON encoder's hook: the row form
+
     def tables(self) -> dict[str, Any]:
         """The column-table JSON object (problems.md §1.2a): numpy columns, which the JSON
         encoder writes as arrays of integers."""
@@ -255,6 +260,8 @@ def solution_from_tables(obj: dict[str, Any], source: str | None,
     """A :class:`ColumnarSolution` from its column-table JSON object; every error is an
     :class:`InputError` naming ``source``, the field (``solution.compute.start[17]``) and the
     value. The schedule's rules are the validator's, not checked here."""
+    from opt.placement.columns import int_column  # only when reading (not on solve's path)
+
     f = Fields(obj, source, path)
     f.check_keys({"columns", "devices", "compute", "transfers", "loads", "evictions",
                   "formats"})
