@@ -22,7 +22,7 @@ import numpy as np
 from opt.common.result import Result, claims_error, gap_of
 from opt.placement.instance import PlacementInstance
 from opt.placement.slo import objective_value, violations
-from opt.placement.solution_tables import MAX_TIME, ColumnarSolution
+from opt.placement.solution_tables import MAX_TIME, ColumnarSolution, EventRows, LazyAssignment
 
 
 class ScheduleError(ValueError):
@@ -156,11 +156,22 @@ def validate_placement(inst: PlacementInstance, solution: Mapping[str, Any]
         except (_Undecided, ScheduleError):
             pass
         solution = solution.rows()
+    elif isinstance(solution, dict):
+        solution = _lazy_parts_built(solution)
     _check_shape(solution)
     task_dev, start, end = _check_compute(inst, solution)
     _check_device_overlap(inst, task_dev, start, end)
     channel_use = _check_transfers(inst, solution, task_dev, start, end)
     return _check_blocks(inst, solution, task_dev, start, end, channel_use)
+
+
+def _lazy_parts_built(solution: dict[str, Any]) -> dict[str, Any]:
+    """``solution`` with the lazy event lists and assignment of a columnar solution (a dict
+    made as ``{**columnar, "formats": …}``) as the list and dict they stand for."""
+    if not any(isinstance(v, (EventRows, LazyAssignment)) for v in solution.values()):
+        return solution
+    return {k: v.json_value() if isinstance(v, (EventRows, LazyAssignment)) else v
+            for k, v in solution.items()}
 
 
 def _check_blocks(inst: PlacementInstance, solution: Mapping[str, Any], task_dev: np.ndarray,

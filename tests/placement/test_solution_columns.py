@@ -301,3 +301,15 @@ def test_solution_from_tables_of_an_empty_schedule():
     assert sol.rows() == {"assignment": {}, "compute": [], "transfers": [], "loads": [],
                           "evictions": [], "formats": {}}
     assert isinstance(sol["compute"], EventRows)
+
+
+def test_a_dict_made_from_a_columnar_solution_validates_as_its_rows():
+    """``{**sol, "formats": …}`` keeps the lazy event lists: the validator reads them as the
+    lists they stand for."""
+    inst, sol = CASES[0]
+    made = {**copy.deepcopy(sol)}
+    assert isinstance(made["compute"], EventRows)
+    assert V.validate_placement(inst, made) == V.validate_placement(inst, as_rows(sol))
+    made["formats"] = {"no-such-block": "linear"}
+    with pytest.raises(V.ScheduleError, match="unknown block"):
+        V.validate_placement(inst, made)
