@@ -66,10 +66,11 @@ class Result:
                                      if solution or f.name != "solution"}}
 
     def write(self, path: str | Path) -> None:
-        """The :meth:`to_dict` JSON (encoded from :meth:`body`). A placement solution with
-        more than :data:`LARGE_EVENTS` compute events is written compact, and a columnar one
-        (:class:`~opt.placement.solution_tables.ColumnarSolution`) as column tables
-        (problems.md §1.2a); smaller ones as indented rows."""
+        """The :meth:`to_dict` JSON (encoded from :meth:`body`). A solution with more than
+        :data:`LARGE_EVENTS` compute events is written compact, and a placement one as column
+        tables (problems.md §1.2a) when columns hold it
+        (:func:`~opt.placement.solution_tables.solution_tables`); smaller ones as indented
+        rows."""
         body = self.body()
         big = _big(self.solution)
         if big and self.problem == "placement":
