@@ -28,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from opt.common.jsonio import json_default
+
 #: (model, platform, prefill, decode, batch, layers, capacity scale or None[, links]):
 #: links "star" (uplink + downlink channels) or "free" (no contention); default as built
 BUILT = (
@@ -48,7 +50,8 @@ FULL = ("llama-2-7b", "HP64", 1024, 1024, 16, None, None)
 def digest(obj: Any) -> str:
     """First 16 hex digits of the SHA-256 of ``obj`` as sorted-key JSON."""
     return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS
-                                       | orjson.OPT_SERIALIZE_NUMPY)).hexdigest()[:16]
+                                       | orjson.OPT_SERIALIZE_NUMPY,
+                                       default=json_default)).hexdigest()[:16]
 
 
 def variant(inst, scale: float | None, links: str | None = None):

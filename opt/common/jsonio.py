@@ -33,10 +33,16 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"cannot read: {exc}", source=str(path)) from None
 
 
-def _default(value: Any) -> Any:
-    """Numbers orjson does not know (Fraction, Decimal, …) as floats; anything else fails."""
+def json_default(value: Any) -> Any:
+    """Numbers orjson does not know (Fraction, Decimal, …) as floats and objects with a
+    ``json_value()`` method (a columnar solution and its lazy parts,
+    :mod:`opt.placement.solution_tables`) as what it returns; anything else fails. The
+    ``default`` of every orjson encoding here."""
     if isinstance(value, numbers.Real):
         return float(value)
+    to_json = getattr(type(value), "json_value", None)
+    if to_json is not None:
+        return to_json(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
@@ -47,7 +53,7 @@ def json_bytes(obj: Any, *, indent: bool = True) -> bytes:
     opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
     if indent:
         opts |= orjson.OPT_INDENT_2
-    return orjson.dumps(obj, option=opts, default=_default)
+    return orjson.dumps(obj, option=opts, default=json_default)
 
 
 def write_json(obj: Any, path: str | Path, *, indent: int | None = 1) -> None:

@@ -9,7 +9,8 @@ computed on. :func:`claims_error` is the one status/bound consistency rule every
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ OPTIMAL_RTOL = 1e-4
 
 @dataclass
 class Result:
-    """The outcome of one solve. ``solution`` is the problem's solution dict (or None)."""
+    """The outcome of one solve. ``solution`` is the problem's solution dict (or None; a
+    placement solution may be a columnar mapping, :mod:`opt.placement.solution_tables`)."""
 
     problem: str
     method: str
@@ -48,7 +50,13 @@ class Result:
         return self.solution is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **asdict(self)}
+        """The JSON form as plain dicts and lists (deep-copied; a columnar solution in
+        rows)."""
+        if self.solution is None or isinstance(self.solution, dict):
+            return {"schema": SCHEMA, **asdict(self)}
+        out = {"schema": SCHEMA, **asdict(replace(self, solution=None))}
+        out["solution"] = _plain(self.solution)
+        return out
 
     def body(self, solution: bool = True) -> dict[str, Any]:
         """:meth:`to_dict`'s keys with the fields as they are, for the JSON encoder (which
@@ -58,12 +66,39 @@ class Result:
                                      if solution or f.name != "solution"}}
 
     def write(self, path: str | Path) -> None:
-        """The :meth:`to_dict` JSON (encoded from :meth:`body`)."""
-        write_json(self.body(), path, indent=None if _big(self.solution) else 1)
+        """The :meth:`to_dict` JSON (encoded from :meth:`body`). A solution with more than
+        :data:`LARGE_EVENTS` compute events is written compact, and a placement one as column
+        tables (problems.md §1.2a) when columns hold it
+        (:func:`~opt.placement.solution_tables.solution_tables`); smaller ones as indented
+        rows."""
+        body = self.body()
+        big = _big(self.solution)
+        if big and self.problem == "placement":
+            from opt.placement.solution_tables import solution_tables
+
+            tables = solution_tables(self.solution)
+            if tables is not None:
+                body["solution"] = tables
+        write_json(body, path, indent=None if big else 1)
 
 
-def _big(solution: dict[str, Any] | None) -> bool:
-    return bool(solution) and len(solution.get("compute", ())) > 2000
+#: Above this many compute events a solution is written compact (and columnar ones as column
+#: tables): ``opt.placement.instance.LARGE_TASKS``, the instances' threshold (a test keeps
+#: them equal; not imported, to keep this module's import light).
+LARGE_EVENTS = 2000
+
+
+def _big(solution: Mapping[str, Any] | None) -> bool:
+    return solution is not None and len(solution.get("compute", ())) > LARGE_EVENTS
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping a new dict and every other list-like a new list (deep)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def gap_of(objective: float | None, lower_bound: float | None) -> float | None:
@@ -112,6 +147,10 @@ def result_from_dict(obj: Any, source: str | None = None) -> Result:
     sol = f.get("solution", None)
     if sol is not None and not isinstance(sol, dict):
         raise f.error("solution", "expected an object or null")
+    if problem == "placement" and sol is not None and "columns" in sol:
+        from opt.placement.solution_tables import solution_from_tables
+
+        sol = solution_from_tables(sol, source)
     for key in ("params", "stats"):
         if not isinstance(f.get(key, None) or {}, dict):
             raise f.error(key, f"expected an object, got {type(obj[key]).__name__}")

@@ -1,39 +1,39 @@
-"""Turn a solver's decisions into the problems.md §1.2a solution dict (shared by every P1 method).
+"""Turn a solver's decisions into the problems.md §1.2a solution (shared by every P1 method).
 
 Solvers decide a device and start per task, a start per cross-device edge transfer, and the
 start of each (block, device) load; durations always come from the instance, so every method
-reports events with the same integer lengths.
+reports events with the same integer lengths. The solution is a
+:class:`~opt.placement.solution_tables.ColumnarSolution`: numpy columns that read as the §1.2a
+dict (event dicts built on first access).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from opt.placement.instance import PlacementInstance
+from opt.placement.solution_tables import ColumnarSolution
 
 
 def make_solution(inst: PlacementInstance, task_device: Sequence[int], task_start: Sequence[int],
-                  transfer_start: Mapping[int, int],
+                  transfer_start: Mapping[int, int] | np.ndarray,
                   loads: Iterable[tuple[int, int, int]] = (),
                   evictions: Iterable[tuple[int, int, int]] = (),
-                  formats: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Solution dict from decisions.
+                  formats: Mapping[str, str] | None = None) -> ColumnarSolution:
+    """The solution of these decisions, as columns that read as the §1.2a dict.
 
-    task_device/task_start: per task index; transfer_start: edge index → start, for every edge
-    whose endpoints run on different devices; loads: (block, device, start); evictions:
-    (block, device, time); formats: block id → format (P2; default the instance's P1 formats).
+    task_device/task_start: per task index; transfer_start: edge index → start for every edge
+    whose endpoints run on different devices, or an int64 array over all edges with −1 where
+    there is no transfer; loads: (block, device, start); evictions: (block, device, time);
+    formats: block id → format (P2; default the instance's P1 formats). Times are in the
+    instance's unit; every end is start + the instance's duration.
     """
     names = [d.name for d in inst.devices]
-    ids = inst.task_ids
     dev = np.asarray(task_device, dtype=np.int64)
     st = np.asarray(task_start, dtype=np.int64)
     dur = inst.cost[np.arange(inst.n_tasks), dev]
-    dev_names = [names[d] for d in dev.tolist()]
-    compute = [{"task": tid, "device": dn, "start": s, "end": e}
-               for tid, dn, s, e in zip(ids, dev_names, st.tolist(), (st + dur).tolist())]
     fmt_of = list(inst.block_format)
     if formats:
         for bid, fmt in formats.items():
@@ -44,38 +44,43 @@ def make_solution(inst: PlacementInstance, task_device: Sequence[int], task_star
         dur_l = int(inst.block_load[fmt][b, d])
         load_events.append({"block": inst.block_ids[b], "device": names[d], "format": fmt,
                             "start": int(s), "end": int(s) + dur_l})
-    return {
-        "assignment": dict(zip(ids, dev_names)),
-        "compute": compute,
-        "transfers": _transfer_events(inst, dev, transfer_start, names),
-        "loads": load_events,
-        "evictions": [{"block": inst.block_ids[b], "device": names[d], "time": int(t)}
-                      for b, d, t in evictions],
-        "formats": {bid: fmt_of[i] for i, bid in enumerate(inst.block_ids)},
-    }
+    e, ts = _transfer_columns(inst, transfer_start)
+    u, v = inst.edge_src[e], inst.edge_dst[e]
+    f, t = dev[u], dev[v]
+    return ColumnarSolution(
+        names, inst.task_ids, dev, st, st + dur, u, v, f, t, ts, ts + _transfer_durations(
+            inst, e, f, t), load_events,
+        [{"block": inst.block_ids[b], "device": names[d], "time": int(tm)}
+         for b, d, tm in evictions],
+        {bid: fmt_of[i] for i, bid in enumerate(inst.block_ids)})
 
 
-def _transfer_events(inst: PlacementInstance, dev: np.ndarray,
-                     transfer_start: Mapping[int, int], names: list[str]) -> list[dict[str, Any]]:
-    """The transfer events in edge order; durations as :meth:`Links.transfer` (vectorised:
-    latency + ceil(bytes / bandwidth), 0 on one device)."""
-    if not transfer_start:
-        return []
+def _transfer_columns(inst: PlacementInstance, transfer_start: Mapping[int, int] | np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(edge indices in increasing order, their transfer starts) from either form of
+    ``transfer_start``."""
+    if isinstance(transfer_start, np.ndarray):
+        ts = np.asarray(transfer_start, dtype=np.int64)
+        if ts.shape != (inst.n_edges,):
+            raise ValueError(f"transfer_start: expected {inst.n_edges} entries (one per edge), "
+                             f"got shape {ts.shape}")
+        e = np.flatnonzero(ts >= 0)
+        return e, ts[e]
     e = np.fromiter(transfer_start, dtype=np.int64, count=len(transfer_start))
     s = np.fromiter(transfer_start.values(), dtype=np.int64, count=len(e))
     order = np.argsort(e, kind="stable")
-    e, s = e[order], s[order]
-    u, v = inst.edge_src[e], inst.edge_dst[e]
-    f, t = dev[u], dev[v]
+    return e[order], s[order]
+
+
+def _transfer_durations(inst: PlacementInstance, e: np.ndarray, f: np.ndarray, t: np.ndarray
+                        ) -> np.ndarray:
+    """Durations of transfers of edges ``e`` from devices ``f`` to ``t``, as
+    :meth:`Links.transfer` (vectorised: latency + ceil(bytes / bandwidth), 0 on one device)."""
     links = inst.links
     dur = links.latency[f, t] + np.ceil(inst.edge_bytes[e] / links.bandwidth[f, t]).astype(
         np.int64)
     dur[f == t] = 0
-    ids = inst.task_ids
-    return [{"src": ids[a], "dst": ids[b], "from": names[x], "to": names[y], "start": s0,
-             "end": s0 + d0}
-            for a, b, x, y, s0, d0 in zip(u.tolist(), v.tolist(), f.tolist(), t.tolist(),
-                                          s.tolist(), dur.tolist())]
+    return dur
 
 
 def cross_edges(inst: PlacementInstance, task_device: Sequence[int]) -> np.ndarray:

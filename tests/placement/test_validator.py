@@ -24,6 +24,7 @@ from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
 from opt.placement.validator import ScheduleError, certify_placement, validate_placement
 from solvers.api import solve
+from tests.placement.solution_forms import solution_form  # noqa: F401 (rows and columns)
 
 CLASSES = ("cpu", "npu", "pim")
 BANDWIDTHS = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0)

@@ -17,6 +17,7 @@ from instances import load
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement
+from tests.placement.solution_forms import solution_form  # noqa: F401 (rows and columns)
 
 
 def _instances():

@@ -13,6 +13,7 @@ import pytest
 
 from heuristics.placement.bifocal import bifocal_schedule
 from opt.placement import validator as v
+from tests.placement.solution_forms import solution_form  # noqa: F401 (rows and columns)
 
 _spec = importlib.util.spec_from_file_location(
     "schedule_identity", Path(__file__).parents[2] / "benchmarks" / "schedule_identity.py")
