@@ -153,22 +153,16 @@ def raise_for(state: CompiledState, code: int, t: int) -> None:
                          field="capacity")
 
 
-def transfer_starts(tstart: np.ndarray) -> dict[int, int]:
-    """edge index → transfer start (ns) of every edge with one (−1 in ``tstart``: none), the
-    mapping ``make_solution`` takes."""
-    e = np.flatnonzero(tstart >= 0)
-    return dict(zip(e.tolist(), tstart[e].tolist()))
-
-
 def compiled_solution(state: CompiledState) -> dict:
-    """The solution dict of a complete compiled schedule (``ScheduleState.solution``)."""
+    """The solution of a complete compiled schedule (``ScheduleState.solution``); the transfer
+    starts go to ``make_solution`` as the kernels' per-edge array (−1: no transfer)."""
     from opt.placement.solution import make_solution
 
     n_loads, n_evictions, scheduled = state.counts
     sched, ev = state.stt[0], state.stt[1]
     if scheduled != state.inst.n_tasks or (len(sched[0]) and int(sched[0].min()) < 0):
         raise InputError("priority order does not cover every task", field="order")
-    return make_solution(state.inst, sched[0], sched[1], transfer_starts(state.stt[7]),
+    return make_solution(state.inst, sched[0], sched[1], state.stt[7],
                          ev[0, :n_loads].tolist(), ev[1, :n_evictions].tolist())
 
 
