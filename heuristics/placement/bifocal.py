@@ -178,11 +178,10 @@ from heuristics.placement.engine import as_int64
 from heuristics.placement.list_scheduler import (
     ScheduleState,
     priority_order,
-    splitmix64,
-    unique_rows,
     upward_rank,
 )
 from opt.common.errors import InputError
+from opt.common.rows import splitmix64, unique_rows
 from opt.placement.instance import PlacementInstance
 
 #: Raised whenever a change of this module changes a schedule under the same parameters: the

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from opt.common.rows import unique_rows
 from opt.placement.instance import PlacementInstance
 
 #: "Infinite" duration of an illegal (task, device) pair in the certified bounds.
@@ -40,22 +41,14 @@ def work_lp_bound(inst: PlacementInstance) -> tuple[int, np.ndarray]:
 
 def unique_cost_rows(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(cost, axis=0, return_counts=True)`` (rows in lexicographic order), without
-    its sort of the [n, D] rows as records: rows are first grouped by a 1-D key (a wrapping
-    weighted sum of the row, checked to have no collision), then the few distinct rows are
-    sorted. Falls back to ``np.unique`` on a collision."""
+    its sort of the [n, D] rows as records: the rows are grouped by
+    :func:`opt.common.rows.unique_rows` (a checked 1-D hash), then the few distinct rows are
+    sorted."""
     a = np.ascontiguousarray(cost, dtype=np.int64)
     if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
         return np.unique(a, axis=0, return_counts=True)
-    # odd weights < 2**62, one per column (fixed: the grouping never depends on the run)
-    w = (np.arange(1, a.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-         >> np.uint64(2)) | np.uint64(1)
-    with np.errstate(over="ignore"):
-        key = (a.view(np.uint64) * w[None, :]).sum(axis=1)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    if not np.array_equal(a[first][inv], a):
-        return np.unique(a, axis=0, return_counts=True)  # a collision: the exact route
-    rows, inv2 = np.unique(a[first], axis=0, return_inverse=True)
+    distinct, inv = unique_rows(a)
+    rows, inv2 = np.unique(distinct, axis=0, return_inverse=True)
     counts = np.bincount(inv2.reshape(-1)[inv], minlength=len(rows))
     return rows, counts
 
