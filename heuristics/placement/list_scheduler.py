@@ -466,8 +466,6 @@ def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: b
 def heft(inst: PlacementInstance, *, engine: str = "auto") -> dict:
     """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice.
     ``engine``: module docstring."""
-    if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
-        order = _engine.priority_array(inst, upward_rank(inst, engine="compiled"))
-        return _engine.eft_schedule(inst, order, unique_rows(inst.cost), insertion=True)
-    return list_schedule(inst, priority_order(inst, upward_rank(inst, engine="python"),
-                                              engine="python"), insertion=True, engine="python")
+    eng = _engine.resolve_engine(engine, inst.n_tasks)
+    order = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
+    return list_schedule(inst, order, insertion=True, engine=eng)
