@@ -89,7 +89,8 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           time_limit: float | None = 60.0, num_workers: int = 1, seed: int = 0,
           initial_solution: dict[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | None = None,
-          deterministic: bool = False, log: bool = False, **params: Any) -> Result:
+          deterministic: bool = False, log: bool = False, bound_worker: Any = None,
+          **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: ``cpsat`` for placement instances, ``bnb``
     for serving plans; :mod:`solvers.registry`) and return a certified :class:`Result`.
 
@@ -103,7 +104,10 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     export_path: placement MILP only, write the model as .mps/.lp; deterministic: CP-SAT
     methods give the same result on every run (the time limit becomes CP-SAT's deterministic
     time and is not shortened by the warm start; several workers interleave their search);
-    log: exact methods stream the solver's progress to stderr; params: the method's knobs,
+    log: exact methods stream the solver's progress to stderr; bound_worker: a
+    :class:`opt.placement.bound_process.BoundWorker` started before the instance was read
+    (the CLI does so for a heuristic on a large file): a heuristic's certified bound is
+    computed in it; params: the method's knobs,
     passed to the back end untouched after :mod:`solvers.params` checked them (e.g. CP-SAT
     parameter names, HiGHS option names).
     """
@@ -124,7 +128,8 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
                          field="export")
     options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
                            initial_solution=initial, params=dict(params),
-                           export_path=export_path, deterministic=deterministic, log=log)
+                           export_path=export_path, deterministic=deterministic, log=log,
+                           bound_worker=bound_worker)
     res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
            else _solve_placement(instance, spec, options, warm_start, time.perf_counter()))
     res.instance_fingerprint = instance_fingerprint(instance)  # opt.common.fingerprint

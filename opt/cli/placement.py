@@ -163,6 +163,42 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output)  # before the solve: a bad path must not cost the result
+    worker = _bound_worker(args)
+    try:
+        return _solve_and_report(args, solve, read_result, worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+#: instance files from this size (bytes) get a bound child started before they are read
+#: (≈ 100,000 tasks as gzipped column tables; a child below PARALLEL_BOUND_TASKS is stopped)
+PRESTART_FILE_BYTES = 1 << 20
+
+
+def _bound_worker(args: argparse.Namespace):
+    """A :class:`~opt.placement.bound_process.BoundWorker` for a placement heuristic on a file
+    of at least :data:`PRESTART_FILE_BYTES`: its child loads numba while this process reads
+    (None otherwise, or when the method name is unknown: ``solve`` reports that)."""
+    from pathlib import Path
+
+    from solvers.registry import methods
+
+    spec = next((m for m in methods("placement") if m.name == args.method), None)
+    if spec is None or spec.exact or spec.warm_start:
+        return None
+    try:
+        if Path(args.instance).stat().st_size < PRESTART_FILE_BYTES:
+            return None
+    except OSError:
+        return None  # load_instance reports it
+    from opt.placement.bound_process import BoundWorker
+
+    return BoundWorker.start()
+
+
+def _solve_and_report(args: argparse.Namespace, solve, read_result, worker) -> int:
+    """Read, solve (the bound in ``worker`` when a heuristic takes it), write and print."""
     inst = load_instance(args.instance)
     is_serving = getattr(inst, "problem", "placement") == "serving_plan"
     if args.simulate and not is_serving:
@@ -173,7 +209,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     params.update(serving.serving_only_params(args, is_serving))
     res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
                 seed=args.seed, initial_solution=initial, export_path=args.export,
-                deterministic=args.deterministic, log=args.log, **params)
+                deterministic=args.deterministic, log=args.log, bound_worker=worker,
+                **params)
     if args.simulate:
         serving.attach_simulation(inst, res)
     failed = write_or_rescue(res.write, args.output) if args.output else None

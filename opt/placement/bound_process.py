@@ -13,6 +13,11 @@ the child and stores its value in the bound's per-instance cache, so a later cal
 ``certified_lower_bound`` (``solvers.api.solve`` attaches it) does not recompute it. If the
 child cannot be started or fails, the bound is computed in process: the value never depends on
 where it ran.
+
+A caller that knows before reading the instance that it will want the bound (``hetopt solve``
+of a heuristic on a large file) starts a :class:`BoundWorker` first: the same child, started
+with ``--warm``, loads numba (≈ 1.4 s) on the other core while the caller reads, and
+:func:`start_bound` hands it the instance instead of starting a child then.
 """
 
 from __future__ import annotations
@@ -93,22 +98,62 @@ class BoundJob:
             self.writer = None
 
 
+def _child(warm: bool) -> subprocess.Popen | None:
+    """A bound child waiting for its payload on stdin (``warm``: loading numba meanwhile);
+    None if it cannot be started."""
+    import subprocess  # only when a child is started (startup: issue 20 item 5)
+
+    try:
+        return subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process",
+                                 *(["--warm"] if warm else [])],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError:
+        return None
+
+
+@dataclass
+class BoundWorker:
+    """A bound child started before the instance exists (:meth:`start`), warming numba while
+    the caller reads; :func:`start_bound` takes it, :meth:`close` stops it if nobody did."""
+
+    process: subprocess.Popen | None = None
+
+    @classmethod
+    def start(cls) -> BoundWorker:
+        """A warming child when two CPUs are usable (else an empty worker)."""
+        return cls(_child(warm=True) if usable_cpus() >= 2 else None)
+
+    def take(self) -> subprocess.Popen | None:
+        """The child, if it is still alive (the caller owns it from now on)."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is not None:  # died while warming
+            proc.communicate()
+            return None
+        return proc
+
+    def close(self) -> None:
+        """Stop the child if it was not taken."""
+        proc, self.process = self.process, None
+        if proc is not None:
+            proc.kill()
+            proc.communicate()
+
+
 def start_bound(inst: PlacementInstance, options: BoundOptions | None = None, *,
-                min_tasks: int = PARALLEL_BOUND_TASKS) -> BoundJob:
-    """Start the certified bound of ``inst``: in a child interpreter when ``inst`` has at least
-    ``min_tasks`` tasks, two CPUs are usable and the bound is not cached; else deferred."""
+                min_tasks: int = PARALLEL_BOUND_TASKS,
+                worker: BoundWorker | None = None) -> BoundJob:
+    """Start the certified bound of ``inst``: in a child interpreter (``worker``'s when given
+    and alive) when ``inst`` has at least ``min_tasks`` tasks, two CPUs are usable and the
+    bound is not cached; else deferred."""
     opts = options or BoundOptions()
     job = BoundJob(inst, opts)
     if inst.n_tasks < min_tasks or usable_cpus() < 2 or cached_bound(inst, opts) is not None:
         return job
-    import subprocess  # only when a child is started (startup: issue 20 item 5)
-
-    try:
-        warm = ["--warm"] if inst.n_tasks >= JIT_TASKS else []  # it will use numba
-        proc = subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process", *warm],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-    except OSError:
+    proc = worker.take() if worker is not None else None
+    if proc is None:
+        proc = _child(warm=inst.n_tasks >= JIT_TASKS)  # warm: it will use numba
+    if proc is None:
         return job
     stdin, proc.stdin = proc.stdin, None  # closed by the writer; communicate() must not
     assert stdin is not None

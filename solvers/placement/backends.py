@@ -42,7 +42,8 @@ def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions
     """Run a heuristic ``schedule()`` and wrap it: FEASIBLE with the certified bound, computed
     in a child process while it schedules on a full-size instance
     (:mod:`opt.placement.bound_process`); runtime in seconds, the schedule's alone."""
-    bound = start_bound(inst) if inst.objective == "makespan" else None
+    bound = (start_bound(inst, worker=options.bound_worker) if inst.objective == "makespan"
+             else None)
     t0 = time.perf_counter()
     try:
         solution = schedule()
