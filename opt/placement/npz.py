@@ -48,8 +48,6 @@ _READ_ERRORS = (OSError, EOFError, ValueError, RuntimeError, MemoryError, zipfil
                 zlib.error)
 
 
-# ---- reading --------------------------------------------------------------------------------
-
 def open_container(path: str | Path) -> tuple[Fields, Callable[..., tuple]]:
     """The container at ``path``: its header (``container`` version checked; the rest is
     for :func:`opt.placement.io.instance_from_header`) and the reader of its task and edge
