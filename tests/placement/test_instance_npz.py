@@ -411,3 +411,10 @@ def test_cli_bad_npz_exits_2_with_one_line(capsys, tmp_path):
     assert main(["solve", str(bad), "--method", "heft"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{bad}: field 'edges.src[1]'" in err
+
+
+def test_cli_refuses_a_serving_plan_npz(capsys, tmp_path):
+    out = tmp_path / "s.npz"
+    assert main(["build", "serving-plan", "--model", "llama-2-7b", "--gpus", "H100",
+                 "--context", "1024", "--slo-ms", "50", "-o", str(out)]) == 2
+    assert "placement instances only" in capsys.readouterr().err and not out.exists()
