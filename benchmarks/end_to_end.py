@@ -22,6 +22,7 @@ ratio of each to the scheduler and of the total to the scheduler alone, and the 
     python benchmarks/end_to_end.py --decode 64 --repeat 5
     python benchmarks/end_to_end.py --instance FILE.json.gz --json
     python benchmarks/end_to_end.py --tables rows        # the row layout, for comparison
+    python benchmarks/end_to_end.py --format npz         # the binary column container
 
 Times are wall and CPU seconds (``process_time``; the CLI's from ``wait4``) on a shared
 machine: quote medians and ratios, not one run. Under load the wall time mostly measures the
@@ -52,26 +53,31 @@ STAGES = ("start", "read", "schedule", "bound", "validate", "fingerprint", "writ
 
 def instance_path(args: argparse.Namespace) -> Path:
     """The instance file: ``--instance``, else the cached build of the workload (built once
-    with ``hetopt build placement --tables TABLES``; the default, auto, is what a user's build
-    writes: column tables at full size). The layout is in the file name, so a cache written
-    before auto became the default (rows, no suffix) is not reused."""
+    with ``hetopt build placement --tables TABLES -o NAME.FORMAT``; the default, auto, is what
+    a user's build writes: column tables at full size; ``--format npz`` the binary column
+    container, problems.md §1.2c). The layout is in the file name, so a cache written before
+    auto became the default (rows, no suffix) is not reused."""
     if args.instance:
         return Path(args.instance)
+    tables = "columns" if args.format == "npz" else args.tables
     path = Path(args.cache) / (f"{args.model}-{args.platform}-{args.prefill}-{args.decode}-"
-                               f"{args.batch}-{args.tables}.json.gz")
+                               f"{args.batch}-{tables}.{args.format}")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         _hetopt("build", "placement", "--model", args.model, "--platform", args.platform,
                 "--prefill", str(args.prefill), "--decode", str(args.decode), "--batch",
-                str(args.batch), "--tables", args.tables, "-o", str(path))
+                str(args.batch), "--tables", tables, "-o", str(path))
     return path
 
 
 def tables_of(path: Path) -> str:
-    """``columns`` or ``rows``: the layout of an instance file (problems.md §1.2b), from its
-    first bytes (the writer puts ``"columns": 1`` right after ``schema`` and ``problem``)."""
+    """``columns``, ``rows`` or ``npz``: the layout of an instance file (problems.md §1.2b,
+    §1.2c), from its name (``.npz``) or first bytes (the writer puts ``"columns": 1`` right
+    after ``schema`` and ``problem``)."""
     import gzip
 
+    if path.name.endswith(".npz"):
+        return "npz"
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as fh:
         head = fh.read(200)
@@ -202,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", choices=("auto", "rows", "columns"), default="auto",
                     help="layout of the cached build (hetopt build placement --tables; "
                          "default auto, what users get: columns at full size)")
+    ap.add_argument("--format", choices=("json.gz", "npz"), default="json.gz",
+                    help="file format of the cached build (default json.gz; npz: the binary "
+                         "column container, docs/problems.md §1.2c, always columns)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-heft", dest="heft", action="store_false", help="skip the baseline")
     ap.add_argument("--no-cli", dest="cli", action="store_false",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
 from opt.placement.instance import PlacementInstance
-from opt.placement.io import instance_from_dict
+from opt.placement.io import instance_from_dict, read_instance
 
 if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: startup)
     from opt.serving.instance import ServingInstance
@@ -31,5 +31,8 @@ def instance_of(obj: object, source: str | None = None) -> PlacementInstance | S
 
 
 def read_problem_instance(path: str | Path) -> PlacementInstance | ServingInstance:
-    """Read a ``.json`` / ``.json.gz`` instance of any problem."""
+    """Read a ``.json`` / ``.json.gz`` instance of any problem, or a placement instance in
+    the binary column container (``.npz``, docs/problems.md §1.2c)."""
+    if str(path).endswith(".npz"):
+        return read_instance(path)
     return instance_of(read_json(path), source=str(path))

@@ -67,7 +67,7 @@ def load_instance(ref: str):
     """An instance file path (any problem), or the name of a bundled instance."""
     from opt.problems import read_problem_instance
 
-    if Path(ref).exists() or ref.endswith((".json", ".json.gz")):
+    if Path(ref).exists() or ref.endswith((".json", ".json.gz", ".npz")):
         return read_problem_instance(ref)
     import instances
 

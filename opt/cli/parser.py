@@ -210,11 +210,13 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
         pl.add_argument(f"--slo-{name}-ms", type=float, metavar="MS",
                         help=f"service-level limit on the {what}, ms (a hard constraint; "
                              f"docs/problems.md §1.5)")
-    pl.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
+    pl.add_argument("-o", "--output", required=True,
+                    help="instance file: .json or .json.gz, or .npz for the binary column "
+                         "container (docs/problems.md §1.2c; fastest to read at full size)")
     pl.add_argument("--tables", choices=TABLES, default="auto",
                     help="layout of the task and edge tables (docs/problems.md §1.2b): auto = "
                          "column tables above 2,000 tasks (several times faster to read at full "
-                         "size), rows otherwise (default auto)")
+                         "size), rows otherwise (default auto); an .npz file is always columns")
     pl.add_argument("--columns", dest="tables", action="store_const", const="columns",
                     default=argparse.SUPPRESS, help="same as --tables columns")
     pl.set_defaults(func=Handler("opt.cli.placement", "cmd_build_placement"))
@@ -517,7 +519,8 @@ def add_view_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
     """Register ``view`` on the ``hetopt`` subparsers ``sub`` (``common``: the shared options)."""
     s = sub.add_parser("view", parents=[common],
                        help="write a self-contained HTML viewer of a schedule or serving plan")
-    s.add_argument("instance", help="instance file (.json/.json.gz) or bundled instance name")
+    s.add_argument("instance",
+                   help="instance file (.json/.json.gz/.npz) or bundled instance name")
     s.add_argument("result", help="result JSON of `hetopt solve` (its solution is drawn)")
     s.add_argument("-o", "--output", default="schedule.html", metavar="FILE",
                    help="the HTML file to write (default: schedule.html)")

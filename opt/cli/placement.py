@@ -33,6 +33,11 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
 
     from opt.placement.builder import BuildOptions, Workload, build_placement
 
+    npz = args.output.endswith(".npz")
+    if npz and args.tables == "rows":
+        raise InputError("an .npz file is always column tables (docs/problems.md §1.2c): "
+                         "write rows to a .json or .json.gz file", source="<argument>",
+                         field="tables")
     cat, crds = catalog(args), cards(args)
     t0 = time.perf_counter()
     inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
@@ -49,7 +54,8 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
     columns = inst.writes_columns(TABLES[args.tables])
     inst.write(args.output, columns=columns)
     info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
-            "output": args.output, "tables": "columns" if columns else "rows"}
+            "output": args.output,
+            "tables": "npz" if npz else "columns" if columns else "rows"}
     if "measurements" in inst.meta:
         info["measurements"] = inst.meta["measurements"]
     if args.json:

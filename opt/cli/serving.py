@@ -23,6 +23,10 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
     """``build serving-plan``: write a P3 instance."""
     from opt.serving.builder import ServingWorkload, build_serving_plan
 
+    if args.output.endswith(".npz"):
+        raise InputError("a serving-plan instance is JSON (.json or .json.gz); the .npz "
+                         "container holds placement instances only", source="<argument>",
+                         field="output")
     cat, crds = catalog(args), cards(args)
     grid = grid_from_args(args)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]

@@ -12,6 +12,7 @@ first offending position (``tasks.cost.NPU0[17]``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,7 @@ def _table(obj: Any, source: str | None, name: str, keys: tuple[str, ...]) -> Fi
     return f
 
 
-def column_tables(f: Fields, obj: dict, dindex: dict[str, int], bindex: dict[str, int],
+def column_tables(f: Fields, obj: Mapping[str, Any], dindex: dict[str, int], bindex: dict[str, int],
                   nd: int):
     """The reader's columns (ids, kinds, cost, task_block, phase, step, layer, shard, src,
     dst, bytes) from the column tables of ``obj`` (``"columns": 1``)."""
@@ -121,7 +122,7 @@ def _cost_matrix(tf: Fields, n: int, dindex: dict[str, int], nd: int) -> np.ndar
     return cost
 
 
-def _edge_columns(f: Fields, obj: dict, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _edge_columns(f: Fields, obj: Mapping[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``edges``: task positions ``src`` and ``dst`` and optional ``bytes`` (default 0)."""
     if "edges" not in obj:
         empty = np.zeros(0, dtype=np.int64)

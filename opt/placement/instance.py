@@ -27,18 +27,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.common.jsonio import write_json
+from opt.common.jsonio import json_bytes, write_json
 from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
 from opt.common.units import TIME_UNITS
 
 SCHEMA = 1
 #: the version of the column-table layout (problems.md §1.2b; a file's ``columns`` field)
 COLUMNS_VERSION = 1
+#: the version of the binary column container (problems.md §1.2c; its header's ``container``)
+CONTAINER_VERSION = 1
+#: the optional integer task columns of the container besides ``kind``: member name ->
+#: instance field
+NPZ_TASK_INTS = MappingProxyType({"block": "task_block", "phase": "phase", "step": "step",
+                                  "layer": "layer", "shard": "shard"})
+#: integer dtypes a container column may be stored in, smallest first (the writer takes the
+#: first that holds the column's values)
+_INT_DTYPES = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64)
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
@@ -313,6 +323,16 @@ class PlacementInstance:
 
     def _with_tables(self, tables: dict[str, Any]) -> dict[str, Any]:
         """The whole JSON object around the task and edge ``tables`` (rows or columns)."""
+        head = self.header()
+        top = {k: head.pop(k) for k in ("schema", "problem")}
+        mid = {k: head.pop(k) for k in ("time_unit", "devices", "links")}
+        return {**top, **({"columns": tables["columns"]} if "columns" in tables else {}),
+                **mid, "tasks": tables["tasks"], "edges": tables["edges"], **head}
+
+    def header(self) -> dict[str, Any]:
+        """Every top-level field of the JSON form except the task and edge tables: schema,
+        problem, time_unit, devices, links, blocks, layout, meta and (when set) objective
+        and slo."""
         names = [d.name for d in self.devices]
         blocks = []
         for b, bid in enumerate(self.block_ids):
@@ -324,9 +344,7 @@ class PlacementInstance:
             blocks.append({"id": bid, "bytes": int(self.block_bytes[b]), "load": load})
         lay = self.layout
         return {
-            "schema": SCHEMA, "problem": "placement",
-            **({"columns": tables["columns"]} if "columns" in tables else {}),
-            "time_unit": self.time_unit,
+            "schema": SCHEMA, "problem": "placement", "time_unit": self.time_unit,
             "devices": [{"name": d.name, "class": d.device_class,
                          "weight_capacity": d.weight_capacity} for d in self.devices],
             "links": {"topology": self.links.topology, "contention": self.links.contention,
@@ -334,7 +352,7 @@ class PlacementInstance:
                                   "bandwidth": self.links.default_bandwidth},
                       "pairs": [{"src": s, "dst": d, "latency": lat, "bandwidth": bw}
                                 for s, d, lat, bw in self.links.pairs]},
-            "tasks": tables["tasks"], "edges": tables["edges"], "blocks": blocks,
+            "blocks": blocks,
             "layout": {"formats": list(lay.formats), "fixed": dict(lay.fixed),
                        "default": lay.default, "storage_multiplier": dict(lay.storage_multiplier),
                        "memory_budget": lay.memory_budget},
@@ -352,9 +370,59 @@ class PlacementInstance:
         """Write as JSON (gzip when the name ends in ``.gz``). Above :data:`LARGE_TASKS` tasks
         the JSON is compact and, with ``columns`` None (automatic), the task and edge tables
         are column tables (problems.md §1.2b), else rows (§1.2a); True / False force columns /
-        rows (:meth:`writes_columns`)."""
+        rows (:meth:`writes_columns`). A name ending in ``.npz`` is the binary column
+        container instead (§1.2c, :meth:`npz_members`, ``np.savez_compressed``; ``columns``
+        does not apply; read by :mod:`opt.placement.npz`)."""
+        if str(path).endswith(".npz"):
+            members: dict[str, Any] = self.npz_members()
+            with open(path, "wb") as fh:
+                np.savez_compressed(fh, **members)
+            return
         write_json(self.to_dict(self.writes_columns(columns)), path,
                    indent=None if self.n_tasks > LARGE_TASKS else 1)
+
+
+    def npz_members(self) -> dict[str, np.ndarray]:
+        """The members of the binary column container (problems.md §1.2c): ``header`` (the
+        :meth:`header` fields, ``container`` and ``kind_names`` as UTF-8 JSON), the task and
+        edge columns, each in the smallest integer dtype holding its values. Optional
+        columns whose every entry is none (-1 / null; bytes 0) are left out."""
+        kind_names, kind_codes = _kind_codes(self.kind)
+        header = {**self.header(), "container": CONTAINER_VERSION, "kind_names": kind_names}
+        out = {"header": np.frombuffer(json_bytes(header, indent=False), dtype=np.uint8),
+               **_id_members(self.task_ids), "tasks.cost": smallest_int(self.cost)}
+        columns = {k: getattr(self, f) for k, f in NPZ_TASK_INTS.items()}
+        for key, arr in {**columns, "kind": kind_codes}.items():
+            if arr is not None and (arr >= 0).any():
+                out[f"tasks.{key}"] = smallest_int(arr)
+        out["edges.src"], out["edges.dst"] = map(smallest_int, (self.edge_src, self.edge_dst))
+        if self.edge_bytes.any():
+            out["edges.bytes"] = smallest_int(self.edge_bytes)
+        return out
+
+
+def smallest_int(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in the smallest integer dtype holding its values (uint8 when empty)."""
+    lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+    dtype = next(t for t in _INT_DTYPES if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _id_members(ids: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """``tasks.id`` (the ids' UTF-8 bytes, concatenated) and ``tasks.id_end`` (the end byte
+    offset of each)."""
+    blob = "".join(ids).encode()
+    sizes = map(len, ids) if len(blob) == sum(map(len, ids)) else (len(t.encode()) for t in ids)
+    ends = np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(ids)))
+    return {"tasks.id": np.frombuffer(blob, dtype=np.uint8), "tasks.id_end": smallest_int(ends)}
+
+
+def _kind_codes(kinds: tuple[str | None, ...]) -> tuple[list[str], np.ndarray]:
+    """The distinct non-null kinds in first-seen order, and each task's position among them
+    (-1: null)."""
+    names = list(dict.fromkeys(k for k in kinds if k is not None))
+    code: dict[str | None, int] = {None: -1, **{k: i for i, k in enumerate(names)}}
+    return names, np.fromiter(map(code.__getitem__, kinds), dtype=np.int64, count=len(kinds))
 
 
 def interchangeable_devices(inst: PlacementInstance) -> list[list[int]]:

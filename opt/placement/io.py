@@ -4,12 +4,14 @@ and build a :class:`~opt.placement.instance.PlacementInstance` (errors name file
 Large files take a fast path (bulk column extraction with numpy checks); any irregularity
 reruns the field-by-field path, whose error names the offending field. A file with
 ``"columns": 1`` holds its task and edge tables as columns (problems.md §1.2b), read by
-:mod:`opt.placement.columns`. The writer is :meth:`PlacementInstance.to_dict` /
+:mod:`opt.placement.columns`; a ``.npz`` file is the binary column container (§1.2c,
+:mod:`opt.placement.npz`), whose header goes through :func:`instance_from_header` too. The writer is :meth:`PlacementInstance.to_dict` /
 :meth:`PlacementInstance.write`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 from operator import itemgetter, methodcaller
 from pathlib import Path
@@ -28,40 +30,91 @@ from opt.placement.instance import (
     SCHEMA,
     Device,
     Layout,
+    Links,
     PlacementInstance,
     build_instance,
     make_links,
 )
 
+#: the top-level fields of an instance file other than its task and edge tables (§1.2a)
+HEADER_KEYS = frozenset({"schema", "problem", "time_unit", "devices", "links", "blocks",
+                         "layout", "meta", "objective", "slo"})
+#: reads the task and edge tables: (the file's top-level fields, device index, block index,
+#: number of devices) -> (ids, kinds, cost, task_block, phase, step, layer, shard, src, dst,
+#: bytes, the task index or None); errors name the file and the table
+TableReader = Callable[[Fields, dict[str, int], dict[str, int], int], tuple]
+
 
 def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance:
-    """Validate the problems.md §1.2a JSON form and build the instance (errors name file and field)."""
+    """Validate the problems.md §1.2a JSON form (task and edge tables as rows, or as column
+    tables, §1.2b) and build the instance (errors name file and field)."""
     f = Fields(obj, source, "")
-    f.check_keys({"schema", "problem", "columns", "time_unit", "devices", "links", "tasks",
-                  "edges", "blocks", "layout", "meta", "objective", "slo"})
+    f.check_keys(set(HEADER_KEYS | {"columns", "tasks", "edges"}))
+    return instance_from_header(f, _column_tables if "columns" in obj else _row_tables)
+
+
+def instance_from_header(f: Fields, tables: TableReader) -> PlacementInstance:
+    """Build the instance from the top-level fields in ``f`` (schema, devices, links, blocks,
+    layout, meta, objective, slo; checked here) and the task and edge tables that ``tables``
+    reads (rows, JSON columns, or the binary container's arrays)."""
     schema = f.get("schema")
     if schema != SCHEMA:
         raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
     if f.str("problem") != "placement":
-        raise f.error("problem", f"expected 'placement', got {obj['problem']!r}")
+        raise f.error("problem", f"expected 'placement', got {f.obj['problem']!r}")
     time_unit = f.str("time_unit", "ns")
+    devices = _devices(f)
+    dindex = {dv.name: i for i, dv in enumerate(devices)}
+    links = _links(f, devices)
+    layout = _layout(f)
+    block_ids, block_bytes, block_load = _blocks(f, dindex, len(devices), layout.formats)
+    bindex = {b: i for i, b in enumerate(block_ids)}
+    *cols, tindex = tables(f, dindex, bindex, len(devices))
+    ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
+    inst = build_instance(
+        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
+        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
+        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
+        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
+        meta=_object(f, "meta"), source=f.source)
+    if tindex is not None:  # ids are unique (build_instance checked): it is task_index
+        inst.__dict__["task_index"] = tindex
+    return _with_goal(inst, f)
+
+
+def _devices(f: Fields) -> list[Device]:
+    """``devices``: name, class and weight capacity (bytes, null = unlimited) of each."""
     devices = []
     for df in f.items("devices"):
         df.check_keys({"name", "class", "weight_capacity"})
         devices.append(Device(df.str("name"), df.str("class"),
                               df.int("weight_capacity", None, maximum=MAX_BYTES)))
-    dindex = {dv.name: i for i, dv in enumerate(devices)}
+    return devices
+
+
+def _links(f: Fields, devices: list[Device]) -> Links:
+    """``links``: topology, contention, the default latency (ticks) and bandwidth (bytes per
+    tick) and the per-pair exceptions."""
     lf = f.sub("links", {})
+    assert lf is not None  # a default is given
     lf.check_keys({"topology", "contention", "default", "pairs"})
     default = lf.sub("default", {})
+    assert default is not None
     pairs = []
     for pf in lf.items("pairs") if "pairs" in lf.obj else []:
         pf.check_keys({"src", "dst", "latency", "bandwidth"})
         pairs.append((pf.str("src"), pf.str("dst"), pf.int("latency", maximum=MAX_TICKS),
                       pf.num("bandwidth", strict=True)))
-    links = make_links(devices, lf.str("topology", "full"), lf.bool("contention", True),
-                       default.int("latency", 0, maximum=MAX_TICKS), default.num("bandwidth", 1.0, strict=True),
-                       pairs, source)
+    latency = default.int("latency", 0, maximum=MAX_TICKS)
+    bandwidth = default.num("bandwidth", 1.0, strict=True)
+    assert latency is not None and bandwidth is not None  # defaults are given
+    return make_links(devices, lf.str("topology", "full"), lf.bool("contention", True),
+                      latency, bandwidth, pairs, f.source)
+
+
+def _layout(f: Fields) -> Layout:
+    """``layout``: the formats offered, fixed blocks, the default, storage multipliers and the
+    memory budget (bytes)."""
     lay = f.sub("layout", {})
     assert lay is not None  # a default is given
     lay.check_keys({"formats", "fixed", "default", "storage_multiplier", "memory_budget"})
@@ -70,51 +123,47 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
     for i, fmt in enumerate(formats):
         if not isinstance(fmt, str) or not fmt:
             raise lay.error(f"formats[{i}]", f"expected a format name, got {fmt!r}")
-    fixed = _str_map(lay, "fixed")
-    layout = Layout(formats=formats, fixed=fixed, default=default_fmt,
-                    storage_multiplier={**DEFAULT_STORAGE, **_multipliers(lay)},
-                    memory_budget=lay.int("memory_budget", None,
-                                          maximum=MAX_BYTES))
-    blocks = f.items("blocks") if "blocks" in obj else []
-    block_ids = []
-    block_bytes = []
-    block_load = {fmt: np.full((len(blocks), len(devices)), -1, dtype=np.int64) for fmt in formats}
+    return Layout(formats=formats, fixed=_str_map(lay, "fixed"), default=default_fmt,
+                  storage_multiplier={**DEFAULT_STORAGE, **_multipliers(lay)},
+                  memory_budget=lay.int("memory_budget", None, maximum=MAX_BYTES))
+
+
+def _blocks(f: Fields, dindex: dict[str, int], nd: int, formats: tuple[str, ...]
+            ) -> tuple[list[str], list[int | None], dict[str, np.ndarray]]:
+    """``blocks``: ids, bytes and load durations (format -> int64 [blocks, devices], ticks,
+    -1 = cannot be loaded there)."""
+    blocks = f.items("blocks") if "blocks" in f.obj else []
+    block_ids, block_bytes = [], []
+    block_load = {fmt: np.full((len(blocks), nd), -1, dtype=np.int64)
+                  for fmt in formats}
     for b, bf in enumerate(blocks):
         bf.check_keys({"id", "bytes", "load"})
         block_ids.append(bf.str("id"))
         block_bytes.append(bf.int("bytes", maximum=MAX_BYTES))
         load = bf.sub("load", {})
+        assert load is not None
         for dname, per_fmt in load.obj.items():
             if dname not in dindex:
                 raise load.error(dname, f"unknown device '{dname}'")
             pf = load.sub(dname)
+            assert pf is not None
             for fmt in per_fmt:
                 if fmt not in block_load:
                     raise pf.error(fmt, f"format '{fmt}' is not in layout.formats "
                                         f"{list(formats)}")
                 block_load[fmt][b, dindex[dname]] = pf.int(fmt, maximum=MAX_TICKS)
-    bindex = {b: i for i, b in enumerate(block_ids)}
-    tindex: dict[str, int] | None = None  # the rows' task index, built on the way
-    if "columns" in obj:
-        from opt.placement.columns import column_tables  # the column layout's reader (§1.2b)
-
-        cols = column_tables(f, obj, dindex, bindex, len(devices))
-    else:
-        *cols, tindex = _row_columns(f, obj, dindex, bindex, len(devices))
-    ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
-    inst = build_instance(
-        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
-        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
-        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
-        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
-        meta=_object(f, "meta"), source=source)
-    if tindex is not None:  # ids are unique (build_instance checked): it is task_index
-        inst.__dict__["task_index"] = tindex
-    return _with_goal(inst, f, obj, source)
+    return block_ids, block_bytes, block_load
 
 
-def _row_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, int],
-                 nd: int):
+def _column_tables(f: Fields, dindex: dict[str, int], bindex: dict[str, int], nd: int
+                   ) -> tuple:
+    """The column tables of a ``"columns": 1`` file (§1.2b, :mod:`opt.placement.columns`)."""
+    from opt.placement.columns import column_tables
+
+    return (*column_tables(f, f.obj, dindex, bindex, nd), None)
+
+
+def _row_tables(f: Fields, dindex: dict[str, int], bindex: dict[str, int], nd: int):
     """The columns of the row tables (§1.2a) and the task index (id -> position): the fast
     path, and on any irregularity the checked path, whose error names the offending field."""
     raw_tasks = f.list("tasks")
@@ -122,7 +171,7 @@ def _row_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[str, 
     try:
         return _fast_columns(raw_tasks, raw_edges, dindex, bindex, nd)
     except (KeyError, TypeError, ValueError, AttributeError):
-        return _checked_columns(f, obj, dindex, bindex, nd)
+        return _checked_columns(f, f.obj, dindex, bindex, nd)
 
 
 def _object(f: Fields, key: str) -> dict:
@@ -151,9 +200,9 @@ def _str_map(f: Fields, key: str) -> dict[str, str]:
     return dict(value)
 
 
-def _with_goal(inst: PlacementInstance, f: Fields, obj: dict, source: str | None
-               ) -> PlacementInstance:
+def _with_goal(inst: PlacementInstance, f: Fields) -> PlacementInstance:
     """The optional ``objective`` and ``slo`` (opt.placement.slo), errors naming the file."""
+    obj = f.obj
     if "objective" not in obj and "slo" not in obj:
         return inst
     from opt.placement.slo import Slo, with_goal
@@ -162,7 +211,8 @@ def _with_goal(inst: PlacementInstance, f: Fields, obj: dict, source: str | None
         slo = Slo.from_dict(obj["slo"]) if obj.get("slo") is not None else None
         return with_goal(inst, obj.get("objective", "makespan"), slo)
     except InputError as exc:
-        raise InputError(exc.detail, source=source, field=exc.field) from None
+        field = f"{f.path}.{exc.field}" if f.path and exc.field else exc.field
+        raise InputError(exc.detail, source=f.source, field=field) from None
 
 
 def _has_bool(values: list) -> bool:
@@ -289,5 +339,18 @@ def _checked_columns(f: Fields, obj: Any, dindex: dict[str, int], bindex: dict[s
 
 
 def read_instance(path: str | Path) -> PlacementInstance:
-    """Read a placement instance (``.json`` or ``.json.gz``)."""
+    """Read a placement instance (``.json``, ``.json.gz``, or the binary column container
+    ``.npz``, :mod:`opt.placement.npz`)."""
+    if str(path).endswith(".npz"):
+        return _read_container(path)
     return instance_from_dict(read_json(path), source=str(path))
+
+
+def _read_container(path: str | Path) -> PlacementInstance:
+    """The binary column container (§1.2c): its header through the checks of the JSON form,
+    its arrays through :mod:`opt.placement.npz`'s."""
+    from opt.placement.npz import open_container
+
+    f, tables = open_container(path)
+    f.check_keys(set(HEADER_KEYS | {"container", "kind_names"}))
+    return instance_from_header(f, tables)
