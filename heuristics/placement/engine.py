@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from opt.common import rows as _rows
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 
@@ -107,9 +108,8 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
     p_off, p_idx = inst.predecessors
     links = inst.links
     if m:
-        ub, binv = np.unique(inst.edge_bytes, return_inverse=True)
+        ub, etype = unique_values(inst.edge_bytes)
         etab = as_int64(links.transfer_durations(ub).reshape(len(ub), nd * nd))
-        etype = as_int64(binv.reshape(-1))
     else:
         etab, etype = np.zeros((1, nd * nd), np.int64), np.zeros(0, np.int64)
     pchan = np.zeros((nd * nd, 3), np.int64)
@@ -212,3 +212,49 @@ def sibling_array(order: Any, gid: np.ndarray, pinned: np.ndarray) -> np.ndarray
     n_groups = int(gid.max()) + 1 if len(gid) else 0
     return kernels().sibling_loop(as_int64(order), as_int64(gid), np.ascontiguousarray(pinned, bool),
                                   max(n_groups, 1))
+
+
+# ---- the set-up ----------------------------------------------------------------------------------
+
+def unique_rows(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`opt.common.rows.unique_rows` compiled: the same rows in the same order and the
+    same inverse (the reference itself for an empty matrix or a hash collision)."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+        return _rows.unique_rows(a)
+    first, inv, exact = kernels().unique_rows(a, _rows.row_weights(a.shape[1]))
+    if not exact:
+        return _rows.unique_rows(a)
+    return a[first], inv
+
+
+def unique_values(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_inverse=True)`` of an integer vector, compiled (int64 arrays)."""
+    values, _, inv = kernels().unique_inverse(as_int64(a).reshape(-1))
+    return values, inv
+
+
+def window_rows(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
+                ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(rows, heaviest successor, all tails finite): int64 [n, nd + 2K] each task's cost row,
+    window tail per class (truncated to int) and best pattern per class, as
+    ``bifocal.window_tails`` (depth ``H`` ≥ 1, class ``dcls`` per device, ``K`` classes)
+    computes them."""
+    k = kernels()
+    src, dst, nbytes = as_int64(inst.edge_src), as_int64(inst.edge_dst), as_int64(inst.edge_bytes)
+    lat = as_int64(inst.links.latency)
+    bw = np.ascontiguousarray(inst.links.bandwidth, dtype=np.float64)
+    cost, dcls = as_int64(inst.cost), as_int64(dcls)
+    hs, hb = k.heaviest_successor(inst.n_tasks, src, dst, nbytes)
+    pin = k.pinned_inputs(cost, dcls, K, src, dst, nbytes, lat, bw)
+    rows, finite = k.window_rows(cost, dcls, K, H, hs, hb, pin, lat, bw)
+    return rows, hs, bool(finite)
+
+
+def sibling_groups(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(sibling group per task, pinned per task, exact): ``bifocal._sibling_data`` compiled;
+    ``exact`` False on a hash collision of two predecessor sets (the caller falls back)."""
+    p_off, p_idx = inst.predecessors
+    gid, pinned, exact = kernels().sibling_groups(as_int64(inst.cost), as_int64(p_off),
+                                                  as_int64(p_idx), as_int64(inst.edge_src))
+    return gid, pinned, bool(exact)

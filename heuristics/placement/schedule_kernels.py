@@ -730,3 +730,391 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
         if window:
             update_hints(t, c, ty, H, type_best, hs, hint, hint_dist, patterns)
     return OK, -1, ties
+
+
+# ---- set-up: uniquing, the lookahead's tails, sibling groups ----------------------------------
+# O(n) passes that replace numpy sorts and masks of the set-up; each mirrors its numpy reference
+# (named in its docstring) and gives the same values (tests/placement/test_setup_kernels.py).
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_TABLE_START = 1024  # initial slots of a hash table (doubled when half full)
+
+
+@njit(cache=True, nogil=True)
+def _mix(x):
+    """SplitMix64 finaliser of an int64 (uint64): ``opt.common.rows.splitmix64``."""
+    z = np.uint64(x) + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def _slot(tab, ukeys, key):
+    """The slot of ``key`` in the open-addressing table ``tab`` (indices into ``ukeys``, −1
+    empty; size a power of two): where it is, or the empty slot where it goes."""
+    mask = len(tab) - 1
+    h = np.int64(_mix(key) >> np.uint64(1)) & mask
+    while True:
+        u = tab[h]
+        if u < 0 or ukeys[u] == key:
+            return h
+        h = (h + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _grown(tab, ukeys, nu):
+    """``tab`` rehashed into twice the slots (``nu`` keys)."""
+    new = np.full(2 * len(tab), -1, np.int64)
+    for u in range(nu):
+        new[_slot(new, ukeys, ukeys[u])] = u
+    return new
+
+
+@njit(cache=True, nogil=True)
+def unique_inverse(keys):
+    """(distinct values ascending, index of each one's first occurrence, inverse) of int64
+    ``keys``: ``np.unique(keys, return_index=True, return_inverse=True)`` by a hash table, so
+    only the distinct values are sorted."""
+    n = len(keys)
+    tab = np.full(_TABLE_START, -1, np.int64)
+    ukeys = np.empty(n, np.int64)
+    ufirst = np.empty(n, np.int64)
+    inv = np.empty(n, np.int64)
+    nu = 0
+    for i in range(n):
+        h = _slot(tab, ukeys, keys[i])
+        u = tab[h]
+        if u < 0:
+            u = nu
+            ukeys[u] = keys[i]
+            ufirst[u] = i
+            tab[h] = u
+            nu += 1
+            if 2 * nu > len(tab):
+                tab = _grown(tab, ukeys, nu)
+        inv[i] = u
+    order = np.argsort(ukeys[:nu])
+    rank = np.empty(nu, np.int64)
+    rank[order] = np.arange(nu)
+    for i in range(n):
+        inv[i] = rank[inv[i]]
+    return ukeys[:nu][order], ufirst[:nu][order], inv
+
+
+@njit(cache=True, nogil=True)
+def unique_rows(a, w):
+    """(first row of each distinct row, inverse, no collision) of an int64 matrix with the
+    row hash Σ a[i, j]·w[j] (wrapping): ``opt.common.rows.unique_rows``'s grouping and order;
+    False when two distinct rows share a hash (the caller falls back to the exact sort)."""
+    n, k = a.shape
+    keys = np.empty(n, np.int64)
+    for i in range(n):
+        s = 0
+        for j in range(k):
+            s += a[i, j] * w[j]
+        keys[i] = s
+    _, first, inv = unique_inverse(keys)
+    for i in range(n):
+        f = first[inv[i]]
+        for j in range(k):
+            if a[i, j] != a[f, j]:
+                return first, inv, False
+    return first, inv, True
+
+
+@njit(cache=True, nogil=True)
+def heaviest_successor(n, src, dst, nbytes):
+    """(successor, bytes) over each task's heaviest outgoing edge, ties to the lowest edge
+    index; successor −1 for sinks: ``bifocal.heaviest_successor``."""
+    hs = np.full(n, -1, np.int64)
+    hb = np.zeros(n, np.int64)
+    for e in range(len(src)):
+        s = src[e]
+        if hs[s] < 0 or nbytes[e] > hb[s]:
+            hs[s] = dst[e]
+            hb[s] = nbytes[e]
+    return hs, hb
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def class_transfer(nb, a, b, dcls, lat, bw):
+    """Shortest transfer (float ticks) of ``nb`` bytes from a device of class a to one of
+    class b, 0 within a class: one entry of ``window_tails``' ``xfer``."""
+    if a == b:
+        return 0.0
+    cur = np.inf
+    nbf = float(nb)
+    for i in range(len(dcls)):
+        if dcls[i] != a:
+            continue
+        for j in range(len(dcls)):
+            if dcls[j] == b:
+                v = lat[i, j] + np.ceil(nbf / bw[i, j])
+                if v < cur:
+                    cur = v
+    return cur
+
+
+@njit(cache=True, nogil=True)
+def class_durations(cost, dcls, n_cls):
+    """float [n, K] each task's shortest duration on a device of each class (inf: none legal):
+    ``bifocal.class_durations``."""
+    n, nd = cost.shape
+    out = np.full((n, n_cls), np.inf)
+    for t in range(n):
+        for d in range(nd):
+            c = cost[t, d]
+            if c >= 0 and c < out[t, dcls[d]]:
+                out[t, dcls[d]] = c
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def pinned_inputs(cost, dcls, n_cls, src, dst, nbytes, lat, bw):
+    """float [n, K]: the longest shortest-link transfer into each task on each class from a
+    predecessor legal on one class only (0 without one): ``bifocal.pinned_inputs``."""
+    n, nd = cost.shape
+    out = np.zeros((n, n_cls))
+    if len(src) == 0 or n_cls < 2:
+        return out
+    pcls = np.full(n, -1, np.int64)
+    for t in range(n):
+        for d in range(nd):
+            if cost[t, d] >= 0:
+                if pcls[t] == -1:
+                    pcls[t] = dcls[d]
+                elif pcls[t] != dcls[d]:
+                    pcls[t] = -2
+    for e in range(len(src)):
+        a = pcls[src[e]]
+        if a < 0:
+            continue
+        v = dst[e]
+        for k in range(n_cls):
+            x = class_transfer(nbytes[e], a, k, dcls, lat, bw)
+            if x > out[v, k]:
+                out[v, k] = x
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _class_transfers(nbytes, dcls, n_cls, lat, bw):
+    """float [len(nbytes), K, K]: each payload moved between two classes (:func:`class_transfer`)."""
+    out = np.empty((len(nbytes), n_cls, n_cls))
+    for t in range(len(nbytes)):
+        for a in range(n_cls):
+            for b in range(n_cls):
+                out[t, a, b] = class_transfer(nbytes[t], a, b, dcls, lat, bw)
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _best_pattern(ch, depth, c0, kpow, xt, xtype, pin, dcl, pre):
+    """(least tail, index of the first least pattern) of a chain ``ch[1..depth]`` after a task
+    on class c0: ``window_tails``' recursion level by level, each prefix sum formed as there
+    (prefix + max(transfer, pinned input) + duration) and the leaves in ``itertools.product``
+    order. ``kpow[i]`` = K^i (i ≤ H); ``xt[xtype[c]]`` the transfers of c's heaviest output
+    between two classes; ``pre``: scratch of 2·K^H entries (two levels of prefix sums)."""
+    if depth == 0:
+        return 0.0, 0
+    n_cls, H = kpow[1], len(kpow) - 1
+    u = ch[1]
+    for kappa in range(n_cls):
+        x = xt[xtype[ch[0]], c0, kappa]
+        y = pin[u, kappa]
+        pre[kappa] = 0.0 + (y if y > x else x) + dcl[u, kappa]
+    src = 0  # the current level's prefixes start at pre[src], the next level's at pre[dst]
+    for k in range(1, depth):
+        a, u = xtype[ch[k]], ch[k + 1]
+        dst = kpow[H] - src
+        j = 0  # the prefix j ends in class prev: j = (j // K)·K + prev
+        for _ in range(kpow[k - 1]):
+            for prev in range(n_cls):
+                for kappa in range(n_cls):
+                    x = xt[a, prev, kappa]
+                    y = pin[u, kappa]
+                    pre[dst + j * n_cls + kappa] = pre[src + j] + (y if y > x else x) \
+                        + dcl[u, kappa]
+                j += 1
+        src = dst
+    best_v = np.inf
+    best_j = 0
+    for j in range(kpow[depth]):
+        if pre[src + j] < best_v:
+            best_v = pre[src + j]
+            best_j = j
+    return best_v, best_j * kpow[H - depth]
+
+
+@njit(cache=True, nogil=True)
+def window_rows(cost, dcls, n_cls, H, hs, hb, pin, lat, bw):
+    """(rows, all finite): int64 [n, nd + 2K] each task's cost row, its window tail per class
+    (truncated, as ``tail.astype(int64)``) and best pattern per class (``bifocal.window_tails``,
+    depth H ≥ 1) — the rows ``bifocal._lookahead`` groups into types."""
+    n, nd = cost.shape
+    dcl = class_durations(cost, dcls, n_cls)
+    ub, _, xtype = unique_inverse(hb)
+    xt = _class_transfers(ub, dcls, n_cls, lat, bw)
+    rows = np.empty((n, nd + 2 * n_cls), np.int64)
+    ch = np.empty(H + 1, np.int64)
+    kpow = np.ones(H + 1, np.int64)
+    for i in range(1, H + 1):
+        kpow[i] = kpow[i - 1] * n_cls
+    pre = np.empty(2 * kpow[H])
+    finite = True
+    for t in range(n):
+        for d in range(nd):
+            rows[t, d] = cost[t, d]
+        ch[0] = t
+        depth = 0
+        while depth < H and hs[ch[depth]] >= 0:
+            ch[depth + 1] = hs[ch[depth]]
+            depth += 1
+        for c0 in range(n_cls):
+            v, i = _best_pattern(ch, depth, c0, kpow, xt, xtype, pin, dcl, pre)
+            if v == np.inf:
+                finite = False
+                v = 0.0
+            rows[t, nd + c0] = np.int64(v)
+            rows[t, nd + n_cls + c0] = i
+    return rows, finite
+
+
+@njit(cache=True, nogil=True)
+def _two_shortest(cost, t):
+    """(legal devices, shortest, second shortest duration; inf when missing) of task t."""
+    m1 = m2 = np.inf
+    k = 0
+    for d in range(cost.shape[1]):
+        c = cost[t, d]
+        if c < 0:
+            continue
+        k += 1
+        if c < m1:
+            m2 = m1
+            m1 = c
+        elif c < m2:
+            m2 = c
+    return k, m1, m2
+
+
+@njit(cache=True, nogil=True)
+def _sorted_segments(p_off, p_idx, esrc):
+    """Each task's predecessors (sources of its incoming edges), sorted, CSR by ``p_off``."""
+    out = np.empty(len(p_idx), np.int64)
+    for t in range(len(p_off) - 1):
+        lo = p_off[t]
+        for j in range(lo, p_off[t + 1]):  # insertion sort: a few inputs each
+            x = esrc[p_idx[j]]
+            i = j - 1
+            while i >= lo and out[i] > x:
+                out[i + 1] = out[i]
+                i -= 1
+            out[i + 1] = x
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _sort_by_key(idx, keys):
+    """``idx`` sorted by ``keys[idx]`` in place (insertion sort when short, else argsort)."""
+    if len(idx) > 16:
+        idx[:] = idx[np.argsort(keys[idx], kind="mergesort")]
+        return
+    for j in range(1, len(idx)):
+        x = idx[j]
+        i = j - 1
+        while i >= 0 and keys[idx[i]] > keys[x]:
+            idx[i + 1] = idx[i]
+            i -= 1
+        idx[i + 1] = x
+
+
+@njit(cache=True, nogil=True)
+def _same_segment(ssrc, p_off, t, r):
+    """Whether tasks t and r have the same sorted predecessors (``ssrc`` CSR by ``p_off``)."""
+    if p_off[t + 1] - p_off[t] != p_off[r + 1] - p_off[r]:
+        return False
+    for j in range(p_off[t + 1] - p_off[t]):
+        if ssrc[p_off[t] + j] != ssrc[p_off[r] + j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def sibling_groups(cost, p_off, p_idx, esrc):
+    """(group per task, pinned per task, exact): ``bifocal.sibling_groups`` and the pinned
+    mask (one legal device) of ``bifocal._sibling_data``. Groups: tasks with two or more legal
+    devices and the same non-empty multiset of predecessors — bucketed by their smallest
+    predecessor, ordered by a hash of the multiset within a bucket, then compared — kept when
+    of two or more members whose shortest durations summed exceed some member's second
+    shortest; −1 for the rest. ``exact`` False when two different multisets of one bucket
+    share a hash (the caller falls back to the numpy reference)."""
+    n = cost.shape[0]
+    pinned = np.zeros(n, np.bool_)
+    first = np.empty(n)
+    second = np.empty(n)
+    keys = np.zeros(n, np.int64)
+    eligible = np.zeros(n, np.bool_)
+    ssrc = _sorted_segments(p_off, p_idx, esrc)
+    start = np.zeros(n + 1, np.int64)  # eligible tasks counted by their smallest predecessor
+    for t in range(n):
+        k, first[t], second[t] = _two_shortest(cost, t)
+        pinned[t] = k == 1
+        if k >= 2 and p_off[t + 1] > p_off[t]:
+            h = np.uint64(0)
+            for j in range(p_off[t], p_off[t + 1]):
+                h += _mix(ssrc[j])
+            keys[t] = np.int64(h)
+            eligible[t] = True
+            start[ssrc[p_off[t]] + 1] += 1
+    for s in range(n):
+        start[s + 1] += start[s]
+    members = np.empty(start[n], np.int64)
+    fill = start[:n].copy()
+    for t in range(n):
+        if eligible[t]:
+            s = ssrc[p_off[t]]
+            members[fill[s]] = t
+            fill[s] += 1
+    gid = np.full(n, -1, np.int64)
+    ng = 0
+    for s in range(n):
+        seg = members[start[s]:start[s + 1]]
+        if len(seg) < 2:
+            continue
+        _sort_by_key(seg, keys)
+        i = 0
+        while i < len(seg):
+            j = i + 1
+            while j < len(seg) and keys[seg[j]] == keys[seg[i]]:
+                if not _same_segment(ssrc, p_off, seg[j], seg[i]):
+                    return gid, pinned, False
+                j += 1
+            if j - i > 1:
+                for q in range(i, j):
+                    gid[seg[q]] = ng
+                ng += 1
+            i = j
+    _keep_spread(gid, ng, first, second)
+    return gid, pinned, True
+
+
+@njit(cache=True, nogil=True)
+def _keep_spread(gid, ng, first, second):
+    """Ungroup (−1) the groups whose members' shortest durations (``first``) summed, in task
+    order, do not exceed the least second shortest (``second``): ``sibling_groups``' test."""
+    total = np.zeros(ng)
+    low = np.full(ng, np.inf)
+    for t in range(len(gid)):
+        g = gid[t]
+        if g >= 0:
+            total[g] += first[t]
+            if second[t] < low[g]:
+                low[g] = second[t]
+    for t in range(len(gid)):
+        g = gid[t]
+        if g >= 0 and not total[g] > low[g]:
+            gid[t] = -1
