@@ -599,13 +599,12 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
 
 def _compiled_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
     """The default task order (HEFT's, siblings moved up when on) on the compiled engine."""
-    order = _engine.priority_array(inst, upward_rank(inst, engine="compiled"))
     if not p.siblings:
+        return _engine.heft_order(inst)
+    order, exact = _engine.bifocal_order(inst)
+    if exact:
         return order
-    gid, pinned, exact = _engine.sibling_groups(inst)
-    if not exact:  # two predecessor sets share a hash: the reference groups them exactly
-        gid, pinned = _sibling_data(inst)
-    return _engine.sibling_array(order, gid, pinned)
+    return _engine.sibling_array(_engine.heft_order(inst), *_sibling_data(inst))
 
 
 def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.ndarray,
@@ -710,10 +709,9 @@ def _window_types(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
 def _window_types_compiled(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_window_types` from the numba kernels: the same rows, order and inverse."""
-    combo, hs, finite = _engine.window_rows(inst, H, dcls, K)
+    rows, inv, hs, finite = _engine.window_types(inst, H, dcls, K)
     if not finite:
         raise InputError("lookahead found no feasible class pattern", field="window")
-    rows, inv = _engine.unique_rows(combo)
     return rows, inv, hs
 
 
@@ -783,11 +781,9 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         bias.uses_left
     lam, eta, alpha, kappa, r_min, p_reuse = (p.lam, p.eta, p.alpha, p.evict_cost, p.r_min,
                                               p.p_reuse)
-    type_w = look.type_w.tolist() if window else None
-    if window:  # the hint map: class and distance of the nearest committed ancestor's hint
-        H, patterns, type_best, hs_l = look.H, look.patterns.tolist(), look.type_best.tolist(), \
-            look.hs.tolist()
-        hint, hint_dist = [-1] * inst.n_tasks, [H + 1] * inst.n_tasks
+    H, type_w, type_best, hs_l, patterns = _window_lists(look)
+    # the hint map: class and distance of the nearest committed ancestor's hint
+    hint, hint_dist = [-1] * inst.n_tasks, [H + 1] * inst.n_tasks
     rho = p.copy_cost
     track_uses = kappa > 0 or use_token or rho > 0
     # copy cost: per class, how many devices hold each block and how many blocks that run
@@ -817,7 +813,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 inv_r = amort[i] = 1.0 / max(1.0, max(r_min, (l_out - i + 1) * p_reuse))
         warm = inf if inv_r < 0 or not token_cap else \
             _warm_duration(b, durs, type_legal[ty], res_ready)
-        wrow = type_w[ty] if window else None
+        wrow = type_w[ty] if window else []
         h = hint[t] if window else -1
         best_s = best_d = None
         best_h = False
@@ -911,6 +907,16 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 u = hs_l[u]
                 k += 1
     return ties_by_hint, dict(zip(FLIP_TERMS, flips))
+
+
+def _window_lists(look: _Lookahead | None) -> tuple[int, list[list[float]], list[list[int]],
+                                                    list[int], list[list[int]]]:
+    """(H, γ·tail per type and device, best pattern per type and class, heaviest successor,
+    patterns) of the window as lists for :func:`_run` (0 and empty lists when it is off)."""
+    if look is None:
+        return 0, [], [], [], []
+    return (look.H, look.type_w.tolist(), look.type_best.tolist(), look.hs.tolist(),
+            look.patterns.tolist())
 
 
 def _homes(inst: PlacementInstance, uses_left: list[int], dcls_l: list[int], K: int,

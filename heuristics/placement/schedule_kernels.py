@@ -1118,3 +1118,72 @@ def _keep_spread(gid, ng, first, second):
         g = gid[t]
         if g >= 0 and not total[g] > low[g]:
             gid[t] = -1
+
+
+# ---- set-up: the task order in one call ----------------------------------------------------------
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def mean_costs(cost):
+    """float [n]: each task's mean legal duration, the legal durations summed in device order
+    (numpy's row sum of ``upward_rank``, which is sequential below 8 devices)."""
+    n, nd = cost.shape
+    out = np.empty(n)
+    for t in range(n):
+        s = 0.0
+        k = 0
+        for d in range(nd):
+            if cost[t, d] >= 0:
+                s += float(cost[t, d])
+                k += 1
+        out[t] = s / k
+    return out
+
+
+@njit(cache=True, nogil=True)
+def mean_transfers(nbytes, lat_mean, inv_bw_mean):
+    """float [m]: ``upward_rank``'s mean transfer time of each edge, lat_mean + bytes·inv_bw_mean."""
+    out = np.empty(len(nbytes))
+    for e in range(len(nbytes)):
+        out[e] = lat_mean + float(nbytes[e]) * inv_bw_mean
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def upward_ranks(topo, s_off, s_idx, dst, cost, nbytes, lat_mean, inv_bw_mean):
+    """HEFT's upward rank (float [n]) from the cost matrix and the payloads: ``upward_rank``."""
+    return upward_rank_loop(topo, s_off, s_idx, dst, mean_costs(cost),
+                            mean_transfers(nbytes, lat_mean, inv_bw_mean))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def heft_order(topo, s_off, s_idx, dst, cost, nbytes, lat_mean, inv_bw_mean):
+    """HEFT's task order: ``priority_order`` of the upward ranks (int64 task indices)."""
+    rank = upward_ranks(topo, s_off, s_idx, dst, cost, nbytes, lat_mean, inv_bw_mean)
+    indeg = np.zeros(len(topo), np.int64)
+    for e in range(len(dst)):
+        indeg[dst[e]] += 1
+    return priority_loop(indeg, s_off, s_idx, dst, -rank)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def bifocal_order(topo, s_off, s_idx, dst, cost, nbytes, lat_mean, inv_bw_mean, p_off, p_idx,
+                  esrc):
+    """(order, exact): HEFT's order with the siblings moved up (``sibling_order``); exact False
+    when :func:`sibling_groups` met a hash collision (the caller recomputes the groups)."""
+    order = heft_order(topo, s_off, s_idx, dst, cost, nbytes, lat_mean, inv_bw_mean)
+    gid, pinned, exact = sibling_groups(cost, p_off, p_idx, esrc)
+    if not exact:
+        return order, False
+    return sibling_loop(order, gid, pinned, max(gid.max() + 1, 1) if len(gid) else 1), True
+
+
+@njit(cache=True, nogil=True)
+def window_types(cost, dcls, n_cls, H, src, dst, nbytes, lat, bw, w):
+    """(rows, first, inverse, heaviest successor, finite, exact): :func:`window_rows` (tails
+    of depth H ≥ 1) grouped by :func:`unique_rows` (weights w) — the task types of
+    ``bifocal._lookahead``; ``rows[first]`` are the distinct rows."""
+    hs, hb = heaviest_successor(cost.shape[0], src, dst, nbytes)
+    pin = pinned_inputs(cost, dcls, n_cls, src, dst, nbytes, lat, bw)
+    rows, finite = window_rows(cost, dcls, n_cls, H, hs, hb, pin, lat, bw)
+    first, inv, exact = unique_rows(rows, w)
+    return rows, first, inv, hs, finite, exact

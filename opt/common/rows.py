@@ -30,7 +30,8 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     The order of the unique rows is unspecified."""
     a = np.ascontiguousarray(a, dtype=np.int64)
     if a.ndim != 2 or a.shape[0] == 0:
-        u, inv = np.unique(a.reshape(a.shape[0], -1), axis=0, return_inverse=True)
+        u, inv = np.unique(a if a.ndim == 2 else a.reshape(a.shape[0], -1), axis=0,
+                           return_inverse=True)
         return u, inv.reshape(-1)
     w = row_weights(a.shape[1])
     with np.errstate(over="ignore"):
