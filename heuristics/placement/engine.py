@@ -339,9 +339,9 @@ def window_types(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
     src, dst, nbytes = as_int64(inst.edge_src), as_int64(inst.edge_dst), as_int64(inst.edge_bytes)
     bw = np.ascontiguousarray(inst.links.bandwidth, dtype=np.float64)
     w = _rows.row_weights(inst.n_devices + 2 * K)
-    rows, first, inv, hs, finite, exact = kernels().window_types(
-        as_int64(inst.cost), as_int64(dcls), K, H, src, dst, nbytes, as_int64(inst.links.latency),
-        bw, w)
-    if not exact or len(rows) == 0:
-        return (*_rows.unique_rows(rows), hs, bool(finite))
-    return rows[first], inv, hs, bool(finite)
+    cost = as_int64(inst.cost)
+    tails, first, inv, hs, finite, exact = kernels().window_types(
+        cost, as_int64(dcls), K, H, src, dst, nbytes, as_int64(inst.links.latency), bw, w)
+    if not exact or len(cost) == 0:
+        return (*_rows.unique_rows(np.concatenate([cost, tails], axis=1)), hs, bool(finite))
+    return np.concatenate([cost[first], tails[first]], axis=1), inv, hs, bool(finite)

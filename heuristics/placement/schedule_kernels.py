@@ -809,18 +809,30 @@ def unique_rows(a, w):
     """(first row of each distinct row, inverse, no collision) of an int64 matrix with the
     row hash Σ a[i, j]·w[j] (wrapping): ``opt.common.rows.unique_rows``'s grouping and order;
     False when two distinct rows share a hash (the caller falls back to the exact sort)."""
-    n, k = a.shape
+    return unique_row_pairs(a, np.zeros((a.shape[0], 0), np.int64), w)
+
+
+@njit(cache=True, nogil=True)
+def unique_row_pairs(a, b, w):
+    """:func:`unique_rows` of the rows of ``[a | b]`` (a and b side by side), not formed."""
+    n, ka = a.shape
+    kb = b.shape[1]
     keys = np.empty(n, np.int64)
     for i in range(n):
         s = 0
-        for j in range(k):
+        for j in range(ka):
             s += a[i, j] * w[j]
+        for j in range(kb):
+            s += b[i, j] * w[ka + j]
         keys[i] = s
     _, first, inv = unique_inverse(keys)
     for i in range(n):
         f = first[inv[i]]
-        for j in range(k):
+        for j in range(ka):
             if a[i, j] != a[f, j]:
+                return first, inv, False
+        for j in range(kb):
+            if b[i, j] != b[f, j]:
                 return first, inv, False
     return first, inv, True
 
@@ -911,27 +923,28 @@ def _class_transfers(nbytes, dcls, n_cls, lat, bw):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _best_pattern(ch, depth, c0, kpow, xt, xtype, pin, dcl, pre):
-    """(least tail, index of the first least pattern) of a chain ``ch[1..depth]`` after a task
-    on class c0: ``window_tails``' recursion level by level, each prefix sum formed as there
-    (prefix + max(transfer, pinned input) + duration) and the leaves in ``itertools.product``
-    order. ``kpow[i]`` = K^i (i ≤ H); ``xt[xtype[c]]`` the transfers of c's heaviest output
-    between two classes; ``pre``: scratch of 2·K^H entries (two levels of prefix sums)."""
-    if depth == 0:
-        return 0.0, 0
-    n_cls, H = kpow[1], len(kpow) - 1
-    u = ch[1]
-    for kappa in range(n_cls):
-        x = xt[xtype[ch[0]], c0, kappa]
-        y = pin[u, kappa]
-        pre[kappa] = 0.0 + (y if y > x else x) + dcl[u, kappa]
+@njit(cache=True, nogil=True)
+def _chain_sums(ch, depth, kpow, xt, xtype, pin, dcl, pre):
+    """The tails of every class pattern of the chain ``ch[1..depth]`` (depth ≥ 1) after its
+    task on each class c0: ``window_tails``' recursion level by level, each prefix sum formed
+    as there (prefix + max(transfer, pinned input) + duration). Returns where in ``pre`` (2·K^(H+1)
+    scratch entries) the K^(depth+1) leaves start: c0's in ``itertools.product`` order from
+    c0·K^depth on. ``kpow[i]`` = K^i; ``xt[xtype[c]]`` the transfers of c's heaviest output
+    between two classes."""
+    n_cls = kpow[1]
+    half = len(pre) // 2
+    a, u = xtype[ch[0]], ch[1]
+    for c0 in range(n_cls):
+        for kappa in range(n_cls):
+            x = xt[a, c0, kappa]
+            y = pin[u, kappa]
+            pre[c0 * n_cls + kappa] = 0.0 + (y if y > x else x) + dcl[u, kappa]
     src = 0  # the current level's prefixes start at pre[src], the next level's at pre[dst]
     for k in range(1, depth):
         a, u = xtype[ch[k]], ch[k + 1]
-        dst = kpow[H] - src
-        j = 0  # the prefix j ends in class prev: j = (j // K)·K + prev
-        for _ in range(kpow[k - 1]):
+        dst = half - src
+        j = 0  # prefix j ends in class prev: j = (j // K)·K + prev
+        for _ in range(kpow[k]):
             for prev in range(n_cls):
                 for kappa in range(n_cls):
                     x = xt[a, prev, kappa]
@@ -940,47 +953,49 @@ def _best_pattern(ch, depth, c0, kpow, xt, xtype, pin, dcl, pre):
                         + dcl[u, kappa]
                 j += 1
         src = dst
-    best_v = np.inf
-    best_j = 0
-    for j in range(kpow[depth]):
-        if pre[src + j] < best_v:
-            best_v = pre[src + j]
-            best_j = j
-    return best_v, best_j * kpow[H - depth]
+    return src
 
 
 @njit(cache=True, nogil=True)
-def window_rows(cost, dcls, n_cls, H, hs, hb, pin, lat, bw):
-    """(rows, all finite): int64 [n, nd + 2K] each task's cost row, its window tail per class
-    (truncated, as ``tail.astype(int64)``) and best pattern per class (``bifocal.window_tails``,
-    depth H ≥ 1) — the rows ``bifocal._lookahead`` groups into types."""
-    n, nd = cost.shape
+def window_tails(cost, dcls, n_cls, H, hs, hb, pin, lat, bw):
+    """(tails, all finite): int64 [n, 2K] each task's window tail per class, truncated as
+    ``tail.astype(int64)``, and the index of its first least pattern per class —
+    ``bifocal.window_tails`` (depth H ≥ 1; ``hs``, ``hb``: :func:`heaviest_successor`;
+    ``pin``: :func:`pinned_inputs`)."""
+    n = cost.shape[0]
     dcl = class_durations(cost, dcls, n_cls)
     ub, _, xtype = unique_inverse(hb)
     xt = _class_transfers(ub, dcls, n_cls, lat, bw)
-    rows = np.empty((n, nd + 2 * n_cls), np.int64)
+    out = np.zeros((n, 2 * n_cls), np.int64)
     ch = np.empty(H + 1, np.int64)
-    kpow = np.ones(H + 1, np.int64)
-    for i in range(1, H + 1):
+    kpow = np.ones(H + 2, np.int64)
+    for i in range(1, H + 2):
         kpow[i] = kpow[i - 1] * n_cls
-    pre = np.empty(2 * kpow[H])
+    pre = np.empty(2 * kpow[H + 1])
     finite = True
     for t in range(n):
-        for d in range(nd):
-            rows[t, d] = cost[t, d]
         ch[0] = t
         depth = 0
         while depth < H and hs[ch[depth]] >= 0:
             ch[depth + 1] = hs[ch[depth]]
             depth += 1
+        if depth == 0:  # a sink: no chain, tail 0 by the first pattern
+            continue
+        src = _chain_sums(ch, depth, kpow, xt, xtype, pin, dcl, pre)
         for c0 in range(n_cls):
-            v, i = _best_pattern(ch, depth, c0, kpow, xt, xtype, pin, dcl, pre)
-            if v == np.inf:
+            best_v = np.inf
+            best_j = 0
+            for j in range(kpow[depth]):
+                v = pre[src + c0 * kpow[depth] + j]
+                if v < best_v:
+                    best_v = v
+                    best_j = j
+            if best_v == np.inf:
                 finite = False
-                v = 0.0
-            rows[t, nd + c0] = np.int64(v)
-            rows[t, nd + n_cls + c0] = i
-    return rows, finite
+                best_v = 0.0
+            out[t, c0] = np.int64(best_v)
+            out[t, n_cls + c0] = best_j * kpow[H - depth]
+    return out, finite
 
 
 @njit(cache=True, nogil=True)
@@ -1179,11 +1194,11 @@ def bifocal_order(topo, s_off, s_idx, dst, cost, nbytes, lat_mean, inv_bw_mean, 
 
 @njit(cache=True, nogil=True)
 def window_types(cost, dcls, n_cls, H, src, dst, nbytes, lat, bw, w):
-    """(rows, first, inverse, heaviest successor, finite, exact): :func:`window_rows` (tails
-    of depth H ≥ 1) grouped by :func:`unique_rows` (weights w) — the task types of
-    ``bifocal._lookahead``; ``rows[first]`` are the distinct rows."""
+    """(tails, first, inverse, heaviest successor, finite, exact): :func:`window_tails` (depth
+    H ≥ 1) and the rows of ``[cost | tails]`` grouped by :func:`unique_row_pairs` (weights
+    w) — the task types of ``bifocal._lookahead``, the distinct rows at ``first``."""
     hs, hb = heaviest_successor(cost.shape[0], src, dst, nbytes)
     pin = pinned_inputs(cost, dcls, n_cls, src, dst, nbytes, lat, bw)
-    rows, finite = window_rows(cost, dcls, n_cls, H, hs, hb, pin, lat, bw)
-    first, inv, exact = unique_rows(rows, w)
-    return rows, first, inv, hs, finite, exact
+    tails, finite = window_tails(cost, dcls, n_cls, H, hs, hb, pin, lat, bw)
+    first, inv, exact = unique_row_pairs(cost, tails, w)
+    return tails, first, inv, hs, finite, exact
