@@ -1,6 +1,7 @@
 """numba kernels of the compiled scheduling engine (issue 20 item 1): the list-scheduling state of
 :class:`heuristics.placement.list_scheduler.ScheduleState`, HEFT's EFT loop, Bifocal's
-``_run`` and the O(n) loops of the task order, over numpy arrays.
+``_run``, the O(n) loops of the task order and the set-up (uniquing, Bifocal's window tails
+and sibling groups, the orders in one call), over numpy arrays.
 
 Imported only through :func:`heuristics.placement.engine.kernels` (this module imports
 numba; small solves and ``hetopt --help`` never load it). Every kernel mirrors its Python
@@ -1068,13 +1069,12 @@ def sibling_groups(cost, p_off, p_idx, esrc):
     shortest; −1 for the rest. ``exact`` False when two different multisets of one bucket
     share a hash (the caller falls back to the numpy reference)."""
     n = cost.shape[0]
+    ssrc = _sorted_segments(p_off, p_idx, esrc)
     pinned = np.zeros(n, np.bool_)
     first = np.empty(n)
     second = np.empty(n)
-    keys = np.zeros(n, np.int64)
-    eligible = np.zeros(n, np.bool_)
-    ssrc = _sorted_segments(p_off, p_idx, esrc)
-    start = np.zeros(n + 1, np.int64)  # eligible tasks counted by their smallest predecessor
+    keys = np.full(n, 0, np.int64)
+    bucket = np.full(n, -1, np.int64)  # smallest predecessor of an eligible task, else −1
     for t in range(n):
         k, first[t], second[t] = _two_shortest(cost, t)
         pinned[t] = k == 1
@@ -1083,17 +1083,31 @@ def sibling_groups(cost, p_off, p_idx, esrc):
             for j in range(p_off[t], p_off[t + 1]):
                 h += _mix(ssrc[j])
             keys[t] = np.int64(h)
-            eligible[t] = True
-            start[ssrc[p_off[t]] + 1] += 1
+            bucket[t] = ssrc[p_off[t]]
+    gid, ng, exact = _equal_runs(bucket, keys, ssrc, p_off)
+    if exact:
+        _keep_spread(gid, ng, first, second)
+    return gid, pinned, exact
+
+
+@njit(cache=True, nogil=True)
+def _equal_runs(bucket, keys, ssrc, p_off):
+    """(group per task, groups, exact): the tasks of each bucket (−1: none) with equal keys
+    and equal sorted predecessors, two or more to a group (−1 else); exact False when equal
+    keys hide different predecessors."""
+    n = len(bucket)
+    start = np.zeros(n + 1, np.int64)  # tasks counted, then placed, by bucket
+    for t in range(n):
+        if bucket[t] >= 0:
+            start[bucket[t] + 1] += 1
     for s in range(n):
         start[s + 1] += start[s]
     members = np.empty(start[n], np.int64)
     fill = start[:n].copy()
     for t in range(n):
-        if eligible[t]:
-            s = ssrc[p_off[t]]
-            members[fill[s]] = t
-            fill[s] += 1
+        if bucket[t] >= 0:
+            members[fill[bucket[t]]] = t
+            fill[bucket[t]] += 1
     gid = np.full(n, -1, np.int64)
     ng = 0
     for s in range(n):
@@ -1106,15 +1120,13 @@ def sibling_groups(cost, p_off, p_idx, esrc):
             j = i + 1
             while j < len(seg) and keys[seg[j]] == keys[seg[i]]:
                 if not _same_segment(ssrc, p_off, seg[j], seg[i]):
-                    return gid, pinned, False
+                    return gid, ng, False
                 j += 1
             if j - i > 1:
-                for q in range(i, j):
-                    gid[seg[q]] = ng
+                gid[seg[i:j]] = ng
                 ng += 1
             i = j
-    _keep_spread(gid, ng, first, second)
-    return gid, pinned, True
+    return gid, ng, True
 
 
 @njit(cache=True, nogil=True)
