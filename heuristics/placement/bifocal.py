@@ -545,9 +545,9 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
         if dv.device_class not in classes:
             classes.append(dv.device_class)
     dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
-    look = _lookahead(inst, p, dcls_l, len(classes))
+    look = _lookahead(inst, p, dcls_l, len(classes), compiled=eng == "compiled")
     if eng == "compiled":
-        cost_types = look.cost_types if look is not None else unique_rows(inst.cost)
+        cost_types = look.cost_types if look is not None else _engine.unique_rows(inst.cost)
         cs = _engine.compiled_state(inst, cost_types, insertion=True, evict=True)
         n_types = len(cost_types[0])
     else:
@@ -599,8 +599,12 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
 
 def _compiled_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
     """The default task order (HEFT's, siblings moved up when on) on the compiled engine."""
-    order = _engine.priority_array(inst, upward_rank(inst, engine="compiled"))
-    return _engine.sibling_array(order, *_sibling_data(inst)) if p.siblings else order
+    if not p.siblings:
+        return _engine.heft_order(inst)
+    order, exact = _engine.bifocal_order(inst)
+    if exact:
+        return order
+    return _engine.sibling_array(_engine.heft_order(inst), *_sibling_data(inst))
 
 
 def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.ndarray,
@@ -652,10 +656,10 @@ def _look_arrays(inst: PlacementInstance, look: _Lookahead | None, K: int
     if look is None:
         return (np.zeros((1, nd)), np.zeros((1, K), dtype=i64), np.zeros(1, dtype=i64),
                 np.zeros(1, dtype=i64), np.zeros(1, dtype=i64), np.zeros((1, 1), dtype=i64))
-    return (np.asarray(look.type_w, dtype=np.float64).reshape(-1, nd),
-            np.asarray(look.type_best, dtype=i64).reshape(-1, K), as_int64(look.hs_array),
+    return (np.ascontiguousarray(look.type_w, dtype=np.float64),
+            as_int64(look.type_best), as_int64(look.hs),
             np.full(n, -1, dtype=i64), np.full(n, look.H + 1, dtype=i64),
-            np.asarray(look.patterns, dtype=i64).reshape(-1, look.H))
+            as_int64(look.patterns))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,39 +668,51 @@ def _look_arrays(inst: PlacementInstance, look: _Lookahead | None, K: int
 @dataclass(frozen=True)
 class _Lookahead:
     """The window term per task type (cost row + tail + best pattern): γ·tail per device
-    (``type_w``), the best pattern index per class (``type_best``); the heaviest successor of
-    each task, the hint map (class, distance) filled on commits, and the class patterns."""
+    (``type_w``, float [types, nd], ns), the best pattern index per class (``type_best``, int
+    [types, K]); the heaviest successor of each task (``hs``, −1 none) and the class patterns
+    (int [K^H, H]). The hint map filled on commits is the loop's own."""
 
     H: int
     cost_types: tuple[np.ndarray, np.ndarray]
-    type_w: list[list[float]]
-    type_best: list[list[int]]
-    hs: list[int]
-    hs_array: np.ndarray
-    hint: list[int]
-    hint_dist: list[int]
-    patterns: list[list[int]]
+    type_w: np.ndarray
+    type_best: np.ndarray
+    hs: np.ndarray
+    patterns: np.ndarray
 
 
-def _lookahead(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
-               ) -> _Lookahead | None:
-    """The window data (switch ``window``, depth H; None when off or H = 0)."""
+def _lookahead(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int,
+               compiled: bool = False) -> _Lookahead | None:
+    """The window data (switch ``window``, depth H; None when off or H = 0); ``compiled``:
+    the tails and types from the numba kernels (the same values)."""
     H = p.H if p.window else 0
     if H <= 0:
         return None
-    n, nd = inst.n_tasks, inst.n_devices
-    tail, best, hs = window_tails(inst, H, np.array(dcls_l, dtype=np.int64), K)
+    nd = inst.n_devices
+    dcls = np.array(dcls_l, dtype=np.int64)
+    rows, inv, hs = (_window_types_compiled if compiled else _window_types)(inst, H, dcls, K)
+    type_w = p.gamma * rows[:, nd + dcls].astype(np.float64)
+    pat = np.arange(K ** H)[:, None] // K ** np.arange(H - 1, -1, -1)[None, :] % K
+    return _Lookahead(H, (rows[:, :nd], inv), type_w, rows[:, nd + K:], hs, pat)
+
+
+def _window_types(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct rows of cost + tail (int) + best pattern, each task's row, heaviest
+    successor): the task types of the window (:func:`window_tails`)."""
+    tail, best, hs = window_tails(inst, H, dcls, K)
     if not np.isfinite(tail).all():  # cannot happen: every task has a legal device
         raise InputError("lookahead found no feasible class pattern", field="window")
-    combo = np.concatenate([inst.cost, tail.astype(np.int64), best], axis=1)
-    rows, inv = unique_rows(combo)
-    g = p.gamma
-    type_w = [[g * r[nd + dcls_l[d]] for d in range(nd)] for r in rows.tolist()]
-    type_best = [r[nd + K:] for r in rows.tolist()]
-    n_pat = K ** H
-    patterns = [[(i // K ** (H - 1 - k)) % K for k in range(H)] for i in range(n_pat)]
-    return _Lookahead(H, (rows[:, :nd], inv), type_w, type_best, hs.tolist(), hs, [-1] * n,
-                      [H + 1] * n, patterns)
+    rows, inv = unique_rows(np.concatenate([inst.cost, tail.astype(np.int64), best], axis=1))
+    return rows, inv, hs
+
+
+def _window_types_compiled(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_window_types` from the numba kernels: the same rows, order and inverse."""
+    rows, inv, hs, finite = _engine.window_types(inst, H, dcls, K)
+    if not finite:
+        raise InputError("lookahead found no feasible class pattern", field="window")
+    return rows, inv, hs
 
 
 @dataclass(frozen=True)
@@ -765,10 +781,9 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         bias.uses_left
     lam, eta, alpha, kappa, r_min, p_reuse = (p.lam, p.eta, p.alpha, p.evict_cost, p.r_min,
                                               p.p_reuse)
-    type_w, hint = (look.type_w, look.hint) if window else (None, None)
-    if window:
-        H, patterns, type_best, hs_l, hint_dist = look.H, look.patterns, look.type_best, \
-            look.hs, look.hint_dist
+    H, type_w, type_best, hs_l, patterns = _window_lists(look)
+    # the hint map: class and distance of the nearest committed ancestor's hint
+    hint, hint_dist = [-1] * inst.n_tasks, [H + 1] * inst.n_tasks
     rho = p.copy_cost
     track_uses = kappa > 0 or use_token or rho > 0
     # copy cost: per class, how many devices hold each block and how many blocks that run
@@ -798,7 +813,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 inv_r = amort[i] = 1.0 / max(1.0, max(r_min, (l_out - i + 1) * p_reuse))
         warm = inf if inv_r < 0 or not token_cap else \
             _warm_duration(b, durs, type_legal[ty], res_ready)
-        wrow = type_w[ty] if window else None
+        wrow = type_w[ty] if window else []
         h = hint[t] if window else -1
         best_s = best_d = None
         best_h = False
@@ -892,6 +907,16 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                 u = hs_l[u]
                 k += 1
     return ties_by_hint, dict(zip(FLIP_TERMS, flips))
+
+
+def _window_lists(look: _Lookahead | None) -> tuple[int, list[list[float]], list[list[int]],
+                                                    list[int], list[list[int]]]:
+    """(H, γ·tail per type and device, best pattern per type and class, heaviest successor,
+    patterns) of the window as lists for :func:`_run` (0 and empty lists when it is off)."""
+    if look is None:
+        return 0, [], [], [], []
+    return (look.H, look.type_w.tolist(), look.type_best.tolist(), look.hs.tolist(),
+            look.patterns.tolist())
 
 
 def _homes(inst: PlacementInstance, uses_left: list[int], dcls_l: list[int], K: int,

@@ -4,6 +4,12 @@
 byte-identical schedules and statistics. ``auto`` picks the compiled engine when numba is
 installed (the ``fast`` extra) and the instance has at least :data:`COMPILED_TASKS` tasks.
 
+The compiled engine's set-up is compiled too (docs/speed.md, fifth pass): the task types
+(:func:`unique_rows`, :func:`window_types`), the payload types (:func:`unique_values`) and
+the task orders (:func:`upward_ranks`, :func:`heft_order`, :func:`bifocal_order`) give their
+numpy references' values bit for bit and fall back to them where they cannot (a hash
+collision, 8 or more devices).
+
 This module never imports numba itself: :func:`kernels` loads the kernel module on first use
 (numba compiles the kernels once per machine and caches them on disk, ``cache=True``).
 """
@@ -11,21 +17,27 @@ This module never imports numba itself: :func:`kernels` loads the kernel module 
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.abc
 import importlib.util
+import sys
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from opt.common import rows as _rows
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 
 #: The engines a scheduler accepts.
 ENGINES = ("auto", "python", "compiled")
 #: ``auto`` compiles from this many tasks on: importing numba and loading the cached kernels
-#: costs ~1.3 CPU s per process, which Bifocal's compiled loops (~26 µs a task faster) win back
-#: from ~50,000 tasks on (docs/speed.md, fourth pass).
+#: costs ~0.45 CPU s per process (~1.3 before the fifth pass), which Bifocal's compiled set-up and
+#: loops win back from ~40,000 tasks on, HEFT's above ~60,000 (docs/speed.md, fourth and fifth
+#: passes).
 COMPILED_TASKS = 50_000
 #: Initial capacity of each device's timeline arrays (doubled when full).
 _TIMELINE_START = 64
@@ -57,9 +69,40 @@ def resolve_engine(engine: str, n_tasks: int) -> str:
 @functools.lru_cache(maxsize=1)
 def kernels() -> ModuleType:
     """The numba kernel module (imported, and compiled or loaded from cache, once)."""
+    _import_numba_arrays()
     from heuristics.placement import schedule_kernels
 
     return schedule_kernels
+
+
+class _Hidden(importlib.abc.MetaPathFinder):
+    """A finder that fails the import of one module in one thread (others are not affected)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.thread = name, threading.get_ident()
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname == self.name and threading.get_ident() == self.thread:
+            raise ImportError(f"{fullname} hidden while numba probes for a BLAS")
+        return None
+
+
+def _import_numba_arrays() -> None:
+    """Import numba's array implementations (``numba.np.arraymath``, loaded with the first
+    kernel) with ``scipy.linalg`` hidden from this thread: their import probes for a BLAS by
+    importing it (≈ 0.3 CPU s a process, docs/speed.md, fifth pass), which these kernels never
+    use. numba then treats this process as one without scipy for that probe — only
+    ``np.correlate``/``np.convolve`` in a kernel take numba's loop instead of a BLAS dot;
+    ``np.dot`` and ``np.linalg`` still import scipy.linalg when a kernel using them compiles.
+    Nothing is hidden once either module is imported."""
+    if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
+        return
+    finder = _Hidden("scipy.linalg")
+    sys.meta_path.insert(0, finder)
+    try:
+        importlib.import_module("numba.np.arraymath")
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def as_int64(a: Any) -> np.ndarray:
@@ -107,9 +150,8 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
     p_off, p_idx = inst.predecessors
     links = inst.links
     if m:
-        ub, binv = np.unique(inst.edge_bytes, return_inverse=True)
+        ub, etype = unique_values(inst.edge_bytes)
         etab = as_int64(links.transfer_durations(ub).reshape(len(ub), nd * nd))
-        etype = as_int64(binv.reshape(-1))
     else:
         etab, etype = np.zeros((1, nd * nd), np.int64), np.zeros(0, np.int64)
     pchan = np.zeros((nd * nd, 3), np.int64)
@@ -190,6 +232,67 @@ def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarr
 
 # ---- the task order ------------------------------------------------------------------------------
 
+#: numpy sums a row of fewer than 8 values in order (pairwise from 8 on): ``upward_rank``'s mean
+#: costs are summed in the kernels only below this many devices, so they stay bit for bit.
+SEQUENTIAL_ROWS = 8
+
+
+def comm_means(inst: PlacementInstance) -> tuple[float, float]:
+    """(mean latency, mean inverse bandwidth) over the ordered pairs of distinct devices
+    (ticks, ticks per byte; 0, 0 with one device): ``upward_rank``'s mean transfer time of an
+    edge is the first plus its bytes times the second."""
+    nd = inst.n_devices
+    if nd < 2:
+        return 0.0, 0.0
+    off = ~np.eye(nd, dtype=bool)
+    lat = inst.links.latency[off].astype(np.float64)
+    return float(lat.mean()), float((1.0 / inst.links.bandwidth[off]).mean())
+
+
+def rank_inputs(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+    """(mean legal duration per task, mean transfer time per edge), float64, of
+    ``upward_rank`` (numpy)."""
+    cost = inst.cost.astype(np.float64)
+    legal = cost >= 0
+    mean_cost = np.where(legal, cost, 0).sum(axis=1) / legal.sum(axis=1)
+    lat_mean, inv_bw_mean = comm_means(inst)
+    return mean_cost, lat_mean + inst.edge_bytes * inv_bw_mean
+
+
+def _rank_args(inst: PlacementInstance) -> tuple[Any, ...]:
+    """The arguments of the kernels ``upward_ranks`` and ``heft_order``."""
+    s_off, s_idx = inst.successors
+    return (as_int64(inst.topological_order), as_int64(s_off), as_int64(s_idx),
+            as_int64(inst.edge_dst), as_int64(inst.cost), as_int64(inst.edge_bytes),
+            *comm_means(inst))
+
+
+def upward_ranks(inst: PlacementInstance) -> np.ndarray:
+    """``upward_rank`` compiled (float64 [n])."""
+    if inst.n_devices < SEQUENTIAL_ROWS:
+        return kernels().upward_ranks(*_rank_args(inst))
+    return rank_loop(inst, *rank_inputs(inst))
+
+
+def heft_order(inst: PlacementInstance) -> np.ndarray:
+    """HEFT's order (``priority_order`` of ``upward_rank``) compiled: int64 task indices."""
+    if inst.n_devices < SEQUENTIAL_ROWS:
+        return kernels().heft_order(*_rank_args(inst))
+    return priority_array(inst, rank_loop(inst, *rank_inputs(inst)))
+
+
+def bifocal_order(inst: PlacementInstance) -> tuple[np.ndarray, bool]:
+    """(order, exact): HEFT's order with the siblings moved up (``bifocal.sibling_order``),
+    compiled in one call; ``exact`` False when the caller must group the siblings itself (a
+    hash collision of two predecessor sets, or too many devices for the kernels' row sums)."""
+    if inst.n_devices >= SEQUENTIAL_ROWS:
+        return heft_order(inst), False
+    p_off, p_idx = inst.predecessors
+    order, exact = kernels().bifocal_order(*_rank_args(inst), as_int64(p_off), as_int64(p_idx),
+                                           as_int64(inst.edge_src))
+    return order, bool(exact)
+
+
 def rank_loop(inst: PlacementInstance, mean_cost: np.ndarray, comm: np.ndarray) -> np.ndarray:
     """``upward_rank``'s loop, compiled (float64 [n])."""
     s_off, s_idx = inst.successors
@@ -212,3 +315,40 @@ def sibling_array(order: Any, gid: np.ndarray, pinned: np.ndarray) -> np.ndarray
     n_groups = int(gid.max()) + 1 if len(gid) else 0
     return kernels().sibling_loop(as_int64(order), as_int64(gid), np.ascontiguousarray(pinned, bool),
                                   max(n_groups, 1))
+
+
+# ---- the set-up ----------------------------------------------------------------------------------
+
+def unique_rows(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`opt.common.rows.unique_rows` compiled: the same rows in the same order and the
+    same inverse (the reference itself for an empty matrix or a hash collision)."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+        return _rows.unique_rows(a)
+    first, inv, exact = kernels().unique_rows(a, _rows.row_weights(a.shape[1]))
+    if not exact:
+        return _rows.unique_rows(a)
+    return a[first], inv
+
+
+def unique_values(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_inverse=True)`` of an integer vector, compiled (int64 arrays)."""
+    values, _, inv = kernels().unique_inverse(as_int64(a).reshape(-1))
+    return values, inv
+
+
+def window_types(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(distinct rows, each task's row, heaviest successor, all tails finite) of the int64
+    rows [n, nd + 2K] of each task's cost row, window tail per class (truncated to int) and
+    best pattern per class, as ``bifocal.window_tails`` computes them (depth ``H`` ≥ 1, class
+    ``dcls`` per device, ``K`` classes) and ``opt.common.rows.unique_rows`` groups them."""
+    src, dst, nbytes = as_int64(inst.edge_src), as_int64(inst.edge_dst), as_int64(inst.edge_bytes)
+    bw = np.ascontiguousarray(inst.links.bandwidth, dtype=np.float64)
+    w = _rows.row_weights(inst.n_devices + 2 * K)
+    cost = as_int64(inst.cost)
+    tails, first, inv, hs, finite, exact = kernels().window_types(
+        cost, as_int64(dcls), K, H, src, dst, nbytes, as_int64(inst.links.latency), bw, w)
+    if not exact or len(cost) == 0:
+        return (*_rows.unique_rows(np.concatenate([cost, tails], axis=1)), hs, bool(finite))
+    return np.concatenate([cost[first], tails[first]], axis=1), inv, hs, bool(finite)

@@ -26,7 +26,7 @@ numba is installed and the instance has at least
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 
 import numpy as np
@@ -358,21 +358,11 @@ def upward_rank(inst: PlacementInstance, *, engine: str = "auto") -> np.ndarray:
     """HEFT's upward rank: mean legal duration + max over successors of (mean transfer time
     between distinct devices + their rank). Mean transfer uses all ordered device pairs.
     ``engine``: module docstring."""
-    cost = inst.cost.astype(np.float64)
-    legal = cost >= 0
-    mean_cost = np.where(legal, cost, 0).sum(axis=1) / legal.sum(axis=1)
-    nd = inst.n_devices
-    if nd > 1:
-        off = ~np.eye(nd, dtype=bool)
-        lat = inst.links.latency[off].astype(np.float64)
-        inv_bw = 1.0 / inst.links.bandwidth[off]
-        mean_comm = lat.mean() + inst.edge_bytes * inv_bw.mean()
-    else:
-        mean_comm = np.zeros(inst.n_edges)
     if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
-        return _engine.rank_loop(inst, mean_cost, np.asarray(mean_comm, dtype=np.float64))
+        return _engine.upward_ranks(inst)
+    mean_cost, mean_comm = _engine.rank_inputs(inst)
     mc = mean_cost.tolist()
-    comm = np.asarray(mean_comm, dtype=np.float64).tolist()
+    comm = mean_comm.tolist()
     rank = list(mc)
     s_off, s_idx = inst.successors
     s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
@@ -423,7 +413,7 @@ def priority_order(inst: PlacementInstance, priority: np.ndarray, *, engine: str
 DevicePolicy = Callable[[int, list[int]], list[int]]
 
 
-def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: bool = True,
+def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: bool = True,
                   candidates: DevicePolicy | None = None, engine: str = "auto") -> dict:
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
     finish time. ``candidates(t, legal)`` may narrow the legal devices (static policies); when
@@ -433,7 +423,8 @@ def list_schedule(inst: PlacementInstance, order: Sequence[int], *, insertion: b
     if candidates is not None and engine == "compiled":
         raise InputError("engine 'compiled' takes no candidates policy", field="engine")
     if candidates is None and compiled:
-        return _engine.eft_schedule(inst, order, unique_rows(inst.cost), insertion=insertion)
+        return _engine.eft_schedule(inst, order, _engine.unique_rows(inst.cost),
+                                    insertion=insertion)
     st = ScheduleState(inst, insertion=insertion, evict=False)
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
@@ -467,5 +458,6 @@ def heft(inst: PlacementInstance, *, engine: str = "auto") -> dict:
     """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice.
     ``engine``: module docstring."""
     eng = _engine.resolve_engine(engine, inst.n_tasks)
-    order = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
+    order = _engine.heft_order(inst) if eng == "compiled" else \
+        priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
     return list_schedule(inst, order, insertion=True, engine=eng)

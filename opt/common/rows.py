@@ -18,16 +18,22 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
+def row_weights(k: int) -> np.ndarray:
+    """int64 [k]: the odd column weights in [1, 2**61) of :func:`unique_rows`' row hash
+    Σ a[i, j]·w[j] (wrapping)."""
+    return ((splitmix64(np.arange(1, k + 1)) >> np.uint64(3)) | np.uint64(1)).astype(np.int64)
+
+
 def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique rows, inverse) of an int64 matrix; hashes rows first (much faster than
     ``np.unique(axis=0)`` on hundreds of thousands of rows), verifying there is no collision.
     The order of the unique rows is unspecified."""
     a = np.ascontiguousarray(a, dtype=np.int64)
     if a.ndim != 2 or a.shape[0] == 0:
-        u, inv = np.unique(a.reshape(a.shape[0], -1), axis=0, return_inverse=True)
+        u, inv = np.unique(a if a.ndim == 2 else a.reshape(a.shape[0], -1), axis=0,
+                           return_inverse=True)
         return u, inv.reshape(-1)
-    w = ((splitmix64(np.arange(1, a.shape[1] + 1)) >> np.uint64(3)) | np.uint64(1)).astype(
-        np.int64)  # odd weights in [1, 2**61)
+    w = row_weights(a.shape[1])
     with np.errstate(over="ignore"):
         key = (a * w[None, :]).sum(axis=1) if a.shape[1] else np.zeros(a.shape[0], np.int64)
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)

@@ -1,0 +1,212 @@
+"""The compiled set-up of the schedulers (docs/speed.md, fifth pass) gives the numpy references'
+values exactly: the uniquing (``np.unique``, :func:`opt.common.rows.unique_rows`), Bifocal's window
+tails and task types, the sibling groups, HEFT's ranks and the task orders, on random inputs —
+and its fallbacks (hash collisions, many devices) take the references' path."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("numba")
+
+from test_compiled_engine import random_instance  # noqa: E402
+
+from heuristics.placement import bifocal as B  # noqa: E402
+from heuristics.placement import engine as E  # noqa: E402
+from heuristics.placement.list_scheduler import heft, priority_order, upward_rank  # noqa: E402
+from opt.common.rows import row_weights, unique_rows  # noqa: E402
+from opt.placement.io import instance_from_dict  # noqa: E402
+
+_ROOT = Path(__file__).parents[2]
+_SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ---- uniquing ----------------------------------------------------------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(-5, 5), st.integers(-2**63, 2**63 - 1)),
+                       max_size=3000))
+def test_unique_inverse_is_numpys_unique(values):
+    keys = np.array(values, dtype=np.int64)
+    u, first, inv = E.kernels().unique_inverse(keys)
+    ref = np.unique(keys, return_index=True, return_inverse=True)
+    for got, want in zip((u, first, inv), ref):
+        assert np.array_equal(got, want.reshape(-1))
+    assert E.unique_values(keys)[1].tolist() == ref[2].reshape(-1).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.tuples(st.integers(1, 400), st.integers(0, 7)) | st.just((0, 3)),
+       high=st.integers(1, 10**12),
+       seed=st.integers(0, 2**32 - 1))
+def test_unique_rows_is_the_references(shape, high, seed):
+    r = np.random.default_rng(seed)
+    a = r.integers(-1, min(high, 3) if seed % 2 else high, size=shape, dtype=np.int64)
+    rows, inv = E.unique_rows(a)
+    ref_rows, ref_inv = unique_rows(a)
+    assert np.array_equal(rows, ref_rows) and np.array_equal(inv, ref_inv)
+
+
+def test_unique_rows_falls_back_on_a_hash_collision():
+    w = row_weights(2)
+    a = np.array([[w[1], 0], [0, w[0]], [w[1], 0]], dtype=np.int64)  # equal row hashes
+    _, _, exact = E.kernels().unique_rows(a, w)
+    assert not exact
+    rows, inv = E.unique_rows(a)
+    ref_rows, ref_inv = unique_rows(a)
+    assert len(rows) == 2 and np.array_equal(rows, ref_rows) and np.array_equal(inv, ref_inv)
+
+
+# ---- Bifocal's window ------------------------------------------------------------------------------
+
+def _classes(inst) -> tuple[np.ndarray, int]:
+    names: list[str] = []
+    for dv in inst.devices:
+        if dv.device_class not in names:
+            names.append(dv.device_class)
+    return np.array([names.index(dv.device_class) for dv in inst.devices]), len(names)
+
+
+@_SLOW
+@given(seed=st.integers(0, 2**32 - 1), H=st.integers(1, 4))
+def test_window_types_are_the_numpy_ones(seed, H):
+    inst = random_instance(seed)
+    dcls, K = _classes(inst)
+    k = E.kernels()
+    src, dst, nb = (E.as_int64(a) for a in (inst.edge_src, inst.edge_dst, inst.edge_bytes))
+    hs, hb = k.heaviest_successor(inst.n_tasks, src, dst, nb)
+    ref_hs, ref_hb = B.heaviest_successor(inst)
+    assert np.array_equal(hs, ref_hs) and np.array_equal(hb, ref_hb)
+    xfer = _xfer_of(inst, dcls, K)
+    pin = k.pinned_inputs(E.as_int64(inst.cost), dcls, K, src, dst, nb,
+                          E.as_int64(inst.links.latency), inst.links.bandwidth)
+    assert np.array_equal(pin, B.pinned_inputs(inst, dcls, K, xfer))
+    got = E.window_types(inst, H, dcls, K)
+    rows, inv, ref_hs2 = B._window_types(inst, H, dcls, K)
+    assert got[3] and np.array_equal(got[0], rows) and np.array_equal(got[1], inv)
+    assert np.array_equal(got[2], ref_hs2)
+
+
+def _xfer_of(inst, dcls: np.ndarray, K: int):
+    """``window_tails``' inner ``xfer`` (shortest inter-class transfer per payload)."""
+    lat, bw = inst.links.latency, inst.links.bandwidth
+
+    def xfer(nbytes: np.ndarray) -> np.ndarray:
+        out = np.zeros((K, K, len(nbytes)))
+        for a in range(K):
+            for b in range(K):
+                if a != b:
+                    cur = np.full(len(nbytes), np.inf)
+                    for i in np.flatnonzero(dcls == a):
+                        for j in np.flatnonzero(dcls == b):
+                            cur = np.minimum(cur, lat[i, j] + np.ceil(nbytes / bw[i, j]))
+                    out[a, b] = cur
+        return out
+
+    return xfer
+
+
+def test_window_tails_of_the_kernel_on_a_layered_instance():
+    """A deeper instance than the random ones (chains longer than H, pinned KV inputs)."""
+    inst = layered_instance(7, width=6, depth=9, n_dev=5)
+    dcls, K = _classes(inst)
+    for H in (1, 3, 5):
+        got = E.window_types(inst, H, dcls, K)
+        ref = B._window_types(inst, H, dcls, K)
+        assert all(np.array_equal(x, y) for x, y in zip(got[:3], ref))
+
+
+# ---- sibling groups and the task orders -------------------------------------------------------------
+
+def layered_instance(seed: int, width: int = 5, depth: int = 6, n_dev: int = 3) -> Any:
+    """A layered DAG where tasks often share all their predecessors (sibling candidates), some
+    tasks legal on one device (pinned), devices of two classes."""
+    r = random.Random(seed)
+    names = [f"D{d}" for d in range(n_dev)]
+    devices = [{"name": nm, "class": "npu" if d == 0 else "pim", "weight_capacity": None}
+               for d, nm in enumerate(names)]
+    tasks: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    layers: list[list[str]] = []
+    for lv in range(depth):
+        layer = []
+        shared = r.sample(layers[-1], min(len(layers[-1]), r.randint(1, 2))) if layers else []
+        for i in range(r.randint(1, width)):
+            tid = f"t{lv}_{i}"
+            legal = [names[r.randrange(n_dev)]] if r.random() < 0.2 else \
+                [nm for nm in names if r.random() < 0.8] or names[:2]
+            tasks.append({"id": tid, "cost": {nm: r.randint(1, 40) for nm in legal},
+                          "block": None, "kind": "op", "phase": "prefill", "step": 0})
+            preds = shared if r.random() < 0.6 else \
+                r.sample(layers[-1], min(len(layers[-1]), r.randint(1, 3))) if layers else []
+            for p in preds:
+                edges.append({"src": p, "dst": tid, "bytes": r.randint(0, 500)})
+            layer.append(tid)
+        layers.append(layer)
+    return instance_from_dict({
+        "schema": 1, "problem": "placement", "time_unit": "unit", "devices": devices,
+        "links": {"topology": "full", "contention": True,
+                  "default": {"latency": r.randint(0, 3), "bandwidth": r.choice([1.0, 7.0])},
+                  "pairs": []},
+        "tasks": tasks, "edges": edges, "blocks": [],
+        "layout": {"formats": ["linear"], "default": "linear"}})
+
+
+def _partition(gid: np.ndarray) -> set[frozenset[int]]:
+    """The groups of ``gid`` as sets of tasks (−1: none)."""
+    groups: dict[int, set[int]] = {}
+    for t, g in enumerate(gid.tolist()):
+        if g >= 0:
+            groups.setdefault(g, set()).add(t)
+    return {frozenset(s) for s in groups.values()}
+
+
+@_SLOW
+@given(seed=st.integers(0, 2**32 - 1), n_dev=st.integers(2, 9))
+def test_sibling_groups_and_orders_are_the_references(seed, n_dev):
+    inst = layered_instance(seed, n_dev=n_dev)
+    p_off, p_idx = inst.predecessors
+    gid, pinned, exact = E.kernels().sibling_groups(
+        E.as_int64(inst.cost), E.as_int64(p_off), E.as_int64(p_idx), E.as_int64(inst.edge_src))
+    ref_gid, ref_pinned = B._sibling_data(inst)
+    assert exact and np.array_equal(pinned, ref_pinned)
+    assert _partition(gid) == _partition(ref_gid)
+    rank = upward_rank(inst, engine="python")
+    assert E.upward_ranks(inst).tolist() == rank.tolist()
+    order = priority_order(inst, rank, engine="python")
+    assert E.heft_order(inst).tolist() == order
+    siblings = B.sibling_order(inst, order, engine="python")
+    assert B._compiled_order(inst, B.BifocalParams()).tolist() == siblings
+    assert B._compiled_order(inst, B.BifocalParams(siblings=False)).tolist() == order
+    assert heft(inst, engine="compiled") == heft(inst, engine="python")
+
+
+def test_the_order_falls_back_on_a_sibling_hash_collision(monkeypatch):
+    inst = layered_instance(3)
+    want = B._compiled_order(inst, B.BifocalParams())
+    monkeypatch.setattr(E, "bifocal_order", lambda inst: (np.zeros(0, np.int64), False))
+    assert np.array_equal(B._compiled_order(inst, B.BifocalParams()), want)
+
+
+# ---- numba's fixed cost ---------------------------------------------------------------------
+
+def test_kernels_skip_numbas_blas_probe_but_dot_still_compiles():
+    """Loading the kernels does not import scipy.linalg (numba's BLAS probe); a kernel with
+    ``np.dot`` compiled afterwards imports it and runs."""
+    pytest.importorskip("scipy")
+    code = ("import sys; import numpy as np; from heuristics.placement import engine as E; "
+            "E.kernels().new_timelines(2, 4); print('scipy.linalg' in sys.modules); "
+            "from numba import njit; f = njit(lambda a: np.dot(a, a)); "
+            "print(f(np.arange(3.0)), 'scipy.linalg' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, capture_output=True,
+                          text=True, check=True)
+    assert proc.stdout.split() == ["False", "5.0", "True"]
