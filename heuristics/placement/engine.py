@@ -17,11 +17,7 @@ This module never imports numba itself: :func:`kernels` loads the kernel module 
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.abc
 import importlib.util
-import sys
-import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -30,6 +26,7 @@ import numpy as np
 
 from opt.common import rows as _rows
 from opt.common.errors import InputError
+from opt.common.jit import import_numba_arrays
 from opt.placement.instance import PlacementInstance
 
 #: The engines a scheduler accepts.
@@ -69,40 +66,10 @@ def resolve_engine(engine: str, n_tasks: int) -> str:
 @functools.lru_cache(maxsize=1)
 def kernels() -> ModuleType:
     """The numba kernel module (imported, and compiled or loaded from cache, once)."""
-    _import_numba_arrays()
+    import_numba_arrays()  # without numba's BLAS probe (opt.common.jit)
     from heuristics.placement import schedule_kernels
 
     return schedule_kernels
-
-
-class _Hidden(importlib.abc.MetaPathFinder):
-    """A finder that fails the import of one module in one thread (others are not affected)."""
-
-    def __init__(self, name: str) -> None:
-        self.name, self.thread = name, threading.get_ident()
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if fullname == self.name and threading.get_ident() == self.thread:
-            raise ImportError(f"{fullname} hidden while numba probes for a BLAS")
-        return None
-
-
-def _import_numba_arrays() -> None:
-    """Import numba's array implementations (``numba.np.arraymath``, loaded with the first
-    kernel) with ``scipy.linalg`` hidden from this thread: their import probes for a BLAS by
-    importing it (≈ 0.3 CPU s a process, docs/speed.md, fifth pass), which these kernels never
-    use. numba then treats this process as one without scipy for that probe — only
-    ``np.correlate``/``np.convolve`` in a kernel take numba's loop instead of a BLAS dot;
-    ``np.dot`` and ``np.linalg`` still import scipy.linalg when a kernel using them compiles.
-    Nothing is hidden once either module is imported."""
-    if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
-        return
-    finder = _Hidden("scipy.linalg")
-    sys.meta_path.insert(0, finder)
-    try:
-        importlib.import_module("numba.np.arraymath")
-    finally:
-        sys.meta_path.remove(finder)
 
 
 def as_int64(a: Any) -> np.ndarray:
