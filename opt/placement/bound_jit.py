@@ -101,35 +101,35 @@ def min_plus_backward(seq: np.ndarray, flat: np.ndarray, offs: np.ndarray, rows:
     return out
 
 
-@numba.njit(cache=True)
-def segment_values(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray,
-                   rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
-                   te_col: np.ndarray, te_min: np.ndarray, esrc: np.ndarray, edst: np.ndarray,
-                   ins: np.ndarray, outs: np.ndarray, first: int, thresholds: bool, big: int
-                   ) -> np.ndarray:
-    """int64 [m] of :func:`opt.placement.segment_bound._numpy_values` for the durations,
-    releases and transfers of ``_assigned_times`` and ``_edge_durations``: task j (edge e)
-    takes its assigned entry when ``flag[j]`` (both ends flagged), else its least one
-    (``cmin``, ``rmin``; ``te_row``/``te_col`` with one flagged end, ``te_min``). ``ins``
-    (``outs``): the edges into (out of) each local task, CSR offsets (shifted by n + 1) then
-    edge indices. Per assignment (row): the longest path, every device's least head + work +
-    least tail, with ``thresholds`` also :func:`opt.placement.segment_bound.one_machine`."""
+@numba.njit(cache=True, nogil=True)
+def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray,
+                  rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
+                  te_col: np.ndarray, te_min: np.ndarray, esrc: np.ndarray, edst: np.ndarray,
+                  ins: np.ndarray, outs: np.ndarray, first: int, thresholds: bool, big: int,
+                  cell: np.ndarray, bound: np.ndarray, update: bool) -> np.ndarray:
+    """bool [m]: whether assignment row a's value (:func:`opt.placement.segment_bound.
+    _numpy_values` for the durations, releases and transfers of ``_assigned_times`` and
+    ``_edge_durations``, as a float capped at ``big`` like ``_as_float``) is below
+    ``bound[cell[a]]``; with ``update`` that value then replaces ``bound[cell[a]]`` (so
+    ``bound`` ends as the least value per cell, as ``np.minimum.at`` would leave it).
+
+    Task j (edge e) takes its assigned entry when ``flag[j]`` (both ends flagged), else its
+    least one (``cmin``, ``rmin``; ``te_row``/``te_col`` with one flagged end, ``te_min``).
+    ``ins`` (``outs``): the edges into (out of) each local task, CSR offsets (shifted by
+    n + 1) then edge indices. A row's value is the maximum of the longest path, every
+    device's least head + work + least tail and with ``thresholds``
+    :func:`opt.placement.segment_bound.one_machine`; it only grows as its terms are taken in,
+    so a row stops (not below) as soon as the value so far reaches the bound — the same
+    integers as the full evaluation wherever it finishes."""
     m, n = dev.shape
     nd = cost.shape[1]
     ne = len(esrc)
-    present = np.zeros((nd, n), dtype=np.bool_)  # task j on device d in some row
-    for a in range(m):
-        for j in range(first, n):
-            if dev[a, j] >= 0:
-                present[dev[a, j], j] = True
-    k_of = np.zeros(nd, dtype=np.int64)
-    tasks = np.zeros((nd, n), dtype=np.int64)  # tasks[d, :k_of[d]]: the tasks present on d
-    for d in range(nd):
-        for j in range(first, n):
-            if present[d, j]:
-                tasks[d, k_of[d]] = j
-                k_of[d] += 1
-    out = np.empty(m, dtype=np.int64)
+    tasks, k_of = _present_tasks(dev, first, nd)
+    emode = np.empty(max(ne, 1), dtype=np.int64)  # 0 both ends flagged, 1 src, 2 dst, 3 none
+    for e in range(ne):
+        emode[e] = 0 if flag[esrc[e]] and flag[edst[e]] else \
+            1 if flag[esrc[e]] else 2 if flag[edst[e]] else 3
+    below = np.zeros(m, dtype=np.bool_)
     c = np.empty(n, dtype=np.int64)
     head = np.zeros(n, dtype=np.int64)
     tl = np.zeros(n, dtype=np.int64)
@@ -139,48 +139,98 @@ def segment_values(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np
     n_on = np.empty(nd, dtype=np.int64)
     acc = np.empty((3, nd), dtype=np.int64)  # per device: least head, work, least tail
     for a in range(m):
-        for e in range(ne):
-            u, v = esrc[e], edst[e]
-            if flag[u] and flag[v]:
-                ed[e] = te[e, dev[a, u], dev[a, v]]
-            elif flag[u]:
-                ed[e] = te_row[e, dev[a, u]]
-            elif flag[v]:
-                ed[e] = te_col[e, dev[a, v]]
-            else:
-                ed[e] = te_min[e]
-        for j in range(n):
-            c[j] = cost[j, dev[a, j]] if flag[j] else cmin[j]
-        _paths(dev, flag, c, rel, rmin, ed, esrc, edst, ins, outs, a, head, tl)
-        val = head[0] + c[0]
-        for j in range(1, n):
-            if head[j] + c[j] > val:
-                val = head[j] + c[j]
+        lim = bound[cell[a]]
+        val, done = _heads(dev, flag, cost, cmin, rel, rmin, te, te_row, te_col, te_min,
+                           emode, esrc, ins, a, c, head, ed, big, lim)
+        if not done:
+            continue
+        _tails(c, ed, edst, outs, tl)
         val = _device_bounds(dev, a, c, head, tl, on, n_on, tasks, k_of, first, thresholds,
-                             big, val, buf, acc)
-        out[a] = val
-    return out
+                             big, val, buf, acc, lim)
+        f = _capped(val, big)
+        if f < lim:
+            below[a] = True
+            if update:
+                bound[cell[a]] = f
+    return below
 
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
-def _paths(dev: np.ndarray, flag: np.ndarray, c: np.ndarray, rel: np.ndarray,
-           rmin: np.ndarray, ed: np.ndarray, esrc: np.ndarray, edst: np.ndarray,
-           ins: np.ndarray, outs: np.ndarray, a: int, head: np.ndarray, tl: np.ndarray) -> None:
-    """Row a's heads (release, then the longest path from the predecessors) and tails (after
-    the task, excluding it) into ``head`` and ``tl``; unset entries read as 0, as in numpy."""
+def _capped(x: int, big: int) -> float:
+    """``x`` capped at ``big`` as a float, inf at the cap (``segment_bound._as_float``)."""
+    f = float(min(x, big))
+    return np.inf if f >= float(big) else f
+
+
+@numba.njit(cache=True)
+def _present_tasks(dev: np.ndarray, first: int, nd: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tasks [D, n], k_of [D]): ``tasks[d, :k_of[d]]`` the local tasks (from ``first``,
+    ascending) on device d in some row of ``dev`` (numpy's ``rows`` in ``one_machine``)."""
+    m, n = dev.shape
+    present = np.zeros((nd, n), dtype=np.bool_)
+    for a in range(m):
+        for j in range(first, n):
+            if dev[a, j] >= 0:
+                present[dev[a, j], j] = True
+    k_of = np.zeros(nd, dtype=np.int64)
+    tasks = np.zeros((nd, n), dtype=np.int64)
+    for d in range(nd):
+        for j in range(first, n):
+            if present[d, j]:
+                tasks[d, k_of[d]] = j
+                k_of[d] += 1
+    return tasks, k_of
+
+
+@numba.njit(cache=True, inline="always")  # no per-call array reference counts
+def _heads(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray,
+           rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
+           te_col: np.ndarray, te_min: np.ndarray, emode: np.ndarray, esrc: np.ndarray,
+           ins: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, ed: np.ndarray, big: int,
+           lim: float) -> tuple[int, bool]:
+    """Row a's durations ``c``, transfer durations ``ed`` and heads (release, then the longest
+    path from the predecessors) in local order, and the longest path max(head + c); (value
+    so far, False) as soon as that reaches ``lim`` (capped), else (longest path, True)."""
     n = len(c)
-    head[:] = 0
-    tl[:] = 0
+    val = 0
     for j in range(n):
-        h = rel[j, dev[a, j]] if flag[j] else rmin[j]
+        dj = dev[a, j]
+        if flag[j]:
+            c[j] = cost[j, dj]
+            h = rel[j, dj]
+        else:
+            c[j] = cmin[j]
+            h = rmin[j]
         for i in range(ins[j], ins[j + 1]):
             e = ins[i]
             u = esrc[e]
-            x = head[u] + c[u] + ed[e]
+            mode = emode[e]
+            if mode == 0:
+                x = te[e, dev[a, u], dj]
+            elif mode == 1:
+                x = te_row[e, dev[a, u]]
+            elif mode == 2:
+                x = te_col[e, dj]
+            else:
+                x = te_min[e]
+            ed[e] = x
+            x += head[u] + c[u]
             if x > h:
                 h = x
         head[j] = h
-    for j in range(n - 1, -1, -1):
+        x = h + c[j]
+        if j == 0 or x > val:
+            val = x
+            if _capped(val, big) >= lim:
+                return val, False
+    return val, True
+
+
+@numba.njit(cache=True, inline="always")  # no per-call array reference counts
+def _tails(c: np.ndarray, ed: np.ndarray, edst: np.ndarray, outs: np.ndarray,
+           tl: np.ndarray) -> None:
+    """Each task's tail (the longest path after it ends, excluding it) into ``tl``."""
+    for j in range(len(c) - 1, -1, -1):
         t = 0
         for i in range(outs[j], outs[j + 1]):
             e = outs[i]
@@ -195,10 +245,11 @@ def _paths(dev: np.ndarray, flag: np.ndarray, c: np.ndarray, rel: np.ndarray,
 def _device_bounds(dev: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, tl: np.ndarray,
                    on: np.ndarray, n_on: np.ndarray, tasks: np.ndarray, k_of: np.ndarray,
                    first: int, thresholds: bool, big: int, val: int, buf: np.ndarray,
-                   acc: np.ndarray) -> int:
+                   acc: np.ndarray, lim: float) -> int:
     """``val`` raised by every device's bounds for assignment row a (numpy's masks: nothing
     for a device no row uses, 0 for a row without a task on it); ``tasks[d, :k_of[d]]``: the
-    tasks on d in some row (numpy's ``rows``); ``on[d, :n_on[d]]`` ← the row's tasks on d."""
+    tasks on d in some row (numpy's ``rows``); ``on[d, :n_on[d]]`` ← the row's tasks on d.
+    Returns early once ``val`` (capped) reaches ``lim``: the one-machine sorts are skipped."""
     nd = len(k_of)
     for d in range(nd):
         acc[0, d], acc[1, d], acc[2, d], n_on[d] = big, 0, big, 0
@@ -213,15 +264,20 @@ def _device_bounds(dev: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, tl:
     for d in range(nd):
         if k_of[d] > 0:
             val = max(val, acc[0, d] + acc[1, d] + acc[2, d] if n_on[d] else 0)
-    if thresholds:
-        for d in range(nd):
-            if k_of[d] == 1:
-                val = max(val, 0)
-            elif k_of[d] > 1:
-                val = max(val, _one_machine_row(dev, a, c, head, tl, on, n_on[d], tasks,
-                                                k_of[d], d, big, buf))
-                val = max(val, _one_machine_row(dev, a, c, tl, head, on, n_on[d], tasks,
-                                                k_of[d], d, big, buf))
+    if not thresholds or _capped(val, big) >= lim:
+        return val
+    for d in range(nd):
+        if k_of[d] == 1:
+            val = max(val, 0)
+        elif k_of[d] > 1:
+            val = max(val, _one_machine_row(dev, a, c, head, tl, on, n_on[d], tasks,
+                                            k_of[d], d, big, buf))
+            if _capped(val, big) >= lim:
+                return val
+            val = max(val, _one_machine_row(dev, a, c, tl, head, on, n_on[d], tasks,
+                                            k_of[d], d, big, buf))
+            if _capped(val, big) >= lim:
+                return val
     return val
 
 

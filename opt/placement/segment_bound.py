@@ -130,11 +130,13 @@ def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[in
     jit = jit_kernels(inst.n_tasks)
     if jit is not None:
         dev = _assigned_devices(legal, enum, groups, nd)
-        val = compiled_values(jit, seg, legal, cost, rel, tt, enum, dev, first)
-    else:
-        dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
-        edur = _edge_durations(seg, legal, tt, enum, dev)
-        val = _assignment_values(seg, dev, c, r, edur, first, nd)
+        can = np.full(nd * nd, np.inf)
+        compiled_below(jit, kernel_tables(seg, legal, cost, rel, tt), enum, dev, first,
+                       cell_index(seg, dev, nd), can, update=True)
+        return table_from_canonical(seg, can.reshape(nd, nd), groups, nd), int(enum.sum())
+    dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
+    edur = _edge_durations(seg, legal, tt, enum, dev)
+    val = _assignment_values(seg, dev, c, r, edur, first, nd)
     return _cut_table(seg, dev, val, groups, nd), int(enum.sum())
 
 
@@ -244,12 +246,12 @@ def _as_float(val: np.ndarray) -> np.ndarray:
     return val
 
 
-def compiled_values(jit: ModuleType, seg: Segment, legal: np.ndarray, cost: np.ndarray,
-                    rel: np.ndarray, tt: np.ndarray, flag: np.ndarray, dev: np.ndarray,
-                    first: int, thresholds: bool = False) -> np.ndarray:
-    """float [m]: :func:`_assignment_values` of the durations, releases and transfers that
-    :func:`_assigned_times` and :func:`_edge_durations` (enumerated columns ``flag``) give,
-    by :func:`opt.placement.bound_jit.segment_values` (the same integers, compiled)."""
+def kernel_tables(seg: Segment, legal: np.ndarray, cost: np.ndarray, rel: np.ndarray,
+                  tt: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The per-segment inputs of :func:`opt.placement.bound_jit.segment_below`: (cost, least
+    duration, release, least release, transfers [E, D, D] (``BIG`` between illegal ends),
+    their least per source device, per destination device and overall, edge sources and
+    destinations, CSR of the edges into and out of each task) — durations in ticks."""
     n, nd = cost.shape
     esrc = np.ascontiguousarray(seg.esrc, dtype=np.int64)
     edst = np.ascontiguousarray(seg.edst, dtype=np.int64)
@@ -261,14 +263,33 @@ def compiled_values(jit: ModuleType, seg: Segment, legal: np.ndarray, cost: np.n
         off = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n))]) + n + 1
         return np.concatenate([off, np.argsort(key, kind="stable")]).astype(np.int64)
 
-    val = jit.segment_values(
-        np.ascontiguousarray(dev, dtype=np.int64), np.ascontiguousarray(flag, dtype=np.bool_),
-        np.ascontiguousarray(cost, dtype=np.int64), cmin.astype(np.int64),
-        np.ascontiguousarray(rel, dtype=np.int64), rmin.astype(np.int64), te,
-        np.ascontiguousarray(te.min(axis=2)), np.ascontiguousarray(te.min(axis=1)),
-        te.reshape(len(esrc), nd * nd).min(axis=1, initial=BIG), esrc, edst, csr(edst),
-        csr(esrc), first, thresholds, int(BIG))
-    return _as_float(val)
+    return (np.ascontiguousarray(cost, dtype=np.int64), cmin.astype(np.int64),
+            np.ascontiguousarray(rel, dtype=np.int64), rmin.astype(np.int64), te,
+            np.ascontiguousarray(te.min(axis=2)), np.ascontiguousarray(te.min(axis=1)),
+            te.reshape(len(esrc), nd * nd).min(axis=1, initial=BIG), esrc, edst, csr(edst),
+            csr(esrc))
+
+
+def compiled_below(jit: ModuleType, tables: tuple[np.ndarray, ...], flag: np.ndarray,
+                   dev: np.ndarray, first: int, cell: np.ndarray, bound: np.ndarray,
+                   update: bool, thresholds: bool = False) -> np.ndarray:
+    """bool [m]: per assignment row of ``dev``, whether its :func:`_assignment_values` value
+    (durations, releases and transfers of :func:`_assigned_times` and :func:`_edge_durations`
+    with enumerated columns ``flag``; float ticks, inf at ``BIG``) is below
+    ``bound[cell[row]]``; with ``update``, ``bound`` [cells] is lowered to it (the least
+    value per cell). By :func:`opt.placement.bound_jit.segment_below` on
+    :func:`kernel_tables`: the same integers, a row stopped once it reaches its bound."""
+    return jit.segment_below(np.ascontiguousarray(dev, dtype=np.int64),
+                             np.ascontiguousarray(flag, dtype=np.bool_), *tables, first,
+                             thresholds, int(BIG), np.ascontiguousarray(cell, dtype=np.int64),
+                             bound, update)
+
+
+def cell_index(seg: Segment, dev: np.ndarray, nd: int) -> np.ndarray:
+    """int64 [m]: each row's cut cell (previous cut device, closing cut device) flattened,
+    ``p · D + e`` (0 for an absent cut)."""
+    pa, pe = cut_cells(seg, dev)
+    return (pa * nd + pe).astype(np.int64)
 
 
 def _numpy_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarray,
