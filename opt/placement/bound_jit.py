@@ -343,3 +343,165 @@ def _one_machine_full(row: np.ndarray, c: np.ndarray, key_of: np.ndarray, tail_o
         if i == 0 or lb > best:
             best = lb
     return best
+
+
+@numba.njit(cache=True, nogil=True)
+def chain_decompose(order: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                    has_prev: np.ndarray, p_off: np.ndarray, preds: np.ndarray,
+                    edge_src: np.ndarray, edge_bytes: np.ndarray, cost: np.ndarray,
+                    task_block: np.ndarray, load_duration: np.ndarray, big: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lu, lv, eb, e_off, seg_rmax) of :func:`opt.placement.chain_bound._decompose`: the
+    segment-local edges (source inside segment k or its previous cut) sorted by segment,
+    destination, source — ties in edge order, as its stable sort — from the instance's
+    predecessor CSR (``preds[p_off[t]:p_off[t + 1]]``: the edges into t in edge order); and
+    per segment the largest weight-load release on a legal device (ticks, 0 without one)."""
+    n, nd = len(order), cost.shape[1]
+    pos = np.empty(n, dtype=np.int64)
+    for p in range(n):
+        pos[order[p]] = p
+    lu = np.empty(len(preds), dtype=np.int64)
+    lv = np.empty(len(preds), dtype=np.int64)
+    eb = np.empty(len(preds), dtype=np.int64)
+    e_off = np.zeros(len(starts) + 1, dtype=np.int64)
+    seg_rmax = np.zeros(len(starts), dtype=np.int64)
+    cnt = 0
+    for k in range(len(starts)):
+        st, off, rm = starts[k], 1 if has_prev[k] else 0, 0
+        for p in range(st, ends[k] + 1):
+            t = order[p]
+            b = task_block[t]
+            if b >= 0:
+                for d in range(nd):
+                    x = load_duration[b, d]
+                    if cost[t, d] >= 0 and 0 <= x < big and x > rm:
+                        rm = x
+            b0 = cnt
+            for i in range(p_off[t], p_off[t + 1]):
+                sp = pos[edge_src[preds[i]]]
+                if sp >= st - off:  # inside the segment (sp < p) or its previous cut
+                    lu[cnt], lv[cnt], eb[cnt] = sp - st + off, p - st + off, \
+                        edge_bytes[preds[i]]
+                    cnt += 1
+            _sort_bucket(lu, eb, b0, cnt)
+        e_off[k + 1] = cnt
+        seg_rmax[k] = rm
+    return lu[:cnt].copy(), lv[:cnt].copy(), eb[:cnt].copy(), e_off, seg_rmax
+
+
+@numba.njit(cache=True)
+def _sort_bucket(key: np.ndarray, other: np.ndarray, lo: int, hi: int) -> None:
+    """Stable sort of ``key[lo:hi]`` (``other`` alongside): insertion sort, merge sort when
+    long."""
+    if hi - lo > 32:
+        idx = np.argsort(key[lo:hi], kind="mergesort") + lo
+        key[lo:hi], other[lo:hi] = key[idx], other[idx]
+        return
+    for i in range(lo + 1, hi):
+        x, y, j = key[i], other[i], i
+        while j > lo and key[j - 1] > x:  # shift only strictly larger entries: stable
+            key[j], other[j] = key[j - 1], other[j - 1]
+            j -= 1
+        key[j], other[j] = x, y
+
+
+@numba.njit(cache=True, nogil=True)
+def segment_labels(lo: np.ndarray, size: np.ndarray, e0: np.ndarray, ne: np.ndarray,
+                   has_prev: np.ndarray, has_end: np.ndarray, order: np.ndarray,
+                   cost: np.ndarray, kind: np.ndarray, lu: np.ndarray, lv: np.ndarray,
+                   eb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(shape_of, data_of) of :func:`opt.placement.chain_bound._shapes`: per segment the first
+    segment of equal shape (cut flags, size, legal devices, kinds, local edges), and the first
+    of equal shape and data (durations, edge bytes). Segment k: positions ``lo[k]`` …
+    ``lo[k] + size[k] − 1`` of ``order``, edges ``e0[k]`` … ``e0[k] + ne[k] − 1``; found
+    through a hash table of 64-bit hashes, every match compared in full."""
+    m = len(lo)
+    seg = (lo, size, e0, ne, has_prev, has_end)
+    h = np.empty(m, dtype=np.uint64)
+    for k in range(m):
+        h[k] = _segment_hash(k, seg, order, cost, kind, lu, lv, eb, np.uint64(0), False)
+    shape_of = _first_equal(h, seg, order, cost, kind, lu, lv, eb, h, False)
+    for k in range(m):
+        h[k] = _segment_hash(k, seg, order, cost, kind, lu, lv, eb, np.uint64(shape_of[k]),
+                             True)
+    data_of = _first_equal(h, seg, order, cost, kind, lu, lv, eb, shape_of.view(np.uint64),
+                           True)
+    return shape_of, data_of
+
+
+@numba.njit(cache=True, inline="always")
+def _mix(h: np.uint64, x: np.int64) -> np.uint64:
+    """64-bit hash ``h`` with the integer ``x`` mixed in."""
+    h = (h ^ np.uint64(x)) * np.uint64(0x9E3779B97F4A7C15)
+    return h ^ (h >> np.uint64(29))
+
+
+@numba.njit(cache=True)
+def _segment_hash(k: int, seg: tuple, order: np.ndarray, cost: np.ndarray, kind: np.ndarray,
+                  lu: np.ndarray, lv: np.ndarray, eb: np.ndarray, seed: np.uint64,
+                  data: bool) -> np.uint64:
+    """Hash of segment k's shape (``data`` False) or of ``seed`` and its data."""
+    lo, size, e0, ne, has_prev, has_end = seg
+    h = _mix(seed, size[k] * 4 + has_prev[k] * 2 + has_end[k])
+    h = _mix(h, ne[k])
+    for i in range(size[k]):
+        t = order[lo[k] + i]
+        if not data:
+            h = _mix(h, kind[t])
+        for d in range(cost.shape[1]):
+            h = _mix(h, cost[t, d] if data else (1 if cost[t, d] >= 0 else 0))
+    for i in range(e0[k], e0[k] + ne[k]):
+        h = _mix(h, eb[i]) if data else _mix(_mix(h, lu[i]), lv[i])
+    return h
+
+
+@numba.njit(cache=True)
+def _first_equal(h: np.ndarray, seg: tuple, order: np.ndarray, cost: np.ndarray,
+                 kind: np.ndarray, lu: np.ndarray, lv: np.ndarray, eb: np.ndarray,
+                 tag: np.ndarray, data: bool) -> np.ndarray:
+    """Per segment the first segment equal to it (:func:`_segments_equal`; ``tag`` must be
+    equal too), by open addressing on the hashes ``h``."""
+    m = len(h)
+    cap = 1
+    while cap < 2 * m:
+        cap *= 2
+    slots = np.full(cap, -1, dtype=np.int64)
+    out = np.empty(m, dtype=np.int64)
+    for k in range(m):
+        i = h[k] & np.uint64(cap - 1)
+        while True:
+            r = slots[i]
+            if r < 0:
+                slots[i] = k
+                out[k] = k
+                break
+            if h[r] == h[k] and tag[r] == tag[k] and \
+                    _segments_equal(k, r, seg, order, cost, kind, lu, lv, eb, data):
+                out[k] = r
+                break
+            i = (i + np.uint64(1)) & np.uint64(cap - 1)
+    return out
+
+
+@numba.njit(cache=True)
+def _segments_equal(k: int, r: int, seg: tuple, order: np.ndarray, cost: np.ndarray,
+                    kind: np.ndarray, lu: np.ndarray, lv: np.ndarray, eb: np.ndarray,
+                    data: bool) -> bool:
+    """Segments k and r have the same shape (``data`` False: cut flags, size, edge count,
+    legal devices, kinds, local edges) or, of the same shape, the same durations and bytes."""
+    lo, size, e0, ne, has_prev, has_end = seg
+    if size[k] != size[r] or ne[k] != ne[r] or has_prev[k] != has_prev[r] or \
+            has_end[k] != has_end[r]:
+        return False
+    for i in range(size[k]):
+        a, b = order[lo[k] + i], order[lo[r] + i]
+        if not data and kind[a] != kind[b]:
+            return False
+        for d in range(cost.shape[1]):
+            if (cost[a, d] != cost[b, d]) if data else ((cost[a, d] >= 0) != (cost[b, d] >= 0)):
+                return False
+    for i in range(ne[k]):
+        x, y = e0[k] + i, e0[r] + i
+        if (eb[x] != eb[y]) if data else (lu[x] != lu[y] or lv[x] != lv[y]):
+            return False
+    return True

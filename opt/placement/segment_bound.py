@@ -110,10 +110,12 @@ def _orbit_expand_1d(vec_can: np.ndarray, groups: list[list[int]]) -> np.ndarray
 
 
 def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[int]],
-                     max_assignments: int) -> tuple[np.ndarray, int]:
+                     max_assignments: int, memo: dict[bytes, np.ndarray] | None = None
+                     ) -> tuple[np.ndarray, int]:
     """Table [P, E] of lower bounds on the segment's span given the previous cut's device (rows;
     one row without a previous cut) and the closing cut's device (columns; one without), and
-    the number of enumerated columns."""
+    the number of enumerated columns. ``memo`` (compiled path): the assignments of earlier
+    calls with the same ``groups``, by enumerated columns and their legal devices."""
     nd = inst.n_devices
     n = seg.cost.shape[0]
     legal = seg.cost >= 0
@@ -129,7 +131,7 @@ def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[in
     enum = _enumerated_columns(seg, legal, cost, tt, budget)
     jit = jit_kernels(inst.n_tasks)
     if jit is not None:
-        dev = _assigned_devices(legal, enum, groups, nd)
+        dev = _memo_devices(legal, enum, groups, nd, {} if memo is None else memo)
         can = np.full(nd * nd, np.inf)
         compiled_below(jit, kernel_tables(seg, legal, cost, rel, tt), enum, dev, first,
                        cell_index(seg, dev, nd), can, update=True)
@@ -206,6 +208,18 @@ def _assigned_devices(legal: np.ndarray, enum: np.ndarray, groups: list[list[int
     a = _assignments([np.flatnonzero(legal[j]) for j in cols], groups, nd)
     dev = np.full((len(a), legal.shape[0]), -1, dtype=np.int64)
     dev[:, cols] = a
+    return dev
+
+
+def _memo_devices(legal: np.ndarray, enum: np.ndarray, groups: list[list[int]], nd: int,
+                  memo: dict[bytes, np.ndarray]) -> np.ndarray:
+    """:func:`_assigned_devices`, kept in ``memo`` by the enumerated columns and their legal
+    devices (``groups`` and ``nd`` fixed per memo; callers only read it)."""
+    key = np.packbits(enum).tobytes() + np.packbits(legal[enum]).tobytes() + \
+        len(enum).to_bytes(8, "little")
+    dev = memo.get(key)
+    if dev is None:
+        dev = memo[key] = _assigned_devices(legal, enum, groups, nd)
     return dev
 
 
