@@ -106,12 +106,14 @@ def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.
                   rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
                   te_col: np.ndarray, te_min: np.ndarray, esrc: np.ndarray, edst: np.ndarray,
                   ins: np.ndarray, outs: np.ndarray, first: int, thresholds: bool, big: int,
-                  cell: np.ndarray, bound: np.ndarray, update: bool) -> np.ndarray:
+                  cell: np.ndarray, bound: np.ndarray, update: bool, ordered: bool
+                  ) -> np.ndarray:
     """bool [m]: whether assignment row a's value (:func:`opt.placement.segment_bound.
     _numpy_values` for the durations, releases and transfers of ``_assigned_times`` and
     ``_edge_durations``, as a float capped at ``big`` like ``_as_float``) is below
     ``bound[cell[a]]``; with ``update`` that value then replaces ``bound[cell[a]]`` (so
-    ``bound`` ends as the least value per cell, as ``np.minimum.at`` would leave it).
+    ``bound`` ends as the least value per cell, as ``np.minimum.at`` would leave it, in any
+    row order).
 
     Task j (edge e) takes its assigned entry when ``flag[j]`` (both ends flagged), else its
     least one (``cmin``, ``rmin``; ``te_row``/``te_col`` with one flagged end, ``te_min``).
@@ -120,11 +122,16 @@ def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.
     device's least head + work + least tail and with ``thresholds``
     :func:`opt.placement.segment_bound.one_machine`; it only grows as its terms are taken in,
     so a row stops (not below) as soon as the value so far reaches the bound — the same
-    integers as the full evaluation wherever it finishes."""
+    integers as the full evaluation wherever it finishes. Rows are visited in their order
+    when ``ordered``, else in :func:`_lex_order`'s (copied into it: memory order); a row's
+    heads up to its first device differing from the previous row's are the previous row's
+    (a head depends on earlier tasks only)."""
     m, n = dev.shape
     nd = cost.shape[1]
     ne = len(esrc)
-    tasks, k_of = _present_tasks(dev, first, nd)
+    perm = np.arange(m) if ordered else _lex_order(dev, flag, nd)
+    rows = dev if ordered else dev[perm]
+    tasks, k_of = _present_tasks(rows, first, nd)
     emode = np.empty(max(ne, 1), dtype=np.int64)  # 0 both ends flagged, 1 src, 2 dst, 3 none
     for e in range(ne):
         emode[e] = 0 if flag[esrc[e]] and flag[edst[e]] else \
@@ -132,27 +139,55 @@ def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.
     below = np.zeros(m, dtype=np.bool_)
     c = np.empty(n, dtype=np.int64)
     head = np.zeros(n, dtype=np.int64)
+    pm = np.zeros(n, dtype=np.int64)  # pm[j]: max of head + c over tasks 0 … j
     tl = np.zeros(n, dtype=np.int64)
     ed = np.empty(max(ne, 1), dtype=np.int64)
     buf = np.empty((2, n), dtype=np.int64)
     on = np.empty((nd, n), dtype=np.int64)  # on[d, :n_on[d]]: the row's tasks on d, ascending
     n_on = np.empty(nd, dtype=np.int64)
     acc = np.empty((3, nd), dtype=np.int64)  # per device: least head, work, least tail
+    valid = 0  # the heads of tasks < valid are those of the previous row
     for a in range(m):
-        lim = bound[cell[a]]
-        val, done = _heads(dev, flag, cost, cmin, rel, rmin, te, te_row, te_col, te_min,
-                           emode, esrc, ins, a, c, head, ed, big, lim)
-        if not done:
+        ca = cell[perm[a]]
+        lim = bound[ca]
+        s = 0
+        if a > 0:
+            while s < valid and rows[a, s] == rows[a - 1, s]:
+                s += 1
+        if s > 0 and _capped(pm[s - 1], big) >= lim:
+            valid = s
+            continue
+        valid = _heads(rows, flag, cost, cmin, rel, rmin, te, te_row, te_col, te_min, emode,
+                       esrc, ins, a, s, c, head, pm, ed, big, lim)
+        if valid < n:
             continue
         _tails(c, ed, edst, outs, tl)
-        val = _device_bounds(dev, a, c, head, tl, on, n_on, tasks, k_of, first, thresholds,
-                             big, val, buf, acc, lim)
+        val = _device_bounds(rows, a, c, head, tl, on, n_on, tasks, k_of, first, thresholds,
+                             big, pm[n - 1], buf, acc, lim)
         f = _capped(val, big)
         if f < lim:
-            below[a] = True
+            below[perm[a]] = True
             if update:
-                bound[cell[a]] = f
+                bound[ca] = f
     return below
+
+
+@numba.njit(cache=True)
+def _lex_order(dev: np.ndarray, flag: np.ndarray, nd: int) -> np.ndarray:
+    """int64 [m]: the rows of ``dev`` ordered by their devices in the flagged columns, the
+    first column most significant (as many leading flagged columns as an int64 key holds)."""
+    m, n = dev.shape
+    key = np.zeros(m, dtype=np.int64)
+    scale = 1
+    for j in range(n):
+        if not flag[j]:
+            continue
+        if scale > (2 ** 62) // (nd + 1):
+            break
+        scale *= nd + 1
+        for a in range(m):
+            key[a] = key[a] * (nd + 1) + dev[a, j] + 1
+    return np.argsort(key)
 
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
@@ -186,14 +221,15 @@ def _present_tasks(dev: np.ndarray, first: int, nd: int) -> tuple[np.ndarray, np
 def _heads(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray,
            rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
            te_col: np.ndarray, te_min: np.ndarray, emode: np.ndarray, esrc: np.ndarray,
-           ins: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, ed: np.ndarray, big: int,
-           lim: float) -> tuple[int, bool]:
-    """Row a's durations ``c``, transfer durations ``ed`` and heads (release, then the longest
-    path from the predecessors) in local order, and the longest path max(head + c); (value
-    so far, False) as soon as that reaches ``lim`` (capped), else (longest path, True)."""
+           ins: np.ndarray, a: int, start: int, c: np.ndarray, head: np.ndarray,
+           pm: np.ndarray, ed: np.ndarray, big: int, lim: float) -> int:
+    """Row a's durations ``c``, transfer durations ``ed`` (of the edges into each task) and
+    heads (release, then the longest path from the predecessors) in local order from task
+    ``start`` (those before are row a's already), with ``pm`` the running longest path
+    max(head + c). Returns the number of tasks done: j + 1 once ``pm[j]`` (capped) reaches
+    ``lim``, else n."""
     n = len(c)
-    val = 0
-    for j in range(n):
+    for j in range(start, n):
         dj = dev[a, j]
         if flag[j]:
             c[j] = cost[j, dj]
@@ -219,11 +255,13 @@ def _heads(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray
                 h = x
         head[j] = h
         x = h + c[j]
-        if j == 0 or x > val:
-            val = x
-            if _capped(val, big) >= lim:
-                return val, False
-    return val, True
+        if j == 0 or x > pm[j - 1]:
+            pm[j] = x
+            if _capped(x, big) >= lim:
+                return j + 1
+        else:
+            pm[j] = pm[j - 1]
+    return n
 
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
@@ -413,19 +451,21 @@ def segment_labels(lo: np.ndarray, size: np.ndarray, e0: np.ndarray, ne: np.ndar
     """(shape_of, data_of) of :func:`opt.placement.chain_bound._shapes`: per segment the first
     segment of equal shape (cut flags, size, legal devices, kinds, local edges), and the first
     of equal shape and data (durations, edge bytes). Segment k: positions ``lo[k]`` …
-    ``lo[k] + size[k] − 1`` of ``order``, edges ``e0[k]`` … ``e0[k] + ne[k] − 1``; found
-    through a hash table of 64-bit hashes, every match compared in full."""
+    ``lo[k] + size[k] − 1`` of ``order``, edges ``e0[k]`` … ``e0[k] + ne[k] − 1``. Equal shape
+    and data is equal everything, so data labels come first (over all segments); the first
+    segment of a shape is the first of its data, so shape labels are found among the data
+    labels only. Both through a hash table of 64-bit hashes, every match compared in full."""
     m = len(lo)
     seg = (lo, size, e0, ne, has_prev, has_end)
-    h = np.empty(m, dtype=np.uint64)
+    everything = np.arange(m)
+    data_of = _first_equal(everything, seg, order, cost, kind, lu, lv, eb, True)
+    reps = np.flatnonzero(data_of == everything)
+    rep_shape = _first_equal(reps, seg, order, cost, kind, lu, lv, eb, False)
+    shape_of = np.empty(m, dtype=np.int64)
+    for i in range(len(reps)):
+        shape_of[reps[i]] = rep_shape[i]
     for k in range(m):
-        h[k] = _segment_hash(k, seg, order, cost, kind, lu, lv, eb, np.uint64(0), False)
-    shape_of = _first_equal(h, seg, order, cost, kind, lu, lv, eb, h, False)
-    for k in range(m):
-        h[k] = _segment_hash(k, seg, order, cost, kind, lu, lv, eb, np.uint64(shape_of[k]),
-                             True)
-    data_of = _first_equal(h, seg, order, cost, kind, lu, lv, eb, shape_of.view(np.uint64),
-                           True)
+        shape_of[k] = shape_of[data_of[k]]
     return shape_of, data_of
 
 
@@ -438,48 +478,50 @@ def _mix(h: np.uint64, x: np.int64) -> np.uint64:
 
 @numba.njit(cache=True)
 def _segment_hash(k: int, seg: tuple, order: np.ndarray, cost: np.ndarray, kind: np.ndarray,
-                  lu: np.ndarray, lv: np.ndarray, eb: np.ndarray, seed: np.uint64,
-                  data: bool) -> np.uint64:
-    """Hash of segment k's shape (``data`` False) or of ``seed`` and its data."""
+                  lu: np.ndarray, lv: np.ndarray, eb: np.ndarray, data: bool) -> np.uint64:
+    """Hash of segment k's shape and, with ``data``, its durations and edge bytes."""
     lo, size, e0, ne, has_prev, has_end = seg
-    h = _mix(seed, size[k] * 4 + has_prev[k] * 2 + has_end[k])
-    h = _mix(h, ne[k])
+    h = _mix(np.uint64(ne[k]), size[k] * 4 + has_prev[k] * 2 + has_end[k])
     for i in range(size[k]):
         t = order[lo[k] + i]
-        if not data:
-            h = _mix(h, kind[t])
+        h = _mix(h, kind[t])
         for d in range(cost.shape[1]):
             h = _mix(h, cost[t, d] if data else (1 if cost[t, d] >= 0 else 0))
     for i in range(e0[k], e0[k] + ne[k]):
-        h = _mix(h, eb[i]) if data else _mix(_mix(h, lu[i]), lv[i])
+        h = _mix(_mix(h, lu[i]), lv[i])
+        if data:
+            h = _mix(h, eb[i])
     return h
 
 
 @numba.njit(cache=True)
-def _first_equal(h: np.ndarray, seg: tuple, order: np.ndarray, cost: np.ndarray,
+def _first_equal(idx: np.ndarray, seg: tuple, order: np.ndarray, cost: np.ndarray,
                  kind: np.ndarray, lu: np.ndarray, lv: np.ndarray, eb: np.ndarray,
-                 tag: np.ndarray, data: bool) -> np.ndarray:
-    """Per segment the first segment equal to it (:func:`_segments_equal`; ``tag`` must be
-    equal too), by open addressing on the hashes ``h``."""
-    m = len(h)
+                 data: bool) -> np.ndarray:
+    """int64 [len(idx)]: for each segment ``idx[i]`` (ascending), the first of ``idx`` equal
+    to it (:func:`_segments_equal`), by open addressing on :func:`_segment_hash`."""
+    m = len(idx)
+    h = np.empty(m, dtype=np.uint64)
+    for i in range(m):
+        h[i] = _segment_hash(idx[i], seg, order, cost, kind, lu, lv, eb, data)
     cap = 1
     while cap < 2 * m:
         cap *= 2
-    slots = np.full(cap, -1, dtype=np.int64)
+    slots = np.full(cap, -1, dtype=np.int64)  # positions in idx
     out = np.empty(m, dtype=np.int64)
-    for k in range(m):
-        i = h[k] & np.uint64(cap - 1)
+    for i in range(m):
+        s = h[i] & np.uint64(cap - 1)
         while True:
-            r = slots[i]
+            r = slots[s]
             if r < 0:
-                slots[i] = k
-                out[k] = k
+                slots[s] = i
+                out[i] = idx[i]
                 break
-            if h[r] == h[k] and tag[r] == tag[k] and \
-                    _segments_equal(k, r, seg, order, cost, kind, lu, lv, eb, data):
-                out[k] = r
+            if h[r] == h[i] and \
+                    _segments_equal(idx[i], idx[r], seg, order, cost, kind, lu, lv, eb, data):
+                out[i] = idx[r]
                 break
-            i = (i + np.uint64(1)) & np.uint64(cap - 1)
+            s = (s + np.uint64(1)) & np.uint64(cap - 1)
     return out
 
 
@@ -487,21 +529,21 @@ def _first_equal(h: np.ndarray, seg: tuple, order: np.ndarray, cost: np.ndarray,
 def _segments_equal(k: int, r: int, seg: tuple, order: np.ndarray, cost: np.ndarray,
                     kind: np.ndarray, lu: np.ndarray, lv: np.ndarray, eb: np.ndarray,
                     data: bool) -> bool:
-    """Segments k and r have the same shape (``data`` False: cut flags, size, edge count,
-    legal devices, kinds, local edges) or, of the same shape, the same durations and bytes."""
+    """Segments k and r have the same shape (cut flags, size, edge count, legal devices,
+    kinds, local edges) and, with ``data``, the same durations and edge bytes."""
     lo, size, e0, ne, has_prev, has_end = seg
     if size[k] != size[r] or ne[k] != ne[r] or has_prev[k] != has_prev[r] or \
             has_end[k] != has_end[r]:
         return False
     for i in range(size[k]):
         a, b = order[lo[k] + i], order[lo[r] + i]
-        if not data and kind[a] != kind[b]:
+        if kind[a] != kind[b]:
             return False
         for d in range(cost.shape[1]):
             if (cost[a, d] != cost[b, d]) if data else ((cost[a, d] >= 0) != (cost[b, d] >= 0)):
                 return False
     for i in range(ne[k]):
         x, y = e0[k] + i, e0[r] + i
-        if (eb[x] != eb[y]) if data else (lu[x] != lu[y] or lv[x] != lv[y]):
+        if lu[x] != lu[y] or lv[x] != lv[y] or (data and eb[x] != eb[y]):
             return False
     return True

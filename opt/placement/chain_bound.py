@@ -295,7 +295,7 @@ def _shape_tables(inst: PlacementInstance, ch: _Chain,
     tables = _Tables([], np.full(ch.n_seg, -1, dtype=np.int64))
     cnt: dict[str, Any] = {"shapes_exact": 0, "evaluations": 0, "evaluate_s": 0.0,
                            "branch_evaluations": 0, "branch_s": 0.0}
-    memo: dict[bytes, np.ndarray] = {}  # the evaluations' assignments, by their columns
+    memo: dict[bytes, tuple[np.ndarray, ...]] = {}  # the evaluations' assignments
     for members in shapes.values():
         reps = [int(ks_[0]) for ks_ in members.values()]
         keys = list(members)

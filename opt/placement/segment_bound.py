@@ -110,7 +110,7 @@ def _orbit_expand_1d(vec_can: np.ndarray, groups: list[list[int]]) -> np.ndarray
 
 
 def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[int]],
-                     max_assignments: int, memo: dict[bytes, np.ndarray] | None = None
+                     max_assignments: int, memo: dict[bytes, tuple[np.ndarray, ...]] | None = None
                      ) -> tuple[np.ndarray, int]:
     """Table [P, E] of lower bounds on the segment's span given the previous cut's device (rows;
     one row without a previous cut) and the closing cut's device (columns; one without), and
@@ -131,10 +131,10 @@ def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[in
     enum = _enumerated_columns(seg, legal, cost, tt, budget)
     jit = jit_kernels(inst.n_tasks)
     if jit is not None:
-        dev = _memo_devices(legal, enum, groups, nd, {} if memo is None else memo)
+        dev, cell = _memo_devices(seg, legal, enum, groups, nd, {} if memo is None else memo)
         can = np.full(nd * nd, np.inf)
-        compiled_below(jit, kernel_tables(seg, legal, cost, rel, tt), enum, dev, first,
-                       cell_index(seg, dev, nd), can, update=True)
+        compiled_below(jit, kernel_tables(seg, legal, cost, rel, tt), enum, dev, first, cell,
+                       can, update=True, ordered=True)
         return table_from_canonical(seg, can.reshape(nd, nd), groups, nd), int(enum.sum())
     dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
     edur = _edge_durations(seg, legal, tt, enum, dev)
@@ -211,16 +211,20 @@ def _assigned_devices(legal: np.ndarray, enum: np.ndarray, groups: list[list[int
     return dev
 
 
-def _memo_devices(legal: np.ndarray, enum: np.ndarray, groups: list[list[int]], nd: int,
-                  memo: dict[bytes, np.ndarray]) -> np.ndarray:
-    """:func:`_assigned_devices`, kept in ``memo`` by the enumerated columns and their legal
-    devices (``groups`` and ``nd`` fixed per memo; callers only read it)."""
+def _memo_devices(seg: Segment, legal: np.ndarray, enum: np.ndarray, groups: list[list[int]],
+                  nd: int, memo: dict[bytes, tuple[np.ndarray, ...]]
+                  ) -> tuple[np.ndarray, ...]:
+    """(:func:`_assigned_devices` with its rows in lexicographic order of their enumerated
+    devices, their :func:`cell_index`), kept in ``memo`` by the cut flags, enumerated columns and
+    their legal devices (``groups`` and ``nd`` fixed per memo; callers only read them)."""
     key = np.packbits(enum).tobytes() + np.packbits(legal[enum]).tobytes() + \
-        len(enum).to_bytes(8, "little")
-    dev = memo.get(key)
-    if dev is None:
-        dev = memo[key] = _assigned_devices(legal, enum, groups, nd)
-    return dev
+        bytes([seg.has_prev, seg.has_end]) + len(enum).to_bytes(8, "little")
+    got = memo.get(key)
+    if got is None:
+        dev = _assigned_devices(legal, enum, groups, nd)
+        dev = dev[np.lexsort(dev[:, np.flatnonzero(enum)[::-1]].T)]
+        got = memo[key] = (dev, cell_index(seg, dev, nd))
+    return got
 
 
 def _edge_durations(seg: Segment, legal: np.ndarray, tt: np.ndarray, enum: np.ndarray,
@@ -286,17 +290,19 @@ def kernel_tables(seg: Segment, legal: np.ndarray, cost: np.ndarray, rel: np.nda
 
 def compiled_below(jit: ModuleType, tables: tuple[np.ndarray, ...], flag: np.ndarray,
                    dev: np.ndarray, first: int, cell: np.ndarray, bound: np.ndarray,
-                   update: bool, thresholds: bool = False) -> np.ndarray:
+                   update: bool, thresholds: bool = False, ordered: bool = False
+                   ) -> np.ndarray:
     """bool [m]: per assignment row of ``dev``, whether its :func:`_assignment_values` value
     (durations, releases and transfers of :func:`_assigned_times` and :func:`_edge_durations`
     with enumerated columns ``flag``; float ticks, inf at ``BIG``) is below
     ``bound[cell[row]]``; with ``update``, ``bound`` [cells] is lowered to it (the least
     value per cell). By :func:`opt.placement.bound_jit.segment_below` on
-    :func:`kernel_tables`: the same integers, a row stopped once it reaches its bound."""
+    :func:`kernel_tables`: the same integers, a row stopped once it reaches its bound; rows
+    visited in their order when ``ordered``, else lexicographic in the flagged columns."""
     return jit.segment_below(np.ascontiguousarray(dev, dtype=np.int64),
                              np.ascontiguousarray(flag, dtype=np.bool_), *tables, first,
                              thresholds, int(BIG), np.ascontiguousarray(cell, dtype=np.int64),
-                             bound, update)
+                             bound, update, ordered)
 
 
 def cell_index(seg: Segment, dev: np.ndarray, nd: int) -> np.ndarray:
