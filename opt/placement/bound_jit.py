@@ -424,7 +424,7 @@ def chain_decompose(order: np.ndarray, starts: np.ndarray, ends: np.ndarray,
             _sort_bucket(lu, eb, b0, cnt)
         e_off[k + 1] = cnt
         seg_rmax[k] = rm
-    return lu[:cnt].copy(), lv[:cnt].copy(), eb[:cnt].copy(), e_off, seg_rmax
+    return lu[:cnt], lv[:cnt], eb[:cnt], e_off, seg_rmax
 
 
 @numba.njit(cache=True)

@@ -171,11 +171,15 @@ def sensitivity(seg: Segment, legal: np.ndarray, cost: np.ndarray, tt: np.ndarra
     if seg.has_end:
         must[n - 1] = True
     spread = np.where(legal, cost, 0).max(axis=1) - np.where(legal, cost, BIG).min(axis=1)
-    for e in range(len(seg.esrc)):
-        u, v = int(seg.esrc[e]), int(seg.edst[e])
-        span = int(tt[e][np.ix_(legal[u], legal[v])].max())
-        spread[u] += span
-        spread[v] += span
+    if len(seg.esrc):
+        esrc, edst = np.asarray(seg.esrc, dtype=np.int64), np.asarray(seg.edst, dtype=np.int64)
+        pair = legal[esrc][:, :, None] & legal[edst][:, None, :]
+        if not pair.any(axis=(1, 2)).all():
+            raise ValueError("a segment edge joins a task without a legal device")
+        # the largest transfer between legal ends of each edge (int64 sums: any order)
+        span = np.where(pair, tt, np.iinfo(np.int64).min).max(axis=(1, 2))
+        np.add.at(spread, esrc, span)
+        np.add.at(spread, edst, span)
     return must, spread
 
 
