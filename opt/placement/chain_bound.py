@@ -109,11 +109,13 @@ class _Tables:
         return remap[self.seq], flat, offs, rows, cols
 
 
-def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | None = None
+def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | None = None,
+                dmin: np.ndarray | None = None
                 ) -> tuple[int, dict[str, Any], np.ndarray | None]:
     """The ``chain`` component (module docstring), a summary of the decomposition and, when the
     cheapest tails ``tail`` are given, chain-strengthened tails (``makespan − start(t)`` bound
-    for every task t; see :func:`_chain_tails`)."""
+    for every task t; see :func:`_chain_tails`; ``dmin``: the cheapest durations
+    :func:`opt.placement.work_bound.cheapest`, when the caller has them)."""
     ch = _decompose(inst)
     shapes = _shapes(inst, ch)
     groups = interchangeable_devices(inst)
@@ -130,7 +132,7 @@ def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | 
     tails = None
     if tail is not None:
         min_w = _backward_min_plus(tables, jit, packed)
-        tails = _chain_tails(inst, tail, ch, min_w)
+        tails = _chain_tails(inst, tail, ch, min_w, dmin)
     return int(value), detail, tails
 
 
@@ -214,13 +216,17 @@ def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[int, dict[int, np.ndarr
 
 
 def _kind_codes(inst: PlacementInstance) -> np.ndarray:
-    """int64 [n]: equal codes for equal task kinds (the kinds themselves when they are ints,
-    as in :func:`opt.placement.bound_process.bound_payload`)."""
+    """int64 [n]: equal codes for equal task kinds (Python equality, as dict keys; the kinds
+    themselves when they are ints, as in :func:`opt.placement.bound_process.bound_payload`)."""
     kinds = inst.kind or (None,) * inst.n_tasks
-    if set(map(type, kinds)) == {int}:
-        return np.fromiter(kinds, dtype=np.int64, count=inst.n_tasks)
-    kind_codes = {k: i for i, k in enumerate(dict.fromkeys(kinds))}
-    return np.fromiter(map(kind_codes.__getitem__, kinds), dtype=np.int64, count=inst.n_tasks)
+    distinct = set(kinds)
+    if all(type(k) is int for k in distinct):
+        try:
+            return np.fromiter(kinds, dtype=np.int64, count=inst.n_tasks)
+        except OverflowError:
+            pass
+    codes = {k: i for i, k in enumerate(distinct)}
+    return np.fromiter(map(codes.__getitem__, kinds), dtype=np.int64, count=inst.n_tasks)
 
 
 def _labels(inst: PlacementInstance, ch: _Chain, lo: np.ndarray, size: np.ndarray,
@@ -443,19 +449,21 @@ def _with_releases(inst: PlacementInstance, ch: _Chain, k: int, t: np.ndarray, v
     return t, n_special
 
 
-def _chain_tails(inst: PlacementInstance, tail: np.ndarray, ch: _Chain, min_w: list[float]
-                 ) -> np.ndarray:
+def _chain_tails(inst: PlacementInstance, tail: np.ndarray, ch: _Chain, min_w: np.ndarray,
+                 dmin: np.ndarray | None = None) -> np.ndarray:
     """tail'(t) ≥ makespan − start(t). Backward min-plus over the segment tables gives
     ``W_k`` ≥ makespan − end(c_k) (the windows after c_k, ``min_w``); for t in segment k,
     ``end(c_k) − start(t)`` ≥ the cheapest path t → c_k ≥ ``tail[t] − tail[c_k] + dmin[c_k]``
     (a longest cheapest path from t to a sink either passes c_k or jumps from an ancestor of
     c_k to a descendant of it, and both pieces are bounded through c_k). Per segment
     ``− tail[c_k] + dmin[c_k] + W_k`` first, then per task (int64 sums wrap: the same)."""
-    w = np.array(min_w, dtype=np.float64)
-    w_int = np.where(np.isfinite(w), w, 0).astype(np.int64)
+    w_int = np.where(np.isfinite(min_w), min_w, 0).astype(np.int64)
     cut_task = ch.order[ch.ends]
-    c = inst.cost[cut_task]
-    dmin_cut = np.where(c >= 0, c, BIG).min(axis=1)
+    if dmin is None:
+        c = inst.cost[cut_task]
+        dmin_cut = np.where(c >= 0, c, BIG).min(axis=1)
+    else:
+        dmin_cut = dmin[cut_task]
     per_seg = -tail[cut_task] + dmin_cut + w_int
     length = ch.ends - ch.starts + 1  # segments tile the positions 0 … n − 1
     ok = np.repeat(ch.has_end, length)
@@ -467,13 +475,14 @@ def _chain_tails(inst: PlacementInstance, tail: np.ndarray, ch: _Chain, min_w: l
 
 
 def _backward_min_plus(tables: _Tables, jit: ModuleType | None = None,
-                       packed: tuple[np.ndarray, ...] | None = None) -> list[float]:
-    """``min_w[k]`` = min over devices of W_k, where W_{n−1} = 0 and
-    W_{k−1} = (T_k + W_k[None, :]).min(axis=1); Python floats (the same IEEE sums and minima
-    as the numpy form, without its per-call cost on 5 × 5 tables), or compiled with ``jit``
-    (:mod:`opt.placement.bound_jit`: the same operations; ``packed``: the tables packed)."""
+                       packed: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
+    """float [K] ``min_w[k]`` = min over devices of W_k, where W_{n−1} = 0 and
+    W_{k−1} = (T_k + W_k[None, :]).min(axis=1); in Python floats (the same IEEE sums and
+    minima as the numpy form, without its per-call cost on 5 × 5 tables), or compiled with
+    ``jit`` (:mod:`opt.placement.bound_jit`: the same operations; ``packed``: the tables
+    packed)."""
     if jit is not None:
-        return jit.min_plus_backward(*(packed or tables.packed())).tolist()
+        return jit.min_plus_backward(*(packed or tables.packed()))
     rows: dict[int, list[list[Any]]] = {}  # table index -> its rows
     seq = tables.seq.tolist()
     w: list[Any] = [0.0] * tables.distinct[seq[-1]].shape[1]
@@ -485,7 +494,7 @@ def _backward_min_plus(tables: _Tables, jit: ModuleType | None = None,
             _check_nan(tables.distinct[i])
             rows[i] = tables.distinct[i].tolist()
         w = [min(map(operator.add, row, w)) for row in rows[i]]
-    return min_w
+    return np.array(min_w, dtype=np.float64)
 
 
 def _log_buckets(keys: np.ndarray, max_buckets: int) -> list[list[int]]:
