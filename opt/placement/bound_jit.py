@@ -470,7 +470,7 @@ def segment_labels(lo: np.ndarray, size: np.ndarray, e0: np.ndarray, ne: np.ndar
 
 
 @numba.njit(cache=True, inline="always")
-def _mix(h: np.uint64, x: np.int64) -> np.uint64:
+def _mix(h: np.uint64, x: int) -> np.uint64:
     """64-bit hash ``h`` with the integer ``x`` mixed in."""
     h = (h ^ np.uint64(x)) * np.uint64(0x9E3779B97F4A7C15)
     return h ^ (h >> np.uint64(29))
