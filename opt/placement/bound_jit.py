@@ -6,7 +6,9 @@ integer and floating-point operations of the pure Python/numpy code it replaces 
 keep that code as the fallback), so the bound's values are bit-identical either way: int64
 sums wrap as numpy's do (and wrapping addition is associative), maxima and minima of the same
 numbers are the same numbers, and the float minima pick the first least value as Python's
-``min`` does. Durations in ticks.
+``min`` does. ``segment_below`` stops an assignment row once its value so far (a running
+maximum) reaches the row's bound: the rows that finish have the same integers, and the
+stopped ones could not change a per-cell minimum or a below-bound test. Durations in ticks.
 """
 
 from __future__ import annotations
