@@ -216,7 +216,7 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
                                {"device_weights": {d.name: round(float(w), 6)
                                                    for d, w in zip(inst.devices, y)}}))
     t0 = time.perf_counter()
-    value, detail, tails = chain_bound(inst, opts, tail)
+    value, detail, tails = chain_bound(inst, opts, tail, dmin)
     t_chain = time.perf_counter() - t0
     comps.append(Component("chain", value, t_chain, detail))
     t0 = time.perf_counter()

@@ -110,10 +110,12 @@ def _orbit_expand_1d(vec_can: np.ndarray, groups: list[list[int]]) -> np.ndarray
 
 
 def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[int]],
-                     max_assignments: int) -> tuple[np.ndarray, int]:
+                     max_assignments: int, memo: dict[bytes, tuple[np.ndarray, ...]] | None = None
+                     ) -> tuple[np.ndarray, int]:
     """Table [P, E] of lower bounds on the segment's span given the previous cut's device (rows;
     one row without a previous cut) and the closing cut's device (columns; one without), and
-    the number of enumerated columns."""
+    the number of enumerated columns. ``memo`` (compiled path): the assignments of earlier
+    calls with the same ``groups``, by enumerated columns and their legal devices."""
     nd = inst.n_devices
     n = seg.cost.shape[0]
     legal = seg.cost >= 0
@@ -129,12 +131,14 @@ def evaluate_segment(inst: PlacementInstance, seg: Segment, groups: list[list[in
     enum = _enumerated_columns(seg, legal, cost, tt, budget)
     jit = jit_kernels(inst.n_tasks)
     if jit is not None:
-        dev = _assigned_devices(legal, enum, groups, nd)
-        val = compiled_values(jit, seg, legal, cost, rel, tt, enum, dev, first)
-    else:
-        dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
-        edur = _edge_durations(seg, legal, tt, enum, dev)
-        val = _assignment_values(seg, dev, c, r, edur, first, nd)
+        dev, cell = _memo_devices(seg, legal, enum, groups, nd, {} if memo is None else memo)
+        can = np.full(nd * nd, np.inf)
+        compiled_below(jit, kernel_tables(seg, legal, cost, rel, tt), enum, dev, first, cell,
+                       can, update=True, ordered=True)
+        return table_from_canonical(seg, can.reshape(nd, nd), groups, nd), int(enum.sum())
+    dev, c, r = _assigned_times(legal, cost, rel, enum, groups, nd)
+    edur = _edge_durations(seg, legal, tt, enum, dev)
+    val = _assignment_values(seg, dev, c, r, edur, first, nd)
     return _cut_table(seg, dev, val, groups, nd), int(enum.sum())
 
 
@@ -167,11 +171,15 @@ def sensitivity(seg: Segment, legal: np.ndarray, cost: np.ndarray, tt: np.ndarra
     if seg.has_end:
         must[n - 1] = True
     spread = np.where(legal, cost, 0).max(axis=1) - np.where(legal, cost, BIG).min(axis=1)
-    for e in range(len(seg.esrc)):
-        u, v = int(seg.esrc[e]), int(seg.edst[e])
-        span = int(tt[e][np.ix_(legal[u], legal[v])].max())
-        spread[u] += span
-        spread[v] += span
+    if len(seg.esrc):
+        esrc, edst = np.asarray(seg.esrc, dtype=np.int64), np.asarray(seg.edst, dtype=np.int64)
+        pair = legal[esrc][:, :, None] & legal[edst][:, None, :]
+        if not pair.any(axis=(1, 2)).all():
+            raise ValueError("a segment edge joins a task without a legal device")
+        # the largest transfer between legal ends of each edge (int64 sums: any order)
+        span = np.where(pair, tt, np.iinfo(np.int64).min).max(axis=(1, 2))
+        np.add.at(spread, esrc, span)
+        np.add.at(spread, edst, span)
     return must, spread
 
 
@@ -205,6 +213,22 @@ def _assigned_devices(legal: np.ndarray, enum: np.ndarray, groups: list[list[int
     dev = np.full((len(a), legal.shape[0]), -1, dtype=np.int64)
     dev[:, cols] = a
     return dev
+
+
+def _memo_devices(seg: Segment, legal: np.ndarray, enum: np.ndarray, groups: list[list[int]],
+                  nd: int, memo: dict[bytes, tuple[np.ndarray, ...]]
+                  ) -> tuple[np.ndarray, ...]:
+    """(:func:`_assigned_devices` with its rows in lexicographic order of their enumerated
+    devices, their :func:`cell_index`), kept in ``memo`` by the cut flags, enumerated columns and
+    their legal devices (``groups`` and ``nd`` fixed per memo; callers only read them)."""
+    key = np.packbits(enum).tobytes() + np.packbits(legal[enum]).tobytes() + \
+        bytes([seg.has_prev, seg.has_end]) + len(enum).to_bytes(8, "little")
+    got = memo.get(key)
+    if got is None:
+        dev = _assigned_devices(legal, enum, groups, nd)
+        dev = dev[np.lexsort(dev[:, np.flatnonzero(enum)[::-1]].T)]
+        got = memo[key] = (dev, cell_index(seg, dev, nd))
+    return got
 
 
 def _edge_durations(seg: Segment, legal: np.ndarray, tt: np.ndarray, enum: np.ndarray,
@@ -244,12 +268,12 @@ def _as_float(val: np.ndarray) -> np.ndarray:
     return val
 
 
-def compiled_values(jit: ModuleType, seg: Segment, legal: np.ndarray, cost: np.ndarray,
-                    rel: np.ndarray, tt: np.ndarray, flag: np.ndarray, dev: np.ndarray,
-                    first: int, thresholds: bool = False) -> np.ndarray:
-    """float [m]: :func:`_assignment_values` of the durations, releases and transfers that
-    :func:`_assigned_times` and :func:`_edge_durations` (enumerated columns ``flag``) give,
-    by :func:`opt.placement.bound_jit.segment_values` (the same integers, compiled)."""
+def kernel_tables(seg: Segment, legal: np.ndarray, cost: np.ndarray, rel: np.ndarray,
+                  tt: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The per-segment inputs of :func:`opt.placement.bound_jit.segment_below`: (cost, least
+    duration, release, least release, transfers [E, D, D] (``BIG`` between illegal ends),
+    their least per source device, per destination device and overall, edge sources and
+    destinations, CSR of the edges into and out of each task) — durations in ticks."""
     n, nd = cost.shape
     esrc = np.ascontiguousarray(seg.esrc, dtype=np.int64)
     edst = np.ascontiguousarray(seg.edst, dtype=np.int64)
@@ -261,14 +285,35 @@ def compiled_values(jit: ModuleType, seg: Segment, legal: np.ndarray, cost: np.n
         off = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n))]) + n + 1
         return np.concatenate([off, np.argsort(key, kind="stable")]).astype(np.int64)
 
-    val = jit.segment_values(
-        np.ascontiguousarray(dev, dtype=np.int64), np.ascontiguousarray(flag, dtype=np.bool_),
-        np.ascontiguousarray(cost, dtype=np.int64), cmin.astype(np.int64),
-        np.ascontiguousarray(rel, dtype=np.int64), rmin.astype(np.int64), te,
-        np.ascontiguousarray(te.min(axis=2)), np.ascontiguousarray(te.min(axis=1)),
-        te.reshape(len(esrc), nd * nd).min(axis=1, initial=BIG), esrc, edst, csr(edst),
-        csr(esrc), first, thresholds, int(BIG))
-    return _as_float(val)
+    return (np.ascontiguousarray(cost, dtype=np.int64), cmin.astype(np.int64),
+            np.ascontiguousarray(rel, dtype=np.int64), rmin.astype(np.int64), te,
+            np.ascontiguousarray(te.min(axis=2)), np.ascontiguousarray(te.min(axis=1)),
+            te.reshape(len(esrc), nd * nd).min(axis=1, initial=BIG), esrc, edst, csr(edst),
+            csr(esrc))
+
+
+def compiled_below(jit: ModuleType, tables: tuple[np.ndarray, ...], flag: np.ndarray,
+                   dev: np.ndarray, first: int, cell: np.ndarray, bound: np.ndarray,
+                   update: bool, thresholds: bool = False, ordered: bool = False
+                   ) -> np.ndarray:
+    """bool [m]: per assignment row of ``dev``, whether its :func:`_assignment_values` value
+    (durations, releases and transfers of :func:`_assigned_times` and :func:`_edge_durations`
+    with enumerated columns ``flag``; float ticks, inf at ``BIG``) is below
+    ``bound[cell[row]]``; with ``update``, ``bound`` [cells] is lowered to it (the least
+    value per cell). By :func:`opt.placement.bound_jit.segment_below` on
+    :func:`kernel_tables`: the same integers, a row stopped once it reaches its bound; rows
+    visited in their order when ``ordered``, else lexicographic in the flagged columns."""
+    return jit.segment_below(np.ascontiguousarray(dev, dtype=np.int64),
+                             np.ascontiguousarray(flag, dtype=np.bool_), *tables, first,
+                             thresholds, int(BIG), np.ascontiguousarray(cell, dtype=np.int64),
+                             bound, update, ordered)
+
+
+def cell_index(seg: Segment, dev: np.ndarray, nd: int) -> np.ndarray:
+    """int64 [m]: each row's cut cell (previous cut device, closing cut device) flattened,
+    ``p · D + e`` (0 for an absent cut)."""
+    pa, pe = cut_cells(seg, dev)
+    return (pa * nd + pe).astype(np.int64)
 
 
 def _numpy_values(seg: Segment, dev: np.ndarray, c: np.ndarray, r: np.ndarray,

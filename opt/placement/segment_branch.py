@@ -29,8 +29,10 @@ from opt.placement.segment_bound import (
     Segment,
     _assignment_values,
     _edge_durations,
-    compiled_values,
+    cell_index,
+    compiled_below,
     cut_cells,
+    kernel_tables,
     sensitivity,
     table_from_canonical,
 )
@@ -84,6 +86,10 @@ def branch_segment(inst: PlacementInstance, seg: Segment, groups: list[list[int]
         if len(left) == len(todo):
             break
         todo = left
+    if state.tables is not None:  # compiled: the least value per cell below its upper bound
+        can = state.ub.copy()
+        state.below(state.dev, can, update=True)
+        return table_from_canonical(seg, can.reshape(nd, nd), groups, nd)
     can = np.full((nd, nd), np.inf)
     if len(state.dev):  # empty: every partial assignment reached its cell's upper bound
         np.minimum.at(can, cut_cells(seg, state.dev), state.values(state.dev))
@@ -110,6 +116,7 @@ class _State:
         self.used = np.zeros((1, max(len(groups), 1)), dtype=np.int64)
         self.ub = np.full(nd * nd, np.inf)
         self.jit = jit_kernels(inst.n_tasks)
+        self.tables = None if self.jit is None else kernel_tables(seg, legal, cost, rel, tt)
 
     def branch(self, j: int) -> None:
         """Assign column j every legal device (one per orbit), then drop the partial
@@ -132,6 +139,9 @@ class _State:
         self.dev, self.used = np.vstack(parts), np.vstack(uparts)
         if len(self.dev) < PRUNE_ROWS:
             return  # small enough to carry unpruned: saves evaluations
+        if self.tables is not None:
+            self._prune_compiled()
+            return
         val = self.values(self.dev)
         full = self.complete(self.dev)
         pa, pe = cut_cells(self.seg, full)
@@ -142,6 +152,26 @@ class _State:
                 (self.seg.has_end and (self.dev[:, -1] < 0).any()):
             keep[:] = True  # a cut still unassigned: no cell to compare with yet
         self.dev, self.used = self.dev[keep], self.used[keep]
+
+    def _prune_compiled(self) -> None:
+        """:meth:`branch`'s pruning, compiled: the same upper bounds and kept rows, each row
+        valued only until it reaches its cell's upper bound (none while a cut is open)."""
+        full = self.complete(self.dev)
+        self.below(full, self.ub, update=True)
+        if (self.seg.has_prev and (self.dev[:, 0] < 0).any()) or \
+                (self.seg.has_end and (self.dev[:, -1] < 0).any()):
+            return  # a cut still unassigned: no cell to compare with yet
+        keep = self.below(self.dev, self.ub, update=False)
+        self.dev, self.used = self.dev[keep], self.used[keep]
+
+    def below(self, dev: np.ndarray, bound: np.ndarray, update: bool) -> np.ndarray:
+        """bool [m]: each row's :meth:`values` below ``bound`` [D·D] of its cut cell (with
+        ``update``, ``bound`` lowered to the least value per cell); compiled only."""
+        assert self.jit is not None and self.tables is not None
+        assigned = np.asarray((dev >= 0).all(axis=0), dtype=bool)
+        return compiled_below(self.jit, self.tables, assigned, dev, self.first,
+                              cell_index(self.seg, dev, self.nd), bound, update,
+                              thresholds=True)
 
     def complete(self, dev: np.ndarray) -> np.ndarray:
         """Each row completed greedily in topological (local) order: an unassigned task goes
@@ -160,9 +190,6 @@ class _State:
         """float [m]: each row's value with its unassigned tasks relaxed (cheapest duration,
         earliest release, no device, cheapest compatible transfers)."""
         assigned: np.ndarray = np.asarray((dev >= 0).all(axis=0), dtype=bool)
-        if self.jit is not None:
-            return compiled_values(self.jit, self.seg, self.legal, self.cost, self.rel, self.tt,
-                                   assigned, dev, self.first, thresholds=True)
         m, n = dev.shape
         c = np.empty((m, n), dtype=np.int64)
         r = np.empty((m, n), dtype=np.int64)
