@@ -30,7 +30,10 @@ class BoundOptions:
 
 #: Tasks from which the bound's sequential loops run compiled (:mod:`opt.placement.bound_jit`,
 #: numba) when numba is installed; smaller solves never import numba (startup: issue 20 item 5).
-JIT_TASKS = 100_000
+#: Break-even with numba's ≈ 0.8 s of import and cache loads: at 1,798 tasks (Llama-2-7B HP64,
+#: 1024 + 1 tokens, batch 16) numpy 0.93 s, compiled 1.1–1.25 s of CPU; at 4,495 tasks 2.1–2.4
+#: against 1.6–1.8; at 19,778 tasks 3.9–4.6 against 1.0 (docs/speed.md, fifth pass).
+JIT_TASKS = 4_000
 
 
 def jit_kernels(n_tasks: int) -> ModuleType | None:
@@ -38,7 +41,10 @@ def jit_kernels(n_tasks: int) -> ModuleType | None:
     instance or no numba: the pure Python/numpy code, with the same values, runs instead)."""
     if n_tasks < JIT_TASKS:
         return None
+    from opt.common.jit import import_numba_arrays
+
     try:
+        import_numba_arrays()  # without numba's BLAS probe (opt.common.jit)
         from opt.placement import bound_jit
     except ImportError:
         return None

@@ -37,7 +37,7 @@ def test_bound_matches_the_reference(name):
         assert bound_identity.bound_values(inst, kwargs) == REFERENCE[name][opt_name], opt_name
 
 
-#: cases also run with the compiled loops forced (numba, normally only at 100,000+ tasks)
+#: cases also run with the compiled loops forced (numba, normally only from JIT_TASKS = 4,000 tasks)
 COMPILED = ("heft-topcuoglu-2002", "sinnen-Nodes_8_Random-p2", "p1-llama-2-7b-hp32-p64-d2-l2",
             "p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", "dops-qwen-1.8b-HP32-256-8-8-2-0.5",
             "random-300")
