@@ -14,14 +14,15 @@ there), it is imported again as usual.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import sys
 import threading
 from typing import Any
 
 
-class _Hidden(importlib.abc.MetaPathFinder):
-    """A finder that fails the import of one module in one thread (others are not affected)."""
+class _Hidden:
+    """A meta path finder (``find_spec`` is all ``sys.meta_path`` asks; not derived from
+    ``importlib.abc``, whose import pulls ``importlib.resources``) that fails the import of one
+    module in one thread (others are not affected)."""
 
     def __init__(self, name: str) -> None:
         self.name, self.thread = name, threading.get_ident()
