@@ -7,7 +7,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -19,6 +19,7 @@ _MISSING = object()
 def read_json(path: str | Path) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; malformed content gives an :class:`InputError`."""
     path = Path(path)
+    unreadable: tuple[type[Exception], ...] = (OSError, EOFError, *gzip_errors())
     try:
         data = path.read_bytes()
         if path.name.endswith(".gz"):
@@ -29,7 +30,7 @@ def read_json(path: str | Path) -> Any:
     except orjson.JSONDecodeError as exc:
         raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                          source=str(path)) from None
-    except (OSError, EOFError, *gzip_errors()) as exc:
+    except unreadable as exc:
         raise InputError(f"cannot read: {exc}", source=str(path)) from None
 
 
@@ -115,7 +116,7 @@ def gzip_errors() -> tuple[type[Exception], ...]:
     except ImportError:
         pass
     else:
-        errors.append(isal_error)
+        errors.append(cast("type[Exception]", isal_error))  # its stub calls it an instance
     return tuple(errors)
 
 
