@@ -164,14 +164,11 @@ def cmd_import_dot(args: argparse.Namespace) -> int:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve``: one method on one instance (placement or serving plan); prints a summary."""
-    from opt.common.result import read_result
-    from solvers import solve
-
     if args.output:
         check_writable(args.output)  # before the solve: a bad path must not cost the result
     worker = _bound_worker(args)
     try:
-        return _solve_and_report(args, solve, read_result, worker)
+        return _solve_and_report(args, worker)
     finally:
         if worker is not None:
             worker.close()
@@ -191,7 +188,7 @@ def _bound_worker(args: argparse.Namespace):
     from solvers.registry import methods
 
     spec = next((m for m in methods("placement") if m.name == args.method), None)
-    if spec is None or spec.exact or spec.warm_start:
+    if spec is None or spec.exact:  # an exact method's bound is its own
         return None
     try:
         if Path(args.instance).stat().st_size < PRESTART_FILE_BYTES:
@@ -203,8 +200,11 @@ def _bound_worker(args: argparse.Namespace):
     return BoundWorker.start()
 
 
-def _solve_and_report(args: argparse.Namespace, solve, read_result, worker) -> int:
+def _solve_and_report(args: argparse.Namespace, worker) -> int:
     """Read, solve (the bound in ``worker`` when a heuristic takes it), write and print."""
+    from opt.common.result import read_result
+    from solvers import solve
+
     inst = load_instance(args.instance)
     is_serving = getattr(inst, "problem", "placement") == "serving_plan"
     if args.simulate and not is_serving:
