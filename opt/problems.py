@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: star
     from opt.serving.instance import ServingInstance
 
 PROBLEMS = ("placement", "serving_plan")
+#: the names of instance files (anything else on the command line may be a bundled instance)
+INSTANCE_SUFFIXES = (".json", ".json.gz", ".npz")
 
 
 def instance_of(obj: object, source: str | None = None) -> PlacementInstance | ServingInstance:

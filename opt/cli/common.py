@@ -65,9 +65,9 @@ def cards(args: argparse.Namespace):
 
 def load_instance(ref: str):
     """An instance file path (any problem), or the name of a bundled instance."""
-    from opt.problems import read_problem_instance
+    from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
 
-    if Path(ref).exists() or ref.endswith((".json", ".json.gz", ".npz")):
+    if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
         return read_problem_instance(ref)
     import instances
 

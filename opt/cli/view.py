@@ -17,9 +17,9 @@ from opt.common.errors import InputError
 
 
 def _load_instance(ref: str):
-    from opt.problems import read_problem_instance
+    from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
 
-    if Path(ref).exists() or ref.endswith((".json", ".json.gz", ".npz")):
+    if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
         return read_problem_instance(ref)
     import instances  # bundled instances by name, as the rest of the CLI accepts them
 

@@ -5,8 +5,8 @@ Large files take a fast path (bulk column extraction with numpy checks); any irr
 reruns the field-by-field path, whose error names the offending field. A file with
 ``"columns": 1`` holds its task and edge tables as columns (problems.md §1.2b), read by
 :mod:`opt.placement.columns`; a ``.npz`` file is the binary column container (§1.2c,
-:mod:`opt.placement.npz`), whose header goes through :func:`instance_from_header` too. The writer is :meth:`PlacementInstance.to_dict` /
-:meth:`PlacementInstance.write`.
+:mod:`opt.placement.npz`), whose header goes through :func:`instance_from_header` too. The
+writer is :meth:`PlacementInstance.to_dict` / :meth:`PlacementInstance.write`.
 """
 
 from __future__ import annotations
