@@ -379,7 +379,6 @@ class PlacementInstance:
         write_json(self.to_dict(self.writes_columns(columns)), path,
                    indent=None if self.n_tasks > LARGE_TASKS else 1)
 
-
     def npz_members(self) -> dict[str, np.ndarray]:
         """The members of the binary column container (problems.md §1.2c): ``header`` (the
         :meth:`header` fields, ``container`` and ``kind_names`` as UTF-8 JSON), the task and
