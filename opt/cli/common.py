@@ -68,7 +68,12 @@ def load_instance(ref: str):
     from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
 
     if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
-        return read_problem_instance(ref)
+        from opt.common.result import swapped_error
+
+        try:
+            return read_problem_instance(ref)
+        except InputError as exc:
+            raise swapped_error(ref, exc) from None
     import instances
 
     return instances.load(ref)

@@ -75,7 +75,7 @@ def _goal_args(inst, args: argparse.Namespace):
     """``inst`` with ``--objective`` and the ``--slo-*-ms`` limits (converted to ticks of its
     time unit: TTFT and e2e rounded down, so a schedule within the limit in ticks is within it
     in ms)."""
-    from opt.common.units import TIME_UNITS
+    from opt.common.units import TIME_UNITS, ms_to_ticks
     from opt.placement.slo import Slo, with_goal
 
     tick_ms = TIME_UNITS[inst.time_unit] * 1e3
@@ -88,7 +88,7 @@ def _goal_args(inst, args: argparse.Namespace):
         return max(1, math.floor(round(ms / tick_ms, 6)))
 
     slo = Slo(ttft=None if lim["ttft"] is None else ticks(lim["ttft"]),
-              mean_tpot=None if lim["tpot"] is None else lim["tpot"] / tick_ms,
+              mean_tpot=None if lim["tpot"] is None else ms_to_ticks(lim["tpot"], inst.time_unit),
               e2e=None if lim["e2e"] is None else ticks(lim["e2e"]))
     return with_goal(inst, args.objective, slo)
 

@@ -810,7 +810,7 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
         raise ScheduleError(f"{claim}: the status, the bound or the schedule is wrong")
     stats = {**result.stats, "metrics": metrics.to_dict()}
     if inst.slo is not None:
-        broken = violations(inst.slo, metrics)
+        broken = violations(inst.slo, metrics, inst.time_unit)
         stats["slo"] = {"limits": inst.slo.to_dict(), "met": not broken, "violations": broken}
         if broken and result.status == "OPTIMAL":
             raise ScheduleError(f"an OPTIMAL schedule breaks the SLO: {'; '.join(broken)}")

@@ -92,6 +92,8 @@ def _check_picklable(fn: Callable[[Any], Any], items: Sequence[Any], kind: str) 
                          field="executor") from None
 
 
+#: Seconds Ctrl-C waits for each terminated worker and for the pool's manager thread.
+TERMINATE_WAIT_S = 5.0
 #: Seconds between a pool worker's checks that the sweep's process is still alive.
 PARENT_POLL_S = 1.0
 
@@ -165,9 +167,15 @@ class ProcessExecutor(Executor):
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in sorted(finished, key=futures.__getitem__):
                     yield futures[fut], fut.result()
-        finally:
+        except KeyboardInterrupt:
+            # no cancel() from this thread: the pool's manager thread cancels what is queued
+            # when __exit__ stops the pool (_terminate); a future cancelled here, then failed
+            # by the manager when its worker is terminated, is an InvalidStateError traceback
+            raise
+        except BaseException:
             for fut in pending:
                 fut.cancel()
+            raise
 
     def close(self) -> None:
         if self._pool is not None:
@@ -185,9 +193,14 @@ class ProcessExecutor(Executor):
         if pool is None:
             return
         processes = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             proc.terminate()
+        for proc in processes:
+            proc.join(TERMINATE_WAIT_S)
+        if manager is not None:  # let the pool fail its futures and close its queues now
+            manager.join(TERMINATE_WAIT_S)
 
 
 class DaskExecutor(Executor):
