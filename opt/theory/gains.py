@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,11 @@ class GpuGroup:
     device: DeviceSpec
     gpus: int = 1
     price_usd_per_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, Integral) or self.gpus < 1:
+            raise InputError(f"a GPU group needs an integer number of GPUs ≥ 1, got "
+                             f"{self.gpus!r}", field="--gpus")
 
     @property
     def price(self) -> float:

@@ -106,3 +106,11 @@ def test_swapped_instance_and_result_are_named(capsys, tmp_path, command):
     one_line(code, err, str(res), "look swapped")
     code, out, err = run(capsys, "validate", inst, res)   # the right order still works
     assert code == 0 and out.startswith("valid"), err
+
+
+def test_theory_hom_gpus_zero_is_refused_not_defaulted(capsys):
+    """Found by the rerun audit (benchmarks/hardening_audit.py): ``--gpus 0`` silently fell
+    back to the default group size."""
+    code, _, err = run(capsys, "theory", "hom", "--gpu", "H100", "--model", "llama-2-7b",
+                       "--context", "4096", "--gpus", "0")
+    one_line(code, err, "--gpus")
