@@ -802,6 +802,9 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
     metrics = validate_placement(inst, result.solution)
     value = objective_value(inst.objective, metrics)
     lb = result.lower_bound
+    if lb is not None and lb < 0:  # every objective is a duration ≥ 0: 0 is a better bound
+        lb = 0                      # (CP-SAT reported -8.3e7 for decode_time, issue 33 row 4)
+        result = replace(result, lower_bound=0)
     if lb is not None and value is not None and lb > value:
         raise ScheduleError(f"lower bound {lb} exceeds the validated {inst.objective} "
                             f"{value}: the bound or the schedule is wrong")

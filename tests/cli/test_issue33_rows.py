@@ -114,3 +114,15 @@ def test_theory_hom_gpus_zero_is_refused_not_defaulted(capsys):
     code, _, err = run(capsys, "theory", "hom", "--gpu", "H100", "--model", "llama-2-7b",
                        "--context", "4096", "--gpus", "0")
     one_line(code, err, "--gpus")
+
+
+def test_decode_time_lower_bound_is_never_negative(capsys, tmp_path):
+    """Row 4's other half: CP-SAT's bound on makespan − TTFT can be far below 0 (−8.3e7 on
+    this instance); a duration's bound is reported as at least 0."""
+    path = tmp_path / "i.json"
+    assert run(capsys, *BUILD, "--decode", "2", "--objective", "decode_time", "-o", path)[0] == 0
+    code, out, err = run(capsys, "solve", path, "--method", "cpsat", "--time-limit", "3",
+                         "--num-workers", "1", "--json", "--no-solution")
+    res = json.loads(out)
+    assert code == 0 and res["lower_bound"] is not None and res["lower_bound"] >= 0, err
+    assert res["lower_bound"] <= res["objective"]
