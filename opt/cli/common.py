@@ -68,7 +68,12 @@ def load_instance(ref: str):
     from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
 
     if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
-        return read_problem_instance(ref)
+        from opt.common.result import swapped_error
+
+        try:
+            return read_problem_instance(ref)
+        except InputError as exc:
+            raise swapped_error(ref, exc) from None
     import instances
 
     return instances.load(ref)
@@ -222,17 +227,26 @@ EXIT_CODES_HELP = """exit codes:
   130  interrupted (Ctrl-C): one line saying where finished records are kept"""
 
 
-def check_writable(path: str, field: str = "output") -> None:
-    """InputError unless ``path`` can be written: its folder exists and is writable and it is
-    not a folder itself (checked before a long run, so no result is lost to a bad path)."""
-    p = Path(path)
-    folder = p.parent
-    why = ("is a folder" if p.is_dir() else
-           f"folder '{folder}' does not exist" if not folder.is_dir() else
-           f"folder '{folder}' is not writable" if not os.access(folder, os.W_OK) else
-           "is not writable" if p.exists() and not os.access(p, os.W_OK) else None)
-    if why is not None:
-        raise InputError(f"cannot write '{path}': {why}", source="<argument>", field=field)
+#: Output options by their ``dest``: (option, kind). ``--plot`` is a folder of PNGs except for
+#: the commands in :data:`PLOT_FILE`; ``--out`` of ``theory verify`` only matters with
+#: ``--detailed``.
+OUTPUT_OPTIONS = MappingProxyType({"output": ("--output", "file"), "export": ("--export", "file"),
+                                   "out": ("--out", "folder"), "plot": ("--plot", "folder")})
+PLOT_FILE = frozenset({"cmd_compare"})
+
+
+def check_output_args(args: argparse.Namespace) -> None:
+    """Check every output path of the parsed command before any work
+    (:func:`opt.common.outpath.check_output`: one InputError naming the option and path)."""
+    from opt.common.outpath import FILE, check_output
+
+    name = getattr(args.func, "function_name", "")
+    for dest, (option, kind) in OUTPUT_OPTIONS.items():
+        path = getattr(args, dest, None)
+        if not isinstance(path, str) or (dest == "out" and name == "cmd_verify"
+                                         and not getattr(args, "detailed", False)):
+            continue
+        check_output(path, option, FILE if dest == "plot" and name in PLOT_FILE else kind)
 
 
 def write_or_rescue(write, path: str) -> str | None:
@@ -257,6 +271,7 @@ def run_command(args: argparse.Namespace) -> int:
     """Run the handler of the parsed command: bad input prints one line and exits 2; Ctrl-C
     prints one line (where finished records are kept) and exits 130."""
     try:
+        check_output_args(args)
         return args.func(args)
     except InputError as exc:
         print(f"hetopt: error: {exc}", file=sys.stderr)

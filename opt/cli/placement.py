@@ -15,7 +15,6 @@ from opt.cli.common import (
     apply_budget,
     cards,
     catalog,
-    check_writable,
     instance_summary,
     load_instance,
     parse_params,
@@ -76,7 +75,7 @@ def _goal_args(inst, args: argparse.Namespace):
     """``inst`` with ``--objective`` and the ``--slo-*-ms`` limits (converted to ticks of its
     time unit: TTFT and e2e rounded down, so a schedule within the limit in ticks is within it
     in ms)."""
-    from opt.common.units import TIME_UNITS
+    from opt.common.units import TIME_UNITS, ms_to_ticks
     from opt.placement.slo import Slo, with_goal
 
     tick_ms = TIME_UNITS[inst.time_unit] * 1e3
@@ -89,7 +88,7 @@ def _goal_args(inst, args: argparse.Namespace):
         return max(1, math.floor(round(ms / tick_ms, 6)))
 
     slo = Slo(ttft=None if lim["ttft"] is None else ticks(lim["ttft"]),
-              mean_tpot=None if lim["tpot"] is None else lim["tpot"] / tick_ms,
+              mean_tpot=None if lim["tpot"] is None else ms_to_ticks(lim["tpot"], inst.time_unit),
               e2e=None if lim["e2e"] is None else ticks(lim["e2e"]))
     return with_goal(inst, args.objective, slo)
 
@@ -164,8 +163,6 @@ def cmd_import_dot(args: argparse.Namespace) -> int:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve``: one method on one instance (placement or serving plan); prints a summary."""
-    if args.output:
-        check_writable(args.output)  # before the solve: a bad path must not cost the result
     worker = _bound_worker(args)
     try:
         return _solve_and_report(args, worker)

@@ -48,7 +48,7 @@ def cmd_hom(args: argparse.Namespace) -> int:
     cat = catalog(args)
     card = cards(args)[args.model]
     dev = cat.device(args.gpu)
-    gpus = args.gpus or min_gpus(dev, card)
+    gpus = args.gpus if args.gpus is not None else min_gpus(dev, card)
     _print_report(args, hom_report(GpuGroup(dev, gpus, args.price), card, args.context,
                                    args.kv_dtype))
     return 0

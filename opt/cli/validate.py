@@ -91,7 +91,7 @@ def _placement(inst: Any, res: Result, solution: dict[str, Any]) -> dict[str, An
     value = objective_value(inst.objective, metrics)
     if value is not None:  # integer ticks: exact
         _claims(res, value, f"the schedule's {inst.objective}", 0.0)
-    broken = violations(inst.slo, metrics)
+    broken = violations(inst.slo, metrics, inst.time_unit)
     if broken:
         raise Invalid(f"the schedule breaks the instance's SLO: {'; '.join(broken)}")
     util = utilisation(inst, solution, metrics)  # DOPS Eq. 5 co-utilisation

@@ -20,7 +20,12 @@ def _load_instance(ref: str):
     from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
 
     if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
-        return read_problem_instance(ref)
+        from opt.common.result import swapped_error
+
+        try:
+            return read_problem_instance(ref)
+        except InputError as exc:
+            raise swapped_error(ref, exc) from None
     import instances  # bundled instances by name, as the rest of the CLI accepts them
 
     if ref not in instances.names():

@@ -132,6 +132,20 @@ def seal_error(record: Any) -> str | None:
     return None
 
 
+def slot_error(record: Any, slot: Mapping[str, Any]) -> str | None:
+    """Why a cached ``record`` does not belong to ``slot`` (the fields that name where it is
+    stored: problem, model, platform, workload, method, ...); None when every field agrees. A
+    sealed record copied into another slot's file keeps a valid digest: this catches it."""
+    if not isinstance(record, Mapping):
+        return "not a JSON object"
+    for key, want in slot.items():
+        got = record.get(key)
+        if got != want:
+            return (f"it is the record of {key} {got!r}, this slot is {key} {want!r}: "
+                    f"copied from another slot")
+    return None
+
+
 def fingerprint_error(reported: Any, inst: Any) -> str | None:
     """Why a result's ``instance_fingerprint`` does not match ``inst`` (None when it does or
     the result carries none)."""

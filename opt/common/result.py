@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json, write_json
 
 SCHEMA = 1
@@ -169,3 +170,22 @@ def read_result(path: str | Path) -> Result:
     """The result file at ``path`` (``.json`` or ``.json.gz``), validated."""
     return result_from_dict(read_json(path), source=str(path))
 
+
+
+def reads_as_result(path: str | Path) -> bool:
+    """Whether the file at ``path`` is a readable result file (to tell a user who passed a
+    result where an instance belongs that the arguments look swapped)."""
+    try:
+        read_result(path)
+    except (InputError, OSError):
+        return False
+    return True
+
+
+def swapped_error(instance_ref: str, cause: InputError) -> InputError:
+    """``cause`` (an instance that does not read), or, when ``instance_ref`` is a result file,
+    an InputError saying that the arguments look swapped (the order is INSTANCE RESULT)."""
+    if Path(instance_ref).is_file() and reads_as_result(instance_ref):
+        return InputError("this is a result file, not an instance: the arguments look "
+                          "swapped (the order is INSTANCE RESULT)", source=instance_ref)
+    return cause

@@ -75,3 +75,16 @@ def seconds_to_ticks(t_s, time_unit: str = "ns"):
                          f"ticks of {time_unit}", field="duration")
     ticks = ticks.astype(np.int64)
     return int(ticks) if ticks.ndim == 0 else ticks
+
+
+def ms_to_ticks(ms: float, time_unit: str = "ns") -> float:
+    """Milliseconds as (possibly fractional) ticks of ``time_unit``, with the binary rounding
+    noise of the division removed (12 significant digits): 1 ms is 1000000.0 ns, not
+    999999.9999999999."""
+    return float(f"{ms * MS / TIME_UNITS[time_unit]:.12g}")
+
+
+def ticks_ms_text(ticks: float, time_unit: str = "ns") -> str:
+    """``ticks`` of ``time_unit`` as the user's milliseconds, e.g. ``"1 ms"`` (6 significant
+    digits; the CLI's SLOs are given in ms)."""
+    return f"{ticks * TIME_UNITS[time_unit] / MS:.6g} ms"

@@ -81,16 +81,23 @@ def objective_value(objective: str, metrics: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def violations(slo: Slo | None, metrics: Any) -> list[str]:
-    """One line per broken limit (empty when every limit holds)."""
+def violations(slo: Slo | None, metrics: Any, time_unit: str | None = None) -> list[str]:
+    """One line per broken limit (empty when every limit holds); with ``time_unit`` the
+    values are shown in ms, the unit of the CLI's ``--slo-*-ms`` (ticks otherwise)."""
+    from opt.common.units import ticks_ms_text
+
     if slo is None:
         return []
+
+    def shown(v: Any) -> str:
+        return str(v) if v is None or time_unit is None else ticks_ms_text(v, time_unit)
+
     out = []
     for name, value, limit in (("ttft", metrics.ttft, slo.ttft),
                                ("mean_tpot", metrics.mean_tpot, slo.mean_tpot),
                                ("e2e", metrics.makespan, slo.e2e)):
         if limit is not None and (value is None or value > limit):
-            out.append(f"{name} {value} > {limit}")
+            out.append(f"{name} {shown(value)} > {shown(limit)}")
     return out
 
 
@@ -105,11 +112,20 @@ def decode_steps(inst: Any) -> int:
 
 
 def needs_phases(inst: Any) -> None:
-    """TTFT and TPOT need the prefill / decode phase of every task."""
+    """TTFT and TPOT need the prefill / decode phase of every task; the ``decode_time``
+    objective and a TPOT limit need decode tasks (phase 1): without them they are undefined
+    (a solver would minimise nothing, a TPOT limit would compare with nothing)."""
+    slo = inst.slo
     goal_uses_phase = inst.objective != "makespan" or (
-        inst.slo is not None and (inst.slo.ttft is not None or inst.slo.mean_tpot is not None))
+        slo is not None and (slo.ttft is not None or slo.mean_tpot is not None))
     if goal_uses_phase and (inst.phase is None or not (inst.phase == 0).any()):
         raise InputError("the objective or SLO needs prefill tasks (phase 0)", field="slo")
+    for needs, field in ((inst.objective == "decode_time", "objective"),
+                         (slo is not None and slo.mean_tpot is not None, "slo.mean_tpot")):
+        if needs and not (inst.phase == 1).any():
+            what = "the decode_time objective" if field == "objective" else "a TPOT limit"
+            raise InputError(f"{what} needs decode steps; the instance has none (decode 0)",
+                             field=field)
 
 
 def with_goal(inst: Any, objective: str = "makespan", slo: Slo | None = None) -> Any:

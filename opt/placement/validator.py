@@ -802,6 +802,9 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
     metrics = validate_placement(inst, result.solution)
     value = objective_value(inst.objective, metrics)
     lb = result.lower_bound
+    if lb is not None and lb < 0:  # every objective is a duration ≥ 0: 0 is a better bound
+        lb = 0                      # (CP-SAT reported -8.3e7 for decode_time, issue 33 row 4)
+        result = replace(result, lower_bound=0)
     if lb is not None and value is not None and lb > value:
         raise ScheduleError(f"lower bound {lb} exceeds the validated {inst.objective} "
                             f"{value}: the bound or the schedule is wrong")
@@ -810,7 +813,7 @@ def certify_placement(inst: PlacementInstance, result: Result) -> Result:
         raise ScheduleError(f"{claim}: the status, the bound or the schedule is wrong")
     stats = {**result.stats, "metrics": metrics.to_dict()}
     if inst.slo is not None:
-        broken = violations(inst.slo, metrics)
+        broken = violations(inst.slo, metrics, inst.time_unit)
         stats["slo"] = {"limits": inst.slo.to_dict(), "met": not broken, "violations": broken}
         if broken and result.status == "OPTIMAL":
             raise ScheduleError(f"an OPTIMAL schedule breaks the SLO: {'; '.join(broken)}")

@@ -6,8 +6,10 @@ figures, :mod:`opt.runs.bench_checks`), free-form data and the files it wrote (`
 e.g. viewer pages, paths relative to the bench folder). Speed cases report ratios against a
 baseline measured in the same run, never absolute-time assertions.
 
-A cached case file is trusted only when it is a complete file of this format for this case:
-a torn, foreign or old-format file is recomputed with a one-line note, never a crash.
+A cached case file is trusted only when it is a complete file of this format for this case and
+its digest holds (sealed like the sweep records, :mod:`opt.common.fingerprint`), and every
+check's verdict is recomputed from its numbers when it is read: a torn, foreign, old-format or
+edited file is recomputed with a one-line note, never a crash and never a stale verdict.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from opt.common.errors import InputError
+from opt.common.fingerprint import DIGEST_KEY, seal, seal_error
 from opt.common.jsonio import read_json, write_json_atomic
 from opt.common.report import fmt, table
 from opt.runs.bench_checks import DIFFERS, FAIL, PASS, REPRODUCED, VERDICTS, Check, paper_text
 
-#: Version of the case files; files of another version are recomputed.
-CASE_FORMAT = 2
+#: Version of the case files; files of another version are recomputed (3: sealed with a
+#: digest, :func:`opt.common.fingerprint.seal`, like the sweep records).
+CASE_FORMAT = 3
 #: Seconds between the "still running" lines of a long case.
 HEARTBEAT_S = 60.0
 
@@ -75,10 +79,12 @@ def result_from_file(d: Any, case: BenchCase) -> CaseResult:
         raise ValueError(f"format {d.get('format')!r}, not {CASE_FORMAT}")
     if (d.get("suite"), d.get("case")) != (case.suite, case.name):
         raise ValueError(f"a file of case {d.get('suite')}/{d.get('case')}")
-    names = {f.name for f in fields(CaseResult)}
-    if set(d) != names | {"format", "suite", "case"}:
-        raise ValueError(f"fields {sorted(set(d) ^ (names | {'format', 'suite', 'case'}))} "
-                         f"differ")
+    sealed = seal_error(d)
+    if sealed:
+        raise ValueError(sealed)
+    names = {f.name for f in fields(CaseResult)} | {"format", "suite", "case", DIGEST_KEY}
+    if set(d) != names:
+        raise ValueError(f"fields {sorted(set(d) ^ names)} differ")
     rows = _typed(d, "rows", list)
     if not all(isinstance(r, list) for r in rows):
         raise ValueError("a row is not a list")
@@ -108,8 +114,8 @@ def load_cached(path: Path, case: BenchCase) -> tuple[CaseResult | None, str]:
 
 def write_case(path: Path, case: BenchCase, result: CaseResult) -> None:
     """Write ``result`` as ``case``'s file (atomically: a killed run leaves no torn file)."""
-    write_json_atomic({"format": CASE_FORMAT, "suite": case.suite, "case": case.name,
-                       **result.to_dict()}, path)
+    write_json_atomic(seal({"format": CASE_FORMAT, "suite": case.suite, "case": case.name,
+                            **result.to_dict()}), path)
 
 
 def _run_timed(case: BenchCase, echo: Callable[[str], None], heartbeat_s: float) -> CaseResult:

@@ -161,6 +161,10 @@ class Check:
     def verdict(self) -> str:
         """``pass``/``fail`` (invariants) or ``reproduced``/``differs`` (paper figures)."""
         if self.kind == INVARIANT:
+            if self.tolerance is not None and _real(self.expected):  # within(): the numbers
+                ok = _real(self.ours) and self.tolerance.admits(self.ours, self.expected,
+                                                                self.expected)
+                return PASS if ok else FAIL
             return PASS if self.passed else FAIL
         assert self.tolerance is not None and self.paper is not None
         ok = _real(self.ours) and self.tolerance.admits(self.ours, *paper_bounds(self.paper))
@@ -193,6 +197,9 @@ class Check:
         verdict = d.pop("verdict", None)
         tol = d.pop("tolerance", None)
         check = cls(**d, tolerance=None if tol is None else Tolerance(**tol))
+        if check.kind == INVARIANT and check.passed != (check.verdict == PASS):
+            raise ValueError(f"check {check.name!r}: stored passed={check.passed}, the numbers "
+                             f"give {check.verdict!r}")
         if verdict != check.verdict:
             raise ValueError(f"check {check.name!r}: stored verdict {verdict!r}, the numbers "
                              f"give {check.verdict!r}")

@@ -92,6 +92,8 @@ def _check_picklable(fn: Callable[[Any], Any], items: Sequence[Any], kind: str) 
                          field="executor") from None
 
 
+#: Seconds Ctrl-C waits for each terminated worker and for the pool's manager thread.
+TERMINATE_WAIT_S = 5.0
 #: Seconds between a pool worker's checks that the sweep's process is still alive.
 PARENT_POLL_S = 1.0
 
@@ -165,9 +167,15 @@ class ProcessExecutor(Executor):
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in sorted(finished, key=futures.__getitem__):
                     yield futures[fut], fut.result()
-        finally:
+        except KeyboardInterrupt:
+            # no cancel() from this thread: the pool's manager thread cancels what is queued
+            # when __exit__ stops the pool (_terminate); a future cancelled here, then failed
+            # by the manager when its worker is terminated, is an InvalidStateError traceback
+            raise
+        except BaseException:
             for fut in pending:
                 fut.cancel()
+            raise
 
     def close(self) -> None:
         if self._pool is not None:
@@ -185,9 +193,14 @@ class ProcessExecutor(Executor):
         if pool is None:
             return
         processes = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             proc.terminate()
+        for proc in processes:
+            proc.join(TERMINATE_WAIT_S)
+        if manager is not None:  # let the pool fail its futures and close its queues now
+            manager.join(TERMINATE_WAIT_S)
 
 
 class DaskExecutor(Executor):
@@ -319,11 +332,18 @@ def drive(executor: Executor, fn: Callable[[Any], Any], items: Sequence[Any],
 def run_records(slots: Sequence[Any], *, path_of: Callable[[Any], Path],
                 cached: Callable[[Path], dict[str, Any] | None], task_of: Callable[[Any], Any],
                 worker: Callable[[Any], dict[str, Any]], label_of: Callable[[Any], str],
-                progress: Any, executor: Executor) -> list[tuple[dict[str, Any], bool]]:
+                progress: Any, executor: Executor, group_of: Callable[[Any], Any] | None = None,
+                distrust: Callable[[Path, str], None] | None = None
+                ) -> list[tuple[dict[str, Any], bool]]:
     """The resumable sweep loop shared by the placement and serving sweeps: for every slot,
     reuse the record ``cached(path_of(slot))`` when there is one, else run
     ``worker(task_of(slot))`` on ``executor`` and write its record atomically as it arrives.
-    Returns (record, was_cached) pairs in slot order."""
+    Returns (record, was_cached) pairs in slot order.
+
+    ``group_of``: the slots that solve one instance (a workload's methods). When this run
+    computed a record of a group, a cached record of that group whose
+    ``instance_fingerprint`` differs (an instance of another build or another slot) is
+    reported with ``distrust(path, reason)`` and recomputed."""
     done: list[Any] = [None] * len(slots)
     missing: list[int] = []
     for k, slot in enumerate(slots):
@@ -337,15 +357,42 @@ def run_records(slots: Sequence[Any], *, path_of: Callable[[Any], Path],
             progress.finish_item(None)
     if progress:
         progress.workers = executor.workers
-    tasks = [task_of(slots[k]) for k in missing]
-    labels = [label_of(slots[k]) for k in missing]
-    for j, rec in drive(executor, worker, tasks, labels, progress):
-        k = missing[j]
-        write_record(rec, path_of(slots[k]))
-        done[k] = (rec, False)
+    _compute(missing, slots, done, path_of, task_of, worker, label_of, progress, executor)
+    if group_of is not None:
+        stale = _stale(slots, done, group_of)
+        for k in stale:
+            if distrust is not None:
+                distrust(path_of(slots[k]), "its instance fingerprint is not the one this run "
+                                            "built for the slot")
+        _compute(stale, slots, done, path_of, task_of, worker, label_of, None, executor)
     if progress:
         progress.close()
     return done
+
+
+def _compute(indices: Sequence[int], slots: Sequence[Any], done: list[Any], path_of, task_of,
+             worker, label_of, progress: Any, executor: Executor) -> None:
+    """Run the slots ``indices`` on ``executor``, writing each record as it arrives."""
+    tasks = [task_of(slots[k]) for k in indices]
+    labels = [label_of(slots[k]) for k in indices]
+    for j, rec in drive(executor, worker, tasks, labels, progress):
+        k = indices[j]
+        write_record(rec, path_of(slots[k]))
+        done[k] = (rec, False)
+
+
+def _stale(slots: Sequence[Any], done: Sequence[tuple[dict[str, Any], bool]],
+           group_of: Callable[[Any], Any]) -> list[int]:
+    """Cached records whose instance fingerprint differs from the one a record computed in
+    this run for the same group carries."""
+    fresh: dict[Any, str] = {}
+    for slot, (rec, was_cached) in zip(slots, done):
+        fp = rec.get("instance_fingerprint")
+        if not was_cached and isinstance(fp, str):
+            fresh.setdefault(group_of(slot), fp)
+    return [k for k, (slot, (rec, was_cached)) in enumerate(zip(slots, done))
+            if was_cached and fresh.get(group_of(slot), rec.get("instance_fingerprint"))
+            != rec.get("instance_fingerprint")]
 
 
 # ---- a one-entry instance cache per worker --------------------------------------------------------

@@ -83,6 +83,20 @@ class Request:
 
 # ---- traces -------------------------------------------------------------------------------------
 
+def _cell(row: dict[str, Any], column: str, line: int, path: Any) -> float:
+    """The number in ``column`` of a trace row; an InputError naming that column otherwise."""
+    text = row.get(column)
+    try:
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"line {line}: expected a number, got {text!r}", source=str(path),
+                         field=column) from None
+    if not math.isfinite(value):
+        raise InputError(f"line {line}: expected a finite number, got {text!r}",
+                         source=str(path), field=column)
+    return value
+
+
 def read_burstgpt_csv(path: str | Path, *, limit: int | None = None, model: str | None = None,
                       time_scale: float = 1.0) -> list[Request]:
     """Requests of a BurstGPT-layout CSV (columns :data:`BURSTGPT_COLUMNS`; extra columns are
@@ -107,19 +121,11 @@ def read_burstgpt_csv(path: str | Path, *, limit: int | None = None, model: str 
         for line, row in enumerate(reader, start=2):
             if model is not None and row.get("Model") != model:
                 continue
-            try:
-                ts = float(row["Timestamp"])
-                n_in = int(float(row["Request tokens"]))
-                n_out = int(float(row["Response tokens"]))
-            except (TypeError, ValueError):
-                raise InputError(f"line {line}: expected numbers, got {row!r}",
-                                 source=str(path), field="Timestamp") from None
-            if not math.isfinite(ts):
-                raise InputError(f"line {line}: timestamp {ts}", source=str(path),
-                                 field="Timestamp")
+            ts, n_in, n_out = (_cell(row, c, line, path) for c in
+                               ("Timestamp", "Request tokens", "Response tokens"))
             if n_in < 1 or n_out < 1:
                 continue
-            rows.append((ts, n_in, n_out))
+            rows.append((ts, int(n_in), int(n_out)))
     rows.sort(key=lambda r: r[0])
     if limit is not None and limit < 1:
         raise InputError(f"the number of requests must be ≥ 1, got {limit}", field="requests")

@@ -47,6 +47,7 @@ from opt.runs.sweep import (
     check_workloads,
     grid,
     make_record,
+    placement_slot,
     precision_tag,
     record_path,
     same_settings,
@@ -128,8 +129,8 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
             tag = precision_tag(workload_precision(wl.model, paper_precision))
             rec = trusted_record(path, lambda r: _reusable(r, layers, scale, method)
                                  and r.get("precision", "fp16/fp16/fp16") == tag
-                                 and same_settings(r, settings)) \
-                if resume else None
+                                 and same_settings(r, settings),
+                                 slot=placement_slot(wl, method)) if resume else None
             if rec is not None:
                 done.append((rec, True))
                 if progress is not None:

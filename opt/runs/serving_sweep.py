@@ -27,7 +27,7 @@ from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint, seal
 from opt.common.report import table
 from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
-from opt.runs.sweep import Progress, aborting, trusted_record, usable
+from opt.runs.sweep import Progress, aborting, distrust, trusted_record, usable
 from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
 from opt.serving.instance import ServingGrid
 
@@ -117,10 +117,17 @@ def _reusable(rec: Any) -> bool:
         rec.get("status") not in (None, "ERROR")
 
 
-def _cached(path: Path) -> dict[str, Any] | None:
-    """A finished, trusted record at ``path`` (an ERROR record is retried; one that fails
-    :func:`opt.runs.sweep.record_error` is recomputed)."""
-    return trusted_record(path, _reusable, "cost_usd_per_mtok")
+def serving_slot(cell: ServingCell, method: str) -> dict[str, Any]:
+    """The fields a serving record must carry to be reused in ``cell``'s ``method`` file."""
+    return {"model": cell.model, "gpus": list(cell.gpus), "context": cell.context,
+            "slo_ms": cell.slo_ms, "method": method}
+
+
+def _cached(path: Path, slot: dict[str, Any]) -> dict[str, Any] | None:
+    """A finished, trusted record at ``path`` of ``slot`` (an ERROR record is retried; one
+    that fails :func:`opt.runs.sweep.record_error` or belongs to another slot is
+    recomputed)."""
+    return trusted_record(path, _reusable, "cost_usd_per_mtok", slot=slot)
 
 
 def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: Path,
@@ -146,14 +153,16 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
 
 def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,
          executor):
+    slots = [(cell, method) for cell in todo for method in methods]
+    slot_of = {slot[0].folder(out) / f"{slot[1]}.json": serving_slot(*slot) for slot in slots}
     return run_records(
-        [(cell, method) for cell in todo for method in methods],
-        path_of=lambda slot: slot[0].folder(out) / f"{slot[1]}.json",
-        cached=lambda path: _cached(path) if resume else None,
+        slots, path_of=lambda slot: slot[0].folder(out) / f"{slot[1]}.json",
+        cached=lambda path: _cached(path, slot_of[path]) if resume else None,
         task_of=lambda slot: ServingTask(slot[0], slot[1], cards[slot[0].model], catalog, grid,
                                          tp_degrees, solve),
         worker=run_serving_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
-        progress=progress, executor=executor)
+        progress=progress, executor=executor, group_of=lambda slot: slot[0],
+        distrust=distrust)
 
 
 def render(records: Sequence[dict[str, Any]]) -> str:

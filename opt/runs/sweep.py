@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opt.common.errors import InputError
-from opt.common.fingerprint import instance_fingerprint, seal, seal_error
+from opt.common.fingerprint import instance_fingerprint, seal, seal_error, slot_error
 from opt.common.jsonio import read_json
 from opt.common.report import table
 from opt.common.result import STATUSES, claims_error
@@ -385,10 +385,16 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
                     progress, executor or SerialExecutor(), paper_precision)
 
 
+def placement_slot(wl: SweepWorkload, method: str) -> dict[str, Any]:
+    """The fields a placement record must carry to be reused in ``wl``'s ``method`` file."""
+    return {"model": wl.model, "platform": wl.platform, "prefill": wl.prefill,
+            "decode": wl.decode, "batch": wl.batch, "method": method}
+
+
 def _cached(path: Path, layers: int | None, tp: int, precision: str,
-            settings: dict[str, Any] | None) -> dict[str, Any] | None:
+            settings: dict[str, Any] | None, slot: dict[str, Any]) -> dict[str, Any] | None:
     return trusted_record(path, lambda rec: _reusable(rec, layers, tp, precision)
-                          and same_settings(rec, settings))
+                          and same_settings(rec, settings), slot=slot)
 
 
 def _number_error(rec: dict[str, Any], key: str) -> str | None:
@@ -433,28 +439,33 @@ def record_error(rec: Any, value: str = "makespan") -> str | None:
     return None
 
 
-def trusted_record(path: Path, reusable: Callable[[Any], bool], value: str = "makespan"
-                   ) -> dict[str, Any] | None:
-    """The cached record at ``path`` when it is ``reusable`` (same build, not ERROR) and passes
-    :func:`record_error`; None otherwise (recompute it). A record that is reusable but fails
-    the check is reported on stderr in one line."""
+def trusted_record(path: Path, reusable: Callable[[Any], bool], value: str = "makespan",
+                   slot: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The cached record at ``path`` when it belongs to ``slot`` (the fields naming the file's
+    place: :func:`opt.common.fingerprint.slot_error`), is ``reusable`` (same build, not
+    ERROR) and passes :func:`record_error`; None otherwise (recompute it). A record of another
+    slot, or one that is reusable but fails the check, is reported on stderr in one line."""
     if not path.exists():
         return None
     try:
         rec = read_json(path)
     except InputError as exc:
-        _distrust(path, str(exc.detail))  # atomic writes leave no torn files: someone edited it
+        distrust(path, str(exc.detail))  # atomic writes leave no torn files: someone edited it
+        return None
+    err = None if slot is None else slot_error(rec, slot)
+    if err:
+        distrust(path, err)
         return None
     if not reusable(rec):
         return None
     err = record_error(rec, value)
     if err:
-        _distrust(path, err)
+        distrust(path, err)
         return None
     return rec
 
 
-def _distrust(path: Path, reason: str) -> None:
+def distrust(path: Path, reason: str) -> None:
     """One stderr line: a cached record is not reused (on a terminal, over the progress line)."""
     lead = "\r\033[K" if sys.stderr.isatty() else ""
     print(f"{lead}hetopt: {path}: cached record not reused ({reason}); recomputing",
@@ -473,14 +484,16 @@ def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, pro
     # per record path: the precision tag and the method settings a reusable record carries
     expect = {record_path(out, *slot): (precision_tag(workload_precision(slot[0].model,
                                                                          paper_precision)),
-                                        settings[slot[1]]) for slot in slots}
+                                        settings[slot[1]], placement_slot(*slot))
+              for slot in slots}
     return run_records(
         slots, path_of=lambda slot: record_path(out, *slot),
         cached=lambda path: _cached(path, layers, tp, *expect[path]) if resume else None,
         task_of=lambda slot: PlacementTask(slot[0], slot[1], cards[slot[0].model], catalog,
                                            layers, tp, solve, paper_precision),
         worker=run_placement_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
-        progress=progress, executor=executor)
+        progress=progress, executor=executor, group_of=lambda slot: slot[0],
+        distrust=distrust)
 
 
 # ---- summaries -----------------------------------------------------------------------------------

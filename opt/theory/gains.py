@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,11 @@ class GpuGroup:
     gpus: int = 1
     price_usd_per_hour: float | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, Integral) or self.gpus < 1:
+            raise InputError(f"a GPU group needs an integer number of GPUs ≥ 1, got "
+                             f"{self.gpus!r}", field="--gpus")
+
     @property
     def price(self) -> float:
         price = self.price_usd_per_hour
@@ -39,6 +45,9 @@ class GpuGroup:
             raise InputError(f"GPU '{self.device.name}' has no published price; pass one "
                              f"(e.g. --price1/--price2 or --price in $ per GPU-hour)",
                              field="price_usd_per_hour")
+        if not (math.isfinite(price) and price > 0):
+            raise InputError(f"the price of GPU '{self.device.name}' must be a finite number "
+                             f"of $ per GPU-hour > 0, got {price}", field="--price")
         return price
 
     def economics(self) -> bounds.GpuEconomics:
@@ -86,9 +95,21 @@ def context_for_kv(card: ModelCard, kv_bytes: float, kv_dtype: str | None = None
     return hi
 
 
+def check_context(context_tokens: float) -> float:
+    """``context_tokens`` (the mean context s of ``--context``, tokens) when it is a finite
+    number > 0; an InputError naming ``--context`` otherwise (not a derived field such as the
+    KV bytes it gives)."""
+    if isinstance(context_tokens, bool) or not isinstance(context_tokens, (int, float)) \
+            or not math.isfinite(context_tokens) or context_tokens <= 0:
+        raise InputError(f"the mean context must be a finite number of tokens > 0, got "
+                         f"{context_tokens}", field="--context")
+    return context_tokens
+
+
 def hom_report(group: GpuGroup, card: ModelCard, context_tokens: float,
                kv_dtype: str | None = None) -> dict[str, Any]:
     """Theorem 3.1 quantities for one homogeneous GPU group, model and mean context."""
+    check_context(context_tokens)
     e = group.economics()
     m_kv = float(card.kv_bytes(context_tokens, kv_dtype))
     w = card.weight_bytes()
@@ -117,6 +138,8 @@ def het_report(g1: GpuGroup, g2: GpuGroup, card: ModelCard | None = None,
                context_tokens: float | None = None, kv_dtype: str | None = None) -> dict[str, Any]:
     """Theorem 3.2 quantities for two GPU types; with a model (and context) also the crossing
     context where the two homogeneous costs meet (= the peak of G_het) and the gains there."""
+    if context_tokens is not None:
+        check_context(context_tokens)
     e1, e2 = g1.economics(), g2.economics()
     eta = float(bounds.eta(e1.beta_bytes_per_s, e1.peak_flops, e2.beta_bytes_per_s, e2.peak_flops))
     out: dict[str, Any] = {

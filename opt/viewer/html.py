@@ -8,6 +8,10 @@ bundled: the lanes and the utilisation chart are hand-written canvas renderers, 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,27 +26,40 @@ def _static(name: str) -> str:
     return resources.files("opt.viewer").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def _escape_html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+#: The page's Content-Security-Policy (issue 33): nothing remote, no inline event handler,
+#: no script but the page's own (``{script}``: the sha256 source of its one inline script);
+#: styles inline; images, fetch and workers only from data:/blob: URLs (the payload decoder).
+CSP = ("default-src 'none'; script-src {script}; style-src 'unsafe-inline'; "
+       "img-src data: blob:; connect-src data: blob:; base-uri 'none'; form-action 'none'")
+
+#: The template's placeholders, replaced in one pass (text put in is never scanned again)
+PLACEHOLDER = re.compile(r"__(TITLE|CSP|CSS|HEADER|BLOB|JS)__")
+
+
+def script_source(js: str) -> str:
+    """The CSP source that admits exactly the inline script ``js``."""
+    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode()
+    return f"'sha256-{digest}'"
+
+
+def json_in_script(text: str) -> str:
+    """JSON text safe inside a ``<script type="application/json">`` element: every ``<`` is
+    ``\\u003c`` (no ``</script>``, no ``<!--``), the same JSON value."""
+    return text.replace("<", "\\u003c")
 
 
 def render_page(header: dict[str, Any], blob: Blob, *, compress: bool = True) -> str:
-    """The page's HTML text for a payload."""
+    """The page's HTML text for a payload. Every string from the files is text: the title is
+    HTML-escaped, the header is JSON with ``<`` escaped, the blob is base64; the scripts put
+    them in the page as text (``textContent``, canvas, or ``HV.esc`` before ``innerHTML``)."""
     head_json, b64 = encode(header, blob, compress=compress)
     js = "\n".join(_static(n) for n in SCRIPTS)
     if "</script" in js.lower():
         raise ValueError("a viewer script contains '</script'")
-    parts = {"__TITLE__": _escape_html(str(header.get("title", "hetopt view"))),
-             "__CSS__": _static("viewer.css"),
-             "__HEADER__": head_json.replace("</", "<\\/"),
-             "__BLOB__": b64, "__JS__": js}
-    page = _static("template.html")
-    for key in ("__TITLE__", "__CSS__", "__HEADER__"):
-        page = page.replace(key, parts[key])
-    # the blob and the scripts last: their text is never scanned for placeholders
-    before, after = page.split("__BLOB__", 1)
-    mid, end = after.split("__JS__", 1)
-    return "".join([before, b64, mid, js, end])
+    parts = {"TITLE": html.escape(str(header.get("title", "hetopt view"))),
+             "CSP": CSP.format(script=script_source(js)), "CSS": _static("viewer.css"),
+             "HEADER": json_in_script(head_json), "BLOB": b64, "JS": js}
+    return PLACEHOLDER.sub(lambda m: parts[m.group(1)], _static("template.html"))
 
 
 def write_page(header: dict[str, Any], blob: Blob, path: str | Path, *,

@@ -314,3 +314,42 @@ def test_cli_bench_recomputes_a_truncated_case_file(tmp_path: Path, capsys) -> N
     def table(out: str) -> list[str]:  # the case block without its timing line
         return [x for x in out.splitlines() if x.startswith(("H100", "  [", "gpu1"))]
     assert table(captured.out) == table(first) and len(table(first)) > 4
+
+
+def _edit(path: Path, edit) -> None:
+    d = json.loads(path.read_text())
+    edit(d)
+    path.write_text(json.dumps(d))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["checks"][0].update(ours=9.99),            # the issue's model-cards edit
+    lambda d: d["rows"][0].__setitem__(0, 70),              # a table number typed over
+    lambda d: d.pop("digest"),                              # an unsealed file
+])
+def test_edited_case_file_is_recomputed_not_trusted(tmp_path: Path, edit) -> None:
+    """Issue 33 row 7: case files are sealed; an edited number is never shown as a pass."""
+    calls: list[int] = []
+
+    def run() -> CaseResult:
+        calls.append(1)
+        return CaseResult("sealed", ["n"], [[73]], [within("count", 6.74, 6.74, EXACT)])
+
+    case = BenchCase("t", "sealed", run)
+    run_cases([case], tmp_path, echo=lambda s: None)
+    _edit(tmp_path / "t" / "sealed.json", edit)
+    notes: list[str] = []
+    (_, again, cached), = run_cases([case], tmp_path, echo=notes.append)
+    assert not cached and calls == [1, 1] and again.rows == [[73]]
+    assert again.checks[0].ours == 6.74 and again.checks[0].verdict == "pass"
+    assert any("recomputing t/sealed" in n for n in notes)
+
+
+def test_within_verdict_is_recomputed_from_the_numbers() -> None:
+    """A within() invariant's verdict comes from ours, expected and the tolerance, whatever
+    ``passed`` says; a stored passed that the numbers contradict is refused."""
+    c = within("count", 9.99, 6.74, EXACT)
+    assert c.verdict == "fail"
+    forged = {**c.to_dict(), "passed": True, "verdict": "pass"}
+    with pytest.raises(ValueError, match="the numbers give"):
+        Check.from_dict(forged)

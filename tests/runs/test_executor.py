@@ -262,3 +262,28 @@ def test_ctrl_c_terminates_running_pool_items():
             for _ in ex.map_unordered(_sleep, [0.1, 60.0, 60.0]):
                 raise KeyboardInterrupt
     assert time.perf_counter() - t0 < 30  # not the 60 s the running items would take
+
+
+def test_ctrl_c_cancels_nothing_from_the_main_thread(monkeypatch):
+    """Issue 33 row 5: on Ctrl-C only the pool's manager thread cancels queued futures; a
+    future cancelled from the main thread and then failed by the manager when its worker is
+    terminated was an ``InvalidStateError: CANCELLED`` traceback after the one line."""
+    import threading
+    from concurrent.futures import Future
+
+    main_cancels, thread_errors = [], []
+    real_cancel = Future.cancel
+
+    def cancel(self):
+        if threading.current_thread() is threading.main_thread():
+            main_cancels.append(self)
+        return real_cancel(self)
+
+    monkeypatch.setattr(Future, "cancel", cancel)
+    monkeypatch.setattr(threading, "excepthook", lambda a: thread_errors.append(a.exc_type))
+    with pytest.raises(KeyboardInterrupt):
+        with make_executor("process", 2) as ex:
+            gen = ex.map_unordered(_sleep, [0.05] + [30.0] * 6)
+            next(gen)
+            gen.throw(KeyboardInterrupt)
+    assert main_cancels == [] and thread_errors == []

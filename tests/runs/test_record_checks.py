@@ -72,3 +72,72 @@ def test_summaries_skip_error_and_invalid_records():
     assert makespans([ok, bad]) == {("m", "HP32", 8, 1, 1): {"bifocal/wla": 100.0}}
     assert speedups([{**bad, "method": "pd"}, ok])[(("m", "HP32", 8, 1, 1), "bifocal/wla")] \
         is None
+
+
+def test_a_record_of_another_slot_is_recomputed_with_one_line(tmp_path, capsys):
+    """Issue 33 row 6: a sealed record copied into another slot's file keeps its digest; the
+    slot fields (model, platform, workload, method) catch it."""
+    from opt.runs.sweep import SweepWorkload, placement_slot
+
+    path = tmp_path / "af.json"
+    write_json(seal(BASE), path)  # a pd record in af's file
+    slot = placement_slot(SweepWorkload("m", "HP32", 8, 1, 1), "af")
+    assert trusted_record(path, lambda r: True, slot=slot) is None
+    other = placement_slot(SweepWorkload("m", "HP32", 8, 2, 1), "pd")  # another workload
+    assert trusted_record(path, lambda r: True, slot=other) is None
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all("copied from another slot" in x for x in lines)
+    assert "method 'pd', this slot is method 'af'" in lines[0] and "decode 1" in lines[1]
+    assert trusted_record(path, lambda r: True, slot=placement_slot(
+        SweepWorkload("m", "HP32", 8, 1, 1), "pd")) == seal(BASE)
+
+
+def test_sweep_rerun_after_copying_a_record_recomputes_it(tmp_path, capsys, catalog, cards):
+    """The issue's steps on a real sweep: copy af.json over pd.json and into another
+    workload's folder, rerun: both are recomputed with a warning, the records and the
+    geomeans equal the first run's."""
+    import shutil
+
+    from opt.runs.sweep import geomean_speedups, grid, run_sweep
+    from solvers.sweep_calls import SolveCall
+
+    wls = grid(["llama-2-7b"], ["HP32"], [16], [1, 2], [1])
+    out = tmp_path / "sweep"
+    solve = SolveCall(time_limit=5)
+    first = [r for r, _ in run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog,
+                                     cards=cards, layers=1)]
+    a, b = wls[0].folder(out), wls[1].folder(out)
+    shutil.copy(a / "af.json", a / "pd.json")
+    shutil.copy(a / "af.json", b / "af.json")
+    capsys.readouterr()
+    again = run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards, layers=1)
+    err = capsys.readouterr().err.splitlines()
+    assert [c for _, c in again] == [False, True, True, False]
+    assert len(err) == 2 and all("copied from another slot" in x for x in err)
+    recs = [r for r, _ in again]
+    assert [(r["decode"], r["method"]) for r in recs] == [(1, "pd"), (1, "af"), (2, "pd"),
+                                                          (2, "af")]
+    assert geomean_speedups(recs) == geomean_speedups(first)
+
+
+def test_a_cached_record_of_another_instance_is_recomputed(tmp_path, capsys, catalog, cards):
+    """A record that names its slot but whose instance fingerprint is not the one this run
+    builds for it (sealed again after the edit) is recomputed once the workload's instance is
+    built."""
+    from opt.common.jsonio import read_json
+    from opt.runs.sweep import grid, run_sweep
+    from solvers.sweep_calls import SolveCall
+
+    wls = grid(["llama-2-7b"], ["HP32"], [16], [1], [1])
+    out = tmp_path / "sweep"
+    solve = SolveCall(time_limit=5)
+    run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards, layers=1)
+    folder = wls[0].folder(out)
+    pd = read_json(folder / "pd.json")
+    write_json(seal({**pd, "instance_fingerprint": FP}), folder / "pd.json")
+    (folder / "af.json").unlink()  # af is recomputed: its worker builds the instance
+    capsys.readouterr()
+    again = run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards, layers=1)
+    err = capsys.readouterr().err
+    assert [c for _, c in again] == [False, False] and "instance fingerprint" in err
+    assert read_json(folder / "pd.json")["instance_fingerprint"] == pd["instance_fingerprint"]

@@ -70,7 +70,7 @@
 
   function legend(M) {
     $("hv-legend").innerHTML = M.legend().map(([label, c]) =>
-      `<span><span class="hv-sw" style="background:${c}"></span>${HV.esc(label)}</span>`).join("");
+      `<span><span class="hv-sw" style="background:${HV.esc(c)}"></span>${HV.esc(label)}</span>`).join("");
   }
 
   function setupDag(M, tl, api) {
@@ -83,8 +83,9 @@
 
   function utilText(M, v) {
     const pct = (x) => (100 * x).toFixed(1) + "%";
-    const parts = Object.entries(v.rows).map(([k, x]) => `${k} ${pct(x)}`);
-    const ser = Object.entries(v.series).map(([k, x]) => (k === "co" ? "U_co" : "U_" + k) + " " + pct(x));
+    /* every string from the file is text: escaped before it meets innerHTML */
+    const parts = Object.entries(v.rows).map(([k, x]) => `${HV.esc(k)} ${pct(x)}`);
+    const ser = Object.entries(v.series).map(([k, x]) => HV.esc(k === "co" ? "U_co" : "U_" + k) + " " + pct(x));
     return `<b>busy in the window</b> ${HV.esc(M.fmt.axis(v.window[0], v.window[1] - v.window[0]))} – ` +
       `${HV.esc(M.fmt.axis(v.window[1], v.window[1] - v.window[0]))}: ${parts.join(" · ")}` +
       (ser.length ? ` &nbsp;|&nbsp; ${ser.join(" · ")}` : "");

@@ -98,9 +98,10 @@ HV.PAL = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b0
 HV.DEVPAL = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
   "#17becf", "#bcbd22", "#7f7f7f"];
 
+/* A string from the file as HTML text (for the few places that build markup). */
 HV.esc = function (s) {
-  return String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;",
-    '"': "&quot;" })[c]);
+  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;",
+    '"': "&quot;", "'": "&#39;" })[c]);
 };
 
 /* Time formatting: ticks of `unitSec` seconds. */
