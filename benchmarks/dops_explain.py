@@ -59,7 +59,8 @@ from opt.costlib.modelcard import load_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
 from opt.placement.instance import PlacementInstance
 
-CACHE = "/work/main/results/bench/dops/cache/dops"
+#: the DOPS suite's build cache (``hetopt bench --suite dops``, run from the same folder)
+CACHE = "results/bench/dops/cache/dops"
 METHODS = ("pd", "heft", "bifocal")
 #: operator kinds grouped for the per-kind device-class table (expert kinds are folded)
 GEMM_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",

@@ -23,7 +23,8 @@ REFERENCE = {
     "Nodes_10_Random": (10, 19, 63, 630),
     "Nodes_11_OutTree": (11, 10, 640, 64),
 }
-# README table of /work/shared/reference-cases (optimal makespans on 2 and 4 processors)
+# optimal makespans on 2 and 4 processors, as published with the graphs
+# (hyungsangpark/optimal-task-scheduling, commit 2ab99c7; each entry's `reference` in the index)
 OPTIMA = {
     "Nodes_7_OutTree": (28, 22),
     "Nodes_8_Random": (581, 581),

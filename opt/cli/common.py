@@ -214,7 +214,7 @@ def check_methods(methods: Sequence[str], registry, *, suggest=None,
 
 # ---- output files and exit codes ------------------------------------------------------------
 
-#: exit code of ``solve`` per result status (README, "Exit codes and input limits"); bad
+#: exit code of ``solve`` per result status (docs/cli.md, "Exit codes and input limits"); bad
 #: input exits 2 (:func:`run_command`)
 STATUS_EXIT = MappingProxyType({"OPTIMAL": 0, "FEASIBLE": 0, "INFEASIBLE": 0, "ERROR": 1,
                                 "TIME_LIMIT_NO_SOLUTION": 3})

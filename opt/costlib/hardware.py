@@ -1,7 +1,7 @@
 """Hardware catalog: device types, DOPS platforms and GPU node types, read from / written to JSON.
 
-The bundled catalog (``opt/costlib/data/hardware.json``) holds every device of reference-data.md with
-its source. Users extend it with their own JSON file of the same shape
+The bundled catalog (``opt/costlib/data/hardware.json``) holds every device of DOPS Table 2 and
+OpWeave Table 1 with its source. Users extend it with their own JSON file of the same shape
 (``load_catalog(path)`` merges it over the bundled one; ``Catalog.to_dict()`` writes it back).
 
 Device fields (units in the names): ``peak_flops`` (dense fp16/bf16 FLOP/s), ``mem_bw_bytes_per_s``,
@@ -358,7 +358,7 @@ def catalog_from_dict(obj: Any, source: str | None = None,
 
 
 def bundled_catalog() -> Catalog:
-    """The catalog shipped with hetopt (reference-data.md devices, DOPS platforms, GPU nodes)."""
+    """The catalog shipped with hetopt (the papers' devices, DOPS platforms, GPU nodes)."""
     text = resources.files("opt.costlib.data").joinpath("hardware.json")
     with resources.as_file(text) as path:
         return catalog_from_dict(read_json(path), source=str(path))

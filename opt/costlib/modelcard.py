@@ -1,6 +1,6 @@
 """Model cards: architecture numbers, parameter counting, KV/state bytes, and their JSON forms.
 
-A card is the architecture of one LLM (reference-data.md). Counts are exact formulas over the
+A card is the architecture of one LLM (its Hugging Face config.json). Counts are exact formulas over the
 architecture (no published figure is copied into a computation); the published counts are kept
 beside each card only to test against. ``layer_pattern`` repeats over the layers: ``full``
 (global attention), ``sliding`` (window ``sliding_window``), ``linear`` (Gated DeltaNet).
@@ -502,7 +502,7 @@ def cards_from_dict(obj: Any, source: str | None = None) -> CardSet:
 
 
 def bundled_cards() -> CardSet:
-    """Every card of reference-data.md (real models and the ``dops-*`` variants)."""
+    """Every bundled card (real models and the ``dops-*`` variants)."""
     res = resources.files("opt.costlib.data").joinpath("models.json")
     with resources.as_file(res) as path:
         return cards_from_dict(read_json(path), source=str(path))

@@ -23,7 +23,7 @@ SUITE = "core"
 OPWEAVE_MODELS = ("gemma-3-27b", "qwen3-next-80b-a3b", "qwen3-235b-a22b", "gpt-oss-120b")
 CONTEXTS = (8192, 32768, 131072)
 #: Published parameter counts and KV sizes: where they come from and how close a card must be.
-CARD_SOURCE = "../shared/reference-data.md §Model cards (HF config.json)"
+CARD_SOURCE = "each model's Hugging Face config.json and model card (published counts)"
 CARD_TOLERANCE = Tolerance(0.01)
 #: A figure the paper prints with two decimals.
 TWO_DECIMALS = Tolerance(0.005, relative=False)
@@ -41,7 +41,7 @@ def cards_case(cards: CardSet) -> CaseResult:
         kv = c.kv_bytes_per_token() / 1024
         rows.append([c.name, c.layers, t / 1e9, pt and pt / 1e9, pt and 100 * _rel(t, pt),
                      a / 1e9, pa and pa / 1e9, pa and 100 * _rel(a, pa), kv])
-        # published counts are the cards' data rule (reference-data.md: ±1 %), so a miss is
+        # published counts are the cards' data rule (±1 % of the published count), so a miss is
         # a wrong card: an invariant, not a paper figure
         if pt:
             checks.append(within(f"{c.name} total params (B) = published", t / 1e9, pt / 1e9,

@@ -3,7 +3,7 @@ of ``hetopt sweep placement`` (:mod:`opt.runs.sweep`) over the seven models on t
 
 Every number comes from validated sweep records (ERROR and invalid records never count);
 speedups are PD's makespan over the method's (model ticks, machine-independent). The paper's
-values are those of ``../shared/reference-data.md`` (DOPS §6.2 Figs. 7, 10; Table of geomeans).
+values are DOPS' own (§6.2: Figs. 7, 10 and the sweep's geometric means in the text).
 Nothing here is fitted to them: a verdict is ``reproduced`` when ours is within the stated
 tolerance, else ``differs``.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from opt.runs.bench_checks import RATIO
 from opt.runs.sweep import geomean, speedups, usable, workload_key
 
-#: Model → (platform, DOPS' geometric-mean Bifocal speedup over PD) (reference-data.md).
+#: Model → (platform, DOPS' geometric-mean Bifocal speedup over PD) (DOPS §6.2, text).
 PAPER_GEOMEAN: dict[str, tuple[str, float]] = {
     "dops-qwen-1.8b": ("HP32", 2.23), "dops-qwen-7b": ("HP32", 1.36),
     "dops-qwen-14b": ("HP32", 1.44), "llama-2-7b": ("HP64", 1.20),
@@ -147,7 +147,7 @@ def fig10(records: Sequence[dict[str, Any]], model: str = "llama-2-7b",
     return rows
 
 
-#: DOPS Insights 1–4 (Figs. 14/15, reference-data.md): the workloads compared, as (model,
+#: DOPS Insights 1–4 (§6.4, Figs. 14/15): the workloads compared, as (model,
 #: prefill, decode, batch), and the increment with the largest marginal gain at the first and
 #: at the last of them.
 PAPER_INSIGHTS: tuple[tuple[str, str, tuple[tuple[str, int, int, int], ...],

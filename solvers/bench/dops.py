@@ -28,7 +28,7 @@ FULL = ((128, 512, 1024, 2048), (128, 256, 512, 1024), (1, 4, 8, 16))
 CORNERS = ((128, 2048), (128, 1024), (1, 16))
 #: Issue 22 item 4: Bifocal never more than 2 % slower than PD.
 SLOWER_THAN_PD = 1.02
-SOURCE = "DOPS §6.2 (../shared/reference-data.md, Workloads in the papers)"
+SOURCE = "DOPS §6.2 (the 4 x 4 x 4 sweep's geometric means, in the text)"
 REASON = ("docs/dops_analyses.md §4: rule 5 prefetches loads in the background, so Bifocal's "
           "far-focus terms rarely act and our Bifocal is close to its EFT core (HEFT) except "
           "under memory or load-port pressure, where eviction instead of skipping and the copy "

@@ -19,7 +19,7 @@ RELAXED_SLO_MS = {"gemma-3-27b": 60.0, "qwen3-next-80b-a3b": 80.0}
 #: Ratios near 1 (gains of a few %): ±0.02 absolute, half the smallest gain the paper reports
 #: (1.04), so that "no gain" (1.00) never reproduces "a 4 % gain"; ±5 % would swallow it.
 GAIN_NEAR_ONE = Tolerance(0.02, relative=False)
-SOURCE = "OpWeave {fig} (../shared/reference-data.md §The papers' evaluation figures)"
+SOURCE = "OpWeave §7.2/§7.4, {fig}"
 
 #: Why our gains over the best baseline are smaller.
 STRONG_BASELINES = ("docs/serving.md §Measured (Fig. 9 rows): our baselines also choose each "
@@ -46,7 +46,7 @@ MIX_REASON = {"H100+L40S": "docs/serving.md §Measured (Fig. 13 rows): the L40S 
 A100_BANDWIDTH = ("docs/serving.md §Measured (Fig. 9/13 rows): long-context decode is "
                   "KV-bandwidth bound in this cost model and the A100 has 1.22x the H100's "
                   "memory bandwidth per dollar (2039 GB/s at $1.74 vs 3350 GB/s at $3.49, "
-                  "../shared/reference-data.md §Devices), so plans on A100s gain more")
+                  "OpWeave Table 1), so plans on A100s gain more")
 #: Fig. 13's best-baseline / OpWeave maxima and OpWeave's heterogeneous / homogeneous ratios.
 FIG13_MAX = {("H100+L40S", "gemma-3-27b"): 1.54, ("H100+L40S", "qwen3-next-80b-a3b"): 1.59,
              ("H100+A100", "gemma-3-27b"): 1.89, ("H100+A100", "qwen3-next-80b-a3b"): 1.66}

@@ -128,7 +128,7 @@ def heuristic_gap_case(n: int = 6) -> CaseResult:
 
 
 #: Where the DOPS Bifocal-over-PD figures come from.
-DOPS_FIG7 = "DOPS Fig. 7 (../shared/reference-data.md §The papers' evaluation figures)"
+DOPS_FIG7 = "DOPS §6.2, Fig. 7"
 #: Why our Bifocal-over-PD speed-ups fall short of DOPS' (evidence: the Fig. 13-form ablation,
 #: which includes the two Fig. 7 workloads of the sample, where removing every far-focus term
 #: changes nothing).

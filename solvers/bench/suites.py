@@ -140,7 +140,7 @@ def _fig10_checks(cells_) -> list:
             tol = Tolerance(0.005, relative=False) if key == "stages" else Tolerance(0.10)
             for method, p, o in zip(("CAD", "AFD", "OpWeave"), paper[key], values):
                 checks.append(paper_figure(f"Fig. 10 {model} {method}: {key}", o, p, tol,
-                                           "OpWeave Fig. 10 (../shared/reference-data.md)",
+                                           "OpWeave §7.2, Fig. 10",
                                            FIG10_REASONS[key]))
     return checks
 

@@ -1,5 +1,5 @@
 """Issue 18 (hardening): bad input gives one line and exit 2, JSON output is standard JSON,
-results are never lost, exit codes follow the README ("Exit codes and input limits")."""
+results are never lost, exit codes follow docs/cli.md ("Exit codes and input limits")."""
 
 from __future__ import annotations
 

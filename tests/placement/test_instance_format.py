@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -350,16 +349,14 @@ def test_unreadable_files_name_the_file(tmp_path):
 # a large instance
 
 def test_large_instance_round_trip_through_gzip(catalog, cards, tmp_path):
-    t0 = time.perf_counter()
+    """(Read and write times per format: benchmarks/instance_formats.py.)"""
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP64"), catalog,
                            Workload(prefill=128, decode=64, batch=4), BuildOptions())
     assert inst.n_tasks > 30_000
     path = tmp_path / "big.json.gz"
     inst.write(path)
     back = read_instance(path)
-    elapsed = time.perf_counter() - t0
     assert_same_instance(inst, back)
-    assert elapsed < 10, f"build + write + read took {elapsed:.1f} s"
 
 
 def test_limits_hold_for_columnar_construction_too():

@@ -119,7 +119,6 @@ def test_process_pool_same_records_as_serial(tmp_path):
 
 def test_dask_local_cluster_same_records(tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
-    t0 = time.perf_counter()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster:
         with make_executor("dask", scheduler=cluster.scheduler_address) as ex:
@@ -130,7 +129,6 @@ def test_dask_local_cluster_same_records(tmp_path, capsys):
                      "--scheduler", cluster.scheduler_address]) == 0
         data = json.loads(capsys.readouterr().out)
         assert len(data["records"]) == N_SERVING and not any(r["cached"] for r in data["records"])
-    assert time.perf_counter() - t0 < 60
     _placement(tmp_path / "p-serial")
     assert main([*SERVING, "--out", str(tmp_path / "s-serial"), "--executor", "serial"]) == 0
     capsys.readouterr()
@@ -256,12 +254,18 @@ def test_pool_workers_ignore_sigint():
 
 
 def test_ctrl_c_terminates_running_pool_items():
-    t0 = time.perf_counter()
+    """The workers running the 60 s items are terminated (SIGTERM), not waited for."""
+    workers = []
     with pytest.raises(KeyboardInterrupt):
         with make_executor("process", 2) as ex:
             for _ in ex.map_unordered(_sleep, [0.1, 60.0, 60.0]):
+                workers = list(ex._pool._processes.values())
                 raise KeyboardInterrupt
-    assert time.perf_counter() - t0 < 30  # not the 60 s the running items would take
+    assert workers
+    for proc in workers:
+        proc.join(timeout=20)
+    codes = [proc.exitcode for proc in workers]
+    assert None not in codes and -signal.SIGTERM in codes, codes
 
 
 def test_ctrl_c_cancels_nothing_from_the_main_thread(monkeypatch):

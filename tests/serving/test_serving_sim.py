@@ -4,7 +4,6 @@ checker's formula (hand-made and random instances), and closeness on builder ins
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -251,9 +250,7 @@ def test_builder_plans_settle_to_the_exact_period(builder_plans) -> None:
     stages with layer-wise imbalance cannot overlap fully)."""
     for name, inst, plan in builder_plans:
         assert plan is not None, name
-        t0 = time.perf_counter()
         rep = simulate_plan(inst, plan)
-        assert time.perf_counter() - t0 < 2.0, name
         _assert_provable(inst, plan, rep)
         assert rep.drift < 1e-3, name  # periodic after warm-up
         assert 1.0 - 1e-9 <= rep.ratio <= 1.6, (name, rep.ratio)
@@ -265,8 +262,8 @@ def test_builder_plans_settle_to_the_exact_period(builder_plans) -> None:
         assert rep2.t_rtt_sim >= rep.lower_bound * (1 - 1e-9), name
 
 
-def test_gemma_afd_has_124_segments_and_is_fast(builder_plans) -> None:
+def test_gemma_afd_has_124_segments(builder_plans) -> None:
+    """(The simulator's wall time on these plans: benchmarks/timing_checks.py.)"""
     name, inst, plan = next(p for p in builder_plans if p[0] == "gemma-3-27b/afd")
     rep = simulate_plan(inst, plan, tokens=50, warmup=10)
     assert rep.segments_per_token == 124 and rep.transfers_per_token == 124
-    assert rep.wall_s < 1.5

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -14,23 +13,20 @@ from opt.theory import verify as V
 
 @pytest.fixture(scope="module")
 def results():
-    t0 = time.perf_counter()
-    res = V.verify_closed_forms(samples=300, seed=0)
-    return res, time.perf_counter() - t0
+    return V.verify_closed_forms(samples=300, seed=0)
 
 
 def test_every_claim_passes(results):
-    res, elapsed = results
+    res = results
     assert [r.claim for r in res] == list(V.CLAIMS)
     for r in res:
         assert r.samples > 0, r.claim
         assert r.failed == 0 and r.passed == r.samples, (r.claim, r.worst_case)
         assert r.worst_case and "margin" in r.worst_case
-    assert elapsed < 5.0
 
 
 def test_strict_claims_have_positive_margin(results):
-    res = {r.claim: r for r in results[0]}
+    res = {r.claim: r for r in results}
     for claim in ("T3.1b", "T3.1d", "T3.2f", "CAD"):
         assert res[claim].worst_margin > 0, claim
     for claim in ("T3.1a", "T3.2a", "T3.2c"):
