@@ -295,7 +295,9 @@ WLA = _spec(Param("share", number(0.0, 1.0, lo_open=True), "fraction of blocks p
            Param("budget", integer(1), "Bifocal evaluations"),
            Param("refine", integer(1), "blocks per refinement"),
            Param("dual", boolean, "allow dual"),
-           Param("dual_ratio", number(0.0, 1.0, lo_open=True), "pressure balance"))
+           Param("dual_ratio", number(0.0, 1.0, lo_open=True), "pressure balance"),
+           Param("wla_rule", choice("paper", "incremental"),
+                 "pass rule (paper: DOPS §5.2; incremental: the former capped rule)"))
 
 _MODEL = (Param("symmetry_breaking", boolean, "model switch"),
           Param("redundant", boolean, "model switch"))

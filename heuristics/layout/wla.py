@@ -13,15 +13,19 @@ Load pressure
     load events on devices of class c divided by the number of devices of c (time per load
     port, :func:`opt.placement.layout.load_pressure`). NPU and GPU devices count as the NPU side.
 
-Outer dominance stage (one *pass*)
+Outer dominance stage (one *pass*, §5.2.2 "for each block b, the dominance relation … is used
+to determine a promising format for b")
     Each non-fixed block with any load gets the format favoured by its pressure: ``npu_opt``
     when its NPU-side pressure exceeds its PIM-side pressure, ``pim_opt`` otherwise (with the
     ``dual`` extension on: ``dual`` when the smaller side is at least ``dual_ratio`` of the
-    larger). Blocks whose format already is the favoured one are left alone; the others are
-    ranked by the margin |p_npu − p_pim| (largest first) and at most ``share`` of all blocks
-    (default 20 %, at least one) change in a pass, skipping changes that would exceed the
-    memory budget. The pass is evaluated: a makespan above the current one *regresses* — the
-    pass is reverted and WLA stops; otherwise it is accepted.
+    larger). Blocks whose format already is the favoured one are left alone; the others change,
+    taken by the margin |p_npu − p_pim| (largest first) so that a change that would exceed the
+    memory budget is the one skipped. Rule ``wla_rule="paper"`` (default): every such block
+    changes, and the pass is kept as the current map whatever its makespan ("although latency
+    is not strictly monotonic", §6.5) — the best map seen is what WLA returns. Rule
+    ``"incremental"`` (the former rule, a named deviation): at most ``share`` of all blocks
+    (default 20 %, at least one) change in a pass, and a pass whose makespan is above the
+    current one *regresses* — it is reverted and WLA stops.
 
 Inner targeted refinement
     In the accepted schedule, blocks whose format *disagrees with the observed loading* — their
@@ -31,10 +35,15 @@ Inner targeted refinement
     evaluated; the best flip is kept only if it lowers the makespan by more than ``eps`` ×
     the current makespan.
 
-Stop
-    when the outer stage proposes no change, when ``budget`` evaluations are spent, or when a
-    pass regresses (reverted). The result never exceeds the all-linear Bifocal makespan (the
-    first evaluation) because only non-regressing passes and improving flips are kept.
+Stop (§5.2.2: "when the outer stage does not produce further format changes, when the
+iteration budget is reached, or when the tolerance criterion of early-stop ε is activated")
+    when the outer stage proposes no change, when ``budget`` evaluations are spent, or — rule
+    ``paper`` — when a whole pass (outer stage and refinement) moves the makespan by at most
+    ``eps`` × the previous pass's (converged), or when the outer stage proposes a map it has
+    already proposed (Bifocal is deterministic, so the passes would repeat); rule
+    ``incremental`` — when a pass regresses (reverted). The result is φ_best, the best map
+    evaluated ("the final output is the best blockwise map φ_best"), so it never exceeds the
+    all-linear Bifocal makespan (the first evaluation).
 
 Formats: the paper's WLA chooses among ``linear``, ``npu_opt``, ``pim_opt``; ``dual=True``
 (the memory-budgeted extension) adds ``dual``, whose storage multiplier counts against
@@ -64,13 +73,19 @@ from opt.placement.layout import (
     with_formats,
 )
 
+#: WLA's pass rules: the paper's (§5.2) and the former incremental one (a named deviation)
+WLA_RULES = ("paper", "incremental")
+
 
 @dataclass(frozen=True)
 class WlaParams:
-    """share: max fraction of blocks changed per outer pass; eps: relative makespan drop a
-    refinement flip must exceed; budget: max Bifocal evaluations (the first, all-linear, one
-    included); refine: max blocks tried per inner refinement; dual: allow ``dual`` (extension);
-    dual_ratio: the extension's pressure balance (min/max side) that favours ``dual``."""
+    """share: max fraction of blocks changed per outer pass (``incremental`` rule only); eps:
+    relative makespan drop a refinement flip must exceed, and the relative pass-to-pass change
+    at or below which the ``paper`` rule stops; budget: max Bifocal evaluations (the first,
+    all-linear, one included); refine: max blocks tried per inner refinement; dual: allow
+    ``dual`` (extension); dual_ratio: the extension's pressure balance (min/max side) that
+    favours ``dual``; wla_rule: ``paper`` (DOPS §5.2, default) or ``incremental`` (the former
+    rule: ``share``-capped passes, stop and revert at the first slower pass)."""
 
     share: float = 0.2
     eps: float = 1e-3
@@ -78,6 +93,7 @@ class WlaParams:
     refine: int = 4
     dual: bool = False
     dual_ratio: float = 0.5
+    wla_rule: str = "paper"
 
     @classmethod
     def split(cls, params: dict[str, Any] | None) -> tuple[WlaParams, BifocalParams]:
@@ -85,7 +101,12 @@ class WlaParams:
         params = dict(params or {})
         mine = {k: params.pop(k) for k in list(params) if k in cls.__dataclass_fields__}
         for k, v in mine.items():
-            if k == "dual":
+            if k == "wla_rule":
+                if v not in WLA_RULES:
+                    raise InputError(f"WLA parameter 'wla_rule' must be one of "
+                                     f"{', '.join(WLA_RULES)}, got {v!r}",
+                                     field="params.wla_rule")
+            elif k == "dual":
                 if not isinstance(v, (bool, np.bool_)):
                     raise InputError(f"WLA parameter 'dual' must be true or false, got {v!r}",
                                      field="params.dual")
@@ -139,14 +160,68 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
     if not fits_budget(inst, phi):
         raise InputError(f"the all-linear layout needs {storage_bytes(inst, phi):.0f} bytes > "
                          f"memory budget {inst.layout.memory_budget}", field="memory_budget")
+    if p.wla_rule not in WLA_RULES:
+        raise InputError(f"WLA parameter 'wla_rule' must be one of {', '.join(WLA_RULES)}, got "
+                         f"{p.wla_rule!r}", field="params.wla_rule")
     ev = _Evaluator(inst, bifocal or BifocalParams(), priority_order(inst, upward_rank(inst)))
     sol, ms = ev(phi, "start", 0)
     ev.trajectory[-1]["accepted"] = True
-    cap = max(1, math.ceil(p.share * len(inst.block_ids)))
-    passes = 0
-    stop = "budget"
+    search = _search_paper if p.wla_rule == "paper" else _search_incremental
+    phi, sol, ms, stop, passes = search(inst, phi, sol, ms, free, formats, p, ev)
+    held = None
+    for row in ev.trajectory:  # the makespan of φ_best after each evaluation
+        if row["accepted"]:
+            held = row["makespan"] if held is None else min(held, row["makespan"])
+        row["best"] = held
+    return WlaOutcome(formats=phi, solution=sol, makespan=ms, trajectory=ev.trajectory,
+                      stop_reason=stop, passes=passes, time_s=time.perf_counter() - t0)
+
+
+def _search_paper(inst: PlacementInstance, phi: dict[str, str], sol: dict, ms: int,
+                  free: list[str], formats: tuple[str, ...], p: WlaParams, ev: _Evaluator
+                  ) -> tuple[dict[str, str], dict, int, str, int]:
+    """DOPS §5.2.2: every block re-assigned by dominance in each pass, the pass kept whatever
+    its makespan, then the targeted refinement; returns (φ_best, its schedule, its makespan,
+    stop reason, passes)."""
+    best = (phi, sol, ms)
+    seen = {tuple(sorted(phi.items()))}
+    passes, stop, prev = 0, "budget", ms
     while len(ev.trajectory) < p.budget:
-        # ---- outer dominance stage ----------------------------------------------------------
+        new, changed = _outer_pass(inst, phi, _favoured(inst, sol, free, formats, p), None)
+        if changed == 0:
+            stop = "outer stage changed nothing"
+            break
+        key = tuple(sorted(new.items()))
+        if key in seen:
+            stop = "outer stage repeated a map"
+            break
+        seen.add(key)
+        passes += 1
+        sol, ms = ev(new, "outer", changed)
+        ev.trajectory[-1]["accepted"] = True
+        phi = new
+        phi, sol, ms = _refine(inst, phi, sol, ms, _favoured(inst, sol, free, formats, p),
+                               formats, p, ev)
+        seen.add(tuple(sorted(phi.items())))
+        if ms < best[2]:
+            best = (phi, sol, ms)
+        if len(ev.trajectory) >= p.budget:
+            break
+        if abs(ms - prev) <= p.eps * prev:
+            stop = "converged (a pass moved the makespan by at most eps)"
+            break
+        prev = ms
+    return (*best, stop, passes)
+
+
+def _search_incremental(inst: PlacementInstance, phi: dict[str, str], sol: dict, ms: int,
+                        free: list[str], formats: tuple[str, ...], p: WlaParams,
+                        ev: _Evaluator) -> tuple[dict[str, str], dict, int, str, int]:
+    """The former rule: at most ``share`` of the blocks per pass, stop and revert at the first
+    pass slower than the current map; returns (map, schedule, makespan, stop reason, passes)."""
+    cap = max(1, math.ceil(p.share * len(inst.block_ids)))
+    passes, stop = 0, "budget"
+    while len(ev.trajectory) < p.budget:
         new, changed = _outer_pass(inst, phi, _favoured(inst, sol, free, formats, p), cap)
         if changed == 0:
             stop = "outer stage changed nothing"
@@ -158,20 +233,9 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
             break
         ev.trajectory[-1]["accepted"] = True
         phi, sol, ms = new, sol_o, ms_o
-        # ---- inner targeted refinement --------------------------------------------------------
         phi, sol, ms = _refine(inst, phi, sol, ms, _favoured(inst, sol, free, formats, p),
                                formats, p, ev)
-        if len(ev.trajectory) >= p.budget:
-            stop = "budget"
-            break
-    traj = ev.trajectory
-    held = traj[0]["makespan"]
-    for row in traj:  # the makespan the arbiter holds after each evaluation
-        if row["accepted"]:
-            held = row["makespan"]
-        row["best"] = held
-    return WlaOutcome(formats=phi, solution=sol, makespan=ms, trajectory=traj,
-                      stop_reason=stop, passes=passes, time_s=time.perf_counter() - t0)
+    return phi, sol, ms, stop, passes
 
 
 class _Evaluator:
@@ -214,15 +278,17 @@ def _favoured(inst: PlacementInstance, solution: dict, free: list[str],
 
 
 def _outer_pass(inst: PlacementInstance, phi: dict[str, str],
-                fav: dict[str, tuple[str, float]], cap: int) -> tuple[dict[str, str], int]:
-    """(new formats, blocks changed): up to ``cap`` blocks not in their favoured format move
-    to it, largest margin first, skipping moves that break the memory budget."""
+                fav: dict[str, tuple[str, float]], cap: int | None
+                ) -> tuple[dict[str, str], int]:
+    """(new formats, blocks changed): up to ``cap`` (None = every one) blocks not in their
+    favoured format move to it, largest margin first, skipping moves that break the memory
+    budget."""
     ranked = sorted(((m, b, f) for b, (f, m) in fav.items() if phi[b] != f),
                     key=lambda x: (-x[0], x[1]))
     new = dict(phi)
     changed = 0
     for _, b, f in ranked:
-        if changed >= cap:
+        if cap is not None and changed >= cap:
             break
         trial = {**new, b: f}
         if fits_budget(inst, trial):

@@ -282,14 +282,50 @@ def attention_ops(card: ModelCard, layer: int, tokens, context, batch, p: Precis
     return ops
 
 
+#: Multiplier of the per-token routing hash (Knuth's multiplicative constant ⌊2³²/φ⌋).
+ROUTING_HASH_MULTIPLIER = 2654435761
+MOE_ROUTINGS = ("per_token", "deterministic", "expected")
+
+
+def routed_experts(n_tokens: int, num_experts: int, top_k: int) -> np.ndarray:
+    """The experts of each of the ``n_tokens`` tokens of a step under the per-token rule
+    (problems.md §1.4, MoE): token i (i = b·T_q + t for token t of sequence b) has the hash
+    h(i) = ⌊(i · 2654435761 mod 2³²) / 2¹⁶⌋ and routes to the k consecutive experts
+    (h(i) + j) mod E, j = 0..k−1. Returns an [n_tokens, k] int array (token 0 → 0..k−1)."""
+    i = np.arange(int(n_tokens), dtype=np.uint64)
+    h = ((i * np.uint64(ROUTING_HASH_MULTIPLIER)) % np.uint64(2 ** 32)) // np.uint64(2 ** 16)
+    return ((h[:, None] + np.arange(top_k, dtype=np.uint64)[None, :])
+            % np.uint64(num_experts)).astype(np.int64)
+
+
+def expert_token_counts(n_tokens: int, num_experts: int, top_k: int) -> np.ndarray:
+    """Tokens each of the E experts receives in a step of ``n_tokens`` tokens under the
+    per-token rule (:func:`routed_experts`); sums to n_tokens · k."""
+    return np.bincount(routed_experts(n_tokens, num_experts, top_k).ravel(),
+                       minlength=num_experts).astype(np.int64)
+
+
+def _token_count(n) -> int:
+    """The step's token count N = B·T_q as an int (per-token routing needs one value)."""
+    arr = np.unique(np.asarray(n, dtype=np.float64))
+    if arr.size != 1 or arr[0] != round(float(arr[0])):
+        raise InputError("per-token MoE routing needs one integer token count per call, got "
+                         f"{arr.tolist()[:4]}", field="tokens")
+    return int(arr[0])
+
+
 def ffn_ops(card: ModelCard, tokens, batch, p: Precision, *, routing: str = "deterministic",
             experts: Sequence[int] | None = None) -> list[Op]:
     """FFN (gated) or MoE ops of one layer, with its norm and residual add.
 
-    MoE routing ``deterministic`` (DOPS §6.1): every token goes through the same top-k experts
-    ``experts`` (default 0..k−1), one gate/up/act/down op group per expert. ``expected``
-    (OpWeave, uniform routing): one fused ``moe_experts`` op whose weight bytes are those of the
-    E·(1 − (1 − k/E)^N) experts touched by N tokens and whose FLOPs are N·k experts' worth.
+    MoE routing ``per_token`` (DOPS §6.1, "8 local experts with deterministic top-2 routing";
+    the builder's default): one gate/up/act/down op group for each of the E experts, expert e
+    processing the n_e tokens :func:`expert_token_counts` routes to it (n_e = 0: zero FLOPs
+    and bytes; its ``weight_bytes`` still state the expert's matrices). ``deterministic``:
+    every token goes through the same top-k experts ``experts`` (default 0..k−1), one op group
+    per listed expert. ``expected`` (OpWeave, uniform routing): one fused ``moe_experts`` op
+    whose weight bytes are those of the E·(1 − (1 − k/E)^N) experts touched by N tokens and
+    whose FLOPs are N·k experts' worth.
     """
     d = card.hidden
     n = batch * np.asarray(tokens, dtype=np.float64)
@@ -316,6 +352,18 @@ def ffn_ops(card: ModelCard, tokens, batch, p: Precision, *, routing: str = "det
                     _vec(f"{fam}_act", "activation", "moe", n, f, ACT_FLOPS, p, inputs=2),
                     _gemm(f"{fam}_down", "moe", fam, n, f, d, p, w_bytes=f * d * wexp)]
         k_eff = len(chosen)
+    elif routing == "per_token":
+        counts = expert_token_counts(_token_count(n), m.num_experts, m.top_k)
+        for e, n_e in enumerate(counts.astype(np.float64)):
+            fam = f"expert{e}"
+            group = [_gemm(f"{fam}_gate", "moe", fam, n_e, d, f, p, w_bytes=d * f * wexp),
+                     _gemm(f"{fam}_up", "moe", fam, n_e, d, f, p, w_bytes=d * f * wexp),
+                     _vec(f"{fam}_act", "activation", "moe", n_e, f, ACT_FLOPS, p, inputs=2),
+                     _gemm(f"{fam}_down", "moe", fam, n_e, f, d, p, w_bytes=f * d * wexp)]
+            if n_e == 0:  # no task reads the matrices in this step
+                group = [replace(o, bytes=0.0) for o in group]
+            ops += group
+        k_eff = m.top_k
     elif routing == "expected":
         touched = m.num_experts * (1.0 - (1.0 - m.top_k / m.num_experts) ** n)
         wb = touched * 3 * d * f * wexp
@@ -323,7 +371,7 @@ def ffn_ops(card: ModelCard, tokens, batch, p: Precision, *, routing: str = "det
                       wb + n * m.top_k * (2 * d + 3 * f) * p.a, wb, n * m.top_k * d * p.a))
         k_eff = m.top_k
     else:
-        raise InputError(f"unknown routing '{routing}'; known: deterministic, expected",
+        raise InputError(f"unknown routing '{routing}'; known: {', '.join(MOE_ROUTINGS)}",
                          field="routing")
     for s in range(m.shared_experts):
         fam = f"shared{s}"

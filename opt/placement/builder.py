@@ -17,6 +17,11 @@ Modelling choices (documented; each is a switch or a clear default):
   context of the cell's heads as payload, so attention away from home pays the KV move.
 - Decode attention (T_q = 1) takes the latency class ``attention_decode`` (GEMV regime,
   problems.md §5.2) through :func:`opt.costlib.latency.regime_class`.
+- MoE (problems.md §1.4, MoE): per-token deterministic top-k routing over all E experts
+  (:func:`opt.costlib.operators.routed_experts`); the template holds every expert's tasks and
+  a step keeps only the experts some token of that step routes to (:func:`_absent_tasks`);
+  every expert is a weight block whether or not a task uses it. ``BuildOptions.experts`` is
+  the former rule (every token through the listed experts).
 - Weight blocks: one per weight family (wq, wk, wv, wo, w_gate, w_up, w_down, router, expert{e})
   per ``block_span`` consecutive layers (per shard when tp > 1). ``embed``/``lm_head`` weights are
   taken as resident on the NPU (they cannot run on PIM) and are not blocks.
@@ -50,7 +55,14 @@ from opt.costlib.hardware import FORMATS, Catalog, DeviceSpec, PlatformSpec
 from opt.costlib.latency import regime_class, ring_allreduce_s, star_allreduce_s
 from opt.costlib.measured import MeasuredTable, apply_measurements
 from opt.costlib.modelcard import ModelCard
-from opt.costlib.operators import Op, Precision, Sparsity, head_ops, layer_ops
+from opt.costlib.operators import (
+    Op,
+    Precision,
+    Sparsity,
+    expert_token_counts,
+    head_ops,
+    layer_ops,
+)
 from opt.placement.instance import (
     Device,
     Layout,
@@ -110,8 +122,9 @@ class BuildOptions:
     when ``precision`` is None; precision: weight / activation / KV precision
     (:class:`opt.costlib.operators.Precision`; overrides ``dtype``, which must then be left at fp16 or
     agree with ``precision.weight``); sparsity: weight / per-phase activation / attention
-    sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: routed experts per MoE layer (default
-    0..k−1, deterministic top-k as in DOPS); formats: the P2 layout formats offered (default
+    sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: None (default) = per-token top-k
+    routing over all E experts of an MoE layer (DOPS §6.1, problems.md §1.4 MoE), else the
+    former fixed rule: every token through the listed experts; formats: the P2 layout formats offered (default
     all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
     memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited);
     kv_layout: ``heads`` (default, problems.md §1.4 revised: each layer's KV heads split into one
@@ -316,6 +329,15 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     step_ids = np.arange(n_steps, dtype=np.int64)
     ids = [f"s{s}.{name}" for s in range(n_steps) for name in tpl.names]
     phase = np.where(step_ids == 0, 0, 1).astype(np.int8)
+    cols = {"cost": cost.reshape(n_steps * k_tasks, nd), "task_block": np.tile(t_block, n_steps),
+            "kind": np.array(tpl.kinds * n_steps, dtype=object),
+            "phase": np.repeat(phase, k_tasks), "step": np.repeat(step_ids, k_tasks),
+            "layer": np.tile(np.array(tpl.layer), n_steps),
+            "shard": np.tile(np.array(tpl.shard), n_steps)}
+    routing = _moe_routing(card, opt, workload)
+    if routing is not None:
+        ids, cols, (edge_src, edge_dst, edge_bytes) = _drop_tasks(
+            _absent_tasks(tpl, routing, n_steps), ids, cols, (edge_src, edge_dst, edge_bytes))
     opt_meta = asdict(replace(opt, measurements=None))
     opt_meta.pop("measurements")  # a table's provenance goes to meta.measurements
     meta = {
@@ -327,6 +349,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         "kv_home": [devs.devices[d].name for d in kv.homes],
         "kv_heads": kv.heads,
         **({"kv_reserved_bytes": kv_reserved} if kv_reserved is not None else {}),
+        **({"moe_routing": routing} if routing is not None else {}),
         "tasks_per_step": k_tasks,
         "notes": "durations from the hetopt cost library (problems.md §5), integer ticks of time_unit",
     }
@@ -334,15 +357,56 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         meta["measurements"] = measured
     inst = build_instance(
         time_unit=opt.time_unit, devices=devs.devices, links=devs.links, task_ids=ids,
-        cost=cost.reshape(n_steps * k_tasks, nd), task_block=np.tile(t_block, n_steps),
+        cost=cols["cost"], task_block=cols["task_block"],
         edge_src=edge_src, edge_dst=edge_dst, edge_bytes=edge_bytes, block_ids=block_ids,
         block_bytes=block_bytes, block_load=block_load,
         layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
-        kind=tpl.kinds * n_steps, phase=np.repeat(phase, k_tasks),
-        step=np.repeat(step_ids, k_tasks), layer=np.tile(np.array(tpl.layer), n_steps),
-        shard=np.tile(np.array(tpl.shard), n_steps), meta=meta, check_acyclic=False)
+        kind=list(cols["kind"]), phase=cols["phase"], step=cols["step"], layer=cols["layer"],
+        shard=cols["shard"], meta=meta, check_acyclic=False)
     meta["build_s"] = time.perf_counter() - t_start
     return inst
+
+
+def _moe_routing(card: ModelCard, opt: BuildOptions, workload: Workload
+                 ) -> dict[str, Any] | None:
+    """The per-token routing record of an MoE card (None for dense cards and for the fixed
+    rule ``BuildOptions.experts``): rule, E, k and the tokens per expert of the prefill step
+    (N = B·L_in) and of every decode step (N = B; the routing depends on the token's index in
+    its step only, so every decode step routes alike)."""
+    if card.moe is None or opt.experts is not None:
+        return None
+    e, k = card.moe.num_experts, card.moe.top_k
+    return {"rule": "per_token", "num_experts": e, "top_k": k,
+            "prefill_tokens_per_expert":
+                expert_token_counts(workload.batch * workload.prefill, e, k).tolist(),
+            "decode_tokens_per_expert": expert_token_counts(workload.batch, e, k).tolist()}
+
+
+def _absent_tasks(tpl: _Template, routing: dict[str, Any], n_steps: int) -> np.ndarray:
+    """[n_steps, tasks per step] bool: the tasks of experts no token of the step routes to."""
+    counts = np.array([routing["prefill_tokens_per_expert"]]
+                      + [routing["decode_tokens_per_expert"]] * (n_steps - 1))
+    absent = np.zeros((n_steps, len(tpl.kinds)), dtype=bool)
+    for k, kind in enumerate(tpl.kinds):
+        if kind.startswith("expert"):
+            absent[:, k] = counts[:, int(kind.split("_", 1)[0][len("expert"):])] == 0
+    return absent
+
+
+def _drop_tasks(absent: np.ndarray, ids: list[str], cols: dict[str, np.ndarray],
+                edges: tuple[np.ndarray, np.ndarray, np.ndarray]
+                ) -> tuple[list[str], dict[str, np.ndarray], tuple[np.ndarray, ...]]:
+    """Remove the ``absent`` tasks (flattened step-major, as ``ids``), their rows of every
+    column and every edge that touches them; remaining edges are renumbered."""
+    keep = ~absent.ravel()
+    if keep.all():
+        return ids, cols, edges
+    new_index = np.cumsum(keep) - 1
+    src, dst, nbytes = edges
+    ok = keep[src] & keep[dst]
+    ids = [t for t, k in zip(ids, keep) if k]
+    cols = {name: col[keep] for name, col in cols.items()}
+    return ids, cols, (new_index[src[ok]], new_index[dst[ok]], nbytes[ok])
 
 
 @dataclass
@@ -495,7 +559,8 @@ def _step_template(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Prec
     shards = range(opt.tp) if opt.tp > 1 else [-1]
     for layer in range(n_layers):
         probe = {o.kind: o for o in layer_ops(card, layer, tokens=1, context=1, batch=1,
-                                              precision=prec, experts=opt.experts)}
+                                              precision=prec, experts=opt.experts,
+                                              routing=_routing_name(card, opt))}
         lay = _Layer(tpl, layer, probe, opt.block_span, n_layers, shards, opt.tp)
         add_attn = _attention_tasks(lay, x_src, opt.tp, kv)
         x_src = _ffn_tasks(lay, add_attn, card.moe is not None, opt.tp)
@@ -626,6 +691,12 @@ def _steps(workload: Workload) -> _Steps:
     return _Steps(l_out + 1, ctx, tok)
 
 
+def _routing_name(card: ModelCard, opt: BuildOptions) -> str:
+    """``per_token`` for an MoE card without ``BuildOptions.experts``, else ``deterministic``
+    (the fixed rule; dense cards ignore it)."""
+    return "per_token" if card.moe is not None and opt.experts is None else "deterministic"
+
+
 def _empty_decode(ops: list[Op]) -> list[Op]:
     """The decode ops of a workload without decode steps: zero-length arrays."""
     return [Op(o.kind, o.op_class, o.module, o.family, np.zeros(0), np.zeros(0),
@@ -650,11 +721,13 @@ def _step_ops(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision
                    for f in ("flops", "bytes", "out_bytes")}}
 
     for layer in range(n_layers):
+        routing = _routing_name(card, opt)
         pre = layer_ops(card, layer, tokens=l_in, context=l_in, batch=batch, precision=prec,
-                        experts=opt.experts, sparsity=sparsity, phase="prefill")
+                        experts=opt.experts, sparsity=sparsity, phase="prefill",
+                        routing=routing)
         dec = layer_ops(card, layer, tokens=1, context=ctx[1:] if l_out else np.array([l_in + 1.0]),
                         batch=batch, precision=prec, experts=opt.experts, sparsity=sparsity,
-                        phase="decode")
+                        phase="decode", routing=routing)
         if not l_out:
             dec = _empty_decode(dec)
         put(layer, pre, dec)

@@ -67,7 +67,8 @@ def warm_start_schedule(inst: PlacementInstance, name: str) -> Start | None:
 
 def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]) -> Start | None:
     """The best eviction-free schedule within ``formats`` and the budget among Bifocal/WLA
-    (with ``dual`` when allowed), HEFT/Linear and Bifocal/Dual, or None."""
+    under both pass rules (the paper's and ``incremental``; with ``dual`` when allowed),
+    HEFT/Linear and Bifocal/Dual, or None."""
     from heuristics.layout.wla import WlaParams, wla
     from heuristics.placement.bifocal import bifocal_schedule
     from heuristics.placement.list_scheduler import heft
@@ -75,7 +76,10 @@ def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]) -> Star
 
     cands: list[tuple[str, Callable[[], dict[str, Any]]]] = []
     if "linear" in formats:
-        cands.append(("bifocal/wla", lambda: wla(inst, WlaParams(dual="dual" in formats)).solution))
+        dual = "dual" in formats
+        cands.append(("bifocal/wla", lambda: wla(inst, WlaParams(dual=dual)).solution))
+        cands.append(("bifocal/wla (incremental)",
+                      lambda: wla(inst, WlaParams(dual=dual, wla_rule="incremental")).solution))
         cands.append(("heft/linear", lambda: heft(with_formats(inst, uniform(inst, "linear")))))
     if "dual" in formats and fits_budget(inst, uniform(inst, "dual")):
         cands.append(("bifocal/dual",

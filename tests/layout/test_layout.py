@@ -121,15 +121,50 @@ def test_wla_trajectory_and_rules(small):
     held = [r["best"] for r in traj]
     assert all(b <= a for a, b in zip(held, held[1:]))
     assert out.makespan == held[-1] == validate_placement(small, out.solution).makespan
-    cap = math.ceil(p.share * len(small.block_ids))
-    assert all(r["changed"] <= cap for r in traj if r["stage"] == "outer")
+    # the paper's rule (default): the first pass re-assigns every loaded block that is not in
+    # its favoured format — all of them, from the all-linear start
+    first = next(r for r in traj if r["stage"] == "outer")
+    loaded = {ev["block"] for ev in lin.solution["loads"]}
+    assert first["changed"] == len(loaded)
+    assert out.makespan == min(r["makespan"] for r in traj if r["accepted"])  # φ_best
     assert out.makespan < lin.objective  # formats matter on this instance
     res = solve(small, "bifocal/wla", budget=12)
     assert res.objective == out.makespan
     assert [r["makespan"] for r in res.stats["trajectory"]] == [r["makespan"] for r in traj]
     assert res.stats["format_mix"] == format_mix(out.formats)
+    # the former rule stays a named option: passes capped at `share` of the blocks
+    old = wla(small, WlaParams(budget=12, wla_rule="incremental"))
+    cap = math.ceil(WlaParams().share * len(small.block_ids))
+    assert all(r["changed"] <= cap for r in old.trajectory if r["stage"] == "outer")
+    assert old.makespan == validate_placement(small, old.solution).makespan <= lin.objective
     with pytest.raises(InputError, match="share"):
         WlaParams.split({"share": 1.5})
+    with pytest.raises(InputError, match="wla_rule"):
+        WlaParams.split({"wla_rule": "greedy"})
+
+
+def test_paper_rule_beats_the_incremental_one(catalog, cards):
+    """DOPS §5.2: every block re-assigned per pass, slower passes tolerated, φ_best returned.
+    On this slice the former rule (20 % of the blocks per pass, stop at the first slower pass)
+    stops early with most blocks linear."""
+    inst = build_placement(cards["dops-qwen-1.8b"], catalog.platform("HP32"), catalog,
+                           Workload(prefill=32, decode=4, batch=4), BuildOptions(layers=4))
+    paper = solve(inst, "bifocal/wla")
+    old = solve(inst, "bifocal/wla", wla_rule="incremental")
+    assert checked(inst, paper) < checked(inst, old) * 0.95
+    assert old.stats["stop_reason"] == "pass regressed (reverted)"
+    assert paper.stats["wla_params"]["wla_rule"] == "paper"
+
+
+@pytest.mark.parametrize("prefill,decode,batch", [(8, 4, 1), (32, 8, 8), (8, 8, 4)])
+def test_wla_never_worse_than_its_linear_start(catalog, cards, prefill, decode, batch):
+    inst = build_placement(cards["dops-qwen-1.8b"], catalog.platform("HP32"), catalog,
+                           Workload(prefill, decode, batch), BuildOptions(layers=2))
+    lin = checked(inst, solve(inst, "bifocal/linear"))
+    for rule in ("paper", "incremental"):
+        res = solve(inst, "bifocal/wla", wla_rule=rule, budget=16)
+        assert checked(inst, res) <= lin
+        assert res.stats["trajectory"][0]["makespan"] == lin
 
 
 def test_budget_holds_in_every_result(small):

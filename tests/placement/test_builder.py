@@ -135,12 +135,61 @@ def test_moe_tasks_and_pim_illegal_ops(catalog, cards):
     inst = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1)
     k = kinds_of(inst)
     assert "router" in k and "combine" in k
-    assert sum(x.startswith("expert") for x in k) == 2 * 4
+    # per-token top-2 routing: the 64 prefill tokens reach all 8 experts, the one decode token
+    # experts 0 and 1 only
+    assert sum(x.startswith("expert") for x in k) == 8 * 4
+    assert sorted({x.split("_")[0] for x in kinds_of(inst, 1) if x.startswith("expert")}) == \
+        ["expert0", "expert1"]
     pims = [i for i, d in enumerate(inst.devices) if d.device_class == "pim"]
     for t in range(inst.n_tasks):
         if inst.kind[t] in ("router", "combine", "embed", "lm_head"):
             assert np.all(inst.cost[t, pims] < 0)
     assert any(b.endswith("_expert0") for b in inst.block_ids)
+
+
+def test_per_token_routing_rule():
+    from opt.costlib.operators import expert_token_counts, routed_experts
+    r = routed_experts(1000, 8, 2)
+    assert r[0].tolist() == [0, 1]
+    assert np.all(r[:, 0] != r[:, 1]) and np.all((r >= 0) & (r < 8))
+    assert expert_token_counts(1000, 8, 2).sum() == 2000
+    in_play = [int((expert_token_counts(n, 8, 2) > 0).sum()) for n in (1, 2, 4, 8, 16, 64)]
+    assert in_play == sorted(in_play) and in_play[0] == 2 and in_play[-1] == 8
+
+
+def test_moe_experts_in_play_grow_with_batch(catalog, cards):
+    def decode_experts(batch):
+        inst = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1, batch=batch,
+                     prefill=1)
+        return {x.split("_")[0] for x in kinds_of(inst, 1) if x.startswith("expert")}, inst
+    one, inst1 = decode_experts(1)
+    many, inst16 = decode_experts(16)
+    assert len(one) == 2 and len(many) == 8
+    # every expert is a block whether a task uses it or not; the edges stay consistent
+    assert sum(b.endswith(tuple(f"_expert{e}" for e in range(8))) for b in inst1.block_ids) == 8
+    assert inst1.meta["moe_routing"]["decode_tokens_per_expert"][:2] == [1, 1]
+    comb = inst16.task_index["s1.L0.combine"]
+    assert sum(inst16.edge_dst == comb) == 8 + 1  # eight down projections and the router
+    # the former rule (every token through experts 0 and 1) stays a named option
+    fixed = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1, batch=16,
+                  prefill=1, experts=(0, 1))
+    assert {x.split("_")[0] for x in kinds_of(fixed, 1) if x.startswith("expert")} == \
+        {"expert0", "expert1"}
+    assert "moe_routing" not in fixed.meta
+
+
+def test_mixtral_hp128_holds_all_eight_experts(catalog, cards):
+    from opt.placement.builder import paper_precision
+    inst = build(catalog, cards, model="mixtral-8x7b", platform="HP128", prefill=128, decode=1,
+                 precision=paper_precision("mixtral-8x7b"))
+    experts = [b for b in inst.block_ids if "_expert" in b]
+    assert len(experts) == 8 * 32 // 4  # 8 experts × 8 spans of 4 layers
+    assert {b.split("_")[1] for b in experts if b.startswith("L0-3")} == \
+        {f"expert{e}" for e in range(8)}
+    # INT8: the blocks hold the model's 46.7 B parameters less the NPU-resident embed/lm_head
+    card = cards["mixtral-8x7b"]
+    resident = 2 * card.vocab * card.hidden
+    assert inst.block_bytes.sum() == pytest.approx(46.7e9 - resident, rel=0.01)
 
 
 def test_tensor_parallel_allreduce_on_host(catalog, cards):

@@ -165,7 +165,7 @@ def test_bad_warm_start_and_export(heft_paper, plan_instance):
     ("heft", "gamma", "engine"), ("pd+ffn", "window", "none"), ("pd/dual", "share", "none"),
     ("bifocal", "gama", "window, phase, token, gamma"),
     ("policy-search", "max_evals", "max_evaluations"),
-    ("bifocal/wla", "shares", "share, eps, budget, refine, dual, dual_ratio, window"),
+    ("bifocal/wla", "shares", "share, eps, budget, refine, dual, dual_ratio, wla_rule, window"),
     ("cpsat", "max_time", "symmetry_breaking, redundant, group_cumulative, group_energy and the CP-SAT parameters"),
     ("cpsat-blocks", "node_time", "node_time_limit"),
     ("milp", "mip_gap_rel", "the HiGHS options"),
