@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from opt.common.errors import InputError
+from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.latency import EfficiencyRoofline, Link
 from opt.costlib.measured import MeasuredTable, Measurement
 
@@ -142,8 +142,13 @@ def read_calibrations(path: str | Path, catalog: Any) -> dict[str, GpuCalibratio
     if not isinstance(obj, dict) or not isinstance(obj.get("gpus"), list):
         raise InputError("expected an object with a 'gpus' list", source=p, field="gpus")
     out = {}
-    for d in obj["gpus"]:
-        dev = catalog.device(str(d.get("gpu")))
+    for i, d in enumerate(obj["gpus"]):
+        if not isinstance(d, dict):
+            raise InputError(f"expected an object, got {d!r}", source=p, field=f"gpus[{i}]")
+        try:
+            dev = catalog.device(str(d.get("gpu")))
+        except UnknownNameError as exc:
+            raise InputError(exc.detail, source=p, field=f"gpus[{i}].gpu") from None
         out[dev.name] = calibration_from_dict(d, dev.peak_flops, dev.mem_bw_bytes_per_s, p)
     return out
 

@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from opt.common.errors import InputError
 from opt.costlib.gpu_calib import BUNDLED_CALIBRATION, GpuCalibration, read_calibrations
 from opt.costlib.latency import EfficiencyRoofline, Link
@@ -152,7 +150,3 @@ class KernelCoster:
                 "sources": sorted({m.source for m in t.rows}),
                 "kernel_costs": {**c, "model": c["model_no_entry"] + c["model_outside_range"]}}
 
-
-def units_of(n: float, heads_per_gpu: float) -> float:
-    """Parallel work units of an attention kernel: sequences × KV heads per GPU."""
-    return float(np.maximum(n * heads_per_gpu, 1.0))

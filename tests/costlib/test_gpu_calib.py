@@ -120,3 +120,10 @@ def test_a_bad_calibration_file_is_one_error(tmp_path):
     bad.write_text('{"gpus": [{"gpu": "H100", "classes": {"gemm": {"t0_s": "x"}}}]}')
     with pytest.raises(InputError):
         read_calibrations(bad, CAT)
+
+
+def test_a_calibration_of_an_unknown_gpu_names_the_field(tmp_path):
+    bad = tmp_path / "cal.json"
+    bad.write_text('{"gpus": [{"gpu": "Foo", "classes": {}}]}')
+    with pytest.raises(InputError, match=r"gpus\[0\]\.gpu"):
+        read_calibrations(bad, CAT)
