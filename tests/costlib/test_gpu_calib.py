@@ -127,3 +127,10 @@ def test_a_calibration_of_an_unknown_gpu_names_the_field(tmp_path):
     bad.write_text('{"gpus": [{"gpu": "Foo", "classes": {}}]}')
     with pytest.raises(InputError, match=r"gpus\[0\]\.gpu"):
         read_calibrations(bad, CAT)
+
+
+def test_the_operator_calibration_points_gpu_kernel_rows_to_calibrate_gpu():
+    from opt.costlib.fit import fit_points
+    from opt.costlib.modelcard import bundled_cards
+    with pytest.raises(InputError, match="calibrate --gpu"):
+        fit_points(_table(), "H100", bundled_cards())
