@@ -166,7 +166,8 @@ def split_held_out(rows: Sequence[Measurement]) -> tuple[list[Measurement], list
     """(calibration rows, held-out rows): the held-out set is the model family
     :data:`HELD_OUT_MODELS` (kernels), the :data:`HELD_OUT_TOPOLOGY` systems (collectives),
     and the attention rows at odd powers of two of the batch (decode) / chunk (prefill)."""
-    cal, held = [], []
+    cal: list[Measurement] = []
+    held: list[Measurement] = []
     for m in rows:
         if m.op_kind == "flash_attn":
             axis = m.batch if m.tokens == 1 else m.tokens

@@ -72,8 +72,9 @@ def _collective_errors(cal: GpuCalibration, rows: Sequence[Measurement], intra: 
             continue
         meas = np.array([m.latency_s for m in sel])
         before = _link_before(kind, key, intra, network)
-        pb = np.array([before(m.bytes) for m in sel])
-        pa = np.array([link.latency_s + m.bytes / link.bandwidth_bytes_per_s for m in sel])
+        sizes = [float(m.bytes or 0.0) for m in sel]
+        pb = np.array([before(b) for b in sizes])
+        pa = np.array([link.latency_s + b / link.bandwidth_bytes_per_s for b in sizes])
         out.append(_err_row(f"{kind} {key}", len(sel), errors_pct(pb, meas),
                             errors_pct(pa, meas)))
     return out
@@ -101,9 +102,10 @@ def calibrate_gpus(table: MeasuredTable, catalog: Any, gpus: Sequence[str] | Non
             fitted[dev.name][c] = p
             params[dev.name][c] = {"n": len(sel), "params": [asdict(f) for f in fits]}
     donor = next((g for g in fitted if "attention_decode" in fitted[g]), None)
-    cals, report = [], {"held_out": "model family qwen-72b (kernels); pairwise-NVLink systems "
-                        "(collectives); attention batches / chunks at odd powers of two",
-                        "gpus": {}}
+    cals: list[GpuCalibration] = []
+    gpus_report: dict[str, Any] = {}
+    report: dict[str, Any] = {"gpus": gpus_report, "held_out": "model family qwen-72b (kernels); pairwise-NVLink systems "
+                        "(collectives); attention batches / chunks at odd powers of two"}
     for name, classes in fitted.items():
         if "elementwise" not in classes:
             raise InputError(f"no element-wise kernel rows of '{name}' to calibrate",
@@ -132,7 +134,7 @@ def calibrate_gpus(table: MeasuredTable, catalog: Any, gpus: Sequence[str] | Non
             mine = [m for m in sel if m.device == dev.name]
             errs[label] = (_kernel_errors(cal, dev.latency_model, mine)
                            + _collective_errors(cal, mine, node.intra_node, node.network))
-        report["gpus"][name] = {"params": params[name], "errors": errs, "notes": notes}
+        gpus_report[name] = {"params": params[name], "errors": errs, "notes": notes}
     return cals, report
 
 

@@ -184,7 +184,8 @@ def _sized(by_size: dict[int, list[float]], device: str, kind: str, gpus: int, n
     picked: set[int] = set()
     p = 11
     while 2 ** p <= sizes[-1] * 1.5:
-        picked.add(min(sizes, key=lambda s, t=2 ** p: abs(math.log(s / t))))
+        target = float(2 ** p)
+        picked.add(min(sizes, key=lambda s: abs(math.log(s / target))))  # noqa: B023
         p += 1
     for s in sorted(picked):
         vals = sorted(by_size[s])
