@@ -37,6 +37,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from opt.costlib.measured import read_measurements
 
     cat = catalog(args)
+    if args.gpu:   # the calibrated GPU model (opt.costlib.gpu_fit)
+        from opt.costlib.gpu_calib import write_calibrations
+        from opt.costlib.gpu_fit import calibrate_gpus, report_lines
+        cals, rep = calibrate_gpus(read_measurements(args.measurements, cat), cat)
+        if args.output:
+            write_calibrations(cals, args.output, rep)
+        if args.json:
+            print_json({**rep, "output": args.output})
+        else:
+            print("\n".join(report_lines(rep)))
+        return 0
+    if args.device is None:
+        raise InputError("give --device (or --gpu)", source="<argument>", field="device")
     spec = cat.device(args.device)
     meas = read_measurements(args.measurements, cat)
     report = fit_device(spec, fit_points(meas, spec.name, cards(args), args.model),

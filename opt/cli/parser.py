@@ -302,8 +302,21 @@ def add_build_serving_parser(bsub: argparse._SubParsersAction,
     add_grid_args(sp)
     sp.add_argument("--memory-fraction", type=float, default=1.0,
                     help="usable share of GPU memory (default %(default)s)")
+    add_gpu_cost_arg(sp)
+    sp.add_argument("--gpu-calibration", metavar="FILE",
+                    help="GPU calibration of hetopt calibrate --gpu (default: the bundled one)")
+    sp.add_argument("--measurements", metavar="FILE",
+                    help="measured kernel table (docs/measurements.md) used where it has the "
+                         "kernel; provenance in meta.measurements")
     sp.add_argument("-o", "--output", required=True, help="instance file (.json or .json.gz)")
     sp.set_defaults(func=Handler("opt.cli.serving", "cmd_build_serving"))
+
+
+def add_gpu_cost_arg(p: argparse.ArgumentParser) -> None:
+    """``--gpu-cost calibrated|roofline`` (docs/serving.md "Measured GPU costs")."""
+    p.add_argument("--gpu-cost", choices=("calibrated", "roofline"), default="calibrated",
+                   help="GPU kernel/network cost model: fitted to measured profiles (default) "
+                        "or the catalog roofline")
 
 
 def add_grid_args(p: argparse.ArgumentParser) -> None:
@@ -382,6 +395,7 @@ def _add_sweep_serving_parser(swsub: argparse._SubParsersAction,
     s.add_argument("--methods", nargs="+", default=["col", "afd", "cad", "bnb"],
                    metavar="METHOD", help="bnb | milp | col | afd | cad (default: all but milp)")
     s.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
+    add_gpu_cost_arg(s)
     s.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="B&B parameter (repeatable), e.g. sub_block_layers=1; its records go "
                         "to a sub-folder of --out named after the parameters")
@@ -539,7 +553,11 @@ def add_measure_parsers(sub: argparse._SubParsersAction, common: argparse.Argume
     """``calibrate``, ``compare-measured`` and ``synth-measurements``."""
     c = sub.add_parser("calibrate", parents=[common],
                        help="fit a device's latency model to a measured-latency table")
-    c.add_argument("--device", required=True, help="catalog device name")
+    c.add_argument("--device", help="catalog device name (required without --gpu)")
+    c.add_argument("--gpu", action="store_true",
+                   help="fit the calibrated GPU model (per-class kernels, collectives, "
+                        "send/recv) of every GPU of the table; -o writes a GPU calibration "
+                        "file (for build serving-plan --gpu-calibration)")
     c.add_argument("--measurements", required=True, metavar="FILE", help="CSV or JSON table")
     c.add_argument("--model", help="model card of rows without a 'model' value")
     c.add_argument("-o", "--output", metavar="FILE",

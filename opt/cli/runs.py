@@ -117,7 +117,8 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
         done = run_serving_sweep(todo, args.methods, out, solve_one, catalog=catalog(args),
                                  cards=cards(args), grid=grid,
                                  tp_degrees=int_csv(args.tp, "tp"), resume=not args.fresh,
-                                 progress=progress, executor=executor)
+                                 progress=progress, executor=executor,
+                                 gpu_cost=args.gpu_cost)
     records = [rec for rec, _ in done]
     if args.json:
         print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})

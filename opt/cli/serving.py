@@ -34,18 +34,25 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
                               ServingWorkload(args.context, args.slo_ms / 1e3), grid=grid,
                               tp_degrees=int_csv(args.tp, "tp"),
                               expert_parallel=not args.no_ep,
-                              memory_fraction=args.memory_fraction)
+                              memory_fraction=args.memory_fraction, gpu_cost=args.gpu_cost,
+                              calibrations=_calibrations(args, cat),
+                              measurements=_measurements(args, cat))
     inst.write(args.output)
     info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
             "block_layers": inst.block_layers, "blocks": inst.blocks_total,
             "configs": [c.id for c in inst.configs],
-            "microbatch_sizes": list(inst.microbatch_sizes)}
+            "microbatch_sizes": list(inst.microbatch_sizes), "gpu_cost": inst.meta["gpu_cost"],
+            **({"measurements": inst.meta["measurements"]} if "measurements" in inst.meta
+               else {})}
     if args.json:
         print_json(info)
     else:
         print(f"{args.output}: {inst.model}, block of {inst.block_layers} layer(s) = "
               f"{inst.n_ops} ops, {inst.blocks_total:g} blocks, {len(inst.configs)} "
-              f"configurations ({', '.join(info['configs'])})")
+              f"configurations ({', '.join(info['configs'])}); GPU costs: {args.gpu_cost}")
+        if "measurements" in info:
+            m = info["measurements"]
+            print(f"measurements {m['file']}: kernel costs {m['kernel_costs']}")
     return 0
 
 
@@ -95,3 +102,15 @@ def print_serving_result(res) -> None:
               f"the exact period {sim['t_rtt_exact_s'] * 1e3:.4g} ms (ratio "
               f"{sim['ratio_exact']:.3f}); the "
               f"formula, its lower bound, {sim['t_rtt_formula_s'] * 1e3:.4g} ms")
+
+
+def _calibrations(args: argparse.Namespace, cat):
+    """The ``--gpu-calibration`` file's calibrations (None: the bundled ones)."""
+    from opt.costlib.gpu_calib import read_calibrations
+    return None if args.gpu_calibration is None else read_calibrations(args.gpu_calibration, cat)
+
+
+def _measurements(args: argparse.Namespace, cat):
+    """The ``--measurements`` table (None when absent)."""
+    from opt.costlib.measured import read_measurements
+    return None if args.measurements is None else read_measurements(args.measurements, cat)

@@ -36,7 +36,7 @@ from opt.costlib.latency import (
     LogisticRoofline,
     regime_class,
 )
-from opt.costlib.measured import END_TO_END, MeasuredTable, Measurement
+from opt.costlib.measured import END_TO_END, KERNEL_KINDS, MeasuredTable, Measurement
 from opt.costlib.modelcard import CardSet, ModelCard
 from opt.costlib.operators import Op, Precision, head_ops, layer_ops
 
@@ -100,6 +100,10 @@ def fit_points(table: MeasuredTable, device: str, cards: CardSet,
     for m in table.rows:
         if m.op_kind == END_TO_END or m.device.lower() != device.lower():
             continue
+        if m.op_kind in KERNEL_KINDS or m.is_collective:
+            raise InputError(f"'{m.op_kind}' rows (GPU kernels, collectives) are fitted by "
+                             "'hetopt calibrate --gpu'", source=table.path,
+                             field=f"{m.where}.op_kind")
         name = m.model or model
         if name is None:
             raise InputError("no model card: give the row a 'model' or pass --model",

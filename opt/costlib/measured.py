@@ -43,16 +43,27 @@ FIXED_KINDS = frozenset({
     "qk", "softmax", "sv", "attn_gate", "o_proj", "add_attn", "in_proj_qkvz", "in_proj_ba",
     "conv1d", "gdn_recurrence", "gated_norm", "out_proj", "ffn_norm", "gate_proj", "up_proj",
     "act", "down_proj", "add_ffn", "router", "moe_experts", "combine"})
+#: GPU kernels of a serving step that fuse several operators (vLLM's kernels, docs/measurements.md
+#: "GPU kernels and collectives"): the fused QKV and gate/up GEMMs, rotary, FlashAttention
+#: (qk + softmax + sv in one kernel); and the collectives, keyed by message ``bytes``,
+#: ``gpus``, ``nodes`` and ``topology``.
+KERNEL_KINDS = frozenset({"qkv_proj", "gate_up_proj", "rope", "flash_attn"})
+COLLECTIVE_KINDS = frozenset({"all_reduce", "send_recv"})
 EXPERT_KIND = re.compile(r"(expert|shared)\d+_(gate|up|act|down)")
 REQUIRED = ("device", "op_kind", "tokens", "context", "batch", "source")
-COLUMNS = frozenset(REQUIRED) | {"latency", "unit", "latency_us", "share", "model"}
+#: Optional work columns (kernel rows: FLOPs and bytes per GPU of the measured kernel, KV heads
+#: per GPU of an attention kernel; collective rows: message bytes, GPUs, nodes, topology).
+WORK_COLUMNS = ("flops", "bytes", "kv_heads", "gpus", "nodes", "topology")
+COLUMNS = (frozenset(REQUIRED) | {"latency", "unit", "latency_us", "share", "model"}
+           | frozenset(WORK_COLUMNS))
 #: Lookup outcome codes (arrays of :meth:`MeasuredTable.lookup_s`).
 NO_ENTRY, EXACT, INTERPOLATED, OUTSIDE = 0, 1, 2, 3
 
 
 def known_op_kind(kind: str) -> bool:
     """Whether ``kind`` is an operator kind of :mod:`opt.costlib.operators` (or end_to_end)."""
-    return kind in FIXED_KINDS or kind == END_TO_END or EXPERT_KIND.fullmatch(kind) is not None
+    return (kind in FIXED_KINDS or kind in KERNEL_KINDS or kind in COLLECTIVE_KINDS
+            or kind == END_TO_END or EXPERT_KIND.fullmatch(kind) is not None)
 
 
 @dataclass(frozen=True)
@@ -69,11 +80,23 @@ class Measurement:
     latency_s: float
     source: str
     where: str
+    flops: float | None = None
+    bytes: float | None = None
+    kv_heads: int | None = None
+    gpus: int = 1
+    nodes: int = 1
+    topology: str | None = None
 
-    def key(self) -> tuple[str, str, int, int, int, float, str | None]:
+    def key(self) -> tuple:
         """The identity of the measured point (duplicates share it)."""
         return (self.device.lower(), self.op_kind, self.tokens, self.context, self.batch,
-                round(self.share, 9), self.model)
+                round(self.share, 9), self.model, self.bytes if self.is_collective else None,
+                self.gpus, self.nodes, self.topology)
+
+    @property
+    def is_collective(self) -> bool:
+        """Whether the row is a collective (``all_reduce``/``send_recv``: keyed by bytes)."""
+        return self.op_kind in COLLECTIVE_KINDS
 
 
 @dataclass(frozen=True)
@@ -103,7 +126,7 @@ def _line(points: Sequence[tuple[int, Measurement]]) -> _Line:
 def _index(rows: Sequence[Measurement]) -> dict[tuple, _Group]:
     grouped: dict[tuple, list[Measurement]] = {}
     for m in rows:
-        if m.op_kind != END_TO_END:
+        if m.op_kind != END_TO_END and not m.is_collective:
             k = (m.device.lower(), m.op_kind, m.batch, round(m.share, 9), m.model)
             grouped.setdefault(k, []).append(m)
     out = {}
@@ -274,12 +297,38 @@ def row_from_record(rec: Mapping[str, Any], where: str, path: str,
     if share > 1.0:
         raise InputError(f"share must be in (0, 1], got {rec['share']!r}", source=path,
                          field=f"{where}.share")
+    work = _work_columns(rec, kind, where, path)
     return Measurement(device=_device(str(rec["device"]), kind, catalog, where, path),
                        op_kind=kind, tokens=tokens, context=context,
                        batch=_int(rec["batch"], "batch", where, path), share=share,
                        model=str(rec["model"]) if rec.get("model") not in (None, "") else None,
                        latency_s=_latency_s(rec, where, path), source=str(rec["source"]),
-                       where=where)
+                       where=where, **work)
+
+
+def _work_columns(rec: Mapping[str, Any], kind: str, where: str, path: str) -> dict[str, Any]:
+    """The optional work columns of a row (collective rows need ``bytes`` and ``gpus``)."""
+    def given(name: str) -> bool:
+        return rec.get(name) not in (None, "")
+
+    out: dict[str, Any] = {}
+    for name in ("flops", "bytes"):
+        if given(name):
+            out[name] = _positive(rec[name], name, where, path)
+    for name in ("kv_heads", "gpus", "nodes"):
+        if given(name):
+            out[name] = _int(rec[name], name, where, path)
+    if given("topology"):
+        out["topology"] = str(rec["topology"])
+    if kind in COLLECTIVE_KINDS:
+        for name in ("bytes", "gpus"):
+            if name not in out:
+                raise InputError(f"a {kind} row needs '{name}'", source=path,
+                                 field=f"{where}.{name}")
+        if out["gpus"] < 2:
+            raise InputError(f"a {kind} needs gpus ≥ 2, got {out['gpus']}", source=path,
+                             field=f"{where}.gpus")
+    return out
 
 
 def _read_csv(path: str) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
@@ -358,11 +407,19 @@ def write_measurements_csv(table: MeasuredTable, path: str | Path,
             fh.write(f"## {line}\n")
         fh.write(f"# interpolate: {table.interpolate}\n")
         w = csv.writer(fh)
+        work = any(m.flops or m.bytes or m.kv_heads or m.gpus > 1 or m.topology
+                   for m in table.rows)
         w.writerow(["device", "op_kind", "model", "tokens", "context", "batch", "share",
-                    "latency_us", "source"])
+                    "latency_us", *(WORK_COLUMNS if work else ()), "source"])
         for m in table.rows:
+            extra = ([_fmt(m.flops), _fmt(m.bytes), m.kv_heads or "", m.gpus, m.nodes,
+                      m.topology or ""] if work else [])
             w.writerow([m.device, m.op_kind, m.model or "", m.tokens, m.context, m.batch,
-                        f"{m.share:g}", f"{m.latency_s * 1e6:.12g}", m.source])
+                        f"{m.share:g}", f"{m.latency_s * 1e6:.12g}", *extra, m.source])
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.6g}"
 
 
 # ---- the placement builder's hook ---------------------------------------------------------------

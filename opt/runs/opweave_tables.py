@@ -60,7 +60,8 @@ def instance_of(rec: dict[str, Any], catalog: Catalog, cards) -> ServingInstance
     """The record's instance, built as ``hetopt sweep serving`` builds it (default grid and TP
     degrees)."""
     return build_serving_plan(cards[rec["model"]], catalog, rec["gpus"],
-                              ServingWorkload(int(rec["context"]), float(rec["slo_ms"]) / 1e3))
+                              ServingWorkload(int(rec["context"]), float(rec["slo_ms"]) / 1e3),
+                              gpu_cost=rec.get("gpu_cost", "roofline"))
 
 
 def figure_rows(records: Sequence[dict[str, Any]], catalog: Catalog | None = None

@@ -30,6 +30,7 @@ from opt.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.runs.sweep import Progress, aborting, distrust, trusted_record, usable
 from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
 from opt.serving.instance import ServingGrid
+from opt.serving.kernel_cost import DEFAULT_GPU_COST
 
 BASELINES = ("col", "afd", "cad")
 
@@ -62,12 +63,14 @@ def cells(models: Sequence[str], gpu_mixes: Sequence[str], contexts: Sequence[in
 
 
 def make_record(cell: ServingCell, method: str, result: Any, wall_s: float,
-                fingerprint: str | None = None) -> dict[str, Any]:
+                fingerprint: str | None = None, gpu_cost: str = DEFAULT_GPU_COST
+                ) -> dict[str, Any]:
     """The JSON record of one (cell, method) solve (``fingerprint``: of the cell's instance,
     when the result carries none)."""
     sol = result.solution
     return {"model": cell.model, "gpus": list(cell.gpus), "context": cell.context,
-            "slo_ms": cell.slo_ms, "method": method, "status": result.status,
+            "slo_ms": cell.slo_ms, "gpu_cost": gpu_cost, "method": method,
+            "status": result.status,
             "cost_usd_per_mtok": result.objective, "lower_bound": result.lower_bound,
             "t_rtt_ms": result.stats.get("t_rtt_ms"),
             "tightest_t_rtt_ms": result.stats.get("tightest_t_rtt_ms"),
@@ -93,6 +96,7 @@ class ServingTask:
     grid: ServingGrid | None
     tp_degrees: tuple[int, ...]
     solve: Callable[[Any, str], Any]
+    gpu_cost: str = DEFAULT_GPU_COST
 
 
 _BUILT = LastBuilt()  # the last instance built in this worker (methods of one cell share it)
@@ -103,13 +107,16 @@ def run_serving_task(task: ServingTask) -> dict[str, Any]:
     the task's method and return the record."""
     cell = task.cell
     t0 = time.perf_counter()
-    inst = _BUILT.get(("serving", cell, task.grid, task.tp_degrees, task.card, task.catalog),
+    inst = _BUILT.get(("serving", cell, task.grid, task.tp_degrees, task.card, task.catalog,
+                       task.gpu_cost),
                       lambda: build_serving_plan(task.card, task.catalog, cell.gpus,
                                                  ServingWorkload(cell.context, cell.slo_ms / 1e3),
-                                                 grid=task.grid, tp_degrees=task.tp_degrees))
+                                                 grid=task.grid, tp_degrees=task.tp_degrees,
+                                                 gpu_cost=task.gpu_cost))
     result = task.solve(inst, task.method)
     fp = None if getattr(result, "instance_fingerprint", None) else instance_fingerprint(inst)
-    return seal(make_record(cell, task.method, result, time.perf_counter() - t0, fp))
+    return seal(make_record(cell, task.method, result, time.perf_counter() - t0, fp,
+                            task.gpu_cost))
 
 
 def _reusable(rec: Any) -> bool:
@@ -134,7 +141,8 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
                       solve: Callable[[Any, str], Any], *, catalog, cards,
                       grid: ServingGrid | None = None, tp_degrees: Sequence[int] = DEFAULT_TP,
                       resume: bool = True, progress: Progress | None = None,
-                      executor: Executor | None = None) -> list[tuple[dict[str, Any], bool]]:
+                      executor: Executor | None = None, gpu_cost: str = DEFAULT_GPU_COST
+                      ) -> list[tuple[dict[str, Any], bool]]:
     """Solve every cell with every method; (record, was_cached) pairs in grid order.
 
     ``executor`` runs the work items (default: serially in this process); with a parallel one
@@ -148,18 +156,24 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
                              f"{cell.slo_ms} ms", field="contexts/slo")
     with aborting(progress):
         return _run(todo, list(dict.fromkeys(methods)), Path(out), solve, catalog, cards, grid,
-                    tuple(tp_degrees), resume, progress, executor or SerialExecutor())
+                    tuple(tp_degrees), resume, progress, executor or SerialExecutor(), gpu_cost)
+
+
+def _same_cost(rec: dict[str, Any] | None, gpu_cost: str) -> dict[str, Any] | None:
+    """A cached record built on ``gpu_cost`` (records without the field: the roofline)."""
+    return rec if rec is not None and rec.get("gpu_cost", "roofline") == gpu_cost else None
 
 
 def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,
-         executor):
+         executor, gpu_cost):
     slots = [(cell, method) for cell in todo for method in methods]
     slot_of = {slot[0].folder(out) / f"{slot[1]}.json": serving_slot(*slot) for slot in slots}
     return run_records(
         slots, path_of=lambda slot: slot[0].folder(out) / f"{slot[1]}.json",
-        cached=lambda path: _cached(path, slot_of[path]) if resume else None,
+        cached=lambda path: _same_cost(_cached(path, slot_of[path]), gpu_cost)
+        if resume else None,
         task_of=lambda slot: ServingTask(slot[0], slot[1], cards[slot[0].model], catalog, grid,
-                                         tp_degrees, solve),
+                                         tp_degrees, solve, gpu_cost),
         worker=run_serving_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
         progress=progress, executor=executor, group_of=lambda slot: slot[0],
         distrust=distrust)

@@ -48,15 +48,17 @@ state), attributed to the ``attn`` op that reads it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.units import dtype_bytes, seconds_to_ticks
+from opt.costlib.gpu_calib import GpuCalibration
 from opt.costlib.hardware import Catalog
 from opt.costlib.latency import COLLECTIVE_OVERHEAD_S, EfficiencyRoofline, Link, ring_allreduce_s
+from opt.costlib.measured import MeasuredTable
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import NORM_FLOPS, SOFTMAX_FLOPS, Op, Precision, layer_ops
 from opt.serving.instance import (
@@ -67,6 +69,14 @@ from opt.serving.instance import (
     ServingOp,
     microbatch_sizes_for,
 )
+from opt.serving.kernel_cost import (
+    DEFAULT_GPU_COST,
+    KernelCoster,
+    check_gpu_cost,
+    load_calibrations,
+    measured_kind,
+)
+from opt.serving.vllm_kernels import KERNEL_MODELS, Kernel, _k, vllm_kernels
 
 P3_OPS = ("qkv", "attn", "o_proj", "ffn_in", "ffn_out")
 
@@ -127,117 +137,19 @@ def _shard(op: Op, card: ModelCard, tp: int) -> float:
     return float(tp)
 
 
-def _group_latency_s(members: list[Op], card: ModelCard, model: EfficiencyRoofline,
-                     tp: int) -> float:
+def _group_latency_s(members: list[Op], card: ModelCard, coster: KernelCoster, gpu: str,
+                     tp: int, n: float) -> float:
     """Seconds of an op under ``kernels="unfused"``: every operator's roofline on its shard,
     plus t0 per GEMM / attention / softmax / router operator (problems.md §5.3)."""
     t = 0.0
     for op in members:
         div = _shard(op, card, tp)
         f, m = float(op.flops) / div, float(op.bytes) / div
-        t += max(f / (model.eta_c * model.peak_flops), m / (model.eta_m * model.mem_bw_bytes_per_s))
-        if op.op_class in _KERNEL_CLASSES:
-            t += model.t0_s
+        cls = {"gemm": "gemm", "router": "gemm", "attention": "attention_decode",
+               "norm": "norm", "activation": "activation"}.get(op.op_class, "elementwise")
+        t += coster.kernel_s(gpu, cls, f, m, units=n * card.kv_heads / min(tp, card.kv_heads),
+                             launches=op.op_class in _KERNEL_CLASSES)
     return t
-
-
-# ---- kernel model: the kernels vLLM launches per decode step (module docstring) ------------
-
-#: Kernel models of :func:`build_serving_plan` (``kernels=``).
-KERNEL_MODELS = ("vllm", "unfused")
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One GPU kernel of a decode step.
-
-    name: the vLLM kernel / op it stands for; members: ``(op kind, fraction)`` of the
-    ``opt.costlib.operators`` work it does; launches: whether it pays t0 (False for a residual
-    add riding on the next fused add+norm kernel); extra: structural work that the operator
-    list does not hold (``rope``, ``q_norm``, ``k_norm``, ``qk_norm_rope_gate``, ``topk``,
-    ``gdn_prep``, or None); saves: bytes that stay on chip (``shared_input``: a merged GEMM
-    reads its input once; ``scores``: FlashAttention never writes the scores; ``residual``:
-    the fused add+norm does not re-read the sum; or None).
-    """
-
-    name: str
-    members: tuple[tuple[str, float], ...] = ()
-    launches: bool = True
-    extra: str | None = None
-    saves: str | None = None
-
-
-def _k(name: str, *kinds: str, saves: str | None = None) -> Kernel:
-    return Kernel(name, tuple((k, 1.0) for k in kinds), saves=saves)
-
-
-def _token_mixer_kernels(card: ModelCard, layer: int) -> dict[str, list[Kernel]]:
-    """Kernels of the qkv / attn / o_proj ops (vLLM ``LlamaAttention``, ``Gemma3Attention``,
-    ``Qwen3NextAttention``, ``QwenGatedDeltaNetAttention``)."""
-    norm = _k("fused_add_rms_norm", "attn_norm", saves="residual")
-    if card.layer_type(layer) == "linear":
-        return {"qkv": [norm, _k("in_proj_qkvz GEMM", "in_proj_qkvz"),
-                        _k("in_proj_ba GEMM", "in_proj_ba")],
-                "attn": [Kernel("gdn input rearrange (compiled copy)", extra="gdn_prep"),
-                         _k("causal_conv1d_update", "conv1d"),
-                         _k("fused_sigmoid_gating_delta_rule_update", "gdn_recurrence"),
-                         _k("RMSNormGated", "gated_norm")],
-                "o_proj": [_k("out_proj GEMM", "out_proj"), _rider("add_attn")]}
-    if card.qk_norm and card.attention_output_gate:   # Qwen3-Next: one fused Triton kernel
-        pre = [Kernel("fused_qk_rmsnorm_rope_gate", extra="qk_norm_rope_gate")]
-    elif card.qk_norm:                                 # Gemma-3, Qwen3: q_norm, k_norm, rope
-        pre = [Kernel("q_norm", extra="q_norm"), Kernel("k_norm", extra="k_norm"),
-               Kernel("rotary_embedding", extra="rope")]
-    else:
-        pre = [Kernel("rotary_embedding", extra="rope")]
-    attn = pre + [_k("reshape_and_cache_flash", "kv_write"),
-                  _k("flash_attn (QK^T, softmax, PV)", "qk", "softmax", "sv", saves="scores")]
-    if card.attention_output_gate:
-        attn.append(_k("sigmoid gate * attn", "attn_gate"))
-    return {"qkv": [norm, _k("qkv_proj GEMM (QKVParallelLinear)", "q_proj", "k_proj", "v_proj",
-                             saves="shared_input")],
-            "attn": attn,
-            "o_proj": [_k("o_proj GEMM", "o_proj"), _rider("add_attn")]}
-
-
-def _rider(kind: str) -> Kernel:
-    """A residual add done by the next ``fused_add_rms_norm`` (its work counted, no launch)."""
-    return Kernel(f"{kind} (in the next fused_add_rms_norm)", ((kind, 1.0),), launches=False)
-
-
-def _ffn_kernels(card: ModelCard) -> dict[str, list[Kernel]]:
-    """Kernels of the ffn_in / ffn_out ops (vLLM ``LlamaMLP`` / ``Gemma3MLP`` with
-    ``MergedColumnParallelLinear`` + ``SiluAndMul`` / ``GeluAndMul``; MoE: router GEMM,
-    ``fused_topk``, then ``fused_experts``: ``moe_align_block_size``, the w13 fused-MoE kernel,
-    ``silu_and_mul``, the w2 fused-MoE kernel, ``moe_sum``)."""
-    norm = _k("fused_add_rms_norm", "ffn_norm", saves="residual")
-    act = "gelu_and_mul" if card.ffn_activation == "geglu" else "silu_and_mul"
-    if card.moe is None:
-        return {"ffn_in": [norm, _k("gate_up_proj GEMM (MergedColumnParallelLinear)",
-                                    "gate_proj", "up_proj", saves="shared_input"),
-                           _k(act, "act")],
-                "ffn_out": [_k("down_proj GEMM", "down_proj"), _rider("add_ffn")]}
-    out = [Kernel("moe_align_block_size"),
-           Kernel("fused_moe w13 (gate/up of the chosen experts)", (("moe_experts", 2 / 3),)),
-           Kernel(act),   # its bytes are in moe_experts' activation traffic
-           Kernel("fused_moe w2 (down)", (("moe_experts", 1 / 3),)),
-           _k("moe_sum", "combine")]
-    for s in range(card.moe.shared_experts):
-        out += [_k(f"shared{s} gate_up GEMM", f"shared{s}_gate", f"shared{s}_up",
-                   saves="shared_input"),
-                _k(f"shared{s} {act}", f"shared{s}_act"), _k(f"shared{s} down GEMM",
-                                                             f"shared{s}_down")]
-        if card.moe.shared_gate:
-            out.append(Kernel(f"shared{s} sigmoid gate (ReplicatedLinear, 1 output)"))
-    return {"ffn_in": [norm, _k("router GEMM (ReplicatedLinear gate)", "router"),
-                       Kernel("topk_softmax (fused_topk)", extra="topk")],
-            "ffn_out": out + [_rider("add_ffn")]}
-
-
-def vllm_kernels(card: ModelCard, layer: int) -> dict[str, list[Kernel]]:
-    """The kernels vLLM launches for each P3 op of ``layer`` in a decode step (docs/serving.md
-    "Kernels and launch cost" cites the vLLM files). TP collectives are charged separately."""
-    return {**_token_mixer_kernels(card, layer), **_ffn_kernels(card)}
 
 
 def launches_per_layer(card: ModelCard, layer: int, kernels: str = "vllm") -> int:
@@ -295,14 +207,24 @@ def _saved_bytes(kernel: Kernel, ops: dict[str, Op]) -> float:
     return 0.0
 
 
-def _roofline_s(f: float, m: float, model: EfficiencyRoofline) -> float:
-    """``max(f/(η_c·F), m/(η_m·β))`` in seconds (problems.md §5.3, without t0)."""
-    return max(f / (model.eta_c * model.peak_flops), m / (model.eta_m * model.mem_bw_bytes_per_s))
+def _kernel_class(kernel: Kernel, ops: dict[str, Op]) -> str:
+    """The calibrated class of a kernel (problems.md §5.3b): FlashAttention decode, a GEMM, a
+    norm, an activation, or element-wise (rotary, the Gated-DeltaNet kernels, launches only)."""
+    kinds = {k for k, _ in kernel.members}
+    if kinds & {"qk", "sv"}:
+        return "attention_decode"
+    classes = {ops[k].op_class for k in kinds}
+    if classes & {"gemm", "router"}:
+        return "gemm"
+    if "norm" in classes or kernel.extra in ("q_norm", "k_norm"):
+        return "norm"
+    return "activation" if "activation" in classes else "elementwise"
 
 
-def _kernel_s(kernel: Kernel, ops: dict[str, Op], card: ModelCard, model: EfficiencyRoofline,
-              tp: int, n: float, p: Precision) -> float:
-    """Seconds of one kernel over its merged work on its per-GPU shard (t0 when it launches)."""
+def _kernel_s(kernel: Kernel, ops: dict[str, Op], card: ModelCard, coster: KernelCoster,
+              gpu: str, tp: int, n: float, s: int, p: Precision) -> float:
+    """Seconds of one kernel over its merged work on its per-GPU shard (t0 when it launches);
+    a measured table's row of the kernel wins where it has one (opt.serving.kernel_cost)."""
     f = m = 0.0
     for kind, frac in kernel.members:
         div = _shard(ops[kind], card, tp)
@@ -314,11 +236,21 @@ def _kernel_s(kernel: Kernel, ops: dict[str, Op], card: ModelCard, model: Effici
         fe, me = _extra_work(kernel.extra, card, n, p)
         div = _extra_shard(kernel.extra, card, tp)
         f, m = f + fe / div, m + me / div
-    return _roofline_s(f, m, model) + (model.t0_s if kernel.launches else 0.0)
+    cls = _kernel_class(kernel, ops)
+    attn_div = float(min(tp, card.kv_heads))
+    mkind = measured_kind(frozenset(k for k, _ in kernel.members), kernel.extra)
+    key = None
+    if mkind == "flash_attn":
+        key = (mkind, 1, s, int(n), 1.0 / attn_div)
+    elif mkind is not None:
+        key = (mkind, int(n), int(n), 1, 1.0 / tp)
+    return coster.kernel_s(gpu, cls, f, m, units=n * card.kv_heads / attn_div,
+                           launches=kernel.launches, key=key)
 
 
 def _vllm_latency_s(p3: str, members: list[Op], card: ModelCard, layer: int,
-                    model: EfficiencyRoofline, tp: int, n: float, p: Precision) -> float:
+                    coster: KernelCoster, gpu: str, tp: int, n: float, s: int,
+                    p: Precision) -> float:
     """Seconds of P3 op ``p3`` of ``layer`` as vLLM's kernels; an operator that no kernel of
     the plan covers (a card feature the plan does not know) runs as its own launched kernel."""
     ops = {o.kind: o for o in members}
@@ -326,7 +258,7 @@ def _vllm_latency_s(p3: str, members: list[Op], card: ModelCard, layer: int,
             if all(kind in ops for kind, _ in k.members)]
     covered = {kind for k in plan for kind, _ in k.members}
     plan += [_k(o.kind, o.kind) for o in members if o.kind not in covered]
-    return sum(_kernel_s(k, ops, card, model, tp, n, p) for k in plan)
+    return sum(_kernel_s(k, ops, card, coster, gpu, tp, n, s, p) for k in plan)
 
 
 def _all_to_all_s(bytes_: float, group: int, link: Link) -> float:
@@ -377,15 +309,22 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                        workload: ServingWorkload, *, grid: ServingGrid | None = None,
                        tp_degrees: Sequence[int] = DEFAULT_TP, expert_parallel: bool = True,
                        precision: Precision | None = None, memory_fraction: float = 1.0,
-                       time_unit: str = "ns", kernels: str = "vllm") -> ServingInstance:
+                       time_unit: str = "ns", kernels: str = "vllm",
+                       gpu_cost: str = DEFAULT_GPU_COST,
+                       calibrations: Mapping[str, GpuCalibration] | None = None,
+                       measurements: MeasuredTable | None = None) -> ServingInstance:
     """The P3 instance for ``card`` on ``gpu_names`` (module docstring for the cost model).
 
     Configurations: every GPU type × TP degree ≤ its GPUs per node (and ≤ ``grid.max_gpus``);
     for MoE models also ``ep = tp`` when ``expert_parallel``. ``kernels``: ``"vllm"`` (fused
     kernels as vLLM launches them) or ``"unfused"`` (the earlier per-operator model), recorded
-    in ``meta["kernels"]``.
+    in ``meta["kernels"]``. ``gpu_cost``: ``"calibrated"`` (the per-class model fitted to
+    measured kernels, collectives and send/recv: ``calibrations``, default the bundled file)
+    or ``"roofline"`` (opt.serving.kernel_cost); ``measurements``: a measured table whose
+    kernel rows replace the model's (provenance in ``meta.measurements``).
     """
     _check_kernels(kernels)
+    check_gpu_cost(gpu_cost)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     grid = grid or ServingGrid()
     if not (isinstance(memory_fraction, (int, float)) and 0 < memory_fraction <= 1):
@@ -393,13 +332,20 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                          field="memory_fraction")
     if not gpu_names:
         raise InputError("at least one GPU type is needed", field="gpus")
-    gpus, models, network = _gpu_types(catalog, gpu_names)
+    gpus, models, networks = _gpu_types(catalog, gpu_names)
+    coster = _coster(catalog, card, models, gpu_cost, calibrations, measurements)
+    gpus = {k: replace(g, intra_node=coster.intra_link(k, g.intra_node)) for k, g in gpus.items()}
+    nets = [coster.network(k, net) for k, net in networks.items()]
+    network = Link(max(n.latency_s for n in nets), min(n.bandwidth_bytes_per_s for n in nets),
+                   "slowest network of the chosen node types" + (
+                       " (measured send/recv between nodes)" if coster.calibrations else ""))
     configs = _configs(card, gpus, tp_degrees, grid, expert_parallel)
     mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
     s = workload.context_tokens
     period = card.block_period
     ops, members_by_mb = _block_ops(card, mbs, s, p)
-    dur_s, head_s = _durations(card, configs, gpus, models, ops, members_by_mb, mbs, p, kernels)
+    dur_s, head_s = _durations(card, configs, gpus, coster, ops, members_by_mb, mbs, s, p,
+                               kernels)
 
     out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
     mb_arr = np.array(mbs, dtype=np.float64)[:, None]
@@ -427,16 +373,28 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
               "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
               "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
               "routing": "expected" if card.moe is not None else None, "kernels": kernels,
-              "network": network.to_dict()})
+              "network": network.to_dict(), **coster.provenance(),
+              **({"measurements": coster.measurements_meta()} if measurements else {})})
+
+
+def _coster(catalog: Catalog, card: ModelCard, models: dict[str, EfficiencyRoofline],
+            gpu_cost: str, calibrations: Mapping[str, GpuCalibration] | None,
+            measurements: MeasuredTable | None) -> KernelCoster:
+    """The kernel cost model of a build (the bundled calibrations when none are given)."""
+    cals: Mapping[str, GpuCalibration] = {}
+    if gpu_cost == "calibrated":
+        cals = load_calibrations(catalog) if calibrations is None else calibrations
+        cals = {k: v for k, v in cals.items() if k in models}
+    return KernelCoster(gpu_cost, models, cals, measurements, card.name)
 
 
 def _gpu_types(catalog: Catalog, gpu_names: Sequence[str]
-               ) -> tuple[dict[str, GpuType], dict[str, EfficiencyRoofline], Link]:
-    """(GPU types by name, their roofline models, the plan's network: the slowest endpoint's —
-    all bundled node types share OpWeave's 20 us / 32 GB/s baseline)."""
+               ) -> tuple[dict[str, GpuType], dict[str, EfficiencyRoofline], dict[str, Link]]:
+    """(GPU types by name, their roofline models, their node types' catalog networks — all
+    bundled node types share OpWeave's 20 us / 32 GB/s baseline)."""
     gpus: dict[str, GpuType] = {}
     models: dict[str, EfficiencyRoofline] = {}
-    networks: list[Link] = []
+    networks: dict[str, Link] = {}
     for name in gpu_names:
         dev = catalog.device(name)
         if dev.device_class != "gpu" or not isinstance(dev.latency_model, EfficiencyRoofline):
@@ -451,11 +409,8 @@ def _gpu_types(catalog: Catalog, gpu_names: Sequence[str]
                                  float(dev.memory_bytes), dev.price_usd_per_hour,
                                  node.gpus_per_node, node.intra_node)
         models[dev.name] = dev.latency_model
-        networks.append(node.network)
-    network = Link(max(n.latency_s for n in networks),
-                   min(n.bandwidth_bytes_per_s for n in networks),
-                   "slowest network of the chosen node types")
-    return gpus, models, network
+        networks[dev.name] = node.network
+    return gpus, models, networks
 
 
 def _configs(card: ModelCard, gpus: dict[str, GpuType], tp_degrees: Sequence[int],
@@ -502,8 +457,8 @@ def _block_ops(card: ModelCard, mbs: Sequence[int], s: int, p: Precision
 
 
 def _durations(card: ModelCard, configs: list[ServingConfig], gpus: dict[str, GpuType],
-               models: dict[str, EfficiencyRoofline], ops: list[ServingOp],
-               members_by_mb: list[list[list[Op]]], mbs: Sequence[int], p: Precision,
+               coster: KernelCoster, ops: list[ServingOp],
+               members_by_mb: list[list[list[Op]]], mbs: Sequence[int], s: int, p: Precision,
                kernels: str = "vllm") -> tuple[np.ndarray, np.ndarray]:
     """(op seconds [c, mb, i] incl. TP collectives, head seconds [c, mb, embed|lm_head])."""
     n = len(ops)
@@ -512,54 +467,72 @@ def _durations(card: ModelCard, configs: list[ServingConfig], gpus: dict[str, Gp
     d, a = card.hidden, p.a
     for ci, cfg in enumerate(configs):
         g = gpus[cfg.gpu]
-        model = models[cfg.gpu]
         link = g.intra_node
         for mi, mb in enumerate(mbs):
             for i, op in enumerate(ops):
                 members = members_by_mb[mi][i]
                 if kernels == "unfused":
-                    t = _group_latency_s(members, card, model, cfg.tp)
+                    t = _group_latency_s(members, card, coster, cfg.gpu, cfg.tp, float(mb))
                 else:
-                    t = _vllm_latency_s(op.kind, members, card, op.layer, model, cfg.tp,
-                                        float(mb), p)
+                    t = _vllm_latency_s(op.kind, members, card, op.layer, coster, cfg.gpu,
+                                        cfg.tp, float(mb), s, p)
                 if op.kind in ("o_proj", "ffn_out") and cfg.tp > 1:
-                    t += float(ring_allreduce_s(mb * d * a, cfg.tp, link))
+                    b = mb * d * a
+                    t += coster.all_reduce_s(cfg.gpu, b, cfg.tp,
+                                             float(ring_allreduce_s(b, cfg.tp, link)))
                     if op.kind == "ffn_out" and card.moe is not None and cfg.ep > 1:
                         t += 2 * _all_to_all_s(mb * card.moe.top_k * d * a, cfg.ep, link)
                 dur_s[ci, mi, i] = t
-            head_s[ci, mi] = _head_s(card, model, cfg, mb, p, link)
+            head_s[ci, mi] = _head_s(card, coster, cfg, mb, p, link)
     return dur_s, head_s
 
 
-def _head_s(card: ModelCard, model: EfficiencyRoofline, cfg: ServingConfig, mb: int,
+def _head_s(card: ModelCard, coster: KernelCoster, cfg: ServingConfig, mb: int,
             p: Precision, link: Link) -> tuple[float, float]:
     """Seconds of the embedding gather (replicated) and of the final norm + vocabulary-parallel
     LM head (with the logits' all-gather when tp > 1) at microbatch ``mb``."""
-    d, a = card.hidden, p.a
-    embed = mb * d * (p.w + a) / (model.eta_m * model.mem_bw_bytes_per_s) + model.t0_s
+    d, a, gpu = card.hidden, p.a, cfg.gpu
+    embed = coster.kernel_s(gpu, "elementwise", 0.0, mb * d * (p.w + a))
     w_lm = d * card.vocab * p.w / cfg.tp
     f_lm = 2.0 * mb * d * card.vocab / cfg.tp
-    lm = (max(f_lm / (model.eta_c * model.peak_flops),
-              (w_lm + mb * (d + card.vocab / cfg.tp) * a)
-              / (model.eta_m * model.mem_bw_bytes_per_s)) + 2 * model.t0_s)
+    norm_launch = coster.kernel_s(gpu, "elementwise", 0.0, 0.0)   # the final norm's t0
+    lm = coster.kernel_s(gpu, "gemm", f_lm, w_lm + mb * (d + card.vocab / cfg.tp) * a) \
+        + norm_launch
     if cfg.tp > 1:
         lm += _all_to_all_s(mb * card.vocab * a, cfg.tp, link)
     return embed, lm
 
 
-def decode_step_s(card: ModelCard, catalog: Catalog, gpu: str, *, batch: int, context: int,
-                  tp: int = 1, kernels: str = "vllm", precision: Precision | None = None
-                  ) -> float:
-    """Seconds of one whole-model decode step (every layer, embedding and LM head, TP
-    collectives) of ``batch`` requests at ``context`` tokens on one replica of ``tp`` ``gpu``
-    GPUs, as the builder's op tables charge it (one owner, no pipeline transfers)."""
+def op_durations_s(card: ModelCard, catalog: Catalog, gpu: str, *, batch: int, context: int,
+                   tp: int = 1, kernels: str = "vllm", precision: Precision | None = None,
+                   gpu_cost: str = DEFAULT_GPU_COST
+                   ) -> tuple[dict[str, float], tuple[float, float]]:
+    """(seconds of each op of one block by name ``L<layer>.<op>``, (embedding, LM head)
+    seconds) of ``batch`` requests at ``context`` tokens on one replica of ``tp`` ``gpu``
+    GPUs, as the builder's op tables charge them (TP collectives included)."""
     _check_kernels(kernels)
+    check_gpu_cost(gpu_cost)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     gpus, models, _ = _gpu_types(catalog, [gpu])
+    coster = _coster(catalog, card, models, gpu_cost, None, None)
+    gpus = {k: replace(g, intra_node=coster.intra_link(k, g.intra_node)) for k, g in gpus.items()}
     g = next(iter(gpus.values()))
     cfg = ServingConfig(f"{g.name}x{tp}", g.name, tp, 1)
     ops, members = _block_ops(card, [batch], context, p)
-    dur, head = _durations(card, [cfg], gpus, models, ops, members, [batch], p, kernels)
-    per_layer = dur[0, 0].reshape(card.block_period, len(P3_OPS)).sum(axis=1)
+    dur, head = _durations(card, [cfg], gpus, coster, ops, members, [batch], context, p,
+                           kernels)
+    return ({o.id: float(dur[0, 0, i]) for i, o in enumerate(ops)},
+            (float(head[0, 0, 0]), float(head[0, 0, 1])))
+
+
+def decode_step_s(card: ModelCard, catalog: Catalog, gpu: str, *, batch: int, context: int,
+                  tp: int = 1, kernels: str = "vllm", precision: Precision | None = None,
+                  gpu_cost: str = DEFAULT_GPU_COST) -> float:
+    """Seconds of one whole-model decode step (every layer, embedding and LM head, TP
+    collectives) of ``batch`` requests at ``context`` tokens on one replica of ``tp`` ``gpu``
+    GPUs, as the builder's op tables charge it (one owner, no pipeline transfers)."""
+    ops, head = op_durations_s(card, catalog, gpu, batch=batch, context=context, tp=tp,
+                               kernels=kernels, precision=precision, gpu_cost=gpu_cost)
+    per_layer = np.array(list(ops.values())).reshape(card.block_period, len(P3_OPS)).sum(axis=1)
     layers = sum(float(per_layer[layer % card.block_period]) for layer in range(card.layers))
-    return layers + float(head[0, 0].sum())
+    return layers + sum(head)

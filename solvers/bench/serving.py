@@ -34,7 +34,7 @@ def tiny_serving_instance(model: str = "gemma-3-27b", layers: int = 4,
                        batches=batches)
     return build_serving_plan(card, bundled_catalog(), list(gpus),
                               ServingWorkload(context, slo_ms / 1e3), grid=grid,
-                              tp_degrees=(1, 2))
+                              tp_degrees=(1, 2), gpu_cost="roofline")  # sized for 20 s MILPs
 
 
 def exact_case() -> CaseResult:

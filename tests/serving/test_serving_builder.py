@@ -125,7 +125,7 @@ GENZ_MS = {(1, 8192): 5.7972, (32, 8192): 49.9364}
 @pytest.mark.parametrize("batch,context", sorted(GENZ_MS))
 def test_llama_h100_decode_step_vs_hand_roofline_and_genz(batch, context):
     card = CARDS["llama-2-7b"]
-    step = decode_step_s(card, CAT, "H100", batch=batch, context=context)
+    step = decode_step_s(card, CAT, "H100", batch=batch, context=context, gpu_cost="roofline")
     assert step == pytest.approx(_hand_roofline_llama_s(batch, context), rel=1e-3)
     launches = (32 * launches_per_layer(card, 0) + 3) * 7.9e-6
     # without its launch costs the step is GenZ's roofline within 10 % (the KV write, rotary,
@@ -154,7 +154,7 @@ def test_unfused_matches_the_per_operator_sum():
     softmax/router operator (a Llama qkv op: 3 GEMMs and the replicated norm)."""
     card = CARDS["llama-2-7b"]
     inst = build_serving_plan(card, CAT, ["H100"], ServingWorkload(8192, 0.050),
-                              tp_degrees=(1,), kernels="unfused")
+                              tp_degrees=(1,), kernels="unfused", gpu_cost="roofline")
     mb = inst.microbatch_sizes.index(1)
     ops = layer_ops(card, 0, tokens=1, context=8192, batch=1, precision=Precision("bf16", "bf16",
                                                                                      "bf16"))

@@ -31,7 +31,7 @@ def _card_instance(model: str, layers: int, pattern: tuple[str, ...] | None,
                        batches=batches)
     return build_serving_plan(card, bundled_catalog(), list(gpus),
                               ServingWorkload(context, slo_ms / 1e3), grid=grid,
-                              tp_degrees=(1, 2))
+                              tp_degrees=(1, 2), gpu_cost="roofline")  # sized for 20 s MILPs
 
 
 def _random_instance(seed: int) -> ServingInstance:

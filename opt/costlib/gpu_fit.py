@@ -1,0 +1,159 @@
+"""``hetopt calibrate --gpu``: fit the calibrated GPU model (opt.costlib.gpu_calib) of every GPU
+a measured table has kernels for, report every parameter with its standard error and the
+measured-vs-model error per class on the calibration and the held-out rows, before (the
+catalog roofline, problems.md §5.3) and after (the calibrated model).
+
+A GPU without attention rows (the H100 in the Vidur bundle) takes the attention classes of a
+GPU that has them, as efficiencies relative to its own peak and bandwidth; the report and the
+calibration's ``source`` say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from opt.common.errors import InputError
+from opt.costlib.gpu_calib import (
+    GPU_CLASSES,
+    ClassParams,
+    GpuCalibration,
+    collective_groups,
+    errors_pct,
+    fit_class,
+    fit_link,
+    kernel_class,
+    roofline_kernel_s,
+    split_held_out,
+    table_of,
+)
+from opt.costlib.latency import EfficiencyRoofline, Link, ring_allreduce_s
+from opt.costlib.measured import MeasuredTable, Measurement
+
+
+def _err_row(name: str, n: int, before: tuple[float, float], after: tuple[float, float]
+             ) -> dict[str, Any]:
+    return {"class": name, "n": n, "median_before_pct": before[0], "max_before_pct": before[1],
+            "median_after_pct": after[0], "max_after_pct": after[1]}
+
+
+def _kernel_errors(cal: GpuCalibration, roof: EfficiencyRoofline, rows: Sequence[Measurement]
+                   ) -> list[dict[str, Any]]:
+    out = []
+    for c in GPU_CLASSES:
+        sel = [m for m in rows if kernel_class(m) == c]
+        if not sel:
+            continue
+        meas = np.array([m.latency_s for m in sel])
+        after = np.array([float(cal.kernel_s(c, m.flops, m.bytes, m.batch * (m.kv_heads or 1)))
+                          for m in sel])
+        out.append(_err_row(c, len(sel), errors_pct(roofline_kernel_s(roof, sel), meas),
+                            errors_pct(after, meas)))
+    return out
+
+
+def _link_before(kind: str, key: str, intra: Link, network: Link):
+    if kind == "all_reduce":
+        g = int(key[1:])
+        return lambda b: float(ring_allreduce_s(b, g, intra))
+    link = intra if key == "intra" else network
+    return lambda b: float(link.transfer_s(b))
+
+
+def _collective_errors(cal: GpuCalibration, rows: Sequence[Measurement], intra: Link,
+                       network: Link) -> list[dict[str, Any]]:
+    out = []
+    for (kind, key), sel in sorted(collective_groups(rows, cal.gpu).items()):
+        link = cal.all_reduce.get(int(key[1:])) if kind == "all_reduce" else cal.send_recv.get(key)
+        if link is None:
+            continue
+        meas = np.array([m.latency_s for m in sel])
+        before = _link_before(kind, key, intra, network)
+        sizes = [float(m.bytes or 0.0) for m in sel]
+        pb = np.array([before(b) for b in sizes])
+        pa = np.array([link.latency_s + b / link.bandwidth_bytes_per_s for b in sizes])
+        out.append(_err_row(f"{kind} {key}", len(sel), errors_pct(pb, meas),
+                            errors_pct(pa, meas)))
+    return out
+
+
+def calibrate_gpus(table: MeasuredTable, catalog: Any, gpus: Sequence[str] | None = None
+                   ) -> tuple[list[GpuCalibration], dict[str, Any]]:
+    """Fit every GPU of ``table`` (or ``gpus``) on the calibration rows; the report has the
+    parameters with standard errors and the errors per class on both sets."""
+    rows = table_of(table)
+    cal_rows, held_rows = split_held_out(rows)
+    names = sorted({m.device for m in rows}) if gpus is None else list(gpus)
+    fitted: dict[str, dict[str, ClassParams]] = {}
+    params: dict[str, dict[str, Any]] = {}
+    for name in names:
+        dev = catalog.device(name)
+        if not isinstance(dev.latency_model, EfficiencyRoofline):
+            raise InputError(f"'{name}' is not a GPU with a roofline model", field="gpus")
+        fitted[dev.name], params[dev.name] = {}, {}
+        for c in GPU_CLASSES:
+            sel = [m for m in cal_rows if m.device == dev.name and kernel_class(m) == c]
+            if len(sel) < 6:
+                continue
+            p, fits = fit_class(sel, c, dev.peak_flops, dev.mem_bw_bytes_per_s)
+            fitted[dev.name][c] = p
+            params[dev.name][c] = {"n": len(sel), "params": [asdict(f) for f in fits]}
+    donor = next((g for g in fitted if "attention_decode" in fitted[g]), None)
+    cals: list[GpuCalibration] = []
+    gpus_report: dict[str, Any] = {}
+    report: dict[str, Any] = {"gpus": gpus_report, "held_out": "model family qwen-72b (kernels); pairwise-NVLink systems "
+                        "(collectives); attention batches / chunks at odd powers of two"}
+    for name, classes in fitted.items():
+        if "elementwise" not in classes:
+            raise InputError(f"no element-wise kernel rows of '{name}' to calibrate",
+                             source=table.path, field="device")
+        dev, node = catalog.device(name), catalog.node_type(name)
+        notes = []
+        for c in ("attention", "attention_decode"):
+            if c not in classes and donor is not None:
+                classes[c] = fitted[donor][c]
+                notes.append(f"{c} from {donor} (no {name} attention rows)")
+        links: dict[str, Link] = {}
+        ar: dict[int, Link] = {}
+        for (kind, key), sel in sorted(collective_groups(cal_rows, dev.name).items()):
+            link, fits = fit_link(sel)
+            params[name][f"{kind} {key}"] = {"n": len(sel), "params": [asdict(f) for f in fits]}
+            if kind == "all_reduce":
+                ar[int(key[1:])] = link
+            else:
+                links[key] = link
+        cal = GpuCalibration(dev.name, dev.peak_flops, dev.mem_bw_bytes_per_s, classes, ar,
+                             links, f"hetopt calibrate --gpu on {table.path}"
+                             + (f"; {'; '.join(notes)}" if notes else ""))
+        cals.append(cal)
+        errs = {}
+        for label, sel in (("calibration", cal_rows), ("held_out", held_rows)):
+            mine = [m for m in sel if m.device == dev.name]
+            errs[label] = (_kernel_errors(cal, dev.latency_model, mine)
+                           + _collective_errors(cal, mine, node.intra_node, node.network))
+        gpus_report[name] = {"params": params[name], "errors": errs, "notes": notes}
+    return cals, report
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """The fit report as text: parameters with standard errors, errors per class and set."""
+    lines = [f"held out: {report['held_out']}"]
+    for gpu, r in report["gpus"].items():
+        lines.append(f"== {gpu}" + (f" ({'; '.join(r['notes'])})" if r["notes"] else ""))
+        for c, p in r["params"].items():
+            vals = "  ".join(f"{q['name']}={q['value']:.4g}"
+                             + (" (not determined: binds at no point; held)" if q["rel_std_err"]
+                                is None else f" (±{q['rel_std_err'] * 100:.1f} %)")
+                             for q in p["params"])
+            lines.append(f"  {c:18s} n={p['n']:<5d} {vals}")
+        lines.append(f"  {'set':11s} {'class':18s} {'n':>5s}  |Δ| % before: median   max"
+                     "   after: median   max")
+        for label in ("calibration", "held_out"):
+            for e in r["errors"][label]:
+                lines.append(f"  {label:11s} {e['class']:18s} {e['n']:5d}  "
+                             f"{e['median_before_pct']:21.1f} {e['max_before_pct']:6.1f} "
+                             f"{e['median_after_pct']:15.1f} {e['max_after_pct']:6.1f}")
+    return lines
