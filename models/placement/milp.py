@@ -70,6 +70,7 @@ from models.placement.milp_run import (
     set_warm_start,
     solve_and_extract,
 )
+from models.placement.milp_time import Choice, choose_formulation
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.group_bound import group_bounds
@@ -462,6 +463,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     t0 = time.perf_counter()
     params = dict(options.params)
     group_energy = bool(params.pop("group_energy", True))
+    requested = str(params.pop("formulation", "auto"))
     options = dataclasses.replace(options, params=params)  # the rest are HiGHS options
     export = options.export_path
     if export is not None and Path(export).suffix.lower() not in EXPORT_SUFFIXES:
@@ -477,6 +479,9 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
         (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
         default=0)
     clock = Deadline.after(options.time_limit, t0)
+    choice = _choose(inst, requested, warm_ms, group_energy)
+    if choice.formulation != "bigm":
+        return _time_indexed(inst, options, choice, warm, warm_ms, ws, group_energy, t0)
     try:
         model = build_placement_milp(inst, horizon=warm_ms, clock=clock,
                                      group_energy=group_energy)
@@ -485,6 +490,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
                                                  "build_s": time.perf_counter() - t0})
     idx: ModelIndex = model._placement
     stats = _model_stats(inst, model, time.perf_counter() - t0)
+    stats.update({"formulation": "bigm", "formulation_reason": choice.reason})
     try:
         _set_mip_start(model, inst, warm, warm_ms, ws, clock)
     except TimeLimitReached as stop:
@@ -505,12 +511,48 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
                   "pyomo_version": pyomo_version, "termination": run.termination,
                   "solve_s": time.perf_counter() - t1, "nodes": run.nodes,
                   "mip_abs_gap": INTEGRAL_ABS_GAP, "milp_objective": run.objective,
-                  "dual_bound": run.bound})
+                  "dual_bound": run.bound, **run.progress})
     if run.scheduler_reset:
         stats["highs_scheduler_reset"] = True
     if stats["capacity_may_bind"]:
         stats["bound_scope"] = "no_evictions"
     return _result(inst, idx.prep, run, options, stats, t0)
+
+
+def _prep(inst: PlacementInstance, group_energy: bool) -> tuple[MilpPrep, int | None]:
+    """The model data, with the group-lifted heads and tails when ``group_energy``."""
+    return lift_group_energy(inst, prepare(inst)) if group_energy else (prepare(inst), None)
+
+
+def _choose(inst: PlacementInstance, requested: str, warm_ms: int | None,
+            group_energy: bool) -> Choice:
+    """The formulation (``models.placement.milp_time.choose_formulation``) under the
+    horizon of the warm start (capped by a serial schedule)."""
+    def horizon(prep: MilpPrep) -> int:
+        h = serial_horizon(inst, prep)
+        return h if warm_ms is None else min(h, int(warm_ms))
+
+    return choose_formulation(inst, requested, lambda: _prep(inst, group_energy)[0], horizon)
+
+
+def _time_indexed(inst: PlacementInstance, options: SolveOptions, choice: Choice,
+                  warm: Decisions | None, warm_ms: int | None, ws: dict[str, Any],
+                  group_energy: bool, t0: float) -> Result:
+    """The time-indexed or bucketed model (``models.placement.milp_time``)."""
+    from models.placement.milp_time_solve import solve_time_indexed
+
+    prep, group_lb = _prep(inst, group_energy)
+    h = serial_horizon(inst, prep)
+    if warm_ms is not None and warm_ms <= h:
+        h = int(warm_ms)
+    else:
+        warm = None
+    lb = max(prep.critical_path, prep.work_bound, group_lb or 0)
+    stats: dict[str, Any] = {"no_evictions": True, "formulation": choice.formulation,
+                             "formulation_reason": choice.reason, "group_bound": group_lb,
+                             "initial_rejected": ws.get("initial_rejected")}
+    return solve_time_indexed(inst, prep, options, warm, None if warm is None else options.initial_solution, h, max(lb, 0),
+        choice.delta, stats, t0)
 
 
 def _stopped(options: SolveOptions, t0: float, why: str, stats: dict[str, Any]) -> Result:
@@ -577,7 +619,7 @@ def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOption
     highs_options = {"threads": int(options.num_workers), "random_seed": int(options.seed),
                      "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
     run = solve_and_extract(inst, model, highs_options, deadline, bool(ws["used"]),
-                            options.log)
+                            options.log, ws.get("objective"))
     if ws["used"]:
         ws["highs_log"] = run.start_log
         ws["accepted_by_highs"] = any("MIP start solution is feasible" in ln

@@ -1,0 +1,183 @@
+"""Solving the time-indexed / bucketed P1 MILP (``models.placement.milp_time``) with HiGHS:
+the arrays go to highspy directly (no Pyomo hand-over: the Pyomo build of the same model,
+``milp_time.to_pyomo``, takes longer than HiGHS needs on the classic set), the HEFT/initial
+schedule is the MIP start, the incumbent is retimed and validated, the bound scaled by Δ."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from models.highs import SCHEDULER_CLASH, mip_progress
+from models.options import SolveOptions
+from models.placement.milp_data import Decisions, MilpPrep, canonical, retime
+from models.placement.milp_time import TimeModel, build_time_model, decisions, start_values
+from opt.common.result import Result
+from opt.placement.instance import PlacementInstance
+from opt.placement.validator import ScheduleError, validate_placement
+
+#: HiGHS' absolute gap on the bucket objective (integral): below 1 is a proof
+INTEGRAL_ABS_GAP = 0.99
+TOL = 1e-6
+
+
+def _highs(tm: TimeModel, options: dict[str, Any], log_path: str) -> Any:
+    """A highspy.Highs holding the model, with its options set."""
+    import highspy
+
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = tm.num_col, tm.num_row
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = tm.cost, tm.col_lower, tm.col_upper
+    lp.row_lower_, lp.row_upper_ = tm.row_lower, tm.row_upper
+    lp.offset_ = float(tm.top)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = tm.num_col, tm.num_row
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = tm.starts, tm.index, tm.value
+    lp.integrality_ = [highspy.HighsVarType.kInteger if k else highspy.HighsVarType.kContinuous
+                       for k in tm.integrality.tolist()]
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", True)
+    h.setOptionValue("log_to_console", False)
+    h.setOptionValue("log_file", log_path)
+    for key, value in options.items():
+        h.setOptionValue(key, value)
+    h.passModel(lp)
+    return h
+
+
+def run_time_model(tm: TimeModel, options: dict[str, Any], start: np.ndarray | None
+                   ) -> dict[str, Any]:
+    """One HiGHS run (again after a thread-pool reset when HiGHS asks for one). Returns the
+    column values (None without an incumbent), objective, bound, status and log lines."""
+    import highspy
+
+    for attempt in range(2):
+        fd, log_path = tempfile.mkstemp(suffix=".log", prefix="hetopt-highs-")
+        os.close(fd)
+        try:
+            h = _highs(tm, options, log_path)
+            accepted = None
+            if start is not None:
+                sol = highspy.HighsSolution()
+                sol.col_value = start.tolist()
+                sol.value_valid = True
+                accepted = h.setSolution(sol) == highspy.HighsStatus.kOk
+            h.run()
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        finally:
+            os.unlink(log_path)
+        if attempt == 0 and any(SCHEDULER_CLASH in ln for ln in lines):
+            highspy.Highs.resetGlobalScheduler(True)
+            continue
+        break
+    info = h.getInfo()
+    status = h.modelStatusToString(h.getModelStatus())
+    has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    values = np.asarray(h.getSolution().col_value) if has_sol else None
+    return {"values": values, "objective": info.objective_function_value if has_sol else None,
+            "bound": info.mip_dual_bound, "status": status, "nodes": int(info.mip_node_count),
+            "log": lines, "start_accepted": accepted}
+
+
+def _schedule(inst: PlacementInstance, prep: MilpPrep, tm: TimeModel, values: np.ndarray
+              ) -> tuple[Decisions, dict[str, Any], int] | None:
+    """The retimed, validated schedule of the model's values (None when invalid)."""
+    device, start = decisions(tm, values, prep)
+    try:
+        dec = retime(inst, prep, device, [float(s) for s in start], {}, {})
+        sol = dec.to_solution(inst)
+        metrics = validate_placement(inst, sol)
+    except (RuntimeError, ScheduleError):
+        return None
+    return dec, sol, int(metrics.makespan)
+
+
+def solve_time_indexed(inst: PlacementInstance, prep: MilpPrep, options: SolveOptions,
+                       warm: Decisions | None, warm_solution: dict[str, Any] | None,
+                       horizon: int, lb: int, delta: int, stats: dict[str, Any], t0: float
+                       ) -> Result:
+    """Build and solve the model with buckets of ``delta`` ticks; ``horizon`` and ``lb`` in
+    ticks (the warm start's makespan, the model-independent bound); ``stats`` is extended."""
+    tb = time.perf_counter()
+    tm = build_time_model(inst, prep, horizon, lb, delta)
+    stats.update({"build_s": time.perf_counter() - tb, "variables": tm.num_col,
+                  "binaries": int(tm.integrality.sum()), "constraints": tm.num_row,
+                  "nonzeros": int(len(tm.value)), "horizon": horizon, "bucket_ticks": delta,
+                  "resources": [[inst.devices[d].name for d in r] for r in tm.res],
+                  "symmetry_groups": [[inst.devices[tm.res[r][0]].name for r in g]
+                                      for g in tm.sym]})
+    if options.export_path is not None:
+        from pathlib import Path
+        Path(options.export_path).parent.mkdir(parents=True, exist_ok=True)
+        _highs(tm, {}, os.devnull).writeModel(str(options.export_path))
+        stats["exported"] = str(options.export_path)
+    warm_ms = None
+    start = None
+    if warm is not None:
+        warm_ms = warm.makespan(prep)
+        groups = [[tm.res[r][0] for r in g] for g in tm.sym]
+        start = start_values(tm, canonical(warm, groups), warm_ms)
+    left = None if options.time_limit is None else \
+        max(0.0, float(options.time_limit) - (time.perf_counter() - t0))
+    hopts: dict[str, Any] = {"threads": int(options.num_workers),
+                             "random_seed": int(options.seed), "mip_rel_gap": 0.0,
+                             "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
+    if left is not None:
+        hopts["time_limit"] = left
+    ts = time.perf_counter()
+    run = run_time_model(tm, hopts, start)
+    scale = float(delta)
+    prog = mip_progress(run["log"], None if warm_ms is None else warm_ms / scale)
+    stats.update({"solver": "highs", "interface": "highspy (arrays; Pyomo model: "
+                  "models.placement.milp_time.to_pyomo)", "termination": run["status"],
+                  "solve_s": time.perf_counter() - ts, "nodes": run["nodes"],
+                  "milp_objective": None if run["objective"] is None
+                  else run["objective"] * scale,
+                  "dual_bound": run["bound"] * scale if math.isfinite(run["bound"]) else None,
+                  "root_bound_nodes": prog["root_bound_nodes"],
+                  "root_bound": None if prog["root_bound"] is None
+                  else prog["root_bound"] * scale,
+                  "first_better": None if prog["first_better"] is None else
+                  {"objective": prog["first_better"]["objective"] * scale,
+                   "s": prog["first_better"]["s"]},
+                  "mip_start": {"used": start is not None, "objective": warm_ms,
+                                "accepted_by_highs": run["start_accepted"],
+                                "source": None if warm is None else "initial_solution"}})
+    return _result(inst, prep, tm, run, options, stats, t0, warm_solution, warm_ms, lb)
+
+
+def _result(inst: PlacementInstance, prep: MilpPrep, tm: TimeModel, run: dict[str, Any],
+            options: SolveOptions, stats: dict[str, Any], t0: float,
+            warm_solution: dict[str, Any] | None, warm_ms: int | None, lb0: int) -> Result:
+    """Best validated schedule (retimed incumbent or the warm start), the bound Δ·⌈bound⌉."""
+    params_out = {"time_limit": options.time_limit, "num_workers": options.num_workers,
+                  **options.params}
+    solution, objective = None, None
+    if run["values"] is not None:
+        got = _schedule(inst, prep, tm, run["values"])
+        if got is None:
+            stats["message"] = "retimed MILP schedule is invalid"
+        else:
+            solution, objective = got[1], got[2]
+    if warm_solution is not None and warm_ms is not None and \
+            (objective is None or warm_ms < objective):
+        solution, objective = warm_solution, warm_ms
+        stats["incumbent"] = "warm start"
+    lb = float(lb0)
+    if math.isfinite(run["bound"]):
+        lb = max(lb, float(tm.delta * max(0, math.ceil(run["bound"] - TOL))))
+    if solution is None:
+        status = "TIME_LIMIT_NO_SOLUTION" if run["status"] == "Time limit reached" else "ERROR"
+    else:
+        status = "OPTIMAL" if lb >= objective else "FEASIBLE"
+    return Result(problem="placement", method="milp", status=status,
+                  objective=None if objective is None else float(objective),
+                  lower_bound=lb if solution is not None else None,
+                  runtime_s=time.perf_counter() - t0, seed=options.seed, params=params_out,
+                  solution=solution, stats=stats)
