@@ -70,7 +70,7 @@ from models.placement.milp_run import (
     set_warm_start,
     solve_and_extract,
 )
-from models.placement.milp_time import Choice, choose_formulation
+from models.placement.milp_time import Choice, choose_formulation, refusal
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.group_bound import group_bounds
@@ -479,9 +479,15 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
         (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
         default=0)
     clock = Deadline.after(options.time_limit, t0)
+    warm_solution = None if warm is None else options.initial_solution
+    if warm is None and requested != "bigm" and refusal(inst) is None:
+        warm, warm_solution = _heft_start(inst, ws)
+        warm_ms = None if warm is None else max(
+            (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
+            default=0)
     choice = _choose(inst, requested, warm_ms, group_energy)
     if choice.formulation != "bigm":
-        return _time_indexed(inst, options, choice, warm, warm_ms, ws, group_energy, t0)
+        return _time_indexed(inst, options, choice, warm, warm_solution, ws, group_energy, t0)
     try:
         model = build_placement_milp(inst, horizon=warm_ms, clock=clock,
                                      group_energy=group_energy)
@@ -536,13 +542,15 @@ def _choose(inst: PlacementInstance, requested: str, warm_ms: int | None,
 
 
 def _time_indexed(inst: PlacementInstance, options: SolveOptions, choice: Choice,
-                  warm: Decisions | None, warm_ms: int | None, ws: dict[str, Any],
-                  group_energy: bool, t0: float) -> Result:
-    """The time-indexed or bucketed model (``models.placement.milp_time``)."""
+                  warm: Decisions | None, warm_solution: dict[str, Any] | None,
+                  ws: dict[str, Any], group_energy: bool, t0: float) -> Result:
+    """The time-indexed or bucketed model (``models.placement.milp_time``) under the horizon
+    of ``warm`` (capped by a serial schedule's)."""
     from models.placement.milp_time_solve import solve_time_indexed
 
     prep, group_lb = _prep(inst, group_energy)
     h = serial_horizon(inst, prep)
+    warm_ms = None if warm is None else warm.makespan(prep)
     if warm_ms is not None and warm_ms <= h:
         h = int(warm_ms)
     else:
@@ -550,9 +558,23 @@ def _time_indexed(inst: PlacementInstance, options: SolveOptions, choice: Choice
     lb = max(prep.critical_path, prep.work_bound, group_lb or 0)
     stats: dict[str, Any] = {"no_evictions": True, "formulation": choice.formulation,
                              "formulation_reason": choice.reason, "group_bound": group_lb,
-                             "initial_rejected": ws.get("initial_rejected")}
-    return solve_time_indexed(inst, prep, options, warm, None if warm is None else options.initial_solution, h, max(lb, 0),
-        choice.delta, stats, t0)
+                             "initial_rejected": ws.get("initial_rejected"),
+                             "horizon_source": ws.get("source"), "mip_start_given": dict(ws)}
+    return solve_time_indexed(inst, prep, options, warm,
+                              None if warm is None else warm_solution, h, max(lb, 0),
+                              choice.delta, stats, t0)
+
+
+def _heft_start(inst: PlacementInstance, ws: dict[str, Any]
+                ) -> tuple[Decisions | None, dict[str, Any] | None]:
+    """HEFT's schedule (horizon and MIP start of the time-indexed models when no initial
+    solution is given: their size grows with the horizon)."""
+    from heuristics.placement.list_scheduler import heft
+
+    solution = heft(inst)
+    dec = _initial_decisions(inst, solution, ws)
+    ws["source"] = "heft (no initial solution given: horizon and MIP start)"
+    return dec, solution if dec is not None else None
 
 
 def _stopped(options: SolveOptions, t0: float, why: str, stats: dict[str, Any]) -> Result:

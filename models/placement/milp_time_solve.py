@@ -146,9 +146,10 @@ def solve_time_indexed(inst: PlacementInstance, prep: MilpPrep, options: SolveOp
                   "first_better": None if prog["first_better"] is None else
                   {"objective": prog["first_better"]["objective"] * scale,
                    "s": prog["first_better"]["s"]},
-                  "mip_start": {"used": start is not None, "objective": warm_ms,
+                  "mip_start": {**stats.pop("mip_start_given", {}), "used": start is not None, "objective": warm_ms,
                                 "accepted_by_highs": run["start_accepted"],
-                                "source": None if warm is None else "initial_solution"}})
+                                "source": None if warm is None
+                                else stats.get("horizon_source") or "initial_solution"}})
     return _result(inst, prep, tm, run, options, stats, t0, warm_solution, warm_ms, lb)
 
 
