@@ -158,7 +158,9 @@ def test_slo_goes_to_bigm_and_stays_right():
 
 
 def test_infeasible_capacity_still_infeasible():
-    from tests.placement.test_placement_milp import test_no_schedule_when_block_exceeds_every_capacity
+    from tests.placement.test_placement_milp import (
+        test_no_schedule_when_block_exceeds_every_capacity,
+    )
     test_no_schedule_when_block_exceeds_every_capacity()  # routed to big-M (capacities)
 
 
