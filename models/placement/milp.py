@@ -44,7 +44,7 @@ import dataclasses
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ from models.placement.milp_data import (
     Decisions,
     MilpPrep,
     canonical,
-    decode_solution,
+    initial_decisions,
+    lift_group_energy,
     prepare,
     serial_horizon,
 )
@@ -70,10 +71,10 @@ from models.placement.milp_run import (
     set_warm_start,
     solve_and_extract,
 )
-from models.placement.milp_time import Choice, choose_formulation, refusal
+from models.placement.milp_time import refusal
+from models.placement.milp_time_solve import choose, list_start, solve_chosen
 from opt.common.errors import InputError
 from opt.common.result import Result
-from opt.placement.group_bound import group_bounds
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.slo import decode_steps, objective_value
 from opt.placement.validator import ScheduleError, validate_placement
@@ -408,18 +409,6 @@ def set_objective(m: pyo.ConcreteModel, objective: str = "makespan") -> None:
     m.obj = pyo.Objective(expr=expr, sense=pyo.minimize)
 
 
-def lift_group_energy(inst: PlacementInstance, prep: MilpPrep) -> tuple[MilpPrep, int | None]:
-    """``prep`` with the heads and tails lifted by the identical-device group bounds of
-    ``opt.placement.group_bound`` (tighter start windows and big-Ms) and that makespan bound
-    (None without a group; ``prep`` then unchanged)."""
-    gb = group_bounds(inst, np.asarray(prep.head, np.int64), np.asarray(prep.tail, np.int64))
-    if gb is None:
-        return prep, None
-    head = [max(a, int(b)) for a, b in zip(prep.head, gb.head.tolist())]
-    tail = [max(a, int(b)) for a, b in zip(prep.tail, gb.tail.tolist())]
-    return replace(prep, head=head, tail=tail), gb.cmax_lb
-
-
 def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
                          clock: Deadline = NO_DEADLINE, *, group_energy: bool = True
                          ) -> pyo.ConcreteModel:
@@ -470,7 +459,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
         raise InputError(f"cannot export the MILP to '{export}': the file name must end in "
                          f"{' or '.join(EXPORT_SUFFIXES)}", field="export_path")
     ws: dict[str, Any] = {"used": False, "source": None}
-    warm = _initial_decisions(inst, options.initial_solution, ws)
+    warm = initial_decisions(inst, options.initial_solution, ws)
     if warm is not None and (inst.objective != "makespan" or inst.slo is not None):
         # its makespan is no horizon once an SLO or another objective decides
         ws["initial_rejected"] = "the instance has an objective or SLO: no MIP start"
@@ -481,13 +470,13 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     clock = Deadline.after(options.time_limit, t0)
     warm_solution = None if warm is None else options.initial_solution
     if warm is None and requested != "bigm" and refusal(inst) is None:
-        warm, warm_solution = _heft_start(inst, ws)
+        warm, warm_solution = list_start(inst, ws)
         warm_ms = None if warm is None else max(
             (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
             default=0)
-    choice = _choose(inst, requested, warm_ms, group_energy)
+    choice = choose(inst, requested, warm_ms, group_energy)
     if choice.formulation != "bigm":
-        return _time_indexed(inst, options, choice, warm, warm_solution, ws, group_energy, t0)
+        return solve_chosen(inst, options, choice, warm, warm_solution, ws, group_energy, t0)
     try:
         model = build_placement_milp(inst, horizon=warm_ms, clock=clock,
                                      group_energy=group_energy)
@@ -525,58 +514,6 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     return _result(inst, idx.prep, run, options, stats, t0)
 
 
-def _prep(inst: PlacementInstance, group_energy: bool) -> tuple[MilpPrep, int | None]:
-    """The model data, with the group-lifted heads and tails when ``group_energy``."""
-    return lift_group_energy(inst, prepare(inst)) if group_energy else (prepare(inst), None)
-
-
-def _choose(inst: PlacementInstance, requested: str, warm_ms: int | None,
-            group_energy: bool) -> Choice:
-    """The formulation (``models.placement.milp_time.choose_formulation``) under the
-    horizon of the warm start (capped by a serial schedule)."""
-    def horizon(prep: MilpPrep) -> int:
-        h = serial_horizon(inst, prep)
-        return h if warm_ms is None else min(h, int(warm_ms))
-
-    return choose_formulation(inst, requested, lambda: _prep(inst, group_energy)[0], horizon)
-
-
-def _time_indexed(inst: PlacementInstance, options: SolveOptions, choice: Choice,
-                  warm: Decisions | None, warm_solution: dict[str, Any] | None,
-                  ws: dict[str, Any], group_energy: bool, t0: float) -> Result:
-    """The time-indexed or bucketed model (``models.placement.milp_time``) under the horizon
-    of ``warm`` (capped by a serial schedule's)."""
-    from models.placement.milp_time_solve import solve_time_indexed
-
-    prep, group_lb = _prep(inst, group_energy)
-    h = serial_horizon(inst, prep)
-    warm_ms = None if warm is None else warm.makespan(prep)
-    if warm_ms is not None and warm_ms <= h:
-        h = int(warm_ms)
-    else:
-        warm = None
-    lb = max(prep.critical_path, prep.work_bound, group_lb or 0)
-    stats: dict[str, Any] = {"no_evictions": True, "formulation": choice.formulation,
-                             "formulation_reason": choice.reason, "group_bound": group_lb,
-                             "initial_rejected": ws.get("initial_rejected"),
-                             "horizon_source": ws.get("source"), "mip_start_given": dict(ws)}
-    return solve_time_indexed(inst, prep, options, warm,
-                              None if warm is None else warm_solution, h, max(lb, 0),
-                              choice.delta, stats, t0)
-
-
-def _heft_start(inst: PlacementInstance, ws: dict[str, Any]
-                ) -> tuple[Decisions | None, dict[str, Any] | None]:
-    """HEFT's schedule (horizon and MIP start of the time-indexed models when no initial
-    solution is given: their size grows with the horizon)."""
-    from heuristics.placement.list_scheduler import heft
-
-    solution = heft(inst)
-    dec = _initial_decisions(inst, solution, ws)
-    ws["source"] = "heft (no initial solution given: horizon and MIP start)"
-    return dec, solution if dec is not None else None
-
-
 def _stopped(options: SolveOptions, t0: float, why: str, stats: dict[str, Any]) -> Result:
     """TIME_LIMIT_NO_SOLUTION before HiGHS ran (``solvers.solve`` then reports the warm
     start, if any, as the incumbent)."""
@@ -585,20 +522,6 @@ def _stopped(options: SolveOptions, t0: float, why: str, stats: dict[str, Any]) 
                   params={"time_limit": options.time_limit,
                           "num_workers": options.num_workers, **options.params},
                   stats={**stats, "message": why})
-
-
-def _initial_decisions(inst: PlacementInstance, solution: dict[str, Any] | None,
-                       ws: dict[str, Any]) -> Decisions | None:
-    """The initial solution in index form, None when none is given or it is rejected (why
-    goes to ``ws["initial_rejected"]``)."""
-    if solution is None:
-        return None
-    try:
-        validate_placement(inst, solution)
-        return decode_solution(inst, solution)
-    except (ScheduleError, ValueError, KeyError) as exc:
-        ws["initial_rejected"] = str(exc)
-        return None
 
 
 def _model_stats(inst: PlacementInstance, model: pyo.ConcreteModel, build_s: float

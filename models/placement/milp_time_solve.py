@@ -9,14 +9,31 @@ import math
 import os
 import tempfile
 import time
+from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 from models.highs import SCHEDULER_CLASH, mip_progress
 from models.options import SolveOptions
-from models.placement.milp_data import Decisions, MilpPrep, canonical, retime
-from models.placement.milp_time import TimeModel, build_time_model, decisions, start_values
+from models.placement.milp_data import (
+    Decisions,
+    MilpPrep,
+    canonical,
+    initial_decisions,
+    lift_group_energy,
+    prepare,
+    retime,
+    serial_horizon,
+)
+from models.placement.milp_time import (
+    Choice,
+    TimeModel,
+    build_time_model,
+    choose_formulation,
+    decisions,
+    start_values,
+)
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import ScheduleError, validate_placement
@@ -182,3 +199,62 @@ def _result(inst: PlacementInstance, prep: MilpPrep, tm: TimeModel, run: dict[st
                   lower_bound=lb if solution is not None else None,
                   runtime_s=time.perf_counter() - t0, seed=options.seed, params=params_out,
                   solution=solution, stats=stats)
+
+
+# ---------------------------------------------------------------------------------------------
+# the choice and its inputs (called by models.placement.milp.solve_placement_milp)
+
+def prep_of(inst: PlacementInstance, group_energy: bool) -> tuple[MilpPrep, int | None]:
+    """The model data, with the group-lifted heads and tails when ``group_energy``."""
+    return lift_group_energy(inst, prepare(inst)) if group_energy else (prepare(inst), None)
+
+
+def choose(inst: PlacementInstance, requested: str, warm_ms: int | None,
+            group_energy: bool) -> Choice:
+    """The formulation (``models.placement.milp_time.choose_formulation``) under the
+    horizon of the warm start (capped by a serial schedule)."""
+    def horizon(prep: MilpPrep) -> int:
+        h = serial_horizon(inst, prep)
+        return h if warm_ms is None else min(h, int(warm_ms))
+
+    return choose_formulation(inst, requested, lambda: prep_of(inst, group_energy)[0], horizon)
+
+
+def solve_chosen(inst: PlacementInstance, options: SolveOptions, choice: Choice,
+                  warm: Decisions | None, warm_solution: dict[str, Any] | None,
+                  ws: dict[str, Any], group_energy: bool, t0: float) -> Result:
+    """The time-indexed or bucketed model (``models.placement.milp_time``) under the horizon
+    of ``warm`` (capped by a serial schedule's)."""
+    prep, group_lb = prep_of(inst, group_energy)
+    h = serial_horizon(inst, prep)
+    warm_ms = None if warm is None else warm.makespan(prep)
+    if warm_ms is not None and warm_ms <= h:
+        h = int(warm_ms)
+    else:
+        warm = None
+    lb = max(prep.critical_path, prep.work_bound, group_lb or 0)
+    stats: dict[str, Any] = {"no_evictions": True, "formulation": choice.formulation,
+                             "formulation_reason": choice.reason, "group_bound": group_lb,
+                             "initial_rejected": ws.get("initial_rejected"),
+                             "horizon_source": ws.get("source"), "mip_start_given": dict(ws)}
+    return solve_time_indexed(inst, prep, options, warm,
+                              None if warm is None else warm_solution, h, max(lb, 0),
+                              choice.delta, stats, t0)
+
+
+def list_start(inst: PlacementInstance, ws: dict[str, Any]
+                ) -> tuple[Decisions | None, dict[str, Any] | None]:
+    """Horizon and MIP start of the time-indexed models when no initial solution is given
+    (their size grows with the horizon): every task on a cheapest legal device, rotating
+    among equally cheap ones, in topological order, left-justified (``milp_data.retime``)."""
+    prep = prepare(inst)
+    turn: dict[tuple[int, ...], int] = defaultdict(int)
+    device = [0] * inst.n_tasks
+    for t in prep.topo:
+        cheapest = tuple(d for d in prep.legal[t] if prep.dur[t][d] == prep.pmin[t])
+        device[t] = cheapest[turn[cheapest] % len(cheapest)]
+        turn[cheapest] += 1
+    dec = retime(inst, prep, device, [float(p) for p in prep.topo_pos], {}, {})
+    ws["source"] = "list schedule (no initial solution given: horizon and MIP start)"
+    solution = dec.to_solution(inst)
+    return initial_decisions(inst, solution, ws), solution

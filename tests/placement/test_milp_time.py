@@ -107,7 +107,7 @@ def test_bucketed_bound_is_valid_and_schedule_certified(seed):
 
 def test_pyomo_build_gives_the_same_optimum():
     from models.highs import highs_solver
-    from models.placement.milp import _prep
+    from models.placement.milp_time_solve import prep_of as _prep
 
     inst = identical_instance(5, n_devices=2, comm=True)
     prep, _ = _prep(inst, True)
