@@ -5,8 +5,8 @@ start (no start better than HEFT's).
 
 Configurations: ``cpsat``; ``milp-bigm`` (the disjunctive model, as before issue 34),
 ``milp-time-indexed`` and ``milp-bucketed`` (``models.placement.milp_time``) — forced with
-``formulation=``; the default ``milp`` picks one per instance and its pick is recorded on
-every record (``auto``). A formulation that refuses an instance (loads, contention) is
+``formulation=``; ``milp``, the default (``formulation=auto``), picks one per instance and
+records its pick and reason. A formulation that refuses an instance (loads, contention) is
 recorded as ``REFUSED`` with the reason. Records (JSON lines, with the load average at the
 start of each run) are appended to ``--out`` as they finish; a rerun skips those there.
 
@@ -36,6 +36,7 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "milp-bigm": ("milp", {"formulation": "bigm"}),
     "milp-time-indexed": ("milp", {"formulation": "time-indexed"}),
     "milp-bucketed": ("milp", {"formulation": "bucketed"}),
+    "milp": ("milp", {}),
 }
 SETS = ("classic", "sinnen", "llm")
 
