@@ -147,6 +147,12 @@ def table(out: Path) -> str:
             hp = sum(r["status"] == "OPTIMAL" for r in hard)
             extra = f"; hard {hp}/{len(hard)}" if hard else ""
             lines.append(f"- {s} `{c}`: proven {prov}/{len(rs)}{extra}")
+    for r in recs:
+        if r["set"] == "llm" and r.get("objective") and r.get("lower_bound") is not None:
+            gap = 100 * (r["objective"] - r["lower_bound"]) / r["objective"]
+            lines.append(f"- {r['name']} `{r['config']}` ({r.get('formulation')}): "
+                         f"{r['status']} {r['objective']:,.0f} / bound "
+                         f"{r['lower_bound']:,.0f}, gap {gap:.2f} %")
     agree = [(n, v) for n, v in by.items() if v.get("cpsat", {}).get("status") == "OPTIMAL"]
     bad = [n for n, v in agree for c, r in v.items() if c != "cpsat"
            and r["status"] == "OPTIMAL" and r["objective"] != v["cpsat"]["objective"]]

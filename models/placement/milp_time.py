@@ -66,13 +66,20 @@ def refusal(inst: PlacementInstance) -> str | None:
         caps = [d for d, dev in enumerate(inst.devices) if dev.weight_capacity is not None]
         if caps and legal[has][:, caps].any():
             return "the instance has weight capacities that blocks may fill"
-    if inst.links.contention and inst.n_edges:
-        tr = inst.links.transfer_durations(inst.edge_bytes)
-        pair = legal[inst.edge_src][:, :, None] & legal[inst.edge_dst][:, None, :]
-        if (tr[pair] > 0).any():
-            return "the instance has link contention with positive transfers (channels not " \
-                   "modelled)"
+    if inst.links.contention and has_communication(inst):
+        return "the instance has link contention with positive transfers (channels not " \
+               "modelled)"
     return None
+
+
+def has_communication(inst: PlacementInstance) -> bool:
+    """Some edge has a positive transfer between two legal devices (§1.2 rule 3)."""
+    if not inst.n_edges:
+        return False
+    legal = inst.cost >= 0
+    tr = inst.links.transfer_durations(inst.edge_bytes)
+    pair = legal[inst.edge_src][:, :, None] & legal[inst.edge_dst][:, None, :]
+    return bool((tr[pair] > 0).any())
 
 
 @dataclass(frozen=True)
@@ -87,9 +94,10 @@ class Choice:
 def choose_formulation(inst: PlacementInstance, requested: str, prep: Callable[[], MilpPrep],
                        horizon: Callable[[MilpPrep], int]) -> Choice:
     """``requested`` ∈ {auto, bigm, time-indexed, bucketed}: auto takes the time-indexed model
-    when the instance fits it and its z columns are at most :data:`MAX_COLUMNS`, the bucketed
-    one (smallest Δ that fits) when they are more, the big-M model when the instance has
-    loads, capacities, contention or another objective. ``prep``/``horizon`` are called only
+    when the instance fits it, has no communication delays and its z columns are at most
+    :data:`MAX_COLUMNS`, the bucketed one (smallest Δ that fits) when they are more, the big-M
+    model when the instance has loads, capacities, contention, communication delays or another
+    objective. ``prep``/``horizon`` are called only
     when needed. InputError when a requested time-indexed formulation cannot model it."""
     if requested == "bigm":
         return Choice("bigm", 1, "requested (formulation=bigm)")
@@ -99,6 +107,10 @@ def choose_formulation(inst: PlacementInstance, requested: str, prep: Callable[[
             raise InputError(f"milp formulation={requested} cannot model this instance: {why}; "
                              f"use formulation=bigm (or auto)", field="params.formulation")
         return Choice("bigm", 1, f"big-M: {why}")
+    if requested == "auto" and has_communication(inst):
+        return Choice("bigm", 1, "big-M: communication delays (measured: the big-M model proves "
+                                 "the Sinnen graphs faster than the time-indexed one, "
+                                 "docs/placement_exact.md)")
     p = prep()
     res, _ = resources(inst, p)
     h = horizon(p)
