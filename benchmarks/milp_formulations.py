@@ -134,6 +134,7 @@ def table(out: Path) -> str:
                     cell += f"; 1st<HEFT {fb['objective']:g}@{fb['s']:.1f}s" if fb else ""
                 cells.append(cell)
         star = "**" if any_r.get("hard") else ""
+        opt = "open" if opt is None else opt
         lines.append(f"| {name.removeprefix('stg-')} | {star}{opt}{star} | {heft} | "
                      + " | ".join(cells) + " |")
     lines.append("")
@@ -146,11 +147,19 @@ def table(out: Path) -> str:
             hard = [r for r in rs if r.get("hard")]
             hp = sum(r["status"] == "OPTIMAL" for r in hard)
             extra = f"; hard {hp}/{len(hard)}" if hard else ""
-            lines.append(f"- {s} `{c}`: proven {prov}/{len(rs)}{extra}")
+            runs = [r for r in rs if r["status"] != "REFUSED" and r.get("optimum")]
+            root = [r for r in runs if r.get("root_bound") is not None
+                    and r["root_bound"] >= r["optimum"] - 1e-6]
+            room = [r for r in runs if (r.get("heft") or 0) > r["optimum"]]
+            better = [r for r in room if r.get("first_better")]
+            rb = "" if c == "cpsat" else (
+                f"; root bound ≥ optimum {len(root)}/{len(runs)}; first incumbent better "
+                f"than HEFT on {len(better)}/{len(room)} where HEFT is not optimal")
+            lines.append(f"- {s} `{c}`: proven {prov}/{len(rs)}{extra}{rb}")
     for r in recs:
         if r["set"] == "llm" and r.get("objective") and r.get("lower_bound") is not None:
             gap = 100 * (r["objective"] - r["lower_bound"]) / r["objective"]
-            lines.append(f"- {r['name']} `{r['config']}` ({r.get('formulation')}): "
+            lines.append(f"- {r['name']} `{r['config']}` ({r.get('formulation') or 'CP-SAT'}): "
                          f"{r['status']} {r['objective']:,.0f} / bound "
                          f"{r['lower_bound']:,.0f}, gap {gap:.2f} %")
     agree = [(n, v) for n, v in by.items() if v.get("cpsat", {}).get("status") == "OPTIMAL"]
