@@ -148,12 +148,14 @@ def table(out: Path) -> str:
             hp = sum(r["status"] == "OPTIMAL" for r in hard)
             extra = f"; hard {hp}/{len(hard)}" if hard else ""
             runs = [r for r in rs if r["status"] != "REFUSED" and r.get("optimum")]
-            root = [r for r in runs if r.get("root_bound") is not None
-                    and r["root_bound"] >= r["optimum"] - 1e-6]
+            searched = [r for r in runs if r.get("root_bound") is not None]
+            root = [r for r in searched if r["root_bound"] >= r["optimum"] - 1e-6]
             room = [r for r in runs if (r.get("heft") or 0) > r["optimum"]]
             better = [r for r in room if r.get("first_better")]
             rb = "" if c == "cpsat" else (
-                f"; root bound ≥ optimum {len(root)}/{len(runs)}; first incumbent better "
+                f"; root bound ≥ optimum {len(root)}/{len(searched)} searched "
+                f"({len(runs) - len(searched)} without one: start at the bound, or stopped before HiGHS); "
+                f"first incumbent better "
                 f"than HEFT on {len(better)}/{len(room)} where HEFT is not optimal")
             lines.append(f"- {s} `{c}`: proven {prov}/{len(rs)}{extra}{rb}")
     for r in recs:
