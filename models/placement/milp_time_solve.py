@@ -10,6 +10,7 @@ import os
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -35,11 +36,15 @@ from models.placement.milp_time import (
     start_values,
 )
 from opt.common.result import Result
+from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import ScheduleError, validate_placement
 
 #: HiGHS' absolute gap on the bucket objective (integral): below 1 is a proof
 INTEGRAL_ABS_GAP = 0.99
+#: share of the time left that the exact model's first run gets; the rest goes to the
+#: destructive descent (:func:`_descend`)
+DESCENT_SHARE = 0.5
 TOL = 1e-6
 
 
@@ -146,7 +151,7 @@ def solve_time_indexed(inst: PlacementInstance, prep: MilpPrep, options: SolveOp
                              "random_seed": int(options.seed), "mip_rel_gap": 0.0,
                              "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
     if left is not None:
-        hopts["time_limit"] = left
+        hopts["time_limit"] = left * (DESCENT_SHARE if delta == 1 else 1.0)
     ts = time.perf_counter()
     if warm_ms is not None and warm_ms <= lb:
         # the start meets the model's bound (critical path, work, group bound): nothing to
@@ -173,7 +178,48 @@ def solve_time_indexed(inst: PlacementInstance, prep: MilpPrep, options: SolveOp
                                 "accepted_by_highs": run["start_accepted"],
                                 "source": None if warm is None
                                 else stats.get("horizon_source") or "initial_solution"}})
-    return _result(inst, prep, tm, run, options, stats, t0, warm_solution, warm_ms, lb)
+    res = _result(inst, prep, tm, run, options, stats, t0, warm_solution, warm_ms, lb)
+    if delta == 1 and res.status == "FEASIBLE":
+        res = _descend(inst, prep, res, hopts, options, lb, t0)
+    return res
+
+
+def _descend(inst: PlacementInstance, prep: MilpPrep, res: Result, hopts: dict[str, Any],
+             options: SolveOptions, lb0: int, t0: float) -> Result:
+    """Destructive descent with the time left: the exact model again under horizon U − 1
+    (U the incumbent's makespan) and no start. Infeasible proves U optimal; a schedule lowers
+    U (and the descent goes on); at the limit, min(⌈its bound⌉, U) still bounds every schedule
+    (those longer than U − 1 end at U or later). Steps go to ``stats.descent``."""
+    steps = res.stats.setdefault("descent", [])
+    while res.status == "FEASIBLE" and res.objective is not None:
+        left = None if options.time_limit is None else \
+            float(options.time_limit) - (time.perf_counter() - t0)
+        if left is not None and left < 0.5:
+            break
+        top = int(res.objective) - 1
+        if top < lb0:
+            res = replace(res, status="OPTIMAL", lower_bound=float(res.objective))
+            break
+        ts = time.perf_counter()
+        tm = build_time_model(inst, prep, top, lb0)
+        run = run_time_model(tm, {**hopts, **({} if left is None else {"time_limit": left})},
+                             None)
+        steps.append({"horizon": top, "termination": run["status"],
+                      "s": round(time.perf_counter() - ts, 3)})
+        bound = float(top + 1) if run["status"] == "Infeasible" else \
+            min(float(top + 1), math.ceil(run["bound"] - TOL)) \
+            if math.isfinite(run["bound"]) else None
+        got = None if run["values"] is None else _schedule(inst, prep, tm, run["values"])
+        if got is not None and got[2] < res.objective:
+            res = replace(res, solution=got[1], objective=float(got[2]))
+            res.stats["incumbent"] = "descent"
+        if bound is not None and bound > (res.lower_bound or 0):
+            res = replace(res, lower_bound=float(bound))
+        if res.lower_bound is not None and res.lower_bound >= res.objective:
+            res = replace(res, status="OPTIMAL")
+        if got is None:
+            break  # infeasible (then proven above) or stopped without a schedule
+    return replace(res, runtime_s=time.perf_counter() - t0)
 
 
 def _result(inst: PlacementInstance, prep: MilpPrep, tm: TimeModel, run: dict[str, Any],
@@ -238,7 +284,10 @@ def solve_chosen(inst: PlacementInstance, options: SolveOptions, choice: Choice,
         h = int(warm_ms)
     else:
         warm = None
-    lb = max(prep.critical_path, prep.work_bound, group_lb or 0)
+    # the certified bound (opt.placement.certified_bounds; cached, and solve computes it for
+    # every result anyway) joins the model's own: it fixes E below it and can close the gap
+    cert = certified_lower_bound(inst)
+    lb = max(prep.critical_path, prep.work_bound, group_lb or 0, int(cert.value))
     stats: dict[str, Any] = {"no_evictions": True, "formulation": choice.formulation,
                              "formulation_reason": choice.reason, "group_bound": group_lb,
                              "initial_rejected": ws.get("initial_rejected"),

@@ -202,3 +202,30 @@ def test_start_meeting_the_bound_skips_the_search():
     res = _milp(inst, "time-indexed")
     assert res.status == "OPTIMAL" and res.objective == brute_force(inst)
     assert res.stats["termination"].startswith("not run")
+
+
+def test_descent_alone_proves_the_optimum():
+    """From a FEASIBLE result at HEFT's makespan, the destructive descent (horizon U − 1,
+    again, until infeasible) reaches and proves the optimum by itself."""
+    from heuristics.placement.list_scheduler import heft
+    from models.placement.milp_time_solve import _descend, prep_of
+    from opt.common.result import Result
+    from opt.placement.validator import validate_placement
+
+    for seed in range(30):
+        inst = identical_instance(seed, n_tasks=7, n_devices=2, comm=True)
+        start = heft(inst)
+        ms = validate_placement(inst, start).makespan
+        opt = brute_force(inst)
+        if ms > opt:
+            break
+    else:
+        pytest.fail("no seed where HEFT is not optimal")
+    prep, _ = prep_of(inst, True)
+    res = Result(problem="placement", method="milp", status="FEASIBLE", objective=float(ms),
+                 lower_bound=0.0, runtime_s=0.0, seed=0, params={}, solution=start, stats={})
+    out = _descend(inst, prep, res, {"threads": 1, "mip_rel_gap": 0.0, "mip_abs_gap": 0.99},
+                   SolveOptions(**LIMIT), 0, __import__("time").perf_counter())
+    assert out.status == "OPTIMAL" and out.objective == opt == out.lower_bound
+    assert out.stats["descent"][-1]["termination"] in ("Infeasible", "Optimal")
+    assert certify_placement(inst, out).objective == opt
