@@ -94,10 +94,9 @@ class Choice:
 def choose_formulation(inst: PlacementInstance, requested: str, prep: Callable[[], MilpPrep],
                        horizon: Callable[[MilpPrep], int]) -> Choice:
     """``requested`` ∈ {auto, bigm, time-indexed, bucketed}: auto takes the time-indexed model
-    when the instance fits it, has no communication delays and its z columns are at most
-    :data:`MAX_COLUMNS`, the bucketed one (smallest Δ that fits) when they are more, the big-M
-    model when the instance has loads, capacities, contention, communication delays or another
-    objective. ``prep``/``horizon`` are called only
+    when the instance fits it and its z columns are at most :data:`MAX_COLUMNS`, the bucketed
+    one (smallest Δ that fits) when they are more, the big-M model when the instance has
+    loads, capacities, contention or another objective. ``prep``/``horizon`` are called only
     when needed. InputError when a requested time-indexed formulation cannot model it."""
     if requested == "bigm":
         return Choice("bigm", 1, "requested (formulation=bigm)")
@@ -107,10 +106,6 @@ def choose_formulation(inst: PlacementInstance, requested: str, prep: Callable[[
             raise InputError(f"milp formulation={requested} cannot model this instance: {why}; "
                              f"use formulation=bigm (or auto)", field="params.formulation")
         return Choice("bigm", 1, f"big-M: {why}")
-    if requested == "auto" and has_communication(inst):
-        return Choice("bigm", 1, "big-M: communication delays (measured: the big-M model proves "
-                                 "the Sinnen graphs faster than the time-indexed one, "
-                                 "docs/placement_exact.md)")
     p = prep()
     res, _ = resources(inst, p)
     h = horizon(p)
