@@ -228,3 +228,14 @@ def test_descent_alone_proves_the_optimum():
     assert out.status == "OPTIMAL" and out.objective == opt == out.lower_bound
     assert out.stats["descent"][-1]["termination"] in ("Infeasible", "Optimal")
     assert certify_placement(inst, out).objective == opt
+
+
+@pytest.mark.parametrize("suffix", [".lp", ".mps"])
+def test_export_time_indexed(tmp_path, suffix):
+    inst = identical_instance(4, n_devices=2, comm=True)
+    path = tmp_path / f"ti{suffix}"
+    res = solve_placement_milp(inst, SolveOptions(**LIMIT, export_path=str(path),
+                                                  params={"formulation": "time-indexed"}))
+    assert res.stats["exported"] == str(path) and path.stat().st_size > 0
+    text = path.read_text()
+    assert ("COLUMNS" in text) if suffix == ".mps" else ("bin" in text.lower())
