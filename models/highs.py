@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from typing import Any
@@ -91,3 +92,43 @@ def count_binaries(model: pyo.ConcreteModel, *, free_only: bool = False) -> int:
     """Binary variables of ``model`` (``free_only``: not fixed)."""
     return sum(1 for v in model.component_data_objects(pyo.Var)
                if v.is_binary() and not (free_only and v.fixed))
+
+
+def mip_progress(lines: list[str], start_objective: float | None) -> dict[str, Any]:
+    """From HiGHS' MIP log: ``root_bound``, the last finite best bound while no node was
+    processed yet (the root node's, cuts included) or, when the root's bound was never logged
+    as finite, the first finite one (``root_bound_nodes``: nodes processed then), and ``first_better``, (objective, seconds) of the first
+    incumbent below ``start_objective`` (the MIP start's) as {objective, s}, both None when
+    absent."""
+    root, first = None, None
+    in_table = False
+    for ln in lines:
+        if "BestBound" in ln and "BestSol" in ln:
+            in_table = True
+            continue
+        if not in_table:
+            continue
+        parts = ln.split()
+        if not parts or not parts[-1].endswith("s"):
+            if parts and parts[0] in ("Solving", "Status"):
+                in_table = False
+            continue
+        if parts[0].isalpha() and len(parts[0]) <= 2:
+            parts = parts[1:]  # the solution source letter (H, T, R, …)
+        try:
+            proc = int(parts[0])
+            bound, sol = float(parts[4]), parts[5]
+            secs = float(parts[-1].rstrip("s"))
+        except (ValueError, IndexError):
+            continue
+        if math.isfinite(bound) and (root is None or proc == 0):
+            if root is None or root[1] == 0:
+                root = (bound, proc)
+        if first is None and start_objective is not None and sol not in ("inf", "-inf"):
+            try:
+                if float(sol) < start_objective - 1e-6:
+                    first = {"objective": float(sol), "s": secs}
+            except ValueError:
+                pass
+    return {"root_bound": None if root is None else root[0],
+            "root_bound_nodes": None if root is None else root[1], "first_better": first}

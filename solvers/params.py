@@ -312,7 +312,8 @@ CPSAT_BLOCKS = _spec(*(Param(n, real, "seconds") for n in ("node_time_limit", "l
                     Param("portfolio", boolean, "switch"),
                     Param("parallel_nodes", integer(), "nodes solved at once"),
                     *_MODEL, native="cpsat")
-MILP = _spec(_GROUP[1], native="highs")
+MILP = _spec(_GROUP[1], Param("formulation", choice("auto", "bigm", "time-indexed", "bucketed"),
+                              "MILP formulation (models.placement.milp_time)"), native="highs")
 _FORMATS = Param("formats", strings, "allowed formats")
 CPSAT_LAYOUT = _spec(_FORMATS, Param("warm", choice("heuristic", "none"), "start"), *_MODEL,
                     *_GROUP,

@@ -82,7 +82,8 @@ _METHODS: tuple[Method, ...] = (
            "branching on the devices holding each weight block, a CP-SAT model per node",
            P.CPSAT_BLOCKS, warm_start=True),
     Method("milp", "placement", True, _ref(f"{_PL}:milp"),
-           "MILP with HiGHS through Pyomo, no evictions (models.placement.milp)",
+           "MILP with HiGHS, no evictions: big-M (Pyomo) or time-indexed / bucketed "
+           "(models.placement.milp_time), chosen per instance or by formulation=",
            P.MILP, warm_start=True, export=True, goals=True),
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
            "HEFT list scheduling (Topcuoglu et al. 2002)", P.ENGINE),

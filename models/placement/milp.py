@@ -44,7 +44,7 @@ import dataclasses
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ from models.placement.milp_data import (
     Decisions,
     MilpPrep,
     canonical,
-    decode_solution,
+    initial_decisions,
+    lift_group_energy,
     prepare,
     serial_horizon,
 )
@@ -70,9 +71,10 @@ from models.placement.milp_run import (
     set_warm_start,
     solve_and_extract,
 )
+from models.placement.milp_time import refusal
+from models.placement.milp_time_solve import choose, list_start, solve_chosen
 from opt.common.errors import InputError
 from opt.common.result import Result
-from opt.placement.group_bound import group_bounds
 from opt.placement.instance import PlacementInstance, interchangeable_devices
 from opt.placement.slo import decode_steps, objective_value
 from opt.placement.validator import ScheduleError, validate_placement
@@ -407,18 +409,6 @@ def set_objective(m: pyo.ConcreteModel, objective: str = "makespan") -> None:
     m.obj = pyo.Objective(expr=expr, sense=pyo.minimize)
 
 
-def lift_group_energy(inst: PlacementInstance, prep: MilpPrep) -> tuple[MilpPrep, int | None]:
-    """``prep`` with the heads and tails lifted by the identical-device group bounds of
-    ``opt.placement.group_bound`` (tighter start windows and big-Ms) and that makespan bound
-    (None without a group; ``prep`` then unchanged)."""
-    gb = group_bounds(inst, np.asarray(prep.head, np.int64), np.asarray(prep.tail, np.int64))
-    if gb is None:
-        return prep, None
-    head = [max(a, int(b)) for a, b in zip(prep.head, gb.head.tolist())]
-    tail = [max(a, int(b)) for a, b in zip(prep.tail, gb.tail.tolist())]
-    return replace(prep, head=head, tail=tail), gb.cmax_lb
-
-
 def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
                          clock: Deadline = NO_DEADLINE, *, group_energy: bool = True
                          ) -> pyo.ConcreteModel:
@@ -462,13 +452,14 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
     t0 = time.perf_counter()
     params = dict(options.params)
     group_energy = bool(params.pop("group_energy", True))
+    requested = str(params.pop("formulation", "auto"))
     options = dataclasses.replace(options, params=params)  # the rest are HiGHS options
     export = options.export_path
     if export is not None and Path(export).suffix.lower() not in EXPORT_SUFFIXES:
         raise InputError(f"cannot export the MILP to '{export}': the file name must end in "
                          f"{' or '.join(EXPORT_SUFFIXES)}", field="export_path")
     ws: dict[str, Any] = {"used": False, "source": None}
-    warm = _initial_decisions(inst, options.initial_solution, ws)
+    warm = initial_decisions(inst, options.initial_solution, ws)
     if warm is not None and (inst.objective != "makespan" or inst.slo is not None):
         # its makespan is no horizon once an SLO or another objective decides
         ws["initial_rejected"] = "the instance has an objective or SLO: no MIP start"
@@ -477,6 +468,15 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
         (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
         default=0)
     clock = Deadline.after(options.time_limit, t0)
+    warm_solution = None if warm is None else options.initial_solution
+    if warm is None and requested != "bigm" and refusal(inst) is None:
+        warm, warm_solution = list_start(inst, ws)
+        warm_ms = None if warm is None else max(
+            (warm.start[t] + int(inst.cost[t, warm.device[t]]) for t in range(inst.n_tasks)),
+            default=0)
+    choice = choose(inst, requested, warm_ms, group_energy)
+    if choice.formulation != "bigm":
+        return solve_chosen(inst, options, choice, warm, warm_solution, ws, group_energy, t0)
     try:
         model = build_placement_milp(inst, horizon=warm_ms, clock=clock,
                                      group_energy=group_energy)
@@ -485,6 +485,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
                                                  "build_s": time.perf_counter() - t0})
     idx: ModelIndex = model._placement
     stats = _model_stats(inst, model, time.perf_counter() - t0)
+    stats.update({"formulation": "bigm", "formulation_reason": choice.reason})
     try:
         _set_mip_start(model, inst, warm, warm_ms, ws, clock)
     except TimeLimitReached as stop:
@@ -505,7 +506,7 @@ def solve_placement_milp(inst: PlacementInstance, options: SolveOptions) -> Resu
                   "pyomo_version": pyomo_version, "termination": run.termination,
                   "solve_s": time.perf_counter() - t1, "nodes": run.nodes,
                   "mip_abs_gap": INTEGRAL_ABS_GAP, "milp_objective": run.objective,
-                  "dual_bound": run.bound})
+                  "dual_bound": run.bound, **run.progress})
     if run.scheduler_reset:
         stats["highs_scheduler_reset"] = True
     if stats["capacity_may_bind"]:
@@ -521,20 +522,6 @@ def _stopped(options: SolveOptions, t0: float, why: str, stats: dict[str, Any]) 
                   params={"time_limit": options.time_limit,
                           "num_workers": options.num_workers, **options.params},
                   stats={**stats, "message": why})
-
-
-def _initial_decisions(inst: PlacementInstance, solution: dict[str, Any] | None,
-                       ws: dict[str, Any]) -> Decisions | None:
-    """The initial solution in index form, None when none is given or it is rejected (why
-    goes to ``ws["initial_rejected"]``)."""
-    if solution is None:
-        return None
-    try:
-        validate_placement(inst, solution)
-        return decode_solution(inst, solution)
-    except (ScheduleError, ValueError, KeyError) as exc:
-        ws["initial_rejected"] = str(exc)
-        return None
 
 
 def _model_stats(inst: PlacementInstance, model: pyo.ConcreteModel, build_s: float
@@ -577,7 +564,7 @@ def _run(inst: PlacementInstance, model: pyo.ConcreteModel, options: SolveOption
     highs_options = {"threads": int(options.num_workers), "random_seed": int(options.seed),
                      "mip_abs_gap": INTEGRAL_ABS_GAP, **options.params}
     run = solve_and_extract(inst, model, highs_options, deadline, bool(ws["used"]),
-                            options.log)
+                            options.log, ws.get("objective"))
     if ws["used"]:
         ws["highs_log"] = run.start_log
         ws["accepted_by_highs"] = any("MIP start solution is feasible" in ln

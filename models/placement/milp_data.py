@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
+from opt.placement.group_bound import group_bounds
 from opt.placement.instance import PlacementInstance
 from opt.placement.lower_bounds import device_heads_tails, heads_tails
 from opt.placement.solution import make_solution
+from opt.placement.validator import ScheduleError, validate_placement
 
 # ---------------------------------------------------------------------------------------------
 # instance preprocessing
@@ -249,3 +253,29 @@ def decode_solution(inst: PlacementInstance, solution: dict[str, Any]) -> Decisi
                              f"'{ev['device']}'")
         dec.loads[key] = int(ev["start"])
     return dec
+
+
+def lift_group_energy(inst: PlacementInstance, prep: MilpPrep) -> tuple[MilpPrep, int | None]:
+    """``prep`` with the heads and tails lifted by the identical-device group bounds of
+    ``opt.placement.group_bound`` (tighter start windows and big-Ms) and that makespan bound
+    (None without a group; ``prep`` then unchanged)."""
+    gb = group_bounds(inst, np.asarray(prep.head, np.int64), np.asarray(prep.tail, np.int64))
+    if gb is None:
+        return prep, None
+    head = [max(a, int(b)) for a, b in zip(prep.head, gb.head.tolist())]
+    tail = [max(a, int(b)) for a, b in zip(prep.tail, gb.tail.tolist())]
+    return replace(prep, head=head, tail=tail), gb.cmax_lb
+
+
+def initial_decisions(inst: PlacementInstance, solution: dict[str, Any] | None,
+                       ws: dict[str, Any]) -> Decisions | None:
+    """The initial solution in index form, None when none is given or it is rejected (why
+    goes to ``ws["initial_rejected"]``)."""
+    if solution is None:
+        return None
+    try:
+        validate_placement(inst, solution)
+        return decode_solution(inst, solution)
+    except (ScheduleError, ValueError, KeyError) as exc:
+        ws["initial_rejected"] = str(exc)
+        return None

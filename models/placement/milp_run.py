@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyomo.environ as pyo
 
-from models.highs import run_highs
+from models.highs import mip_progress, run_highs
 from models.options import NO_DEADLINE, Deadline
 from models.placement.milp_data import Decisions, MilpPrep, retime
 from opt.placement.instance import PlacementInstance
@@ -110,6 +110,7 @@ class Run:
     version: str
     start_log: list[str]
     scheduler_reset: bool
+    progress: dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: Run) -> Run:
         """Best schedule and strongest bound of two runs on the same model."""
@@ -124,9 +125,11 @@ class Run:
 
 def solve_and_extract(inst: PlacementInstance, model: pyo.ConcreteModel,
                       highs_options: dict[str, Any], deadline: float | None,
-                      warmstart: bool, stream: bool = False) -> Run:
+                      warmstart: bool, stream: bool = False,
+                      start_objective: float | None = None) -> Run:
     """Run HiGHS (resetting its thread pool if ``threads`` changed) and retime its incumbent;
-    ``stream``: HiGHS' log also goes to stderr."""
+    ``stream``: HiGHS' log also goes to stderr; ``start_objective``: the MIP start's, for
+    the first better incumbent in ``Run.progress`` (``models.highs.mip_progress``)."""
     from pyomo.contrib.appsi.base import TerminationCondition as TC
 
     solver, res, log, reset = run_highs(model, highs_options, deadline, warmstart, stream)
@@ -151,7 +154,7 @@ def solve_and_extract(inst: PlacementInstance, model: pyo.ConcreteModel,
                              and cmax > obj + TOL * max(1.0, abs(obj))),
                termination=str(tc.name), nodes=int(info.mip_node_count),
                version=".".join(map(str, solver.version())), start_log=start_log,
-               scheduler_reset=reset)
+               scheduler_reset=reset, progress=mip_progress(log, start_objective))
 
 
 def _retimed(inst: PlacementInstance, model: pyo.ConcreteModel, prep: MilpPrep) -> Decisions:

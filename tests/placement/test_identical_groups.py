@@ -140,8 +140,9 @@ def test_milp_group_energy_switch_raises_the_dual_bound():
     # (a limit well above the build's 0.5 s: under a short one a loaded machine stops the
     # build before HiGHS runs and the result falls back to the analytic bound)
     inst = stg.load("50/rand0001", 4)
-    on = solve(inst, "milp", time_limit=8, num_workers=1, seed=0, warm_start="heft")
+    on = solve(inst, "milp", time_limit=8, num_workers=1, seed=0, warm_start="heft",
+               formulation="bigm")  # the big-M model's switch (the time-indexed LP proves 94)
     off = solve(inst, "milp", time_limit=4, num_workers=1, seed=0, warm_start="heft",
-                group_energy=False)
+                group_energy=False, formulation="bigm")
     assert on.lower_bound == 94 and on.stats["group_bound"] == 94
     assert off.lower_bound is None or off.lower_bound < 94

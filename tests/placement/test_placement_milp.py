@@ -274,7 +274,8 @@ def test_capacity_forces_split_devices():
 @pytest.mark.parametrize("suffix", [".lp", ".mps"])
 def test_export(heft, tmp_path, suffix):
     path = tmp_path / f"heft{suffix}"
-    options = SolveOptions(time_limit=30, num_workers=1, export_path=str(path))
+    options = SolveOptions(time_limit=30, num_workers=1, export_path=str(path),
+                           params={"formulation": "bigm"})  # named Pyomo components
     result = solve_placement_milp(heft, options)
     text = path.read_text()
     assert "Cmax" in text and "assign" in text
@@ -289,7 +290,8 @@ def test_export_bad_suffix(heft, tmp_path):
 
 
 def test_warm_start_accepted(heft, heft_result):
-    options = SolveOptions(time_limit=30, num_workers=1, initial_solution=heft_result.solution)
+    options = SolveOptions(time_limit=30, num_workers=1, initial_solution=heft_result.solution,
+                           params={"formulation": "bigm"})
     result = solve_placement_milp(heft, options)
     assert result.stats["mip_start"]["used"] is True
     assert result.stats["mip_start"]["source"] == "initial_solution"
@@ -312,7 +314,8 @@ def test_warm_start_from_worse_schedule(heft):
            "transfers": [], "loads": [], "evictions": [], "formats": {}}
     validate_placement(heft, sol)
     result = solve_placement_milp(heft, SolveOptions(time_limit=30, num_workers=1,
-                                                     initial_solution=sol))
+                                                     initial_solution=sol,
+                                                     params={"formulation": "bigm"}))
     ws = result.stats["mip_start"]
     assert ws["used"] is True and ws["initial_objective"] == t
     # the MILP has no start of its own: the poor schedule itself is the MIP start
@@ -347,7 +350,8 @@ def test_warm_start_with_permuted_identical_devices():
 def test_invalid_warm_start_is_reported_and_dropped(heft):
     bad = {"compute": [], "assignment": {}}
     result = solve_placement_milp(heft, SolveOptions(time_limit=30, num_workers=1,
-                                                     initial_solution=bad))
+                                                     initial_solution=bad,
+                                                     params={"formulation": "bigm"}))
     ws = result.stats["mip_start"]
     assert "rule 1" in ws["initial_rejected"]
     assert ws["source"] is None and ws["used"] is False  # no start of its own: a cold start
