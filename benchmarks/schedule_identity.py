@@ -82,8 +82,12 @@ def built(spec: tuple) -> Any:
 
     model, platform, pre, dec, batch, layers, scale, *links = spec
     cat = bundled_catalog()
+    # the cases are prefetch instances (problems.md §1.2 rule 5), as built before the builder
+    # made at_use its default; older trees have no load_timing and build prefetch anyway
+    timing = {"load_timing": "prefetch"} if "load_timing" in BuildOptions.__dataclass_fields__ \
+        else {}
     inst = build_placement(bundled_cards()[model], cat.platform(platform), cat,
-                           Workload(pre, dec, batch), BuildOptions(layers=layers))
+                           Workload(pre, dec, batch), BuildOptions(layers=layers, **timing))
     return variant(inst, scale, *links)
 
 
