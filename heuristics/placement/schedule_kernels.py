@@ -661,7 +661,8 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
     ``gr``, ``bl``, ``stt`` as :func:`eft_loop`; ``ba`` = (class, class devices, class sizes,
     phase, step, θ, holds all, uses left, preferred class, homeless, copies per class);
     ``look`` = (γ·tail per type and device, best pattern, heaviest successor, hint, hint
-    distance, patterns); ``ip`` = (phase, token, token_cap, window, H, L_out, track uses);
+    distance, patterns); ``ip`` = (phase, token, token_cap, window, H, L_out, track uses,
+    horizon by uses);
     ``fp`` = (λ, η, α, κ, r_min, p_reuse, ρ). Returns (code, task, ties broken by the hint);
     ``flips`` counted."""
     p_off, p_edge, esrc, etype, etab, pchan = gr
@@ -671,7 +672,7 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
         res_count = ba
     type_w, type_best, hs, hint, hint_dist, patterns = look
     use_phase, use_token, token_cap, window = ip[0] != 0, ip[1] != 0, ip[2] != 0, ip[3] != 0
-    H, l_out, track_uses = ip[4], ip[5], ip[6] != 0
+    H, l_out, track_uses, by_uses = ip[4], ip[5], ip[6] != 0, ip[7] != 0
     fl = (fp[0], fp[1], fp[2], fp[3], fp[6])
     r_min, p_reuse, rho = fp[4], fp[5], fp[6]
     n, nd = len(ttype), cf[0]
@@ -692,7 +693,10 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
         ty, b, ph = ttype[t], block[t], phase[t]
         inv_r = -1.0
         if use_token and b >= 0 and ph == 1:
-            inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
+            if by_uses:  # the block's remaining uses (token_horizon)
+                inv_r = 1.0 / _fmax(1.0, _fmax(r_min, float(uses_left[b]) * p_reuse))
+            else:
+                inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
         warm = -1 if inv_r < 0 or not token_cap else warm_duration(b, ty, type_dur, rl)
         h = hint[t] if window else -1
         best_s, best_d, best_h = 0.0, -1, False

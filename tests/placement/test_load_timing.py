@@ -117,7 +117,7 @@ def tiny_instance(seed: int, load_timing: str):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_cpsat_equals_milp_and_bounds_hold_under_both_rules(seed):
-    """Both exact models prove the same optimum under each rule; at_use never beats prefetch
+    """CP-SAT, the MILP and cpsat-blocks prove the same optimum under each rule; at_use never beats prefetch
     (it only restricts); the certified bound is ≤ both optima; every heuristic's schedule is
     validator-clean under each rule."""
     from opt.placement.certified_bounds import certified_lower_bound
@@ -128,8 +128,9 @@ def test_cpsat_equals_milp_and_bounds_hold_under_both_rules(seed):
         inst = tiny_instance(seed, lt)
         c = solve(inst, "cpsat", time_limit=20, num_workers=1, seed=0)
         m = solve(inst, "milp", time_limit=20)
-        assert c.status == m.status == "OPTIMAL"
-        assert c.objective == m.objective
+        k = solve(inst, "cpsat-blocks", time_limit=20, num_workers=1, seed=0)
+        assert c.status == m.status == k.status == "OPTIMAL"
+        assert c.objective == m.objective == k.objective
         opt[lt] = c.objective
         assert certified_lower_bound(inst).value <= c.objective
         for method in ("heft", "bifocal", "pd", "af", "pd+linear", "policy-search"):
@@ -164,3 +165,15 @@ def test_built_instances_default_to_at_use_and_heuristics_follow_it():
     a = solve(inst, "cpsat", time_limit=60, num_workers=1, seed=0)
     p = solve(pre, "cpsat", time_limit=60, num_workers=1, seed=0)
     assert a.status == p.status == "OPTIMAL" and a.objective > p.objective
+
+
+def test_viewer_shows_the_rule_and_the_served_task():
+    from opt.viewer.payload import decode, encode
+    from opt.viewer.placement import placement_payload
+
+    inst = worked_example("at_use")
+    head, blob = placement_payload(inst, _solution(inst, 13, 33))
+    head, cols = decode(*encode(head, blob))
+    assert head["load_timing"] == "at_use"
+    assert cols["l.task"].tolist() == [inst.task_index["v"]]
+    assert cols["l.start"].tolist() == [13]
