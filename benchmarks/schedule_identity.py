@@ -4,8 +4,8 @@ the evidence that a speed change left every schedule byte-identical (issue 20).
 Each case's solution dict (assignment, compute, transfers, loads, evictions, formats) is
 serialised with sorted keys and hashed (SHA-256, first 16 hex digits); Bifocal's statistics
 (loads, evictions, flipped decisions, ties, … — all but the wall times and the engine that
-ran) are hashed too. A method that rejects an instance (HEFT never evicts) records its error
-message instead.
+ran) are hashed too. A method that rejects an instance records its error message instead
+(HEFT did on capacity-bound cases until it took the platform's LRU eviction, issue 35).
 
 Run it once with the reference tree and once with the changed one and compare::
 

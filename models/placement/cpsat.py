@@ -5,7 +5,11 @@ per device; per cross-device edge and device pair a conditional delay and — wh
 contention — an optional transfer interval on the pair's channel (``full``) or on the source's
 uplink and the destination's downlink (``star``); per (block, device) an optional load interval
 on the device's load port that must end before any task of the block starts there; capacity as
-a knapsack over loaded blocks (nothing is evicted, so loads stay resident).
+a knapsack over loaded blocks (nothing is evicted, so loads stay resident). Under
+``load_timing: at_use`` (problems.md §1.2 rule 5) a loaded (block, device) serves exactly one
+user there, which starts when the load ends; the load starts after that user's inputs arrive
+(a per-task arrival variable takes the precedences), and the user's interval on the device
+runs from the load's start, so nothing else computes there in between (``_at_use_slots``).
 
 P2 (``formats`` given, problems.md §2): per block a format choice (exactly one of the allowed
 formats; fixed blocks keep theirs), each load interval's length the chosen format's load

@@ -24,6 +24,11 @@ Constraints
 - loads: L[b,d] ≥ x[t,d] for the block's tasks, L[b,d] ≤ Σ_t x[t,d],
   S[t] ≥ Ls[b,d] + load_b,d − M(1 − x[t,d]), load-port disjunctions, capacity
   Σ_b bytes_b L[b,d] ≤ weight_capacity_d;
+- ``load_timing: at_use`` (problems.md §1.2 rule 5): A[t] the arrival of t's inputs (the
+  precedences bound A, S[t] ≥ A[t]), f[t,d] t is the user the load of its block on d serves
+  (Σ_t f = L, f ≤ x), S[t] = Ls + load when f, Ls ≥ A[t] when f, and in the device
+  disjunctions a served task's interval starts at S[t] − load·f (its slot); the retiming pass
+  puts each load in its first user's slot;
 - Cmax ≥ S[t] + p_t(x) + tail'_t; per device (``opt.placement.lower_bounds.device_heads_tails``: forced
   transfers, per-device load releases, neighbours sharing a device)
   S[t] ≥ Σ_d head[t,d] x[t,d] and Cmax ≥ S[t] + Σ_d tail[t,d] x[t,d]; load-port delivery
