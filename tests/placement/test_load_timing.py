@@ -177,3 +177,16 @@ def test_viewer_shows_the_rule_and_the_served_task():
     assert head["load_timing"] == "at_use"
     assert cols["l.task"].tolist() == [inst.task_index["v"]]
     assert cols["l.start"].tolist() == [13]
+
+
+def test_build_cli_takes_the_load_timing(tmp_path, capsys):
+    from opt.cli import main
+    from opt.placement.io import read_instance
+
+    for flag, want in (([], "at_use"), (["--load-timing", "prefetch"], "prefetch")):
+        out = tmp_path / f"{want}.json"
+        assert main(["build", "placement", "--model", "llama-2-7b", "--platform", "HP32",
+                     "--prefill", "8", "--decode", "1", "--layers", "1", *flag,
+                     "-o", str(out)]) == 0
+        assert read_instance(out).load_timing == want
+    capsys.readouterr()
