@@ -190,3 +190,17 @@ def test_build_cli_takes_the_load_timing(tmp_path, capsys):
                      "-o", str(out)]) == 0
         assert read_instance(out).load_timing == want
     capsys.readouterr()
+
+
+def test_work_bound_counts_loads_under_at_use_only():
+    """Under at_use a block's load occupies its task's device, so the work relaxation may add
+    it: on the worked example work_lp is 25 (PIM: v 5 + W's load 20) against 10 under
+    prefetch; both stay below the optima (38 and 25)."""
+    from opt.placement.certified_bounds import certified_lower_bound
+
+    got = {}
+    for lt in ("prefetch", "at_use"):
+        b = certified_lower_bound(worked_example(lt))
+        got[lt] = {c.name: c.value for c in b.components}["work_lp"]
+        assert b.value <= {"prefetch": 25, "at_use": 38}[lt]
+    assert got == {"prefetch": 10, "at_use": 25}
