@@ -4,8 +4,8 @@ the evidence that a speed change left every schedule byte-identical (issue 20).
 Each case's solution dict (assignment, compute, transfers, loads, evictions, formats) is
 serialised with sorted keys and hashed (SHA-256, first 16 hex digits); Bifocal's statistics
 (loads, evictions, flipped decisions, ties, … — all but the wall times and the engine that
-ran) are hashed too. A method that rejects an instance (HEFT never evicts) records its error
-message instead.
+ran) are hashed too. A method that rejects an instance records its error message instead
+(HEFT did on capacity-bound cases until it took the platform's LRU eviction, issue 35).
 
 Run it once with the reference tree and once with the changed one and compare::
 
@@ -82,8 +82,12 @@ def built(spec: tuple) -> Any:
 
     model, platform, pre, dec, batch, layers, scale, *links = spec
     cat = bundled_catalog()
+    # the cases are prefetch instances (problems.md §1.2 rule 5), as built before the builder
+    # made at_use its default; older trees have no load_timing and build prefetch anyway
+    timing = {"load_timing": "prefetch"} if "load_timing" in BuildOptions.__dataclass_fields__ \
+        else {}
     inst = build_placement(bundled_cards()[model], cat.platform(platform), cat,
-                           Workload(pre, dec, batch), BuildOptions(layers=layers))
+                           Workload(pre, dec, batch), BuildOptions(layers=layers, **timing))
     return variant(inst, scale, *links)
 
 

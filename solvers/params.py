@@ -281,6 +281,9 @@ BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "toke
                Param("prior", boolean, "load-port prior switch"),
                Param("evict_cost", number(), "weight ≥ 0"),
                Param("token_cap", boolean, "token credit capped by the recurring saving"),
+               Param("token_horizon", choice("auto", "steps", "uses"),
+                     "token term's horizon: remaining steps, the block's remaining uses, or "
+                     "auto (uses under load_timing at_use)"),
                Param("copy_cost", number(), "weight ≥ 0 of a same-class copy's port time"),
                Param("siblings", boolean, "sibling groups kept together in the order"))
 #: The list schedulers' engine (heuristics.placement.engine): the same schedule either way, so

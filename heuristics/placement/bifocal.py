@@ -191,6 +191,10 @@ from opt.placement.instance import PlacementInstance
 REVISION = 3
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
+#: The token term's horizon R_i: ``steps`` (the remaining decode steps, i.e. L_out − i + 1),
+#: ``uses`` (the remaining uses of the task's block: the steps times the block's uses per step),
+#: ``auto`` (default) ``uses`` on ``load_timing: at_use`` instances, else ``steps``.
+TOKEN_HORIZONS = ("auto", "steps", "uses")
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
@@ -215,6 +219,7 @@ class BifocalParams:
     prior: bool = False
     evict_cost: float = 0.0
     token_cap: bool = True
+    token_horizon: str = "auto"
     copy_cost: float = 1.0
     siblings: bool = True
 
@@ -234,6 +239,12 @@ class BifocalParams:
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
+            elif name == "token_horizon":
+                if value not in TOKEN_HORIZONS:
+                    raise InputError(f"Bifocal parameter 'token_horizon' must be one of "
+                                     f"{', '.join(TOKEN_HORIZONS)}, got {value!r}",
+                                     field="params.token_horizon")
+                out[name] = value
             elif name == "H":
                 if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                         or not 0 <= value <= 8:
@@ -583,8 +594,15 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     t_end = time.perf_counter()
     if stats is not None:
         per_class = np.bincount(np.asarray(dcls_l, dtype=np.int64)[dev], minlength=len(classes))
+        # token_horizon: recorded when set, and the horizon ``auto`` chose when it is not the
+        # steps (statistics of prefetch runs stay as before the parameter existed)
+        recorded = asdict(p)
+        if recorded["token_horizon"] == "auto":
+            del recorded["token_horizon"]
+            if uses_horizon(inst, p):
+                stats["token_horizon"] = "uses"
         stats.update({
-            "params": asdict(p), "classes": classes, "l_out": bias.l_out,
+            "params": recorded, "classes": classes, "l_out": bias.l_out,
             "loads": n_loads, "evictions": n_evictions,
             "tasks_per_class": dict(zip(classes, per_class.tolist())),
             "ties_broken_by_hint": ties_by_hint,
@@ -614,8 +632,8 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     terms, switches and counters over arrays; returns the same (ties, flips)."""
     track_uses = p.evict_cost > 0 or bias.use_token or p.copy_cost > 0
     ip = np.array([bias.use_phase, bias.use_token, p.token_cap, look is not None,
-                   look.H if look is not None else 0, bias.l_out or 0, track_uses],
-                  dtype=np.int64)
+                   look.H if look is not None else 0, bias.l_out or 0, track_uses,
+                   uses_horizon(inst, p)], dtype=np.int64)
     fp = np.array([p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, p.copy_cost],
                   dtype=np.float64)
     flips = np.zeros(5, dtype=np.int64)
@@ -794,6 +812,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     load_events = st.load_events
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
     inf, token_cap = math.inf, p.token_cap
+    by_uses = uses_horizon(inst, p)
     seen = [False] * inst.n_tasks
     ties_by_hint = 0
     flips = [0, 0, 0, 0, 0]  # decisions each term changed: window, phase, token, evict, copy
@@ -807,10 +826,13 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         durs = type_dur[ty]
         inv_r = -1.0
         if use_token and b >= 0 and ph == 1:
-            i = step_l[t]
-            inv_r = amort.get(i)
-            if inv_r is None:
-                inv_r = amort[i] = 1.0 / max(1.0, max(r_min, (l_out - i + 1) * p_reuse))
+            if by_uses:
+                inv_r = 1.0 / max(1.0, max(r_min, uses_left[b] * p_reuse))
+            else:
+                i = step_l[t]
+                inv_r = amort.get(i)
+                if inv_r is None:
+                    inv_r = amort[i] = 1.0 / max(1.0, max(r_min, (l_out - i + 1) * p_reuse))
         warm = inf if inv_r < 0 or not token_cap else \
             _warm_duration(b, durs, type_legal[ty], res_ready)
         wrow = type_w[ty] if window else []
@@ -986,6 +1008,15 @@ def _count_homes(loaded: Sequence[tuple[int, int, int]], evicted: Sequence[tuple
     c = pref[b]
     if uses_left[b] == 1 and c >= 0 and res_count[c][b] == 0:  # b's last use: no longer waits
         homeless[c] -= 1
+
+
+def uses_horizon(inst: PlacementInstance, p: BifocalParams) -> bool:
+    """Whether the token term amortises over the block's remaining uses (``token_horizon``;
+    ``auto``: under ``load_timing: at_use``, where a reload is paid in the task's own slot and a
+    block of several layers is used several times per step) rather than the remaining steps."""
+    if p.token_horizon == "auto":
+        return inst.load_timing == "at_use"
+    return p.token_horizon == "uses"
 
 
 def _warm_duration(b: int, durs: Sequence[int], legal: Sequence[int],

@@ -93,7 +93,7 @@ class CompiledState:
     stt: tuple
     tls: Any
     tle: Any
-    cf: tuple[int, int, int, int]
+    cf: tuple[int, int, int, int, int]  # nd, contention, insertion, evict, at_use
 
     @property
     def counts(self) -> tuple[int, int, int]:
@@ -141,7 +141,8 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
            np.zeros((2, nch + 1), np.int64), np.full(m, -1, np.int64),
            np.zeros((4, max(deg, 1)), np.int64), np.zeros(max(nb, 1), np.int64))
     tls, tle = k.new_timelines(nd, _TIMELINE_START)
-    cf = (nd, int(bool(links.contention)), int(insertion), int(evict))
+    cf = (nd, int(bool(links.contention)), int(insertion), int(evict),
+          int(inst.load_timing == "at_use"))
     return CompiledState(inst, as_int64(inv).reshape(-1), as_int64(rows).reshape(len(rows), nd), gr, bl,
                          stt, tls, tle, cf)
 
@@ -189,8 +190,8 @@ def order_array(inst: PlacementInstance, order: Any) -> np.ndarray:
 def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
                  *, insertion: bool) -> dict:
     """``list_schedule`` without a candidates policy, compiled: each task of ``order`` on the
-    eligible device of earliest finish (no eviction)."""
-    state = compiled_state(inst, cost_types, insertion=insertion, evict=False)
+    eligible device of earliest finish (LRU eviction where a load does not fit)."""
+    state = compiled_state(inst, cost_types, insertion=insertion, evict=True)
     code, t = kernels().eft_loop(order_array(inst, order), state.ttype, state.type_dur, state.gr, state.bl,
                                  state.stt, state.tls, state.tle, state.cf)
     raise_for(state, int(code), int(t))

@@ -6,8 +6,12 @@ inputs have arrived, its block is resident and the device is idle (insertion int
 when ``insertion`` is true, HEFT-style). Transfers are booked on their channel (``full``: the
 ordered device pair; ``star``: the source's uplink and the destination's downlink) when links
 have contention; weight loads are booked on the device's load port the first time a block is
-needed there; a device whose capacity the load would exceed is not eligible (this scheduler
-never evicts). The result is a problems.md §1.2a solution dict.
+needed there (under ``load_timing: at_use``, problems.md §1.2 rule 5, in the task's own slot
+on the device from its dispatch on: load, then compute); a load that does not fit evicts the
+device's least-recently-used blocks (DOPS §6.1: "Loaded weight blocks remain resident while
+capacity permits; otherwise, they are evicted according to an LRU policy" — a platform rule,
+so every policy follows it); only a block larger than the device makes it ineligible. The
+result is a problems.md §1.2a solution dict.
 
 The bookkeeping lives in :class:`ScheduleState` (evaluate a candidate device, commit a choice,
 optionally evict least-recently-used blocks), shared by HEFT, the static policies and Bifocal
@@ -109,6 +113,10 @@ class ScheduleState:
         n, nd = inst.n_tasks, inst.n_devices
         self.n, self.nd = n, nd
         self.insertion, self.evict = insertion, evict
+        # problems.md §1.2 rule 5: under at_use a load runs in its task's slot on the device
+        # (from the task's dispatch on), port_free is then the last load's *start* (loads of a
+        # device stay in time order, so the resident bytes are those at every later time)
+        self.at_use = inst.load_timing == "at_use"
         # task durations, deduplicated by cost row
         rows, inv = cost_types if cost_types is not None else unique_rows(inst.cost)
         self.ttype: list[int] = inv.tolist()
@@ -272,6 +280,10 @@ class ScheduleState:
                 lp = self.load_plan(b, d)
                 if lp is False:
                     return None
+                if self.at_use:  # Eq. 1: load then compute, one slot from the dispatch on
+                    ld = self.loadd[b][d]
+                    s0 = self.tl[d].earliest(lp[0] if lp[0] > data else data, ld + dur)
+                    return s0 + ld, s0 + ld + dur, data, s0 + ld
                 r = lp[0] + self.loadd[b][d]
             if r > ready:
                 ready = r
@@ -306,6 +318,8 @@ class ScheduleState:
             if ts + tdur > ready:
                 ready = ts + tdur
         b = self.block[t]
+        tl = self.tl[d]
+        slot = 0  # at_use: the load's length, booked with the compute as one slot
         if b >= 0:
             lp = self.load_plan(b, d)
             if lp is False:
@@ -316,6 +330,9 @@ class ScheduleState:
                 r = self.res_ready[d][b]
             else:
                 ls, victims = lp
+                if self.at_use:
+                    slot = self.loadd[b][d]
+                    ls = tl.earliest(ls if ls > ready else ready, slot + dur)
                 for v in victims:
                     del self.res_ready[d][v]
                     del self.last_use[d][v]
@@ -323,14 +340,17 @@ class ScheduleState:
                     self.evictions.append((v, d, ls))
                 r = ls + self.loadd[b][d]
                 self.res_ready[d][b] = r
-                self.port_free[d] = r
+                self.port_free[d] = ls if self.at_use else r
                 self.resident[d] += self.bbytes[b]
                 self.load_events.append((b, d, ls))
             if r > ready:
                 ready = r
-        tl = self.tl[d]
-        s = tl.earliest(ready, dur)
-        tl.book(s, dur)
+        if slot:
+            s = ready
+            tl.book(s - slot, slot + dur)
+        else:
+            s = tl.earliest(ready, dur)
+            tl.book(s, dur)
         self.dev[t] = d
         self.start[t] = s
         self.end[t] = s + dur
@@ -414,18 +434,22 @@ DevicePolicy = Callable[[int, list[int]], list[int]]
 
 
 def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: bool = True,
-                  candidates: DevicePolicy | None = None, engine: str = "auto") -> dict:
+                  candidates: DevicePolicy | None = None, engine: str = "auto",
+                  policy_name: str = "") -> dict:
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
-    finish time. ``candidates(t, legal)`` may narrow the legal devices (static policies); when
-    it leaves no eligible device, all legal ones are tried. ``engine``: module docstring (a
-    candidates policy is a Python callable: ``auto`` runs it in Python, ``compiled`` refuses)."""
+    finish time, evicting LRU blocks where a load does not fit. ``candidates(t, legal)`` may
+    narrow the legal devices (static policies): when it returns none, all legal ones are
+    tried; when it returns some but none is eligible (the block is larger than each), the
+    policy ``policy_name`` cannot keep the task in its class: InputError. ``engine``: module
+    docstring (a candidates policy is a Python callable: ``auto`` runs it in Python,
+    ``compiled`` refuses)."""
     compiled = _engine.resolve_engine(engine, inst.n_tasks) == "compiled"
     if candidates is not None and engine == "compiled":
         raise InputError("engine 'compiled' takes no candidates policy", field="engine")
     if candidates is None and compiled:
         return _engine.eft_schedule(inst, order, _engine.unique_rows(inst.cost),
                                     insertion=insertion)
-    st = ScheduleState(inst, insertion=insertion, evict=False)
+    st = ScheduleState(inst, insertion=insertion, evict=True)
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
     seen = [False] * inst.n_tasks
@@ -440,14 +464,17 @@ def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: b
         legal = type_legal[ty]
         cands = candidates(t, list(legal)) if candidates else legal
         best_f = best_d = None
-        for attempt in (cands, legal):
-            for d in attempt:
-                r = evaluate(t, d, durs[d], info)
-                if r is not None and (best_f is None or r[1] < best_f):
-                    best_f, best_d = r[1], d
-            if best_d is not None:
-                break
+        for d in cands or legal:
+            r = evaluate(t, d, durs[d], info)
+            if r is not None and (best_f is None or r[1] < best_f):
+                best_f, best_d = r[1], d
         if best_d is None:
+            if cands and candidates is not None:
+                b = st.block[t]
+                raise InputError(
+                    f"policy '{policy_name}' cannot keep task '{inst.task_ids[t]}' in its "
+                    f"device class: block '{inst.block_ids[b]}' ({st.bbytes[b]} bytes) is "
+                    f"larger than every such device", field="policy")
             raise st.no_device_error(t)
         commit(t, best_d, info)
         seen[t] = True

@@ -9,7 +9,9 @@ policies, then hill-climbs: pairs in decreasing order of their tasks' total work
 with the other values, a change kept when the makespan drops (first improvement), passes
 repeated until one changes nothing or the budget (``max_evaluations``, ``time_limit``) is
 spent. Every evaluation is a full list schedule (:func:`heuristics.placement.list_scheduler.list_schedule`,
-no evictions — like the static policies), so the result is a valid schedule of that mapping,
+LRU evictions and the instance's load timing — like the static policies; a mapping that puts
+a block on a class with no device large enough for it is infeasible and skipped), so the
+result is a valid schedule of that mapping,
 and the mapping itself is reported (``stats["mapping"]``): it answers DOPS' question "which
 operators should run where" for the instance at hand.
 
@@ -87,9 +89,17 @@ class _Search:
 
         return cand
 
-    def evaluate(self, mapping: dict[tuple[str, int], str]) -> tuple[int, dict]:
-        sol = list_schedule(self.inst, self.order, insertion=True,
-                            candidates=self.candidates(mapping))
+    def evaluate(self, mapping: dict[tuple[str, int], str]) -> tuple[float, dict | None]:
+        """(makespan, schedule) of ``mapping``; (inf, None) when a block is larger than every
+        device of the class the mapping gives its task."""
+        try:
+            sol = list_schedule(self.inst, self.order, insertion=True,
+                                candidates=self.candidates(mapping), policy_name="search")
+        except InputError as exc:
+            if exc.field != "policy":
+                raise
+            self.evaluations += 1
+            return float("inf"), None
         ms = validate_placement(self.inst, sol).makespan
         self.evaluations += 1
         self.trajectory.append(ms)
@@ -167,4 +177,7 @@ def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearch
                       "mapping": {f"{k}@{'prefill' if ph == 0 else 'decode'}": v
                                   for (k, ph), v in sorted(best_map.items())},
                       "time_s": time.perf_counter() - t0})
+    if best_sol is None:
+        raise InputError("policy search: no mapping is feasible (a block is larger than every "
+                         "device where its task may run)", field="capacity")
     return best_sol

@@ -236,7 +236,7 @@ def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loa
              victims, cf):
     """(ok, start, finish, data ready, ready) of a task of block b (−1 none) on d, in ns; ok
     False when d is not eligible: ``ScheduleState.evaluate``. cf = (nd, contention,
-    insertion, evict)."""
+    insertion, evict, at_use)."""
     ready = transfers(d, k, w, etab, pchan, chan, lm, tstart, cf[0], cf[1] != 0, False)
     data = ready
     if b >= 0:
@@ -245,6 +245,10 @@ def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loa
             status, ls, _ = load_plan(b, d, rl, dv, bbytes, cf[3] != 0, victims)
             if status < 0:
                 return False, 0, 0, 0, 0
+            if cf[4] != 0:  # at_use: load then compute, one slot from the dispatch on
+                ld = loadd[b, d]
+                s0 = earliest(tls, tle, dv, d, cf[2] != 0, max(ls, data), ld + dur)
+                return True, s0 + ld, s0 + ld + dur, data, s0 + ld
             r = ls + loadd[b, d]
         if r > ready:
             ready = r
@@ -261,6 +265,13 @@ def book_load(b, d, rl, dv, bbytes, loadd, evict, victims, ev, cnt):
         return -1
     if status == 0:
         return rl[0, d, b]
+    return book_load_at(b, d, ls, nv, rl, dv, bbytes, loadd, victims, ev, cnt, False)
+
+
+@njit(cache=True)
+def book_load_at(b, d, ls, nv, rl, dv, bbytes, loadd, victims, ev, cnt, at_use):
+    """Book b's load onto d from ``ls`` (ns), evicting the first ``nv`` victims then; the time
+    it is ready. The port's free time becomes the load's end (at_use: its start)."""
     for i in range(nv):
         v = victims[i]
         rl[0, d, v] = -1
@@ -272,7 +283,7 @@ def book_load(b, d, rl, dv, bbytes, loadd, evict, victims, ev, cnt):
         cnt[1] += 1
     r = ls + loadd[b, d]
     rl[0, d, b] = r
-    dv[PORT, d] = r
+    dv[PORT, d] = ls if at_use else r
     dv[RESIDENT, d] += bbytes[b]
     ev[0, cnt[0], 0] = b
     ev[0, cnt[0], 1] = d
@@ -288,14 +299,27 @@ def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, lo
     returns False when the block cannot be loaded (the caller raises)."""
     insertion = cf[2] != 0
     ready = transfers(d, k, w, etab, pchan, chan, lm, tstart, cf[0], cf[1] != 0, True)
+    slot = 0  # at_use: the load's length, booked with the compute as one slot
     if b >= 0:
-        r = book_load(b, d, rl, dv, bbytes, loadd, cf[3] != 0, victims, ev, cnt)
+        if cf[4] != 0 and rl[0, d, b] < 0:
+            status, ls, nv = load_plan(b, d, rl, dv, bbytes, cf[3] != 0, victims)
+            if status < 0:
+                return False
+            slot = loadd[b, d]
+            ls = earliest(tls, tle, dv, d, insertion, max(ls, ready), slot + dur)
+            r = book_load_at(b, d, ls, nv, rl, dv, bbytes, loadd, victims, ev, cnt, True)
+        else:
+            r = book_load(b, d, rl, dv, bbytes, loadd, cf[3] != 0, victims, ev, cnt)
         if r < 0:
             return False
         if r > ready:
             ready = r
-    s = earliest(tls, tle, dv, d, insertion, ready, dur)
-    book(tls, tle, dv, d, insertion, s, dur)
+    if slot > 0:
+        s = ready
+        book(tls, tle, dv, d, insertion, s - slot, slot + dur)
+    else:
+        s = earliest(tls, tle, dv, d, insertion, ready, dur)
+        book(tls, tle, dv, d, insertion, s, dur)
     sched[0, t] = d
     sched[1, t] = s
     sched[2, t] = s + dur
@@ -637,7 +661,8 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
     ``gr``, ``bl``, ``stt`` as :func:`eft_loop`; ``ba`` = (class, class devices, class sizes,
     phase, step, θ, holds all, uses left, preferred class, homeless, copies per class);
     ``look`` = (γ·tail per type and device, best pattern, heaviest successor, hint, hint
-    distance, patterns); ``ip`` = (phase, token, token_cap, window, H, L_out, track uses);
+    distance, patterns); ``ip`` = (phase, token, token_cap, window, H, L_out, track uses,
+    horizon by uses);
     ``fp`` = (λ, η, α, κ, r_min, p_reuse, ρ). Returns (code, task, ties broken by the hint);
     ``flips`` counted."""
     p_off, p_edge, esrc, etype, etab, pchan = gr
@@ -647,7 +672,7 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
         res_count = ba
     type_w, type_best, hs, hint, hint_dist, patterns = look
     use_phase, use_token, token_cap, window = ip[0] != 0, ip[1] != 0, ip[2] != 0, ip[3] != 0
-    H, l_out, track_uses = ip[4], ip[5], ip[6] != 0
+    H, l_out, track_uses, by_uses = ip[4], ip[5], ip[6] != 0, ip[7] != 0
     fl = (fp[0], fp[1], fp[2], fp[3], fp[6])
     r_min, p_reuse, rho = fp[4], fp[5], fp[6]
     n, nd = len(ttype), cf[0]
@@ -668,7 +693,10 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
         ty, b, ph = ttype[t], block[t], phase[t]
         inv_r = -1.0
         if use_token and b >= 0 and ph == 1:
-            inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
+            if by_uses:  # the block's remaining uses (token_horizon)
+                inv_r = 1.0 / _fmax(1.0, _fmax(r_min, float(uses_left[b]) * p_reuse))
+            else:
+                inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
         warm = -1 if inv_r < 0 or not token_cap else warm_duration(b, ty, type_dur, rl)
         h = hint[t] if window else -1
         best_s, best_d, best_h = 0.0, -1, False

@@ -24,9 +24,13 @@ Kind sets (task kinds of :mod:`opt.placement.builder`):
 - core attention (``pd+attn``): ``qk, softmax, sv, kv_write``.
 
 Class ``npu`` means the platform's compute accelerators (devices of class ``npu``, or ``gpu``);
-``pim`` the PIM devices. A task that is not legal on any device of its policy class falls back
-to every device where it is legal (:func:`heuristics.placement.list_scheduler.list_schedule` does this when
-the candidates leave none eligible): ``kv_write`` stays pinned to its KV home, ``router``,
+``pim`` the PIM devices. Residency is the platform's (DOPS §6.1): a device whose capacity a
+load would exceed evicts its least-recently-used blocks, as under Bifocal, so a policy never
+leaves its class for want of room; a block larger than every device of the task's class makes
+the policy refuse (InputError, one line). A task that is not legal on any device of its policy
+class falls back to every device where it is legal
+(:func:`heuristics.placement.list_scheduler.list_schedule` does this when the candidates are
+empty): ``kv_write`` stays pinned to its KV home, ``router``,
 ``combine``, ``embed`` and ``lm_head`` run on the NPU, ``allreduce_*`` on the host; on platforms
 without PIM (HP0) every policy degenerates to "everything on the NPU". Tasks without a kind or
 phase (hand-written instances such as the bundled ones) are not narrowed: plain HEFT.
@@ -146,11 +150,13 @@ def policy_candidates(inst: PlacementInstance, policy: str | StaticPolicy
 
 def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy) -> dict:
     """The schedule of ``policy``: HEFT order (upward rank), insertion-based EFT among the legal
-    devices of each task's policy class (all legal devices when the class has none, or none
-    with room for the task's block: no eviction, problems.md §6)."""
+    devices of each task's policy class (all legal devices when the class has none), LRU
+    eviction where a load does not fit (problems.md §6; InputError when a block is larger
+    than every device of its task's class)."""
     order = priority_order(inst, upward_rank(inst))
     return list_schedule(inst, order, insertion=True,
-                         candidates=policy_candidates(inst, policy))
+                         candidates=policy_candidates(inst, policy),
+                         policy_name=get_policy(policy).name)
 
 
 def class_of_assignment(inst: PlacementInstance, solution: dict) -> np.ndarray:

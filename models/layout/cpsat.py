@@ -20,7 +20,9 @@ Format-only for a fixed placement and orders (:func:`solve_format_only`)
     a later load, nor a load before an earlier eviction) keeps the sequence of resident sets,
     so capacities hold; every task stays served by the residency that served it in the base
     (loaded before its start, evicted strictly after it). Zero-length tasks and transfers
-    occupy nothing (problems.md §1.2) and are left out of the orders.
+    occupy nothing (problems.md §1.2) and are left out of the orders. Under ``load_timing:
+    at_use`` every load also starts after the dispatch of the task it serves in the base
+    (problems.md §1.2 rule 5).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import allowed_formats, relaxed_instance
+from opt.placement.load_timing import served_tasks
 from opt.placement.lower_bounds import placement_lower_bound
 from opt.placement.solution import make_solution
 from opt.placement.validator import validate_placement
@@ -86,6 +89,8 @@ class FormatOnlyCpSat:
         resid = self.add_load_constraints(base, formats)
         stops = self.add_eviction_constraints(base, resid)
         self.add_residency_constraints(s0, resid, stops)
+        if inst.load_timing == "at_use":
+            self.add_at_use_constraints(s0, base)
         self.set_objective()
         self.add_base_hint(s0, base)
 
@@ -98,11 +103,13 @@ class FormatOnlyCpSat:
         S = self.start
         for t in range(inst.n_tasks):
             m.add(self.cmax >= S[t] + int(dur[t]))
+        self.prev_on_device: dict[int, int] = {}  # task -> the task before it on its device
         for d in range(inst.n_devices):
             ts = [t for t in np.flatnonzero((self.dev == d) & (dur > 0)).tolist()]
             ts.sort(key=lambda t: (s0[t], t))
             for a, b in zip(ts, ts[1:]):
                 m.add(S[b] >= S[a] + int(dur[a]))
+                self.prev_on_device[b] = a
 
     def add_transfer_constraints(self, base: dict[str, Any]) -> None:
         """Precedence along every edge, through a transfer start when it crosses devices;
@@ -174,6 +181,32 @@ class FormatOnlyCpSat:
             for (_, _, _, (_, la)), (_, _, _, (lb, _)) in zip(evs, evs[1:]):
                 m.add(lb >= la)  # one load port: the next load starts after this one ends
         return resid
+
+    def add_at_use_constraints(self, s0: np.ndarray, base: dict[str, Any]) -> None:
+        """problems.md §1.2 rule 5 at_use: every load starts after the dispatch of the task it
+        serves in the base (its inputs' arrival, the end of the task before it on the device);
+        the residency constraints already start that task after the load."""
+        inst, m, S, dur, dev = self.inst, self.model, self.start, self.dur, self.dev
+        ld_b = np.array([b for b, _, _ in self.loads], dtype=np.int64)
+        ld_d = np.array([d for _, d, _ in self.loads], dtype=np.int64)
+        ends = {(inst.block_index[e["block"]], inst.device_index[e["device"]], int(e["start"])):
+                int(e["end"]) for e in base.get("loads", ())}
+        order = sorted(base.get("loads", ()), key=lambda e: (int(e["start"]), e["block"]))
+        ld_e = np.array([ends[(inst.block_index[e["block"]], inst.device_index[e["device"]],
+                               int(e["start"]))] for e in order], dtype=np.int64)
+        served = served_tasks(inst, dev, s0, ld_b, ld_d, ld_e)
+        p_off, p_idx = inst.predecessors
+        for (_, _, ls), v in zip(self.loads, served.tolist()):
+            if v < 0:
+                continue
+            for e in p_idx[p_off[v]:p_off[v + 1]].tolist():
+                u = int(inst.edge_src[e])
+                m.add(ls >= (self.transfer[e] + inst.links.transfer(
+                    int(dev[u]), int(dev[v]), int(inst.edge_bytes[e]))
+                    if e in self.transfer else S[u] + int(dur[u])))
+            if v in self.prev_on_device:
+                a = self.prev_on_device[v]
+                m.add(ls >= S[a] + int(dur[a]))
 
     def add_eviction_constraints(self, base: dict[str, Any],
                                  resid: dict[tuple[int, int], list[tuple[int, int, Any, Any]]]

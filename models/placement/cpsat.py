@@ -5,7 +5,11 @@ per device; per cross-device edge and device pair a conditional delay and — wh
 contention — an optional transfer interval on the pair's channel (``full``) or on the source's
 uplink and the destination's downlink (``star``); per (block, device) an optional load interval
 on the device's load port that must end before any task of the block starts there; capacity as
-a knapsack over loaded blocks (nothing is evicted, so loads stay resident).
+a knapsack over loaded blocks (nothing is evicted, so loads stay resident). Under
+``load_timing: at_use`` (problems.md §1.2 rule 5) a loaded (block, device) serves exactly one
+user there, which starts when the load ends; the load starts after that user's inputs arrive
+(a per-task arrival variable takes the precedences), and the user's interval on the device
+runs from the load's start, so nothing else computes there in between (``_at_use_slots``).
 
 P2 (``formats`` given, problems.md §2): per block a format choice (exactly one of the allowed
 formats; fixed blocks keep theirs), each load interval's length the chosen format's load
@@ -61,6 +65,8 @@ class PlacementCpSat:
                  redundant: bool = True, formats: Sequence[str] | None = None,
                  group_cumulative: bool = True, group_energy: bool = True):
         self.inst = inst
+        # problems.md §1.2 rule 5 at_use: the served task's load sits in its slot on the device
+        self.at_use = inst.load_timing == "at_use"
         self.model = cp_model.CpModel()
         self.constants: set[int] = set()
         # P1: the blocks' formats are given; P2: ``load_duration`` is the cheapest allowed load
@@ -121,26 +127,40 @@ class PlacementCpSat:
         self.end = [m.new_int_var(0, horizon, f"e{t}") for t in range(n)]
         self.pres: dict[tuple[int, int], Any] = {}
         dev_intervals: list[list[Any]] = [[] for _ in range(inst.n_devices)]
+        # at_use: a task with a block occupies its device from its load's start (when it is
+        # the load's first user) to its end; those intervals come with the loads
+        # (_at_use_slots), and the per-device no-overlap after them
+        self.dev_intervals = dev_intervals
+        self.arrive: dict[int, Any] = {}
         for t in range(n):
             legal = np.flatnonzero(cost[t] >= 0).tolist()
             lits = []
+            slot = self.at_use and inst.task_block[t] >= 0
+            if slot:
+                self.arrive[t] = m.new_int_var(0, horizon, f"a{t}")
+                m.add(self.start[t] >= self.arrive[t])
             for d in legal:
                 lit = self._const(1) if len(legal) == 1 else m.new_bool_var(f"x{t}_{d}")
                 self.pres[(t, d)] = lit
                 lits.append(lit)
                 c = int(cost[t, d])
-                if c > 0:  # CP-SAT's no-overlap forbids a zero-size interval inside another
+                if c > 0 and not slot:  # CP-SAT's no-overlap forbids a zero-size interval inside another
                     dev_intervals[d].append(m.new_optional_fixed_size_interval_var(
                         self.start[t], c, lit, f"iv{t}_{d}"))
             m.add_exactly_one(lits)
             m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
                                                      for d in legal))
-        for ivs in dev_intervals:
-            if len(ivs) > 1:
-                m.add_no_overlap(ivs)
+        if not self.at_use:
+            self._device_no_overlap()
         sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
         for t in sinks.tolist():
             m.add(self.cmax >= self.end[t])
+
+    def _device_no_overlap(self) -> None:
+        """One task (at_use: one task's slot) at a time per device."""
+        for ivs in self.dev_intervals:
+            if len(ivs) > 1:
+                self.model.add_no_overlap(ivs)
 
     def add_transfer_constraints(self) -> None:
         """Precedence along every edge; per cross-device pair of legal devices a conditional
@@ -153,7 +173,8 @@ class PlacementCpSat:
         channels: dict[int, list[Any]] = {}
         for e in range(inst.n_edges):
             u, v, nb = int(inst.edge_src[e]), int(inst.edge_dst[e]), int(inst.edge_bytes[e])
-            m.add(self.start[v] >= self.end[u])
+            sv = self.arrive.get(v, self.start[v])  # at_use: v's inputs' arrival ≤ its start
+            m.add(sv >= self.end[u])
             du = np.flatnonzero(cost[u] >= 0).tolist()
             dv = np.flatnonzero(cost[v] >= 0).tolist()
             pairs = [(a, b, links.transfer(a, b, nb)) for a in du for b in dv if a != b]
@@ -167,14 +188,14 @@ class PlacementCpSat:
             for a, b, tr in pairs:
                 both = [self.pres[(u, a)], self.pres[(v, b)]]
                 if not links.contention:
-                    m.add(self.start[v] >= self.end[u] + tr).only_enforce_if(both)
+                    m.add(sv >= self.end[u] + tr).only_enforce_if(both)
                     continue
                 q = m.new_bool_var(f"q{e}_{a}_{b}")
                 m.add_bool_and(both).only_enforce_if(q)
                 m.add_bool_or([both[0].negated(), both[1].negated(), q])
                 self.transfer_pair[(e, a, b)] = q
                 iv = m.new_optional_fixed_size_interval_var(ts, tr, q, f"tr{e}_{a}_{b}")
-                m.add(self.start[v] >= ts + tr).only_enforce_if(q)
+                m.add(sv >= ts + tr).only_enforce_if(q)
                 for c in links.channels(a, b):
                     channels.setdefault(c, []).append(iv)
         for ivs in channels.values():
@@ -213,8 +234,40 @@ class PlacementCpSat:
                 if redundant:
                     m.add(self.start[t] >= dur).only_enforce_if(self.pres[(t, d)])
             m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
+            if self.at_use:
+                self._at_use_slots(b, d, ts_)
+        if self.at_use:
+            self._device_no_overlap()
         self.users = users
         self.avail: dict[int, Any] = {}  # first copies' ready times (add_redundant_constraints)
+
+    def _at_use_slots(self, b: int, d: int, ts_: list[int]) -> None:
+        """problems.md §1.2 rule 5 at_use for block b on device d: when loaded, the load serves
+        exactly one user t (``f``), which starts when the load ends, and the load starts after
+        t's inputs arrive; t's interval on d runs from the load's start (else from t's start)
+        to t's end, so nothing else computes on d in between (Eq. 1). Ending the load at t's
+        start loses nothing: a served load that ends earlier can be moved later within t's
+        slot (no compute there, other loads of d lie in other slots)."""
+        inst, m, horizon = self.inst, self.model, self.horizon
+        ls, le, lit = self.load_start[(b, d)], self.load_end[(b, d)], self.load_lit[(b, d)]
+        p1_zero = self.formats is None and int(self.load_duration[b, d]) == 0
+        fs = []
+        for t in ts_:
+            f = m.new_bool_var(f"f{t}_{d}")
+            fs.append(f)
+            m.add_implication(f, self.pres[(t, d)])
+            m.add(self.start[t] == le).only_enforce_if(f)
+            m.add(ls >= self.arrive[t]).only_enforce_if(f)
+            c = int(inst.cost[t, d])
+            if c == 0 and p1_zero:
+                continue
+            occ = m.new_int_var(0, horizon, f"o{t}_{d}")
+            m.add(occ == ls).only_enforce_if(f)
+            m.add(occ == self.start[t]).only_enforce_if(f.negated())
+            size = m.new_int_var(0, horizon, f"os{t}_{d}")
+            self.dev_intervals[d].append(m.new_optional_interval_var(
+                occ, size, self.start[t] + c, self.pres[(t, d)] if c > 0 else f, f"io{t}_{d}"))
+        m.add(sum(fs) == lit)
 
     def _load_interval(self, b: int, d: int, lit: Any, ls: Any, dur: int) -> Any:
         """The load interval of block b on device d (P1: ``dur`` long, none when 0; P2: the

@@ -24,6 +24,11 @@ Constraints
 - loads: L[b,d] ≥ x[t,d] for the block's tasks, L[b,d] ≤ Σ_t x[t,d],
   S[t] ≥ Ls[b,d] + load_b,d − M(1 − x[t,d]), load-port disjunctions, capacity
   Σ_b bytes_b L[b,d] ≤ weight_capacity_d;
+- ``load_timing: at_use`` (problems.md §1.2 rule 5): A[t] the arrival of t's inputs (the
+  precedences bound A, S[t] ≥ A[t]), f[t,d] t is the user the load of its block on d serves
+  (Σ_t f = L, f ≤ x), S[t] = Ls + load when f, Ls ≥ A[t] when f, and in the device
+  disjunctions a served task's interval starts at S[t] − load·f (its slot); the retiming pass
+  puts each load in its first user's slot;
 - Cmax ≥ S[t] + p_t(x) + tail'_t; per device (``opt.placement.lower_bounds.device_heads_tails``: forced
   transfers, per-device load releases, neighbours sharing a device)
   S[t] ≥ Σ_d head[t,d] x[t,d] and Cmax ≥ S[t] + Σ_d tail[t,d] x[t,d]; load-port delivery
@@ -147,6 +152,11 @@ def add_task_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows) -> 
     m.S = pyo.Var(range(n), bounds=lambda _m, t: (win.lo[t], win.hi[t]))
     m.Cmax = pyo.Var(bounds=(win.lb0, win.H))
     m.assign = pyo.Constraint(range(n), rule=lambda _m, t: sum(m.x[t, d] for d in legal[t]) == 1)
+    # problems.md §1.2 rule 5 at_use: A[t] the arrival of t's inputs, f[t,d] t is the task its
+    # block's load on d serves (add_at_use_constraints)
+    users = [t for ts in prep.block_tasks.values() for t in ts] if prep.at_use else []
+    m.A = pyo.Var(users, bounds=lambda _m, t: (0, win.hi[t]))
+    m.f = pyo.Var([(t, d) for t in users for d in legal[t]], domain=pyo.Binary)
 
 
 def add_transfer_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep: MilpPrep,
@@ -172,11 +182,12 @@ def add_transfer_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep
     m.T = pyo.Var(transfer_edges, bounds=lambda _m, e: (win.t_lo[e], win.t_hi[e]))
     m.prec = pyo.ConstraintList()
     for e, (u, v) in enumerate(zip(prep.src, prep.dst)):
+        sv = m.A[v] if v in m.A else m.S[v]  # at_use: the arrival, ≤ the start
         if e in win.t_lo:
             m.prec.add(m.T[e] >= m.S[u] + _p_expr(m, prep, u))
-            m.prec.add(m.S[v] >= m.T[e] + _c_expr(m, prep, e))
+            m.prec.add(sv >= m.T[e] + _c_expr(m, prep, e))
         else:
-            m.prec.add(m.S[v] >= m.S[u] + _p_expr(m, prep, u) + _c_expr(m, prep, e))
+            m.prec.add(sv >= m.S[u] + _p_expr(m, prep, u) + _c_expr(m, prep, e))
     return transfer_edges
 
 
@@ -188,17 +199,20 @@ def add_no_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Window
     windows order; zero-length tasks never conflict. Returns those pairs and devices.
     ``clock``: stop (TimeLimitReached) when it has passed."""
     n, legal, dur, lo, hi = len(prep.legal), prep.legal, prep.dur, win.lo, win.hi
+    # at_use: a task's slot on d starts ld[t][d] before it when it is its load's first user
+    ld = _slot_loads(prep)
     task_pairs: dict[tuple[int, int], list[int]] = {}
     for i in range(n):
         clock.check("no-overlap pairs")
         for j in range(i + 1, n):
             if (prep.reach[i] >> j) & 1 or (prep.reach[j] >> i) & 1:
-                continue  # a DAG path already separates them
-            common = [d for d in legal[i] if dur[j][d] > 0 and dur[i][d] > 0 and d in legal[j]]
+                continue  # a DAG path already separates them (at_use: a load waits for inputs)
+            common = [d for d in legal[i] if dur[j][d] + ld[j].get(d, 0) > 0
+                      and dur[i][d] + ld[i].get(d, 0) > 0 and d in legal[j]]
             if not common:
                 continue
-            if all(hi[i] + dur[i][d] <= lo[j] for d in common) or \
-               all(hi[j] + dur[j][d] <= lo[i] for d in common):
+            if all(hi[i] + dur[i][d] <= lo[j] - ld[j].get(d, 0) for d in common) or \
+               all(hi[j] + dur[j][d] <= lo[i] - ld[i].get(d, 0) for d in common):
                 continue  # time windows already separate them
             task_pairs[(i, j)] = common
     m.y = pyo.Var(list(task_pairs), domain=pyo.Binary)
@@ -206,12 +220,45 @@ def add_no_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Window
     for (i, j), common in task_pairs.items():
         clock.check("no-overlap constraints")
         for d in common:
-            mij = max(0, hi[i] + dur[i][d] - lo[j])
-            mji = max(0, hi[j] + dur[j][d] - lo[i])
+            li, lj = ld[i].get(d, 0), ld[j].get(d, 0)
+            mij = max(0, hi[i] + dur[i][d] - lo[j] + lj)
+            mji = max(0, hi[j] + dur[j][d] - lo[i] + li)
             both = m.x[i, d] + m.x[j, d]
-            m.no_overlap.add(m.S[j] >= m.S[i] + dur[i][d] - mij * (3 - m.y[i, j] - both))
-            m.no_overlap.add(m.S[i] >= m.S[j] + dur[j][d] - mji * (2 + m.y[i, j] - both))
+            oj = m.S[j] - lj * m.f[j, d] if lj else m.S[j]
+            oi = m.S[i] - li * m.f[i, d] if li else m.S[i]
+            m.no_overlap.add(oj >= m.S[i] + dur[i][d] - mij * (3 - m.y[i, j] - both))
+            m.no_overlap.add(oi >= m.S[j] + dur[j][d] - mji * (2 + m.y[i, j] - both))
     return task_pairs
+
+
+def _slot_loads(prep: MilpPrep) -> list[dict[int, int]]:
+    """Per task and device the load its slot may hold (at_use: its block's load there; else
+    none)."""
+    out: list[dict[int, int]] = [{} for _ in prep.legal]
+    if prep.at_use:
+        for b, ts in prep.block_tasks.items():
+            for t in ts:
+                out[t] = {d: prep.load[b][d] for d in prep.legal[t] if prep.load[b][d] > 0}
+    return out
+
+
+def add_at_use_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows) -> None:
+    """problems.md §1.2 rule 5 at_use: a loaded (b, d) serves exactly one user t there
+    (Σ f = L, f ≤ x), which starts when the load ends, and the load starts after t's inputs
+    arrive (A[t]); the slot in the no-overlap disjunctions keeps the device free from the
+    load's start (add_no_overlap_constraints)."""
+    m.at_use = pyo.ConstraintList()
+    for t in m.A:
+        m.at_use.add(m.S[t] >= m.A[t])
+    for (b, d) in m.L:
+        users = [t for t in prep.block_tasks[b] if d in prep.legal[t]]
+        ld = prep.load[b][d]
+        m.at_use.add(sum(m.f[t, d] for t in users) == m.L[b, d])
+        for t in users:
+            m.at_use.add(m.f[t, d] <= m.x[t, d])
+            big = win.hi[t] + ld
+            m.at_use.add(m.S[t] <= m.Ls[b, d] + ld + big * (1 - m.f[t, d]))
+            m.at_use.add(m.Ls[b, d] >= m.A[t] - win.hi[t] * (1 - m.f[t, d]))
 
 
 def _channel_usage(inst: PlacementInstance, prep: MilpPrep, transfer_edges: list[int]
@@ -431,6 +478,8 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
     edge_pairs = add_channel_constraints(m, inst, prep, win, transfer_edges, clock)
     clock.check("channel constraints")
     load_pairs = add_load_constraints(m, inst, prep, win)
+    if prep.at_use:
+        add_at_use_constraints(m, prep, win)
     clock.check("load constraints")
     add_redundant_constraints(m, inst, prep)
     groups = add_symmetry_breaking(m, inst, prep)

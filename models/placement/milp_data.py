@@ -43,6 +43,7 @@ class MilpPrep:
     work_bound: int
     dev_head: list[dict[int, int]]    # per task and legal device: head with placement
     dev_tail: list[dict[int, int]]    # per task and legal device: tail incl. t, transfers
+    at_use: bool = False              # problems.md §1.2 rule 5 load_timing
 
 
 def prepare(inst: PlacementInstance) -> MilpPrep:
@@ -90,7 +91,8 @@ def prepare(inst: PlacementInstance) -> MilpPrep:
                           for t in range(n)), default=0))
     work = math.ceil(sum(pmin) / inst.n_devices) if n else 0
     return MilpPrep(legal, cost, pmin, head, tail, topo, topo_pos, reach, src, dst, nbytes, trans,
-                 dict(block_tasks), load, load_devices, crit, work, dev_head, dev_tail)
+                 dict(block_tasks), load, load_devices, crit, work, dev_head, dev_tail,
+                 inst.load_timing == "at_use")
 
 
 def serial_horizon(inst: PlacementInstance, prep: MilpPrep) -> int:
@@ -126,7 +128,10 @@ class Decisions:
 def retime(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: list[float],
            transfer: dict[int, float], loads: dict[tuple[int, int], float]) -> Decisions:
     """Left-justified integer schedule that keeps the given devices and the orders implied by
-    the (possibly fractional) times on every device, channel and load port."""
+    the (possibly fractional) times on every device, channel and load port (at_use: each load
+    in the slot of its first user, :func:`_retime_at_use`)."""
+    if prep.at_use:
+        return _retime_at_use(inst, prep, device, start, transfer)
     n = inst.n_tasks
     tblock = inst.task_block.tolist()
     dur = [prep.dur[t][device[t]] for t in range(n)]
@@ -171,6 +176,67 @@ def retime(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: li
     time_of = _earliest_times(release, lag_of, arcs)
     return Decisions(list(device), time_of[:n], {e: time_of[node_of[e]] for e in cross},
                      load_start)
+
+
+def _retime_at_use(inst: PlacementInstance, prep: MilpPrep, device: list[int],
+                   start: list[float], transfer: dict[int, float]) -> Decisions:
+    """:func:`retime` under problems.md §1.2 rule 5 at_use: per (block, device) one load node
+    before the block's first user there (by the given starts), after that user's inputs and
+    after the previous task on the device; the device's order runs through it."""
+    n = inst.n_tasks
+    tblock = inst.task_block.tolist()
+    dur = [prep.dur[t][device[t]] for t in range(n)]
+    served: dict[tuple[int, int], int] = {}
+    for t in sorted(range(n), key=lambda t: (start[t], prep.topo_pos[t])):
+        if tblock[t] >= 0:
+            served.setdefault((tblock[t], device[t]), t)
+    cross = [e for e in range(len(prep.src)) if device[prep.src[e]] != device[prep.dst[e]]]
+    node_of = {e: n + k for k, e in enumerate(cross)}
+    load_node = {key: n + len(cross) + k for k, key in enumerate(sorted(served))}
+    slot_of = {t: load_node[key] for key, t in served.items()}
+    size = n + len(cross) + len(load_node)
+    lag_of = dur + [0] * (size - n)
+    for (b, d), k in load_node.items():
+        lag_of[k] = prep.load[b][d]
+    arcs: list[list[int]] = [[] for _ in range(size)]
+
+    def into(a: int, t: int) -> None:  # a precedes t, and t's load when t is served
+        arcs[a].append(slot_of.get(t, t))
+
+    for e in range(len(prep.src)):
+        u, v = prep.src[e], prep.dst[e]
+        if e in node_of:
+            k = node_of[e]
+            lag_of[k] = prep.trans[e][(device[u], device[v])]
+            arcs[u].append(k)
+            into(k, v)
+        else:
+            into(u, v)
+    for t in range(n):  # every user of a loaded block there after its load
+        if tblock[t] >= 0:
+            arcs[load_node[(tblock[t], device[t])]].append(t)
+    chains: dict[Any, list[tuple[float, int, int]]] = defaultdict(list)
+    for t in range(n):
+        if dur[t] > 0 or lag_of[slot_of.get(t, t)] > 0:
+            chains[("dev", device[t])].append((start[t], prep.topo_pos[t], t))
+    if inst.links.contention:
+        for e in cross:
+            k = node_of[e]
+            if lag_of[k] > 0:
+                u = prep.src[e]
+                t0 = transfer.get(e, start[u] + dur[u])
+                for c in inst.links.channels(device[u], device[prep.dst[e]]):
+                    chains[c].append((t0, e, k))
+    for key, items in chains.items():
+        items.sort()
+        for (_, _, a), (_, _, b) in zip(items, items[1:]):
+            if isinstance(key, tuple):  # a device: b's slot (its load) after a
+                into(a, b)
+            else:
+                arcs[a].append(b)
+    time_of = _earliest_times([0] * size, lag_of, arcs)
+    return Decisions(list(device), time_of[:n], {e: time_of[node_of[e]] for e in cross},
+                     {key: time_of[k] for key, k in load_node.items()})
 
 
 def _port_schedule(prep: MilpPrep, tblock: list[int], device: list[int],

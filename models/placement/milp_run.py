@@ -48,8 +48,31 @@ def set_warm_start(m: pyo.ConcreteModel, inst: PlacementInstance, dec: Decisions
         m.Ls[b, d].set_value(dec.loads.get((b, d), 0) if (b, d) in needed else 0)
     for (b1, b2, d) in m.v:
         m.v[b1, b2, d].set_value(int(m.Ls[b1, d].value <= m.Ls[b2, d].value))
+    if prep.at_use:
+        _warm_at_use(m, prep, dec, tstart, end, tblock)
     m.Cmax.set_value(dec.makespan(prep))
     return _violations(m, clock)
+
+
+def _warm_at_use(m: pyo.ConcreteModel, prep: MilpPrep, dec: Decisions, tstart: dict[int, int],
+                 end: list[int], tblock: list[int]) -> None:
+    """The at_use variables of a schedule: A[t] its inputs' arrival, f[t,d] whether t is the
+    first user of its block on d (problems.md §1.2 rule 5)."""
+    dev, st = dec.device, dec.start
+    arrive = {t: 0 for t in m.A}
+    for e, (u, v) in enumerate(zip(prep.src, prep.dst)):
+        if v in arrive:
+            a = end[u] if dev[u] == dev[v] else \
+                tstart.get(e, end[u]) + prep.trans[e][(dev[u], dev[v])]
+            arrive[v] = max(arrive[v], a)
+    for t, a in arrive.items():
+        m.A[t].set_value(a)
+    first: dict[tuple[int, int], int] = {}
+    for t in sorted(arrive, key=lambda t: (st[t], t)):
+        first.setdefault((tblock[t], dev[t]), t)
+    served = set(first.values())
+    for (t, d) in m.f:
+        m.f[t, d].set_value(int(d == dev[t] and t in served))
 
 
 def _violations(m: pyo.ConcreteModel, clock: Deadline) -> int:

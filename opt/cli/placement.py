@@ -44,6 +44,7 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                            BuildOptions(layers=args.layers, tp=args.tp,
                                         block_span=args.block_span, dtype=args.dtype,
                                         kv_layout=args.kv_layout, time_unit=args.time_unit,
+                                        load_timing=args.load_timing,
                                         formats=tuple(args.formats) if args.formats else None,
                                         precision=_precision_args(args),
                                         sparsity=_sparsity_args(args),

@@ -133,7 +133,9 @@ class BuildOptions:
     measurements: a measured-latency table (:mod:`opt.costlib.measured`) whose entries replace
     the model's task costs where they exist (None = the model everywhere);
     kv_memory: the KV cache takes its share of each KV home's memory (default, problems.md §1.4
-    "KV against memory"); False = the former model, where only weights use device memory."""
+    "KV against memory"); False = the former model, where only weights use device memory;
+    load_timing: the instance's load rule (problems.md §1.2 rule 5): ``at_use`` (default, DOPS
+    Eq. 1) or ``prefetch``."""
 
     layers: int | None = None
     tp: int = 1
@@ -148,6 +150,7 @@ class BuildOptions:
     kv_layout: str = "heads"
     measurements: MeasuredTable | None = None
     kv_memory: bool = True
+    load_timing: str = "at_use"
 
     def resolved_precision(self) -> Precision:
         """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
@@ -362,7 +365,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
         block_bytes=block_bytes, block_load=block_load,
         layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
         kind=list(cols["kind"]), phase=cols["phase"], step=cols["step"], layer=cols["layer"],
-        shard=cols["shard"], meta=meta, check_acyclic=False)
+        shard=cols["shard"], meta=meta, check_acyclic=False, load_timing=opt.load_timing)
     meta["build_s"] = time.perf_counter() - t_start
     return inst
 

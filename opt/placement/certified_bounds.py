@@ -28,7 +28,9 @@ All durations are integer ticks of the instance's ``time_unit``.
     assignment, per-device work ≤ C), and the bound is then recomputed from ``y`` directly, so
     solver tolerances cannot make it invalid. It contains every "tasks legal only on class S
     must share S" argument (e.g. the single NPU's mandatory ``embed``/``lm_head`` work).
-    Relaxed: precedence, communication, loads.
+    Relaxed: precedence, communication, loads — but under ``load_timing: at_use`` each used
+    block also counts as one job of its shortest load on the devices that may run its tasks
+    (the load runs in its task's slot, so it occupies that device; ``work_bound.load_rows``).
 
 ``load_port`` — weight loads through the load ports
     Every block b used by a task must have a load completing on the device of each user before

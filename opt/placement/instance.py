@@ -52,6 +52,10 @@ _INT_DTYPES = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.u
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
+#: when a weight load may run (problems.md §1.2 rule 5): ``prefetch`` (any time, e.g. from 0 on
+#: an idle load port; the value of an instance that does not say) or ``at_use`` (DOPS Eq. 1: not
+#: before the task it serves is dispatched, its time inside that task's completion)
+LOAD_TIMINGS = ("prefetch", "at_use")
 DEFAULT_STORAGE = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
 #: largest duration, load duration or link latency (ticks; opt.common.units.MAX_TICKS, where
 #: seconds become ticks): 2**53 ≈ 9.0e15, 104 days in ns
@@ -183,6 +187,7 @@ class PlacementInstance:
     source: str | None = None
     objective: str = "makespan"      # opt.placement.slo.OBJECTIVES
     slo: Any = None                  # opt.placement.slo.Slo | None (limits in ticks)
+    load_timing: str = "prefetch"    # LOAD_TIMINGS (problems.md §1.2 rule 5)
 
     # ---- sizes and lookups ---------------------------------------------------------------
     @property
@@ -331,8 +336,8 @@ class PlacementInstance:
 
     def header(self) -> dict[str, Any]:
         """Every top-level field of the JSON form except the task and edge tables: schema,
-        problem, time_unit, devices, links, blocks, layout, meta and (when set) objective
-        and slo."""
+        problem, time_unit, devices, links, blocks, layout, meta and (when set) objective,
+        slo and load_timing (written only when it is not ``prefetch``)."""
         names = [d.name for d in self.devices]
         blocks = []
         for b, bid in enumerate(self.block_ids):
@@ -359,6 +364,7 @@ class PlacementInstance:
             "meta": dict(self.meta),
             **({"objective": self.objective} if self.objective != "makespan" else {}),
             **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
+            **({"load_timing": self.load_timing} if self.load_timing != "prefetch" else {}),
         }
 
     def writes_columns(self, columns: bool | None = None) -> bool:
@@ -565,7 +571,8 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
                    layout: Layout | None = None, kind: Sequence[str | None] | None = None,
                    phase=None, step=None, layer=None, shard=None,
                    meta: Mapping[str, Any] | None = None, source: str | None = None,
-                   check_acyclic: bool = True) -> PlacementInstance:
+                   check_acyclic: bool = True, load_timing: str = "prefetch"
+                   ) -> PlacementInstance:
     """Validate columnar data and freeze it into a :class:`PlacementInstance`.
 
     Errors name the offending task, edge, block or device (and the file when ``source`` is set).
@@ -576,6 +583,9 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
         return InputError(msg, source=source, field=fld)
 
     names = _check_names(time_unit, devices, task_ids, err)
+    if load_timing not in LOAD_TIMINGS:
+        raise err(f"unknown load_timing '{load_timing}'; known: {', '.join(LOAD_TIMINGS)}",
+                  "load_timing")
     cost = _check_costs(_int64(cost, "tasks.cost", err), task_ids, names, err)
     nb = len(block_ids)
     task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
@@ -614,7 +624,8 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
         block_load={f: _frozen(a) for f, a in block_load.items()}, layout=layout,
         kind=tuple(kind) if kind is not None else (), phase=opt_arr(phase, np.int8),
         step=opt_arr(step, np.int64), layer=opt_arr(layer, np.int64),
-        shard=opt_arr(shard, np.int64), meta=dict(meta or {}), source=source)
+        shard=opt_arr(shard, np.int64), meta=dict(meta or {}), source=source,
+        load_timing=load_timing)
     if check_acyclic:
         inst.topological_order  # noqa: B018 — raises on a cycle
     return inst

@@ -38,7 +38,7 @@ from opt.placement.instance import (
 
 #: the top-level fields of an instance file other than its task and edge tables (§1.2a)
 HEADER_KEYS = frozenset({"schema", "problem", "time_unit", "devices", "links", "blocks",
-                         "layout", "meta", "objective", "slo"})
+                         "layout", "meta", "objective", "slo", "load_timing"})
 #: reads the task and edge tables: (the file's top-level fields, device index, block index,
 #: number of devices) -> (ids, kinds, cost, task_block, phase, step, layer, shard, src, dst,
 #: bytes, the task index or None); errors name the file and the table
@@ -55,7 +55,7 @@ def instance_from_dict(obj: Any, source: str | None = None) -> PlacementInstance
 
 def instance_from_header(f: Fields, tables: TableReader) -> PlacementInstance:
     """Build the instance from the top-level fields in ``f`` (schema, devices, links, blocks,
-    layout, meta, objective, slo; checked here) and the task and edge tables that ``tables``
+    layout, meta, objective, slo, load_timing; checked here) and the task and edge tables that ``tables``
     reads (rows, JSON columns, or the binary container's arrays)."""
     schema = f.get("schema")
     if schema != SCHEMA:
@@ -76,7 +76,8 @@ def instance_from_header(f: Fields, tables: TableReader) -> PlacementInstance:
         task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
         block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
         kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
-        meta=_object(f, "meta"), source=f.source)
+        meta=_object(f, "meta"), source=f.source,
+        load_timing=f.str("load_timing", "prefetch"))
     if tindex is not None:  # ids are unique (build_instance checked): it is task_index
         inst.__dict__["task_index"] = tindex
     return _with_goal(inst, f)

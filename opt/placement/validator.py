@@ -21,6 +21,7 @@ import numpy as np
 
 from opt.common.result import Result, claims_error, gap_of
 from opt.placement.instance import PlacementInstance
+from opt.placement.load_timing import at_use_violation
 from opt.placement.slo import objective_value, violations
 from opt.placement.solution_tables import MAX_TIME, ColumnarSolution, EventRows, LazyAssignment
 
@@ -177,10 +178,16 @@ def _lazy_parts_built(solution: dict[str, Any]) -> dict[str, Any]:
 def _check_blocks(inst: PlacementInstance, solution: Mapping[str, Any], task_dev: np.ndarray,
                   start: np.ndarray, end: np.ndarray, channel_use: _ChannelUse
                   ) -> PlacementMetrics:
-    """Rules 4–6 and the metrics, once rules 1–3 hold."""
+    """Rules 4–6 (rule 5 with the instance's load timing) and the metrics, once rules 1–3
+    hold."""
     _check_channels(inst, channel_use)
     fmt_of = _check_formats(inst, solution)
     loads = _check_loads(inst, solution, fmt_of)
+    if inst.load_timing == "at_use":
+        msg = at_use_violation(inst, task_dev, start, end, channel_use.edge, channel_use.end,
+                               loads.block, loads.device, loads.start, loads.end)
+        if msg:
+            raise ScheduleError(msg)
     resid = _residencies(inst, solution, loads)
     _check_blocks_resident(inst, resid, task_dev, start)
     _check_capacity(inst, resid)

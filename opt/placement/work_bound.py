@@ -28,8 +28,10 @@ def cheapest(inst: PlacementInstance) -> np.ndarray:
 
 
 def work_lp_bound(inst: PlacementInstance) -> tuple[int, np.ndarray]:
-    """(bound, y): ``Σ_v min_{d legal} y_d cost[v, d]`` for the LP-optimal device weights y."""
-    rows, counts = unique_cost_rows(inst.cost)
+    """(bound, y): ``Σ_v min_{d legal} y_d cost[v, d]`` for the LP-optimal device weights y.
+    Under ``load_timing: at_use`` every used block also counts as one job whose duration on d
+    is its load there, over the devices that may run one of its tasks (:func:`load_rows`)."""
+    rows, counts = unique_cost_rows(np.concatenate([inst.cost, load_rows(inst)]))
     nd = inst.n_devices
     y = np.full(nd, 1.0 / nd)
     try:
@@ -37,6 +39,26 @@ def work_lp_bound(inst: PlacementInstance) -> tuple[int, np.ndarray]:
     except (ImportError, ValueError, RuntimeError):
         pass  # any y in the simplex gives a valid bound; the uniform one is the fallback
     return _dual_value(rows, counts, y), y
+
+
+def load_rows(inst: PlacementInstance) -> np.ndarray:
+    """int64 [k, D]: under ``load_timing: at_use`` (problems.md §1.2 rule 5) one row per used
+    block, its shortest load (over every format) on each device that may run one of its tasks
+    (−1 elsewhere), else no rows. Valid as extra work: each used block is loaded at least once, onto a device that
+    runs one of its tasks, and under at_use that load runs in its task's slot, when the device
+    computes nothing else and loads nothing else (so busy_d ≥ compute + loads on d)."""
+    nd = inst.n_devices
+    if inst.load_timing != "at_use" or not len(inst.block_ids):
+        return np.zeros((0, nd), dtype=np.int64)
+    users = np.flatnonzero(inst.task_block >= 0)
+    may = np.zeros((len(inst.block_ids), nd), dtype=bool)
+    np.logical_or.at(may, inst.task_block[users], inst.cost[users] >= 0)
+    # the shortest load over every format (a relaxation, so P2's format choice is covered)
+    big = np.iinfo(np.int64).max
+    load = np.min([np.where(a >= 0, a, big) for a in inst.block_load.values()], axis=0) \
+        if inst.block_load else np.full(may.shape, big)
+    out = np.where(may & (load < big), load, -1)
+    return out[(out >= 0).any(axis=1)]
 
 
 def unique_cost_rows(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

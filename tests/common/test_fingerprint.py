@@ -60,3 +60,26 @@ def test_seal_detects_an_edited_field():
     assert "mismatch" in seal_error({**rec, "makespan": 1})
     assert "no digest" in seal_error({k: v for k, v in rec.items() if k != "digest"})
     assert seal_error([1, 2]) == "not a JSON object"
+
+
+def test_load_timing_changes_the_fingerprint_but_prefetch_keeps_the_former_one():
+    """``load_timing`` (problems.md §1.2 rule 5) is problem data, but at ``prefetch`` — the
+    value of every instance before the field existed — it leaves the fingerprint as it was."""
+    import dataclasses
+    import hashlib
+
+    from opt.common.fingerprint import PREFIX, _feed, instance_fingerprint
+    from tests.placement.test_load_timing import worked_example
+
+    pre = worked_example("prefetch")
+    at_use = dataclasses.replace(pre, load_timing="at_use")
+    assert instance_fingerprint(pre) != instance_fingerprint(at_use)
+    # the former hash: every field but meta and source, no load_timing
+    h = hashlib.sha256()
+    h.update(f"D{type(pre).__name__}(".encode())
+    for f in dataclasses.fields(pre):
+        if f.name not in ("meta", "source", "load_timing"):
+            h.update(f"{f.name}=".encode())
+            _feed(h, getattr(pre, f.name))
+    h.update(b")")
+    assert instance_fingerprint(pre) == PREFIX + h.hexdigest()

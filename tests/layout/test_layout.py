@@ -45,9 +45,12 @@ def checked(inst, res):
 
 @pytest.fixture(scope="module")
 def small(catalog, cards):
-    """A 2-layer Qwen slice with prefill and a few decode steps (WLA has blocks to arbitrate)."""
+    """A 2-layer Qwen slice with prefill and a few decode steps (WLA has blocks to arbitrate),
+    ``load_timing: prefetch`` (the rule the WLA expectations below were set under; the exact
+    cases are built ``at_use``)."""
     return build_placement(cards["dops-qwen-1.8b"], catalog.platform("HP32"), catalog,
-                           Workload(prefill=8, decode=4, batch=1), BuildOptions(layers=2))
+                           Workload(prefill=8, decode=4, batch=1),
+                           BuildOptions(layers=2, load_timing="prefetch"))
 
 
 @pytest.mark.parametrize("case", EXACT_CASES, ids=lambda c: f"{c.model}-p{c.prefill}-b{c.batch}")

@@ -1,6 +1,8 @@
 """Bifocal (heuristics/placement/bifocal.py, problems.md §6): valid schedules, never below proven optima,
 deterministic, every switch has an effect, "EFT only" is the HEFT list schedule, evictions
-under tight capacity, and parameter checking."""
+under tight capacity, and parameter checking. The built instances are ``load_timing:
+prefetch`` (the rule these mechanisms were measured under; at_use: test_load_timing.py and
+test_compiled_engine.py)."""
 
 from __future__ import annotations
 
@@ -33,19 +35,19 @@ from solvers.api import solve
 @pytest.fixture(scope="module")
 def llama(catalog, cards) -> PlacementInstance:
     return build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
-                           Workload(prefill=64, decode=8, batch=2), BuildOptions(layers=2))
+                           Workload(prefill=64, decode=8, batch=2), BuildOptions(load_timing="prefetch", layers=2))
 
 
 @pytest.fixture(scope="module")
 def mixtral(catalog, cards) -> PlacementInstance:
     return build_placement(cards["mixtral-8x7b"], catalog.platform("HP32"), catalog,
-                           Workload(prefill=64, decode=3, batch=2), BuildOptions(layers=1))
+                           Workload(prefill=64, decode=3, batch=2), BuildOptions(load_timing="prefetch", layers=1))
 
 
 @pytest.fixture(scope="module")
 def tp2(catalog, cards) -> PlacementInstance:
     return build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
-                           Workload(prefill=16, decode=2, batch=1), BuildOptions(layers=1, tp=2))
+                           Workload(prefill=16, decode=2, batch=1), BuildOptions(load_timing="prefetch", layers=1, tp=2))
 
 
 def with_capacity(inst: PlacementInstance, fraction: float, cls: str = "npu") -> PlacementInstance:
@@ -67,7 +69,7 @@ def tight(catalog, cards) -> PlacementInstance:
     """Llama, 2 layers, one block per layer and family (14 blocks), NPU holds 40 % of them."""
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
                            Workload(prefill=32, decode=6, batch=1),
-                           BuildOptions(layers=2, block_span=1))
+                           BuildOptions(load_timing="prefetch", layers=2, block_span=1))
     return with_capacity(inst, 0.4)
 
 
@@ -171,7 +173,7 @@ def test_each_switch_changes_the_schedule(llama, tight):
     # the phase bias acts on reloads whose delay shows (not hidden by prefetch on an idle
     # load port): on 4 layers the ports are busy long enough for that
     deep = build_placement(bundled_cards()["dops-qwen-1.8b"], bundled_catalog().platform("HP32"),
-                           bundled_catalog(), Workload(512, 8, 1), BuildOptions(layers=4))
+                           bundled_catalog(), Workload(512, 8, 1), BuildOptions(load_timing="prefetch", layers=4))
     base_d = bifocal_schedule(deep, {})
     assert bifocal_schedule(deep, {"phase": False}) != base_d
     assert bifocal_schedule(deep, {"lam": 0.0}) != base_d
@@ -274,15 +276,16 @@ def test_tight_npu_capacity_evicts_and_is_valid(tight):
 
 
 def test_npu_only_platform_needs_evictions(catalog, cards):
-    """HP0 (NPU only) with the NPU holding 40 % of the weights: HEFT (no evictions) has no
-    eligible device; Bifocal evicts and reloads."""
+    """HP0 (NPU only) with the NPU holding 40 % of the weights: Bifocal evicts and reloads,
+    and so does HEFT (LRU residency is the platform's rule, issue 35; before, HEFT had no
+    eligible device)."""
     inst = with_capacity(build_placement(cards["llama-2-7b"], catalog.platform("HP0"), catalog,
                                          Workload(prefill=16, decode=3, batch=1),
-                                         BuildOptions(layers=2, block_span=1)), 0.4)
-    with pytest.raises(InputError, match="fits on no device"):
-        heft(inst)
-    res = solve(inst, "bifocal")
-    assert res.status == "FEASIBLE" and res.stats["metrics"]["evictions"] > 0
+                                         BuildOptions(load_timing="prefetch", layers=2,
+                                                      block_span=1)), 0.4)
+    for method in ("bifocal", "heft"):
+        res = solve(inst, method)
+        assert res.status == "FEASIBLE" and res.stats["metrics"]["evictions"] > 0
 
 
 def test_block_larger_than_every_capacity_is_an_input_error():
@@ -322,7 +325,7 @@ def test_load_port_prior_balances_ports_and_is_optional():
     from instances.generated import gap_case
     from opt.placement.validator import validate_placement
 
-    inst = gap_case(1001).build()
+    inst = dataclasses.replace(gap_case(1001).build(), load_timing="prefetch")
     assert BifocalParams().prior is False
     base = validate_placement(inst, bifocal_schedule(inst)).makespan
     a = bifocal_schedule(inst, {"prior": True})
@@ -343,7 +346,8 @@ def test_evict_cost_stops_thrashing_under_capacity_pressure():
 
     assert BifocalParams().evict_cost == 0.0
     cat, cards = bundled_catalog(), bundled_cards()
-    inst = build_placement(cards["llama-2-13b"], cat.platform("HP32"), cat, Workload(128, 32, 16))
+    inst = build_placement(cards["llama-2-13b"], cat.platform("HP32"), cat, Workload(128, 32, 16),
+                           BuildOptions(load_timing="prefetch"))
     # the siblings' order (on by default) is left out to isolate the eviction cost: with it
     # the cost still cuts the evictions 200 -> 27 but the makespan rises by 1.2 %
     base = bifocal_schedule(inst, {"siblings": False})

@@ -10,6 +10,7 @@ Every schedule goes through the independent validator.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tempfile
 from pathlib import Path
@@ -71,7 +72,9 @@ def _case_id(case) -> str:
 
 @functools.cache
 def _llm_instance(case: LlmCase):
-    return case.build()
+    """The case as a ``load_timing: prefetch`` instance (the time limits here were set for it;
+    cpsat-blocks under at_use: tests/placement/test_load_timing.py)."""
+    return dataclasses.replace(case.build(), load_timing="prefetch")
 
 
 @functools.cache

@@ -42,10 +42,11 @@ def test_compiled_schedules_match_the_reference(name):
 
 # ---- random small instances ------------------------------------------------------------------
 
-def random_instance(seed: int) -> Any:
+def random_instance(seed: int, load_timing: str = "prefetch") -> Any:
     """A random DAG of 3–30 tasks on 2–4 devices of two classes, weight blocks with loads,
     prefill and decode steps; links ``full`` or ``star``, with or without contention;
-    capacities unlimited or tight (between the largest block and all blocks)."""
+    capacities unlimited or tight (between the largest block and all blocks); the given load
+    rule (problems.md §1.2 rule 5)."""
     r = random.Random(seed)
     nd = r.randint(2, 4)
     nb = r.randint(0, 4)
@@ -80,7 +81,8 @@ def random_instance(seed: int) -> Any:
                   "pairs": pairs},
         "tasks": tasks, "edges": edges, "blocks": blocks,
         "layout": {"formats": ["linear"], "default": "linear"},
-        "meta": {"workload": {"prefill": 4, "decode": decode, "batch": 1}}})
+        "meta": {"workload": {"prefill": 4, "decode": decode, "batch": 1}},
+        "load_timing": load_timing})
 
 
 def outcome(run) -> tuple[str, Any]:
@@ -114,6 +116,27 @@ def test_bifocal_engines_agree(seed, variant):
     params = VARIANTS[variant]
     py = bifocal_outcome(inst, params, "python")
     assert bifocal_outcome(inst, params, "compiled") == py
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), variant=st.sampled_from(range(len(VARIANTS))),
+       insertion=st.booleans())
+def test_engines_agree_and_validate_under_at_use(seed, variant, insertion):
+    """problems.md §1.2 rule 5 at_use: both engines give the same Bifocal and list schedules,
+    and they pass the validator (loads in their task's slot, from its dispatch on)."""
+    from opt.placement.validator import validate_placement
+
+    inst = random_instance(seed, "at_use")
+    py = bifocal_outcome(inst, VARIANTS[variant], "python")
+    assert bifocal_outcome(inst, VARIANTS[variant], "compiled") == py
+    if py[0] == "ok":
+        validate_placement(inst, py[1][0])
+    order = priority_order(inst, upward_rank(inst, engine="python"), engine="python")
+    ls = outcome(lambda: list_schedule(inst, order, insertion=insertion, engine="python"))
+    assert outcome(lambda: list_schedule(inst, order, insertion=insertion,
+                                         engine="compiled")) == ls
+    if ls[0] == "ok":
+        validate_placement(inst, ls[1])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,8 +13,9 @@ from opt.placement.validator import validate_placement
 
 
 def test_replay_and_moves_shorten_bifocal(catalog, cards):
+    """On a prefetch build (the rule the moves were measured under)."""
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP64"), catalog,
-                           Workload(128, 16, 16), BuildOptions(layers=2))
+                           Workload(128, 16, 16), BuildOptions(layers=2, load_timing="prefetch"))
     sol = bifocal_schedule(inst, {"siblings": False})
     span = validate_placement(inst, sol).makespan
     assert validate_placement(inst, replay(inst, sol, assignment(inst, sol))).makespan == span

@@ -12,7 +12,7 @@ import instances
 from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
 from heuristics.placement.static_policies import POLICIES, class_of_assignment, static_schedule
 from opt.cli import main
-from opt.common.errors import UnknownNameError
+from opt.common.errors import InputError, UnknownNameError
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.validator import validate_placement
 from solvers import solve
@@ -146,3 +146,45 @@ def test_cli_solve_with_a_policy(capsys):
     helptext = capsys.readouterr().out
     for m in ("heft", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"):
         assert m in helptext
+
+
+def _with_capacity(inst, npu_cap, pim_cap=None):
+    """``inst`` with the NPU's (and, when given, every PIM's) weight capacity in bytes."""
+    import dataclasses
+
+    devices = tuple(dataclasses.replace(
+        d, weight_capacity=npu_cap if d.device_class == "npu" else
+        (pim_cap if pim_cap is not None else d.weight_capacity)) for d in inst.devices)
+    return dataclasses.replace(inst, devices=devices)
+
+
+@pytest.mark.parametrize("load_timing", ["at_use", "prefetch"])
+@pytest.mark.parametrize("policy", list(ON_PIM))
+def test_a_full_npu_evicts_instead_of_leaving_the_class(catalog, cards, policy, load_timing):
+    """LRU residency is the platform's rule (DOPS §6.1, issue 35 item 2): with room on the NPU
+    for only its two largest blocks, every policy still puts its NPU-class prefill tasks on the
+    NPU (evicting), where before it spilled prefill GEMMs onto PIM."""
+    base = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(16, 2, 1), BuildOptions(layers=2, block_span=1,
+                                                            load_timing=load_timing))
+    big = np.sort(base.block_bytes)[-2:].sum()
+    inst = _with_capacity(base, int(big))
+    sol = static_schedule(inst, policy)
+    met = validate_placement(inst, sol)
+    assert met.evictions > 0
+    got = class_of_assignment(inst, sol)
+    npu_legal = inst.legal[:, [d.device_class == "npu" for d in inst.devices]].any(axis=1)
+    pre = inst.is_prefill()
+    for t in np.flatnonzero(pre & npu_legal):
+        want = "pim" if ON_PIM[policy](inst.kind[t], 0) else "npu"
+        if want == "npu":
+            assert got[t] == "npu", inst.task_ids[t]
+
+
+def test_a_block_larger_than_the_class_is_refused(catalog, cards):
+    base = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
+                           Workload(16, 2, 1), BuildOptions(layers=1))
+    inst = _with_capacity(base, int(base.block_bytes.max()) - 1)
+    with pytest.raises(InputError, match=r"policy 'pd' cannot keep task .* in its device "
+                                         r"class: block .* is larger than every such device"):
+        static_schedule(inst, "pd")

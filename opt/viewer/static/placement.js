@@ -30,7 +30,7 @@
     const ts = cols["t.start"];
     const X = layer("t", ts, HV.addDur(ts, cols["t.dur"]), { src: cols["t.src"], dst: cols["t.dst"], name: "transfer" });
     const ls = cols["l.start"];
-    const Ld = layer("l", ls, HV.addDur(ls, cols["l.dur"]), { block: cols["l.block"], fmt: cols["l.fmt"], name: "load" });
+    const Ld = layer("l", ls, HV.addDur(ls, cols["l.dur"]), { block: cols["l.block"], fmt: cols["l.fmt"], task: cols["l.task"], name: "load" });
     const E = layer("e", cols["e.time"], cols["e.time"], { block: cols["e.block"], name: "evict", point: true });
     M.pos = new Int32Array(n);
     for (let i = 0; i < C.ref.length; i++) M.pos[C.ref[i]] = i;
@@ -76,7 +76,9 @@
       ["devices", `${devs[T.dev[X.src[i]]].name} → ${devs[T.dev[X.dst[i]]].name}`],
       ["for", `${kinds[T.kind[X.dst[i]]]}` + (T.step[X.dst[i]] >= 0 ? `, step ${T.step[X.dst[i]]}` : "") +
         (T.layer[X.dst[i]] >= 0 ? `, layer ${T.layer[X.dst[i]]}` : "")]].concat(span(X.start[i], X.end[i]));
-    Ld.describe = (i) => [["weight load", blocks.get(Ld.block[i])], ["format", fmts[Ld.fmt[i]]]]
+    Ld.describe = (i) => [["weight load", blocks.get(Ld.block[i])], ["format", fmts[Ld.fmt[i]]],
+      ["serves", Ld.task && Ld.task[i] >= 0 ? T.ids.get(Ld.task[i]) : "none"],
+      ["load timing", head.load_timing === "at_use" ? "at use (DOPS Eq. 1)" : "prefetch"]]
       .concat(span(Ld.start[i], Ld.end[i]));
     E.describe = (i) => [["eviction", blocks.get(E.block[i])], ["time", fmt.full(E.start[i])]];
     M.layers = [C, X, Ld, E];
@@ -188,7 +190,8 @@
       return out.slice(0, cap);
     };
     M.subtitle = `${n.toLocaleString("en-US")} tasks · ${head.counts.transfers.toLocaleString("en-US")} transfers · ` +
-      `${head.counts.loads} loads · ${head.counts.evictions} evictions · makespan ${fmt.full(head.metrics.makespan)}`;
+      `${head.counts.loads} loads (${head.load_timing === "at_use" ? "at use" : "prefetch"}) · ` +
+      `${head.counts.evictions} evictions · makespan ${fmt.full(head.metrics.makespan)}`;
     return M;
   };
 })();
