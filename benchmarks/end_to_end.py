@@ -5,8 +5,8 @@ One run builds the instance (or reads the cached file), then, ``--repeat`` times
 forked child (a fresh instance object, so no stage reuses another repeat's caches):
 
 * start — a fresh interpreter importing what ``hetopt solve`` imports before it reads
-  (``opt.cli``, ``solvers``, the Bifocal back end), in a subprocess;
-* read — :func:`opt.cli.common.load_instance` (the CLI's reader);
+  (``opt.app.cli``, ``solvers``, the Bifocal back end), in a subprocess;
+* read — :func:`opt.app.cli.common.load_instance` (the CLI's reader);
 * schedule — Bifocal with default parameters (the back end's call), and HEFT on the same
   instance as the same-run baseline (not part of the total);
 * bound — :func:`opt.placement.certified_bounds.certified_lower_bound` (``solve`` attaches it);
@@ -46,7 +46,7 @@ from bifocal_speed import in_child, measure  # noqa: E402  (this folder; BLAS pi
 
 ROOT = Path(__file__).resolve().parent.parent
 #: what ``hetopt solve --method bifocal`` imports before it reads the instance
-START_IMPORTS = ("import opt.cli, opt.cli.placement, solvers, solvers.placement.backends, "
+START_IMPORTS = ("import opt.app.cli, opt.app.cli.placement, solvers, solvers.placement.backends, "
                  "heuristics.placement.bifocal")
 STAGES = ("start", "read", "schedule", "bound", "validate", "fingerprint", "write")
 
@@ -117,7 +117,7 @@ def stage_run(path: Path, out: Path, heft_too: bool) -> dict[str, Any]:
     """One repeat of the in-process stages (seconds each; makespans; peak memory growth)."""
     from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
     from heuristics.placement.list_scheduler import heft
-    from opt.cli.common import load_instance
+    from opt.app.cli.common import load_instance
     from opt.common.fingerprint import instance_fingerprint
     from opt.common.result import Result
     from opt.placement.certified_bounds import certified_lower_bound

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opt.cli import build_parser, main
+from opt.app.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,12 +64,12 @@ def test_parser_tree_is_exactly_the_groups():
 
 
 def test_every_handler_names_a_function_of_its_command_group():
-    from opt.cli.parser import Handler
+    from opt.app.cli.parser import Handler
 
     for path, parser in _leaves(build_parser()):
         handler = parser.get_default("func")
         assert isinstance(handler, Handler), path
-        assert handler.module.startswith("opt.cli.") and handler.module != "opt.cli.parser", path
+        assert handler.module.startswith("opt.app.cli.") and handler.module != "opt.app.cli.parser", path
         fn = handler.function()
         assert callable(fn) and fn.__module__ == handler.module, path
         assert fn.__name__ == handler.function_name, path

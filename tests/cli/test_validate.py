@@ -6,7 +6,7 @@ import json
 import pytest
 
 import instances
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import claims_error
 from solvers import solve

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import instances
-from opt.cli import build_parser, main
+from opt.app.cli import build_parser, main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog, catalog_from_dict, load_catalog
 from opt.costlib.modelcard import bundled_cards, load_cards

@@ -137,7 +137,7 @@ def test_solve_hands_the_worker_to_a_heuristic(monkeypatch):
 def test_the_cli_prestarts_a_worker_only_for_a_heuristic_on_a_large_file(tmp_path, monkeypatch):
     import argparse
 
-    import opt.cli.placement as cli
+    import opt.app.cli.placement as cli
 
     small = tmp_path / "i.json"
     fresh().write(small)

@@ -278,7 +278,7 @@ def test_bad_column_tables_name_file_field_and_value(edit, field, text, tmp_path
 
 
 def test_cli_validate_reads_column_tables_and_exits_2_on_bad_ones(tmp_path, monkeypatch):
-    from opt.cli.parser import main
+    from opt.app.cli.parser import main
 
     monkeypatch.setattr(R, "LARGE_EVENTS", 3)
     inst, sol = CASES[0]

@@ -2,10 +2,10 @@
 
 import pytest
 
+from opt.app.runs.layout_sweep import makespans
+from opt.app.runs.sweep import record_error, speedups, trusted_record
 from opt.common.fingerprint import seal
 from opt.common.jsonio import write_json
-from opt.runs.layout_sweep import makespans
-from opt.runs.sweep import record_error, speedups, trusted_record
 
 FP = "sha256:" + "0" * 64
 BASE = {"model": "m", "platform": "HP32", "prefill": 8, "decode": 1, "batch": 1,

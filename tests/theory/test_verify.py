@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
 from opt.theory import verify as V
 
 
