@@ -15,8 +15,9 @@ batch) on a ladder of platforms (default HP0 → HP32 → HP64 → HP128). For e
 
 Runs are resumable: one JSON record per (workload, platform) under
 ``<out>/<model>/<platform>/p<prefill>-d<decode>-b<batch>/<method>.json`` (the layout and record
-format of :mod:`opt.app.runs.sweep`, whose grid, records, cache checks and progress bar are reused). The core never
-imports the solvers: the caller passes ``solve(instance, method) -> Result``.
+format of :mod:`opt.app.runs.sweep`, whose grid, records, cache checks and progress bar are reused). Each workload
+is scheduled by :func:`opt.app.runs.replay_schedules.validated_heuristic` unless the caller passes
+another ``solve(instance, method) -> Result``.
 
 Reduced instances: ``layers`` builds only the first k layers (as ``hetopt sweep placement
 --layers``). Alone that removes the memory pressure that decides where PIM pays off (k layers'
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from opt.app.runs.replay_schedules import validated_heuristic
 from opt.app.runs.sweep import (
     SolveFn,
     _Failed,
@@ -100,7 +102,8 @@ def _reusable(rec: Any, layers: int | None, scale: bool, method: str) -> bool:
 
 
 def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequence[int],
-                decode: Sequence[int], batch: Sequence[int], out: str | Path, solve: SolveFn, *,
+                decode: Sequence[int], batch: Sequence[int], out: str | Path,
+                solve: SolveFn | None = None, *,
                 catalog, cards, method: str = "bifocal", layers: int | None = None,
                 scale_capacity: bool | None = None, resume: bool = True,
                 progress: Any = None, paper_precision: bool = False
@@ -111,6 +114,7 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
     DOPS' precision, :func:`opt.app.runs.sweep.workload_precision`)."""
     from opt.placement.builder import BuildOptions, Workload, build_placement
 
+    solve = validated_heuristic if solve is None else solve
     if len(set(platforms)) < 2:
         raise InputError("scaling needs at least two platforms", field="platforms")
     # capacity scaling only means something for reduced (--layers) builds

@@ -4,7 +4,8 @@ mixes × contexts × TPOT SLOs (OpWeave Fig. 9/13).
 Each (model, GPU mix, context, SLO) instance is built once (:mod:`opt.serving.builder`) and
 solved with every method; one JSON record per (cell, method) is written as soon as it finishes,
 to ``<out>/<model>/<gpus>/s<context>-slo<ms>/<method>.json``, so a rerun skips finished cells.
-The caller passes ``solve(instance, method) -> Result`` (the core never imports solvers).
+Each instance is solved by :class:`opt.app.runs.sweep_calls.SolveCall` unless the caller passes
+another ``solve(instance, method) -> Result``.
 
 Work items (:class:`ServingTask`, one per cell × method) run on an executor (:mod:`opt.app.runs.executor`);
 each builds its instance inside the worker and the parent writes the record atomically as it
@@ -25,6 +26,7 @@ from typing import Any
 
 from opt.app.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.app.runs.sweep import Progress, aborting, trusted_record, usable
+from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint, seal
 from opt.common.report import table
@@ -124,7 +126,7 @@ def _cached(path: Path) -> dict[str, Any] | None:
 
 
 def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: Path,
-                      solve: Callable[[Any, str], Any], *, catalog, cards,
+                      solve: Callable[[Any, str], Any] | None = None, *, catalog, cards,
                       grid: ServingGrid | None = None, tp_degrees: Sequence[int] = DEFAULT_TP,
                       resume: bool = True, progress: Progress | None = None,
                       executor: Executor | None = None) -> list[tuple[dict[str, Any], bool]]:
@@ -132,6 +134,7 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
 
     ``executor`` runs the work items (default: serially in this process); with a parallel one
     ``solve`` must be picklable. The records do not depend on the executor (timings aside)."""
+    solve = SolveCall() if solve is None else solve
     for cell in todo:  # bad names fail before any solving
         cards[cell.model]
         for g in cell.gpus:

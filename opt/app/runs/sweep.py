@@ -7,8 +7,9 @@ written as soon as it finishes, to ``<out>/<model>/<platform>/p<prefill>-d<decod
 A record is reused only if it was built with the same ``layers``, ``tp``, KV layout and precision
 (``paper_precision``: each model in the precision DOPS runs it in, e.g. INT8 for Mixtral-8x7B).
 
-The core never imports the solvers: the caller passes ``solve(instance, method) -> Result``
-(the CLI wraps :func:`solvers.solve`). Durations in records are integer ticks of ``time_unit``.
+Each instance is solved by :class:`opt.app.runs.sweep_calls.SolveCall` (:func:`solvers.solve`
+with the sweep's time limit, workers and parameters); a test may pass another
+``solve(instance, method) -> Result``. Durations in records are integer ticks of ``time_unit``.
 
 Work items (:class:`PlacementTask`, one per workload × method) run on an executor
 (:mod:`opt.app.runs.executor`: serial, a local process pool, or Dask); each builds its instance inside the
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opt.app.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
+from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint, seal, seal_error
 from opt.common.jsonio import read_json
@@ -364,7 +366,7 @@ def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
 
 
 def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
-              solve: SolveFn, *, catalog, cards, layers: int | None = None, tp: int = 1,
+              solve: SolveFn | None = None, *, catalog, cards, layers: int | None = None, tp: int = 1,
               resume: bool = True, progress: Progress | None = None,
               executor: Executor | None = None,
               paper_precision: bool = False) -> list[tuple[dict[str, Any], bool]]:
@@ -377,6 +379,7 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
     ``paper_precision`` builds each model in DOPS' precision (INT8 for Mixtral-8x7B and
     Llama-2-70B, :data:`opt.placement.builder.PAPER_PRECISION`), fp16 otherwise."""
     methods = _unique(methods)
+    solve = SolveCall() if solve is None else solve
     check_workloads(workloads, catalog=catalog, cards=cards, layers=layers)
     if tp < 1:
         raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
