@@ -3,6 +3,7 @@ layer, and how many project modules one command imports.
 
     python .ci/import_census.py                 # in-function imports per layer
     python .ci/import_census.py --walk -- solve INSTANCE --method bifocal --time-limit 1
+    CENSUS_ROOT=/other/checkout python .ci/import_census.py   # another tree (before / after)
 
 The core is ``opt`` minus the application layer (``opt.app``) and the façade (``opt.api``);
 before the application layer existed, ``opt.cli``, ``opt.runs``, ``opt.plots`` and
@@ -14,11 +15,13 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+#: the tree to count (default: this checkout)
+ROOT = Path(os.environ.get("CENSUS_ROOT") or Path(__file__).resolve().parent.parent)
 PACKAGES = ("opt", "models", "solvers", "heuristics", "instances")
 APP = ("opt.app", "opt.api", "opt.cli", "opt.runs", "opt.plots", "opt.viewer")
 

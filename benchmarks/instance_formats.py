@@ -49,7 +49,7 @@ def write_as(inst, path: Path) -> None:
 def one_repeat(path: Path, out: Path) -> dict[str, Any]:
     """Read ``path`` and write the instance to ``out`` (same format): seconds and the
     fingerprint."""
-    from opt.app.cli.common import load_instance
+    from opt.api import load_instance
     from opt.common.fingerprint import instance_fingerprint
 
     inst, read_s, read_cpu = timed(lambda: load_instance(str(path)))
@@ -60,7 +60,7 @@ def one_repeat(path: Path, out: Path) -> dict[str, Any]:
 
 def source_instance(args: argparse.Namespace):
     """The instance to measure: ``--instance`` or the cached flagship build."""
-    from opt.app.cli.common import load_instance
+    from opt.api import load_instance
 
     if args.instance:
         return load_instance(args.instance)

@@ -32,7 +32,7 @@ def flagship(out: Path):
     ipath, rpath = out / "flagship.json.gz", out / "flagship_bifocal.json.gz"
     if ipath.exists() and rpath.exists():
         return read_problem_instance(ipath), read_result(rpath).solution
-    from solvers import solve
+    from opt.api import solve
 
     cat = bundled_catalog()
     inst = build_placement(bundled_cards()["llama-2-7b"], cat.platform("HP64"), cat,

@@ -22,7 +22,8 @@ from opt.common.result import Result
 from opt.placement.bound_process import start_bound
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
-from opt.placement.validator import ScheduleError, certify_placement, validate_placement
+from opt.placement.validator import ScheduleError, validate_placement
+from solvers.certify import certify
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
 from solvers.registry import Method, default_method, get_method, methods
 
@@ -36,8 +37,9 @@ MAX_SEED = 2**31 - 1
 
 def instance_problems(instance: Any) -> tuple[str, ...]:
     """The registry problems whose methods solve ``instance`` (the first is its default's)."""
-    if isinstance(instance, PlacementInstance):
-        return ("placement", "layout")
+    if isinstance(instance, PlacementInstance):  # the instance's own problem first
+        return ("layout", "placement") if instance.problem == "layout" \
+            else ("placement", "layout")
     from opt.serving.instance import ServingInstance
 
     if isinstance(instance, ServingInstance):
@@ -92,8 +94,9 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           warm_start: str | None = "best", export_path: str | None = None,
           deterministic: bool = False, log: bool = False, bound_worker: Any = None,
           **params: Any) -> Result:
-    """Solve ``instance`` with ``method`` (None: ``cpsat`` for placement instances, ``bnb``
-    for serving plans; :mod:`solvers.registry`) and return a certified :class:`Result`.
+    """Solve ``instance`` with ``method`` (None: the default method of the instance's problem,
+    :data:`solvers.registry.DEFAULTS`: ``cpsat`` for placement, ``cpsat-layout`` for layout,
+    ``bnb`` for serving instances) and return a certified :class:`Result`.
 
     time_limit: seconds (None = no limit); num_workers: solver threads; seed: random seed;
     initial_solution: a solution dict (placement schedule or serving plan) or a Result to start
@@ -157,14 +160,12 @@ def _with_reason(result: Result) -> Result:
 
 def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOptions) -> Result:
     """Run a P3 back end and check its plan (objective: $ per million output tokens)."""
-    from solvers.serving.methods import certify_serving
-
     t0 = time.perf_counter()
     res = spec.backend(instance, options)
     res.seed = options.seed
     res.params = dict(options.params)
     res.runtime_s = time.perf_counter() - t0
-    return certify_serving(instance, res)
+    return certify(instance, res)
 
 
 def meets_slo(instance: PlacementInstance, solution: dict[str, Any]) -> bool:
@@ -248,5 +249,6 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
             result.lower_bound = float(cert.value)
             result.stats["lower_bound_source"] = (f"certified ({cert.best}, "
                                                   f"opt.placement.certified_bounds)")
-    return certify_placement(instance, result)
+    result.problem = spec.problem  # "layout" for a method that chooses the formats
+    return certify(instance, result)
 

@@ -131,7 +131,7 @@ def check_instance(data: bytes) -> None:
     def run() -> None:
         inst = read_problem_instance(path)
         kind = getattr(inst, "problem", "placement")
-        seed = P3 if kind == "serving_plan" else P1
+        seed = P3 if kind == "serving" else P1
         code = _cli(["validate", str(path), str(SEED_DIR / f"{seed}.result.json")])
         assert code in (0, 1, 2), code
 

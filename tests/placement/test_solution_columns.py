@@ -31,6 +31,7 @@ from opt.placement.solution_tables import (
     columnar_from_rows,
     solution_from_tables,
 )
+from solvers.certify import certify
 from tests.placement.solution_forms import as_rows
 
 
@@ -220,7 +221,7 @@ def test_large_results_round_trip_as_column_tables(case, form, tmp_path, monkeyp
     assert isinstance(back.solution, ColumnarSolution)
     assert back.solution.rows() == as_rows(sol)
     assert _outcome(inst, back.solution) == _outcome(inst, as_rows(sol))
-    assert V.certify_placement(inst, back).objective == V.certify_placement(
+    assert certify(inst, back).objective == certify(
         inst, _result(sol)).objective
 
 

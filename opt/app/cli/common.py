@@ -144,9 +144,10 @@ def add_out_args(p: argparse.ArgumentParser, default: str, *, note: str = "",
     p.add_argument("--fresh", action="store_true", help=f"recompute {items} already in --out")
 
 
-def add_budget_args(p: argparse.ArgumentParser) -> None:
-    """The P2 memory budget: ``--budget-gb`` or ``--budget-factor``."""
-    g = p.add_mutually_exclusive_group()
+def add_budget_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """The P2 memory budget: ``--budget-gb`` or ``--budget-factor`` (one of them when
+    ``required``: ``build layout``)."""
+    g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--budget-gb", type=float, metavar="GB",
                    help="P2 main-memory budget for the stored weight blocks, 10^9 bytes")
     g.add_argument("--budget-factor", type=float, metavar="F",

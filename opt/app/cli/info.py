@@ -46,10 +46,11 @@ def cmd_hardware(args: argparse.Namespace) -> int:
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
-    """The bundled benchmark instances and their known optima / bounds."""
+    """The bundled benchmark instances (the STG graphs included) and their known optima /
+    bounds."""
     import instances
 
-    rows = [instances.info(n) for n in instances.names()]
+    rows = instances.bundled()
     if args.json:
         from dataclasses import asdict
 

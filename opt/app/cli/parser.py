@@ -1,7 +1,7 @@
 """The ``hetopt`` parser (every command's arguments) and ``main``.
 
 Commands: ``models``, ``hardware``, ``instances`` (:mod:`opt.app.cli.info`); ``theory het|hom|verify|
-plot`` (:mod:`opt.app.cli.theory`); ``build placement|serving-plan``, ``import dot``, ``validate``,
+plot`` (:mod:`opt.app.cli.theory`); ``build placement|layout|serving`` (``serving-plan``: the same), ``import dot``, ``validate``,
 ``solve``, ``lower-bound`` (:mod:`opt.app.cli.placement`, :mod:`opt.app.cli.serving`); ``sweep
 placement|layout|serving``, ``bench``, ``replay``, ``scaling`` (:mod:`opt.app.cli.runs`); ``plot
 gantt|utilisation|sweep|serving`` (:mod:`opt.app.cli.plots`); ``view`` (:mod:`opt.app.cli.view`). Bad input prints one line naming the
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build an instance from a model, platform and workload")
     bsub = build.add_subparsers(dest="problem", required=True)
     add_build_placement_parser(bsub, common)
+    add_build_placement_parser(bsub, common, layout=True)
     add_build_serving_parser(bsub, common)
     add_placement_parsers(sub, common)
     add_runs_parsers(sub, common)
@@ -120,7 +121,8 @@ def _add_het_parser(tsub: argparse._SubParsersAction, common: argparse.ArgumentP
 def _add_hom_parser(tsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     o = tsub.add_parser("hom", parents=[common], help="one GPU type: colocated vs disaggregated")
     o.add_argument("--gpu", required=True)
-    o.add_argument("--gpus", type=int, help="GPUs per group (default: fewest that hold weights)")
+    o.add_argument("--group-size", type=int, metavar="N",
+                   help="GPUs per group (default: fewest that hold weights)")
     o.add_argument("--price", type=float, help="$ per GPU-hour (default: catalog)")
     o.add_argument("--model", required=True)
     o.add_argument("--context", type=float, required=True, help="mean context length s, tokens")
@@ -138,7 +140,7 @@ def _add_verify_parser(tsub: argparse._SubParsersAction,
     s.add_argument("--detailed", action="store_true",
                    help="re-check the claims with the detailed cost model (P3 plans)")
     s.add_argument("--models", nargs="+", metavar="M", help="--detailed: models (default all)")
-    s.add_argument("--gpus", nargs="+", default=["H100", "A100", "L40S"], metavar="GPU",
+    s.add_argument("--gpu-types", nargs="+", default=["H100", "A100", "L40S"], metavar="GPU",
                    help="--detailed: GPU types; pairs of them for G_het")
     s.add_argument("--contexts", type=int, nargs="+", default=[4096, 16384, 65536, 262144],
                    metavar="S", help="--detailed: contexts in tokens")
@@ -169,9 +171,13 @@ def _add_theory_plot_parser(tsub: argparse._SubParsersAction,
 # ---- build placement, import dot, validate, solve, lower-bound (opt.app.cli.placement) ------------
 
 def add_build_placement_parser(bsub: argparse._SubParsersAction,
-                               common: argparse.ArgumentParser) -> None:
-    """``build placement``."""
-    pl = bsub.add_parser("placement", parents=[common], help="P1 operator-placement instance")
+                               common: argparse.ArgumentParser, layout: bool = False) -> None:
+    """``build placement`` (a P2 layout instance with a budget) or ``build layout`` (the same
+    options, a budget required)."""
+    pl = bsub.add_parser("layout", parents=[common],
+                         help="P2 weight-layout instance (placement with a memory budget)") \
+        if layout else bsub.add_parser("placement", parents=[common],
+                                       help="P1 operator-placement instance (P2 with a budget)")
     pl.add_argument("--model", required=True)
     pl.add_argument("--platform", required=True)
     pl.add_argument("--prefill", type=int, required=True, help="input tokens L_in")
@@ -198,7 +204,7 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
     pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
     pl.add_argument("--formats", nargs="+", metavar="FMT",
                     help="P2 layout formats offered (default linear npu_opt pim_opt dual)")
-    add_budget_args(pl)
+    add_budget_args(pl, required=layout)
     pl.add_argument("--measurements", metavar="FILE",
                     help="measured-latency table (CSV/JSON, docs/measurements.md) used where "
                          "it has an entry, the cost model elsewhere")
@@ -290,11 +296,12 @@ def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.Argument
 
 def add_build_serving_parser(bsub: argparse._SubParsersAction,
                              common: argparse.ArgumentParser) -> None:
-    """``build serving-plan``."""
-    sp = bsub.add_parser("serving-plan", parents=[common],
-                         help="P3 serving-plan instance (OpWeave): model x GPU types x workload")
+    """``build serving`` (also ``build serving-plan``)."""
+    sp = bsub.add_parser("serving", aliases=["serving-plan"], parents=[common],
+                         help="P3 serving-plan instance (OpWeave): model x GPU mix x workload")
     sp.add_argument("--model", required=True)
-    sp.add_argument("--gpus", required=True, help="comma-separated GPU types, e.g. H100,L40S")
+    sp.add_argument("--gpus", required=True,
+                    help="the GPU mix: comma-separated GPU types, e.g. H100,L40S")
     sp.add_argument("--context", type=int, required=True, help="mean context s (tokens)")
     sp.add_argument("--slo-ms", type=float, required=True, help="TPOT SLO in milliseconds")
     sp.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
@@ -376,7 +383,8 @@ def _add_sweep_serving_parser(swsub: argparse._SubParsersAction,
                          help="P3 serving plans: model x GPU mix x context x SLO x method")
     s.add_argument("--models", nargs="+", required=True, metavar="M")
     s.add_argument("--gpus", nargs="+", required=True, metavar="MIX",
-                   help="GPU mixes, each comma-separated (H100 H100,L40S H100,A100)")
+                   help="GPU mixes, each comma-separated GPU types as in build serving "
+                        "(H100 H100,L40S H100,A100)")
     s.add_argument("--contexts", type=int, nargs="+", required=True, metavar="S")
     s.add_argument("--slo-ms", type=float, nargs="+", required=True, metavar="MS")
     s.add_argument("--methods", nargs="+", default=["col", "afd", "cad", "bnb"],

@@ -29,19 +29,12 @@ from solvers.registry import methods
 
 # ---- build / import -------------------------------------------------------------------------
 
-def cmd_build_placement(args: argparse.Namespace) -> int:
-    """``build placement``: write a P1 (or, with a budget, P2) instance."""
-    import time
-
+def placement_from_args(args: argparse.Namespace):
+    """The P1 instance (P2 with a budget) of ``build placement``'s options (also
+    ``opt.api.build_placement``'s keywords)."""
     from opt.placement.builder import BuildOptions, Workload, build_placement
 
-    npz = args.output.endswith(".npz")
-    if npz and args.tables == "rows":
-        raise InputError("an .npz file is always column tables (docs/problems.md §1.2c): "
-                         "write rows to a .json or .json.gz file", source="<argument>",
-                         field="tables")
     cat, crds = catalog(args), cards(args)
-    t0 = time.perf_counter()
     inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
                            Workload(args.prefill, args.decode, args.batch),
                            BuildOptions(layers=args.layers, tp=args.tp,
@@ -51,7 +44,20 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
                                         precision=_precision_args(args),
                                         sparsity=_sparsity_args(args),
                                         measurements=_measurements_arg(args, cat)))
-    inst = _goal_args(apply_budget(inst, args), args)
+    return _goal_args(apply_budget(inst, args), args)
+
+
+def cmd_build_placement(args: argparse.Namespace) -> int:
+    """``build placement``: write a P1 (or, with a budget, P2) instance."""
+    import time
+
+    npz = args.output.endswith(".npz")
+    if npz and args.tables == "rows":
+        raise InputError("an .npz file is always column tables (docs/problems.md §1.2c): "
+                         "write rows to a .json or .json.gz file", source="<argument>",
+                         field="tables")
+    t0 = time.perf_counter()
+    inst = placement_from_args(args)
     t1 = time.perf_counter()
     columns = inst.writes_columns(TABLES[args.tables])
     inst.write(args.output, columns=columns)
@@ -205,14 +211,13 @@ def _solve_and_report(args: argparse.Namespace, worker) -> int:
     from opt.common.result import read_result
 
     inst = load_instance(args.instance)
-    is_serving = getattr(inst, "problem", "placement") == "serving_plan"
+    is_serving = getattr(inst, "problem", "placement") == "serving"
     if args.simulate and not is_serving:
         raise InputError("--simulate applies to serving-plan instances", field="simulate")
-    method = args.method or ("bnb" if is_serving else "cpsat")
     initial = read_result(args.initial_solution).solution if args.initial_solution else None
     params = parse_params(args.param)
     params.update(serving.serving_only_params(args, is_serving))
-    res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
+    res = solve(inst, args.method, time_limit=args.time_limit, num_workers=args.num_workers,
                 seed=args.seed, initial_solution=initial, export_path=args.export,
                 deterministic=args.deterministic, log=args.log, bound_worker=worker,
                 **params)

@@ -19,22 +19,27 @@ def grid_from_args(args: argparse.Namespace):
                        batches=int_csv(args.batches, "batches"))
 
 
-def cmd_build_serving(args: argparse.Namespace) -> int:
-    """``build serving-plan``: write a P3 instance."""
+def serving_from_args(args: argparse.Namespace):
+    """The P3 instance of ``build serving``'s options (also ``opt.api.build_serving``'s
+    keywords)."""
     from opt.serving.builder import ServingWorkload, build_serving_plan
 
+    cat, crds = catalog(args), cards(args)
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    return build_serving_plan(crds[args.model], cat, gpus,
+                              ServingWorkload(args.context, args.slo_ms / 1e3),
+                              grid=grid_from_args(args), tp_degrees=int_csv(args.tp, "tp"),
+                              expert_parallel=not args.no_ep,
+                              memory_fraction=args.memory_fraction)
+
+
+def cmd_build_serving(args: argparse.Namespace) -> int:
+    """``build serving`` (also ``build serving-plan``): write a P3 instance."""
     if args.output.endswith(".npz"):
         raise InputError("a serving-plan instance is JSON (.json or .json.gz); the .npz "
                          "container holds placement instances only", source="<argument>",
                          field="output")
-    cat, crds = catalog(args), cards(args)
-    grid = grid_from_args(args)
-    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
-    inst = build_serving_plan(crds[args.model], cat, gpus,
-                              ServingWorkload(args.context, args.slo_ms / 1e3), grid=grid,
-                              tp_degrees=int_csv(args.tp, "tp"),
-                              expert_parallel=not args.no_ep,
-                              memory_fraction=args.memory_fraction)
+    inst = serving_from_args(args)
     inst.write(args.output)
     info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
             "block_layers": inst.block_layers, "blocks": inst.blocks_total,

@@ -48,7 +48,7 @@ def cmd_hom(args: argparse.Namespace) -> int:
     cat = catalog(args)
     card = cards(args)[args.model]
     dev = cat.device(args.gpu)
-    gpus = args.gpus or min_gpus(dev, card)
+    gpus = args.group_size or min_gpus(dev, card)
     _print_report(args, hom_report(GpuGroup(dev, gpus, args.price), card, args.context,
                                    args.kv_dtype))
     return 0
@@ -89,7 +89,7 @@ def _verify_detailed(args: argparse.Namespace) -> int:
     from opt.app.runs.detailed_gains import DETAILED_CLAIMS, verify_detailed, worst_rows
 
     res = verify_detailed(catalog=catalog(args), cards=cards(args), models=args.models,
-                          gpus=args.gpus, contexts=args.contexts, slo_s=args.slo_ms / 1e3,
+                          gpus=args.gpu_types, contexts=args.contexts, slo_s=args.slo_ms / 1e3,
                           out=args.out, resume=not args.fresh, progress=not args.json)
     if args.json:
         print_json({"claims": [{**c.to_dict(), "statement": DETAILED_CLAIMS[c.claim]}

@@ -33,10 +33,10 @@ def _check(inst: Any, res: Any, source: str) -> dict[str, Any]:
     """Validate ``res.solution`` against ``inst``; InputError with the rule on failure."""
     if res.solution is None:
         raise InputError(f"no solution to view (status {res.status})", source=source)
-    serving = getattr(inst, "problem", "placement") == "serving_plan"
-    if serving != (res.problem == "serving_plan"):
+    serving = getattr(inst, "problem", "placement") == "serving"
+    if serving != (res.problem == "serving"):
         raise InputError(f"a {res.problem} result does not fit a "
-                         f"{'serving_plan' if serving else 'placement'} instance",
+                         f"{inst.problem} instance",
                          source=source, field="problem")
     from opt.common.fingerprint import fingerprint_error
 
@@ -71,7 +71,7 @@ def cmd_view(args: Any) -> int:
         res = read_result(args.result)
         extra = _check(inst, res, args.result)
         title = args.title or Path(str(getattr(inst, "source", None) or args.instance)).name
-        if getattr(inst, "problem", "placement") == "serving_plan":
+        if getattr(inst, "problem", "placement") == "serving":
             from opt.app.viewer.serving import serving_payload
 
             header, blob = serving_payload(inst, res.solution, periods=args.periods,

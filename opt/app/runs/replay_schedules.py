@@ -17,12 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from models.options import SolveOptions
 from opt.app.runs.replay import Shape, ShapeTimes
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.result import Result
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import validate_placement
-from solvers.registry import parsed_params
+from solvers.certify import certify
+from solvers.registry import get_method
 
 #: Bifocal as in DOPS' request replay: no token-amortisation term, and no copy cost (an
 #: extension): both look at the uses still to come, which depend on the decode length, so a
@@ -31,21 +34,22 @@ REPLAY_BIFOCAL = {"token": False, "copy_cost": 0.0}
 REPLAY_METHODS = ("bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn", "heft")
 
 
+def _backend_result(inst: PlacementInstance, method: str,
+                    params: dict[str, Any] | None = None) -> Result:
+    """The registry back end of placement heuristic ``method`` run on ``inst`` (no bound:
+    ``solvers.solve`` would add one, which latency studies do not need)."""
+    spec = get_method(method, "placement")
+    if spec.exact:
+        raise InputError(f"'{method}' is an exact method; latency studies take a placement "
+                         f"heuristic", field="method")
+    return spec.backend(inst, SolveOptions(time_limit=None, params=dict(params or {})))
+
+
 def _scheduler(method: str) -> Callable[[PlacementInstance], dict[str, Any]]:
-    if method == "bifocal":
-        from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
-
-        params = BifocalParams(**parsed_params("bifocal", "placement", REPLAY_BIFOCAL))
-        return lambda inst: bifocal_schedule(inst, params)
-    if method == "heft":
-        from heuristics.placement.list_scheduler import heft
-
-        return heft
-    from heuristics.placement.static_policies import POLICIES, static_schedule
-
-    if method not in POLICIES:
+    if method not in REPLAY_METHODS:
         raise UnknownNameError("replay method", method, REPLAY_METHODS)
-    return lambda inst: static_schedule(inst, method)
+    params = REPLAY_BIFOCAL if method == "bifocal" else {}
+    return lambda inst: _backend_result(inst, method, params).solution
 
 
 def check_methods(methods) -> list[str]:
@@ -108,21 +112,9 @@ def validated_heuristic(inst: PlacementInstance, method: str,
     """``method``'s schedule as a certified :class:`opt.common.result.Result` *without* the certified
     lower bound (``lower_bound`` None): the validator recomputes makespan and metrics. For
     studies that need latencies only (hardware scaling, replay); ``solvers.solve`` adds the
-    bound. ``bifocal`` takes ``params`` (default: every term on, problems.md §6 defaults)."""
-    from opt.common.result import Result
-    from opt.placement.validator import certify_placement
-
-    if method == "bifocal":
-        from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
-
-        bp = BifocalParams(**parsed_params("bifocal", "placement", params or {}))
-        def run(i: PlacementInstance) -> dict[str, Any]:
-            return bifocal_schedule(i, bp)
-    else:
-        run = _scheduler(method)
-    t0 = time.perf_counter()
-    solution = run(inst)
-    res = Result(problem="placement", method=method, status="FEASIBLE",
-                 runtime_s=time.perf_counter() - t0, params=dict(params or {}),
-                 solution=solution, stats={"lower_bound_kind": None})
-    return certify_placement(inst, res)
+    bound. ``method``: a placement heuristic of the registry; ``params`` its parameters
+    (bifocal's default: every term on, problems.md §6 defaults). An invalid schedule is an
+    ``ERROR`` result (:func:`solvers.certify.certify`)."""
+    res = _backend_result(inst, method, params)
+    res.stats["lower_bound_kind"] = None
+    return certify(inst, res)

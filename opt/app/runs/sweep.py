@@ -345,6 +345,9 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
     except ScheduleError as exc:  # the validator rejected the schedule: never a number
         result = _Failed(f"invalid schedule: {exc}")
         extra = {"error": result.error, "invalid": True}
+    else:
+        if result.stats.get("invalid"):  # solvers.certify turned it into an ERROR result
+            extra = {"error": result.stats.get("message"), "invalid": True}
     return seal({**make_record(wl, method, result, inst, layers=task.layers, tp=task.tp,
                                wall_s=time.perf_counter() - t0,
                                settings=solve_settings(task.solve, method)), **extra})

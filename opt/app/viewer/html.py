@@ -58,7 +58,7 @@ def write_view(inst: Any, solution: dict[str, Any], path: str | Path, *,
                title: str | None = None, compress: bool = True, **kwargs: Any) -> int:
     """Write the view of a P1 schedule or a P3 plan (``inst.problem`` tells which); returns
     the file size. Validates the schedule (placement) / plan structure (serving) first."""
-    if getattr(inst, "problem", "placement") == "serving_plan":
+    if getattr(inst, "problem", "placement") == "serving":
         from opt.app.viewer.serving import serving_payload
 
         header, blob = serving_payload(inst, solution, title=title, **kwargs)
