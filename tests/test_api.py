@@ -43,6 +43,7 @@ def test_import_loads_no_solver_stack():
 
 def test_status_and_problem_are_strings():
     assert hetopt.Status.OPTIMAL == "OPTIMAL" and f"{hetopt.Status.ERROR}" == "ERROR"
+    assert repr((hetopt.Status.FEASIBLE, 1)) == "('FEASIBLE', 1)"  # reports print tuples
     assert hetopt.Problem("layout") is hetopt.Problem.LAYOUT
     assert [p.value for p in hetopt.Problem] == ["placement", "layout", "serving"]
 

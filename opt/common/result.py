@@ -33,6 +33,9 @@ class Status(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:  # as the string it equals (tables and reports print it so)
+        return repr(self.value)
+
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
