@@ -71,8 +71,9 @@ def validate(instance: Any, result: Result) -> Validation:
     try:
         if result.solution is None:
             raise Invalid(f"no solution to validate (status {result.status})")
-        objective, metrics, text = (_serving(instance, result) if kind == "serving"
-                                    else _placement(instance, result))
+        objective, metrics, text = (_serving(instance, result, result.solution)
+                                    if kind == "serving"
+                                    else _placement(instance, result, result.solution))
     except Invalid as exc:
         return Validation(False, kind, violations=(str(exc),))
     return Validation(True, kind, objective, (), metrics, tuple(text))
@@ -90,8 +91,8 @@ def certify(instance: Any, result: Result) -> Result:
         return replace(result, objective=None, gap=None)
     serving = problem_of(instance) == "serving"
     try:
-        value, stats = (_certify_serving(instance, result) if serving
-                        else _certify_placement(instance, result))
+        value, stats = (_certify_serving(instance, result, result.solution) if serving
+                        else _certify_placement(instance, result, result.solution))
     except Invalid as exc:
         why = f"invalid {'plan' if serving else 'schedule'}: {exc}"
         extra = {"checker": why} if serving else {}
@@ -101,12 +102,12 @@ def certify(instance: Any, result: Result) -> Result:
                    gap=gap_of(value, result.lower_bound) if value is not None else None)
 
 
-def _certify_placement(inst: PlacementInstance, result: Result
+def _certify_placement(inst: PlacementInstance, result: Result, solution: dict[str, Any]
                        ) -> tuple[float | None, dict[str, Any]]:
     """A P1/P2 schedule's objective (ticks) and stats with the validator's metrics and the
     SLO verdict; :class:`Invalid` when it breaks a rule or its bound or status cannot hold."""
     try:
-        metrics = validate_placement(inst, result.solution)
+        metrics = validate_placement(inst, solution)
     except ScheduleError as exc:
         raise Invalid(str(exc)) from None
     value = objective_value(inst.objective, metrics)
@@ -126,14 +127,15 @@ def _certify_placement(inst: PlacementInstance, result: Result
     return value, stats
 
 
-def _certify_serving(inst: Any, result: Result) -> tuple[float, dict[str, Any]]:
+def _certify_serving(inst: Any, result: Result, solution: dict[str, Any]
+                     ) -> tuple[float, dict[str, Any]]:
     """A P3 plan's cost ($ per million output tokens) and stats with the plan checker's
     figures; :class:`Invalid` when it breaks a rule or its lower bound is above the cost."""
     from opt.serving.checker import check_plan
     from opt.serving.plan import PlanError
 
     try:
-        met = check_plan(inst, result.solution)
+        met = check_plan(inst, solution)
     except PlanError as exc:
         raise Invalid(str(exc)) from None
     value = met.cost_usd_per_mtok
@@ -165,13 +167,13 @@ def _claims(res: Result, objective: float, what: str, rtol: float) -> None:
                       f"{gap}")
 
 
-def _placement(inst: PlacementInstance, res: Result
+def _placement(inst: PlacementInstance, res: Result, solution: dict[str, Any]
                ) -> tuple[float | None, dict[str, Any], list[str]]:
     """Validate a P1/P2 schedule: its objective, JSON figures and text lines."""
     from opt.placement.utilisation import utilisation  # the report's figures only
 
     try:
-        metrics = validate_placement(inst, res.solution)
+        metrics = validate_placement(inst, solution)
     except ScheduleError as exc:
         raise Invalid(str(exc)) from None
     value = objective_value(inst.objective, metrics)
@@ -180,7 +182,7 @@ def _placement(inst: PlacementInstance, res: Result
     broken = violations(inst.slo, metrics)
     if broken:
         raise Invalid(f"the schedule breaks the instance's SLO: {'; '.join(broken)}")
-    util = utilisation(inst, res.solution, metrics)  # DOPS Eq. 5 co-utilisation
+    util = utilisation(inst, solution, metrics)  # DOPS Eq. 5 co-utilisation
     text = [f"valid: makespan {metrics.makespan} {inst.time_unit}"
             + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
                f"{metrics.decode_steps} steps" if metrics.ttft is not None else "")
@@ -196,13 +198,14 @@ def _placement(inst: PlacementInstance, res: Result
     return value, figures, text
 
 
-def _serving(inst: Any, res: Result) -> tuple[float, dict[str, Any], list[str]]:
+def _serving(inst: Any, res: Result, solution: dict[str, Any]
+             ) -> tuple[float, dict[str, Any], list[str]]:
     """Check a P3 plan: its cost ($ per million output tokens), JSON figures and text lines."""
     from opt.serving.checker import check_plan
     from opt.serving.plan import PlanError
 
     try:
-        met = check_plan(inst, res.solution)
+        met = check_plan(inst, solution)
     except PlanError as exc:
         raise Invalid(str(exc)) from None
     _claims(res, met.cost_usd_per_mtok, "the plan's cost ($/M tokens)", REPORT_RTOL)

@@ -49,7 +49,14 @@ def _scheduler(method: str) -> Callable[[PlacementInstance], dict[str, Any]]:
     if method not in REPLAY_METHODS:
         raise UnknownNameError("replay method", method, REPLAY_METHODS)
     params = REPLAY_BIFOCAL if method == "bifocal" else {}
-    return lambda inst: _backend_result(inst, method, params).solution
+
+    def run(inst: PlacementInstance) -> dict[str, Any]:
+        solution = _backend_result(inst, method, params).solution
+        if solution is None:  # a heuristic always schedules (or raises InputError)
+            raise RuntimeError(f"placement heuristic '{method}' returned no schedule")
+        return solution
+
+    return run
 
 
 def check_methods(methods) -> list[str]:
