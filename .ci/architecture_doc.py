@@ -7,6 +7,7 @@ in the file is hand-written. ``--check`` exits 1 when the file is out of date (r
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -14,14 +15,28 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- modules:begin -->", "<!-- modules:end -->"
 PACKAGES = ("opt", "models", "heuristics", "solvers", "instances")
+#: words after which a full stop does not end a sentence ("DOPS Fig. 7", "J. Scheduling",
+#: "e.g. x"); a single capital letter (an initial) never ends one either
+ABBREVIATIONS = frozenset({"Fig", "Figs", "Eq", "Eqs", "Sec", "Tab", "J", "Proc", "Trans",
+                           "Vol", "No", "al", "e.g", "i.e", "cf", "vs", "approx", "resp"})
+_STOP = re.compile(r"\.\s")
+
+
+def first_sentence(para: str) -> str:
+    """``para`` up to its first full stop that ends a sentence (abbreviations skipped)."""
+    for m in _STOP.finditer(para):
+        word = para[:m.start()].rsplit(" ", 1)[-1].lstrip("(\"'`")
+        if word in ABBREVIATIONS or (len(word) == 1 and word.isupper()):
+            continue
+        return para[:m.start() + 1]
+    return para
 
 
 def summary(path: Path) -> str:
     """The first sentence of a module's docstring, on one line ('' when it has none)."""
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     para = " ".join(doc.strip().split("\n\n")[0].split())
-    cut = para.find(". ")
-    return (para if cut < 0 else para[:cut + 1]).replace("|", "\\|")
+    return first_sentence(para).replace("|", "\\|")
 
 
 def tables() -> str:

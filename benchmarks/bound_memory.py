@@ -35,7 +35,7 @@ def random_dag(n: int, seed: int = 0):
 
 
 def one(n: int) -> None:
-    from solvers.api import solve
+    from opt.api import solve
 
     inst = random_dag(n)
     t0 = time.perf_counter()

@@ -34,6 +34,7 @@ from typing import Any
 
 import instances
 from instances.generated import gap_case
+from opt.app.runs.sweep import grid
 from opt.common.jsonio import read_json, write_json
 from opt.common.report import table
 from opt.costlib.hardware import bundled_catalog
@@ -41,7 +42,6 @@ from opt.costlib.modelcard import bundled_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.lower_bounds import placement_lower_bound
-from opt.runs.sweep import grid
 from solvers.api import solve
 
 METHODS = ("pd", "bifocal")

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from instances import stg
+from opt.api import solve
 from opt.placement.group_bound import group_bounds, trivial_bound
 from opt.placement.lower_bounds import heads_tails
-from solvers import solve
 
 #: (method, time limit in s, switches) per configuration
 CONFIGS: dict[str, tuple[str, float, dict[str, Any]]] = {

@@ -11,8 +11,8 @@ import glob
 import json
 from pathlib import Path
 
+from opt.app.runs.scaling import DEFAULT_PLATFORMS, insight_table, summarise
 from opt.costlib.hardware import bundled_catalog
-from opt.runs.scaling import DEFAULT_PLATFORMS, insight_table, summarise
 
 METHODS = ["bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"]
 

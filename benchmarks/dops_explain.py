@@ -276,7 +276,7 @@ def load_bound(inst: PlacementInstance) -> float:
 
 def cmd_placement(args: argparse.Namespace) -> None:
     """Solve one workload with each method; per-phase times and per-kind device classes."""
-    from solvers.api import solve
+    from opt.api import solve
 
     inst = build(args.model, args.platform, args.prefill, args.decode, args.batch, args.layers)
     dclass = np.array([d.device_class for d in inst.devices])
@@ -402,7 +402,7 @@ def port_busy_before(sol: dict, device: str, until: float) -> float:
 def cmd_headroom(args: argparse.Namespace) -> None:
     """HEFT against Bifocal per workload, and how much any re-assignment found gains over both."""
     from heuristics.placement.improve import improve
-    from solvers.api import solve
+    from opt.api import solve
 
     rows = []
     for prefill in args.prefill:

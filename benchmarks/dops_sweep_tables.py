@@ -19,11 +19,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from opt.app.runs.dops_tables import fig7, fig10, geomean_table, insights, static_winners
+from opt.app.runs.sweep import same_settings, speedups, usable
+from opt.app.runs.sweep_calls import SolveCall
 from opt.common.jsonio import read_json
 from opt.common.report import markdown_table
-from opt.runs.dops_tables import fig7, fig10, geomean_table, insights, static_winners
-from opt.runs.sweep import same_settings, speedups, usable
-from solvers.sweep_calls import SolveCall
 
 BEGIN, END = "<!-- dops-sweep-tables:begin -->", "<!-- dops-sweep-tables:end -->"
 

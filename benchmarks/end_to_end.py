@@ -5,12 +5,12 @@ One run builds the instance (or reads the cached file), then, ``--repeat`` times
 forked child (a fresh instance object, so no stage reuses another repeat's caches):
 
 * start — a fresh interpreter importing what ``hetopt solve`` imports before it reads
-  (``opt.cli``, ``solvers``, the Bifocal back end), in a subprocess;
-* read — :func:`opt.cli.common.load_instance` (the CLI's reader);
+  (``opt.app.cli``, ``solvers``, the Bifocal back end), in a subprocess;
+* read — :func:`opt.app.cli.common.load_instance` (the CLI's reader);
 * schedule — Bifocal with default parameters (the back end's call), and HEFT on the same
   instance as the same-run baseline (not part of the total);
 * bound — :func:`opt.placement.certified_bounds.certified_lower_bound` (``solve`` attaches it);
-* validate — :func:`opt.placement.validator.certify_placement` (the independent check);
+* validate — :func:`solvers.certify.certify` (the independent check);
 * fingerprint — :func:`opt.common.fingerprint.instance_fingerprint` (``solve`` stamps it);
 * write — :meth:`opt.common.result.Result.write` of the result (``-o OUT.json.gz``);
 
@@ -46,7 +46,7 @@ from bifocal_speed import in_child, measure  # noqa: E402  (this folder; BLAS pi
 
 ROOT = Path(__file__).resolve().parent.parent
 #: what ``hetopt solve --method bifocal`` imports before it reads the instance
-START_IMPORTS = ("import opt.cli, opt.cli.placement, solvers, solvers.placement.backends, "
+START_IMPORTS = ("import opt.app.cli, opt.app.cli.placement, solvers, solvers.placement.backends, "
                  "heuristics.placement.bifocal")
 STAGES = ("start", "read", "schedule", "bound", "validate", "fingerprint", "write")
 
@@ -117,11 +117,11 @@ def stage_run(path: Path, out: Path, heft_too: bool) -> dict[str, Any]:
     """One repeat of the in-process stages (seconds each; makespans; peak memory growth)."""
     from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
     from heuristics.placement.list_scheduler import heft
-    from opt.cli.common import load_instance
+    from opt.api import load_instance
     from opt.common.fingerprint import instance_fingerprint
     from opt.common.result import Result
     from opt.placement.certified_bounds import certified_lower_bound
-    from opt.placement.validator import certify_placement
+    from solvers.certify import certify
 
     row: dict[str, Any] = {}
 
@@ -143,7 +143,7 @@ def stage_run(path: Path, out: Path, heft_too: bool) -> dict[str, Any]:
     res = Result(problem="placement", method="bifocal", status="FEASIBLE",
                  lower_bound=float(cert.value), runtime_s=row["schedule"], seed=0, params={},
                  solution=sol, stats=stats)
-    res = timed("validate", lambda: certify_placement(inst, res))
+    res = timed("validate", lambda: certify(inst, res))
     res.instance_fingerprint = timed("fingerprint", lambda: instance_fingerprint(inst))
     timed("write", lambda: res.write(out))
     row["makespan"] = res.objective

@@ -24,11 +24,11 @@ import json
 import sys
 from pathlib import Path
 
+from opt.api import solve
 from opt.common.report import table
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement
-from solvers import solve
 
 METHODS = {
     "cpsat": ("cpsat", {}),

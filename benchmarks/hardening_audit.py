@@ -129,7 +129,7 @@ def value_cases(f: dict[str, str]) -> list[tuple[str, list]]:
         ["--memory-fraction", "2"], ["--gpus", "NOPE"])]
     cases += [(f"theory hom {' '.join(extra)}", [*HOM[:-2], *extra]) for extra in (
         ["--context", "-5"], ["--context", "0"], ["--context", "nan"],
-        ["--context", "4096", "--price", "-1"], ["--context", "4096", "--gpus", "0"],
+        ["--context", "4096", "--price", "-1"], ["--context", "4096", "--group-size", "0"],
         ["--context", "4096", "--kv-dtype", "int3"])]
     cases += [(f"theory het {' '.join(extra)}", [*HET, *extra]) for extra in (
         ["--context", "-5"], ["--context", "inf"], ["--price1", "0"], ["--gpu1", "nope"])]

@@ -5,7 +5,7 @@ JSON column tables (``json.gz``, problems.md §1.2b), the binary column containe
 The instance (``--instance``, else the flagship: Llama-2-7B, HP64, prefill 1024, decode 1024,
 batch 16, built once into ``--cache`` as benchmarks/end_to_end.py does) is written once in
 each format; then, ``--repeat`` times and interleaving the formats, a forked child reads each
-file with :func:`opt.cli.common.load_instance` (the CLI's reader) and writes it back with
+file with :func:`opt.app.cli.common.load_instance` (the CLI's reader) and writes it back with
 :meth:`PlacementInstance.write`, timing both (wall and CPU seconds). Every file must read
 back to the same fingerprint. Prints medians, the ratios to ``npz`` and the sizes.
 
@@ -49,7 +49,7 @@ def write_as(inst, path: Path) -> None:
 def one_repeat(path: Path, out: Path) -> dict[str, Any]:
     """Read ``path`` and write the instance to ``out`` (same format): seconds and the
     fingerprint."""
-    from opt.cli.common import load_instance
+    from opt.api import load_instance
     from opt.common.fingerprint import instance_fingerprint
 
     inst, read_s, read_cpu = timed(lambda: load_instance(str(path)))
@@ -60,13 +60,13 @@ def one_repeat(path: Path, out: Path) -> dict[str, Any]:
 
 def source_instance(args: argparse.Namespace):
     """The instance to measure: ``--instance`` or the cached flagship build."""
-    from opt.cli.common import load_instance
+    from opt.api import load_instance
 
     if args.instance:
         return load_instance(args.instance)
     path = Path(args.cache) / "llama-2-7b-HP64-1024-1024-16-columns.npz"
     if not path.exists():
-        from opt.cli import main as hetopt
+        from opt.app.cli import main as hetopt
 
         path.parent.mkdir(parents=True, exist_ok=True)
         hetopt(["build", "placement", "--model", "llama-2-7b", "--platform", "HP64",

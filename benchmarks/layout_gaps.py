@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from instances.generated import LlmCase
+from opt.app.runs.sweep import geomean
 from opt.common.jsonio import read_json, write_json
 from opt.common.report import table
 from opt.placement.layout import budget_from, with_budget
-from opt.runs.sweep import geomean
 from solvers import solve
 
 WLA_FORMATS = ["linear", "npu_opt", "pim_opt"]

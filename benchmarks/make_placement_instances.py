@@ -55,7 +55,7 @@ def _entry(name: str, inst, problem_note: str, results: list, reference: str) ->
             "versions": _versions(), "time_limit": results[0].params.get("time_limit"),
             "seed": 0, "num_workers": results[0].params.get("num_workers"),
             "best_by": best.method}
-    return {"name": name, "file": rel, "problem": "placement",
+    return {"name": name, "file": rel, "problem": inst.problem,
             "optimum": int(best.objective) if proven else None,
             "lower_bound": int(lb), "upper_bound": int(best.objective),
             "reference": reference, "notes": problem_note, "provenance": prov}

@@ -107,7 +107,7 @@ def make(name: str, rebuild: bool = False) -> dict:
             "runtime_s": round(exact.runtime_s, 2),
             "milp_lower_bound_usd_per_mtok": milp.lower_bound,
             "milp_status": milp.status, "bnb_usd_per_mtok": bnb.objective}
-    return {"name": name, "file": rel, "problem": "serving_plan", "optimum": exact.objective,
+    return {"name": name, "file": rel, "problem": "serving", "optimum": exact.objective,
             "lower_bound": exact.objective, "upper_bound": exact.objective,
             "reference": OPWEAVE, "notes": notes + " Objective: $ per million output tokens.",
             "provenance": prov}

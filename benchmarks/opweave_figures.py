@@ -34,10 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opt.costlib.hardware import Catalog, load_catalog
-from opt.costlib.latency import Link
-from opt.costlib.modelcard import load_cards
-from opt.runs.opweave_tables import (
+from opt.app.runs.opweave_tables import (
     TIGHT_SLO,
     _md,
     ablation_rows,
@@ -52,8 +49,11 @@ from opt.runs.opweave_tables import (
     mu1_rows,
     table3_rows,
 )
-from opt.runs.serving_sweep import cells, run_serving_sweep
-from opt.runs.sweep import Progress
+from opt.app.runs.serving_sweep import cells, run_serving_sweep
+from opt.app.runs.sweep import Progress
+from opt.costlib.hardware import Catalog, load_catalog
+from opt.costlib.latency import Link
+from opt.costlib.modelcard import load_cards
 
 #: Fig. 14 points: (latency µs, bandwidth GB/s); latency sweep at 32 GB/s, bandwidth at 20 µs.
 LATENCIES_US = (5, 20, 50, 200, 500)
@@ -95,7 +95,7 @@ def with_network(cat: Catalog, latency_us: float, bandwidth_gbps: float) -> Cata
 def run_fig14(out: Path, points: Sequence[tuple[float, float]], mixes: Sequence[str],
               methods: Sequence[str], time_limit: float) -> None:
     """Solve every point × GPU mix × method (resumable; records under ``point_folder``)."""
-    from solvers.sweep_calls import SolveCall
+    from opt.app.runs.sweep_calls import SolveCall
 
     base, cards = load_catalog(), load_cards()
     todo = cells([FIG14_MODEL], list(mixes), [FIG14_CONTEXT], [FIG14_SLO_MS])
@@ -116,7 +116,7 @@ def run_ablation(out: Path, mixes: Sequence[str], variants: Sequence[str],
                  time_limit: float) -> None:
     """B&B with each ablation variant on Gemma-3-27B, 32K, 60 ms (resumable; records under
     ``out/<variant>``; the default planner's records are the sweep's)."""
-    from solvers.sweep_calls import SolveCall
+    from opt.app.runs.sweep_calls import SolveCall
 
     cat, cards = load_catalog(), load_cards()
     todo = cells(["gemma-3-27b"], list(mixes), [32768], [60.0])
@@ -130,7 +130,7 @@ def run_ablation(out: Path, mixes: Sequence[str], variants: Sequence[str],
 def run_mu1(out: Path) -> list[dict[str, Any]]:
     """AFD and CAD restricted to one microbatch on the Fig. 10 cells (H100, 128K, tight SLO),
     as OpWeave's AFD / CAD plans are: resumable records under ``out``; returns them."""
-    from solvers.sweep_calls import SolveCall
+    from opt.app.runs.sweep_calls import SolveCall
 
     cat, cards = load_catalog(), load_cards()
     recs = []

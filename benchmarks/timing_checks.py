@@ -140,7 +140,7 @@ def _sleep(seconds: float) -> float:
 
 
 def ctrl_c() -> list[tuple[str, float, float]]:
-    from opt.runs.executor import make_executor
+    from opt.app.runs.executor import make_executor
 
     t0 = time.perf_counter()
     try:

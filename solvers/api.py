@@ -19,9 +19,11 @@ from models.options import SolveOptions
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import Result
+from opt.placement.bound_process import start_bound
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
-from opt.placement.validator import ScheduleError, certify_placement, validate_placement
+from opt.placement.validator import ScheduleError, validate_placement
+from solvers.certify import certify
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
 from solvers.registry import Method, default_method, get_method, methods
 
@@ -35,8 +37,9 @@ MAX_SEED = 2**31 - 1
 
 def instance_problems(instance: Any) -> tuple[str, ...]:
     """The registry problems whose methods solve ``instance`` (the first is its default's)."""
-    if isinstance(instance, PlacementInstance):
-        return ("placement", "layout")
+    if isinstance(instance, PlacementInstance):  # the instance's own problem first
+        return ("layout", "placement") if instance.problem == "layout" \
+            else ("placement", "layout")
     from opt.serving.instance import ServingInstance
 
     if isinstance(instance, ServingInstance):
@@ -91,8 +94,9 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           warm_start: str | None = "best", export_path: str | None = None,
           deterministic: bool = False, log: bool = False, bound_worker: Any = None,
           **params: Any) -> Result:
-    """Solve ``instance`` with ``method`` (None: ``cpsat`` for placement instances, ``bnb``
-    for serving plans; :mod:`solvers.registry`) and return a certified :class:`Result`.
+    """Solve ``instance`` with ``method`` (None: the default method of the instance's problem,
+    :data:`solvers.registry.DEFAULTS`: ``cpsat`` for placement, ``cpsat-layout`` for layout,
+    ``bnb`` for serving instances) and return a certified :class:`Result`.
 
     time_limit: seconds (None = no limit); num_workers: solver threads; seed: random seed;
     initial_solution: a solution dict (placement schedule or serving plan) or a Result to start
@@ -128,12 +132,20 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
                          field="export")
     options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
                            initial_solution=initial, params=dict(params),
-                           export_path=export_path, deterministic=deterministic, log=log,
-                           bound_worker=bound_worker)
+                           export_path=export_path, deterministic=deterministic, log=log)
     res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
-           else _solve_placement(instance, spec, options, warm_start, time.perf_counter()))
+           else _solve_placement(instance, spec, options, warm_start, time.perf_counter(),
+                                 bound_worker))
     res.instance_fingerprint = instance_fingerprint(instance)  # opt.common.fingerprint
     return _with_reason(res)
+
+
+def _attach_pending_bound(result: Result, pending: Any) -> None:
+    """A heuristic's certified bound, computed while it scheduled, and where it ran."""
+    lb = pending.result()
+    result.lower_bound = float(lb.value)
+    result.stats.update({"lower_bound_kind": "certified (opt.placement.certified_bounds)",
+                         "lower_bound_computed": pending.where})
 
 
 def _with_reason(result: Result) -> Result:
@@ -148,14 +160,12 @@ def _with_reason(result: Result) -> Result:
 
 def _solve_serving(instance: ServingInstance, spec: Method, options: SolveOptions) -> Result:
     """Run a P3 back end and check its plan (objective: $ per million output tokens)."""
-    from solvers.serving.methods import certify_serving
-
     t0 = time.perf_counter()
     res = spec.backend(instance, options)
     res.seed = options.seed
     res.params = dict(options.params)
     res.runtime_s = time.perf_counter() - t0
-    return certify_serving(instance, res)
+    return certify(instance, res)
 
 
 def meets_slo(instance: PlacementInstance, solution: dict[str, Any]) -> bool:
@@ -178,10 +188,13 @@ def tightest_found(instance: PlacementInstance, solution: dict[str, Any] | None
 
 
 def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOptions,
-                     warm_start: str | None, started: float) -> Result:
+                     warm_start: str | None, started: float, bound_worker: Any = None
+                     ) -> Result:
     """Run a P1/P2 back end (seeded with a heuristic schedule when it takes one), attach the
     certified lower bound and validate the schedule. The warm start counts against the time
-    limit: the back end gets what is left of it (at least 1 ms)."""
+    limit: the back end gets what is left of it (at least 1 ms). The bound is requested here
+    once: for a placement heuristic it runs while the heuristic schedules (in ``bound_worker``
+    or a child of its own on a full-size instance, :mod:`opt.placement.bound_process`)."""
     from dataclasses import replace
 
     goal = instance.objective != "makespan" or instance.slo is not None
@@ -200,7 +213,17 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     limit = options.time_limit
     if limit is not None and not options.deterministic:
         options = replace(options, time_limit=max(1e-3, limit - (time.perf_counter() - started)))
-    result = spec.backend(instance, options)
+    pending = (start_bound(instance, worker=bound_worker)
+               if not spec.exact and spec.problem == "placement"
+               and instance.objective == "makespan" else None)
+    try:
+        result = spec.backend(instance, options)
+    except BaseException:
+        if pending is not None:
+            pending.cancel()
+        raise
+    if pending is not None:
+        _attach_pending_bound(result, pending)
     if limit is not None and "time_limit" in result.params:
         result.params["time_limit"] = limit  # the caller's limit, not what was left of it
     result.stats["warm_start"] = warm_name
@@ -213,7 +236,8 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
         result.stats["incumbent"] = "warm start (the solver found none within the limit)"
     if result.status == "INFEASIBLE" and instance.slo is not None:
         result.stats["slo_tightest"] = tightest_found(instance, options.initial_solution)
-    if result.status not in ("INFEASIBLE", "ERROR") and instance.objective == "makespan":
+    if pending is None and result.status not in ("INFEASIBLE", "ERROR") \
+            and instance.objective == "makespan":
         # layout methods choose formats: bound the format-relaxed instance (opt.placement.layout)
         if spec.problem == "layout":
             from opt.placement.layout import relaxed_instance
@@ -225,5 +249,6 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
             result.lower_bound = float(cert.value)
             result.stats["lower_bound_source"] = (f"certified ({cert.best}, "
                                                   f"opt.placement.certified_bounds)")
-    return certify_placement(instance, result)
+    result.problem = spec.problem  # "layout" for a method that chooses the formats
+    return certify(instance, result)
 

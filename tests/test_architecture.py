@@ -1,7 +1,10 @@
-"""Dependencies point one way (docs/architecture.md): the core (``opt``) never imports
-``models``, ``solvers`` or ``heuristics`` (its CLI may, lazily, inside functions); ``models``
-and ``heuristics`` never import ``solvers``, and neither imports the other; no module takes
-part in an import cycle, lazy imports included."""
+"""Dependencies point one way (docs/architecture.md). From the bottom: the core (``opt``
+outside ``opt.app``; ``opt.api`` and ``opt.__main__`` are entry points) imports nothing above
+it, not even inside a function; ``models`` and ``heuristics`` build on the core and never import
+each other; ``solvers`` builds on them; the application layer ``opt.app`` is the only package
+that imports ``solvers`` (besides tests and benchmarks), and it does so at module top level
+(only the two modules loaded by ``hetopt --help`` defer it); no module takes part in an import
+cycle, lazy imports included."""
 
 from __future__ import annotations
 
@@ -13,9 +16,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("opt", "models", "solvers", "heuristics", "instances")
-FORBIDDEN = {"opt": ("models", "solvers", "heuristics"),
-             "models": ("heuristics", "solvers"),
-             "heuristics": ("models", "solvers")}
+APP = ("opt.app", "opt.api", "opt.__main__")
+ABOVE_CORE = ("models", "solvers", "heuristics") + APP
+FORBIDDEN = {"core": ABOVE_CORE,
+             "instances": ABOVE_CORE,
+             "models": ("heuristics", "solvers") + APP,
+             "heuristics": ("models", "solvers") + APP,
+             "solvers": APP}
+#: application modules loaded to build the parser (``hetopt --help``): they may import the
+#: solvers inside functions, so that the help does not load them
+STARTUP = ("opt.app.cli", "opt.app.cli.common", "opt.app.cli.parser")
 
 
 def _module_name(path: Path) -> str:
@@ -42,14 +52,47 @@ def _imports(path: Path, top_level_only: bool = False) -> Iterator[str]:
                 yield full if full in MODULES else node.module
 
 
+def _layer(name: str) -> str:
+    """``core``, ``app``, ``api`` or the top-level package of a project module."""
+    top = name.split(".")[0]
+    if top != "opt":
+        return top
+    if name == "opt.api":
+        return "api"
+    return "app" if name == "opt.__main__" or name.startswith("opt.app") else "core"
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _lazy_imports(path: Path) -> Iterator[str]:
+    """Project modules imported inside a function or class of ``path``."""
+    top = set(_imports(path, top_level_only=True))
+    yield from (m for m in _imports(path) if m not in top)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_layers_point_one_way(name: str) -> None:
-    top = name.split(".")[0]
-    path = MODULES[name]
-    lazy_ok = top == "opt" and "cli" in name.split(".")  # the CLI may import lazily
-    for imported in _imports(path, top_level_only=lazy_ok):
-        assert imported.split(".")[0] not in FORBIDDEN.get(top, ()), \
-            f"{name} imports {imported}"
+    forbidden = FORBIDDEN.get(_layer(name), ())
+    for imported in _imports(MODULES[name]):
+        assert not _under(imported, forbidden), f"{name} imports {imported}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _layer(n) == "app"))
+def test_app_imports_solvers_at_top_level(name: str) -> None:
+    if name in STARTUP:
+        return
+    lazy = [m for m in _lazy_imports(MODULES[name]) if _under(m, ("solvers",))]
+    assert lazy == [], f"{name} imports {lazy} inside a function"
+
+
+def test_layer_rules_catch_a_lazy_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from solvers.api import solve\n    return solve\n")
+    assert list(_lazy_imports(bad)) == ["solvers.api"]
+    assert _layer("opt.placement.io") == "core" and _layer("opt.app.cli.parser") == "app"
+    assert _under("solvers.api", FORBIDDEN["core"])
 
 
 def _graph() -> dict[str, set[str]]:

@@ -238,13 +238,15 @@ def test_index_lists_every_data_file_and_is_well_formed():
     assert files == {f"data/{p.name}" for p in DATA.glob("*.json")}
     assert len({e["name"] for e in index}) == len(index)
     assert instances.names() == [e["name"] for e in index]
-    assert set(instances.names("placement")) | set(instances.names("serving_plan")) == \
-        set(instances.names())
+    assert set(instances.names("placement")) | set(instances.names("layout")) | \
+        set(instances.names("serving")) == set(instances.names())
+    assert instances.names("serving_plan") == instances.names("serving")  # the former name
     expected = {"heft-topcuoglu-2002"} | {f"sinnen-{g}-p{k}" for g in REFERENCE for k in (2, 4)}
-    expected |= {"p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", "p1-llama-2-7b-hp32-p64-d2-l2"}
+    expected |= {"p1-llama-2-7b-hp32-p64-d2-l2"}
     assert set(instances.names("placement")) == expected
+    assert instances.names("layout") == ["p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5"]
     for e in index:  # computed optima carry their provenance
-        if e["problem"] == "serving_plan" or e["name"].startswith(("p1-", "p2-")):
+        if e["problem"] == "serving" or e["name"].startswith(("p1-", "p2-")):
             assert {"method", "versions", "time_limit", "seed"} <= set(e["provenance"])
 
 
@@ -314,7 +316,7 @@ def test_iter_instances():
     assert all(inst.n_tasks > 0 for _, inst in pairs)
     serving = list(instances.iter_instances("serving_plan"))
     assert [rec.name for rec, _ in serving] == instances.names("serving_plan")
-    assert all(inst.problem == "serving_plan" for _, inst in serving)
+    assert all(inst.problem == "serving" for _, inst in serving)
 
 
 def test_licence_is_bundled():
@@ -329,7 +331,7 @@ def test_unknown_instance_lists_known_names():
     assert "unknown instance 'sinnen-Nodes_7_OutTree-p3'" in msg
     for name in instances.names():
         assert name in msg
-    assert set(info.value.known) == set(instances.names())
+    assert set(info.value.known) == set(instances.bundled_names())  # the STG graphs too
     with pytest.raises(UnknownNameError):
         instances.info("nope")
     with pytest.raises(KeyError):  # UnknownNameError is also a KeyError

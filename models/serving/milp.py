@@ -86,8 +86,10 @@ import numpy as np
 import pyomo.environ as pyo
 
 from models.highs import count_binaries, run_highs
+from models.options import SolveOptions
 from models.serving.outer import Outer, outer_choices
-from opt.serving.checker import REPORT_RTOL, PlanMetrics, evaluate_plan
+from opt.common.result import Result
+from opt.serving.checker import REPORT_RTOL, PlanMetrics, evaluate_plan, plan_solution
 from opt.serving.instance import ServingInstance
 from opt.serving.plan import (
     Owner,
@@ -601,3 +603,23 @@ def _check_agreement(inst: ServingInstance, run: _Solved, met: PlanMetrics) -> N
         raise ServingMilpError(f"MILP solution cost {run.objective} $/token, T {run.t_value} "
                                f"but the plan's formula gives {cost}, {met.t_rtt_formula} "
                                f"({run.plan})")
+
+
+def solve_serving_milp_result(inst: ServingInstance, options: SolveOptions, *,
+                              initial_plan: ServingPlan | None = None,
+                              **highs_params: Any) -> Result:
+    """:func:`solve_serving_milp` as a back end returns it: the :class:`Result` every model
+    returns (problem ``serving``; lower bound in $ per million output tokens; the plan as a
+    problems.md §3.2 solution; the objective is recomputed by ``solvers.certify``).
+    ``options``: time limit (s), HiGHS threads, seed, log; ``initial_plan``: a checked plan
+    to start from; ``highs_params``: the method's typed params (owners, microbatches, HiGHS
+    options)."""
+    t0 = time.perf_counter()
+    out = solve_serving_milp(inst, time_limit=options.time_limit,
+                             num_workers=options.num_workers, seed=options.seed,
+                             log=options.log, initial_solution=initial_plan, **highs_params)
+    lb = None if out.lower_bound is None else out.lower_bound * 1e6
+    return Result(problem="serving", method="milp", status=out.status, lower_bound=lb,
+                  runtime_s=time.perf_counter() - t0,
+                  solution=None if out.plan is None else plan_solution(inst, out.plan),
+                  stats={"space": "full template space", **dict(out.stats)})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,32 @@ from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json, write_json
 
 SCHEMA = 1
-STATUSES = ("OPTIMAL", "FEASIBLE", "INFEASIBLE", "TIME_LIMIT_NO_SOLUTION", "ERROR")
-#: ``problem`` of a result: placement (P1/P2 schedules) or serving_plan (P3 plans).
-PROBLEMS = ("placement", "serving_plan")
+
+
+class Status(str, Enum):
+    """A result's status; a ``str``, so it equals its name (``Status.OPTIMAL == "OPTIMAL"``)
+    and is written to JSON as that string."""
+
+    OPTIMAL = "OPTIMAL"                              # proven optimal
+    FEASIBLE = "FEASIBLE"                            # a valid solution, optimality not proven
+    INFEASIBLE = "INFEASIBLE"                        # proven: no solution exists
+    TIME_LIMIT_NO_SOLUTION = "TIME_LIMIT_NO_SOLUTION"  # the limit ran out before any solution
+    ERROR = "ERROR"                                  # the method failed; stats["message"] says why
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:  # as the string it equals (tables and reports print it so)
+        return repr(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+STATUSES = tuple(s.value for s in Status)
+#: ``problem`` of a result: placement (P1 schedules), layout (P2 schedules with formats) or
+#: serving (P3 plans; files written before say "serving_plan", still read).
+PROBLEMS = ("placement", "layout", "serving")
 #: A lower bound may exceed the objective by this relative amount (float noise), no more.
 BOUND_RTOL = 1e-9
 #: An OPTIMAL result's lower bound is within this relative gap of its objective (HiGHS'
@@ -74,7 +98,7 @@ class Result:
         rows."""
         body = self.body()
         big = _big(self.solution)
-        if big and self.problem == "placement":
+        if big and self.problem in ("placement", "layout"):
             from opt.placement.solution_tables import solution_tables
 
             tables = solution_tables(self.solution)
@@ -143,12 +167,13 @@ def result_from_dict(obj: Any, source: str | None = None) -> Result:
     if status not in STATUSES:
         raise f.error("status", f"unknown status '{status}'; known: {', '.join(STATUSES)}")
     problem = f.str("problem")
+    problem = "serving" if problem == "serving_plan" else problem
     if problem not in PROBLEMS:
         raise f.error("problem", f"unknown problem '{problem}'; known: {', '.join(PROBLEMS)}")
     sol = f.get("solution", None)
     if sol is not None and not isinstance(sol, dict):
         raise f.error("solution", "expected an object or null")
-    if problem == "placement" and sol is not None and "columns" in sol:
+    if problem != "serving" and sol is not None and "columns" in sol:
         from opt.placement.solution_tables import solution_from_tables
 
         sol = solution_from_tables(sol, source)

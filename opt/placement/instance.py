@@ -191,6 +191,13 @@ class PlacementInstance:
 
     # ---- sizes and lookups ---------------------------------------------------------------
     @property
+    def problem(self) -> str:
+        """``layout`` (P2, problems.md §2: the blocks' formats are chosen under
+        ``layout.memory_budget``) when the instance has a memory budget, else ``placement``
+        (P1: each block's format is fixed); the ``problem`` field of its JSON form."""
+        return "placement" if self.layout.memory_budget is None else "layout"
+
+    @property
     def n_tasks(self) -> int:
         return len(self.task_ids)
 
@@ -349,7 +356,7 @@ class PlacementInstance:
             blocks.append({"id": bid, "bytes": int(self.block_bytes[b]), "load": load})
         lay = self.layout
         return {
-            "schema": SCHEMA, "problem": "placement", "time_unit": self.time_unit,
+            "schema": SCHEMA, "problem": self.problem, "time_unit": self.time_unit,
             "devices": [{"name": d.name, "class": d.device_class,
                          "weight_capacity": d.weight_capacity} for d in self.devices],
             "links": {"topology": self.links.topology, "contention": self.links.contention,

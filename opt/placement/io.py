@@ -60,13 +60,17 @@ def instance_from_header(f: Fields, tables: TableReader) -> PlacementInstance:
     schema = f.get("schema")
     if schema != SCHEMA:
         raise f.error("schema", f"unsupported schema {schema!r}; this version reads {SCHEMA}")
-    if f.str("problem") != "placement":
-        raise f.error("problem", f"expected 'placement', got {f.obj['problem']!r}")
+    problem = f.str("problem")
+    if problem not in ("placement", "layout"):
+        raise f.error("problem", f"expected 'placement' or 'layout', got {f.obj['problem']!r}")
     time_unit = f.str("time_unit", "ns")
     devices = _devices(f)
     dindex = {dv.name: i for i, dv in enumerate(devices)}
     links = _links(f, devices)
     layout = _layout(f)
+    if problem == "layout" and layout.memory_budget is None:
+        raise f.error("problem", "a layout instance (problems.md §2) needs "
+                                 "layout.memory_budget")
     block_ids, block_bytes, block_load = _blocks(f, dindex, len(devices), layout.formats)
     bindex = {b: i for i, b in enumerate(block_ids)}
     *cols, tindex = tables(f, dindex, bindex, len(devices))

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from opt.common.result import Result, claims_error, gap_of
 from opt.placement.instance import PlacementInstance
 from opt.placement.load_timing import at_use_violation
-from opt.placement.slo import objective_value, violations
 from opt.placement.solution_tables import MAX_TIME, ColumnarSolution, EventRows, LazyAssignment
 
 
@@ -798,31 +796,3 @@ def _metrics(inst: PlacementInstance, task_dev: np.ndarray, start: np.ndarray, e
                             mean_tpot=(decode_time / steps if decode_time is not None and steps
                                        else None),
                             utilisation=util, evictions=evictions)
-
-
-def certify_placement(inst: PlacementInstance, result: Result) -> Result:
-    """The one gate every placement result passes: validate its schedule, recompute the
-    objective (makespan) and the gap, and attach the metrics. A result without a solution is
-    returned with objective None. Raises :class:`ScheduleError` on an invalid schedule."""
-    if result.solution is None:
-        return replace(result, objective=None, gap=None)
-    metrics = validate_placement(inst, result.solution)
-    value = objective_value(inst.objective, metrics)
-    lb = result.lower_bound
-    if lb is not None and lb < 0:  # every objective is a duration ≥ 0: 0 is a better bound
-        lb = 0                      # (CP-SAT reported -8.3e7 for decode_time, issue 33 row 4)
-        result = replace(result, lower_bound=0)
-    if lb is not None and value is not None and lb > value:
-        raise ScheduleError(f"lower bound {lb} exceeds the validated {inst.objective} "
-                            f"{value}: the bound or the schedule is wrong")
-    claim = claims_error(result.status, value, lb) if value is not None else None
-    if claim:
-        raise ScheduleError(f"{claim}: the status, the bound or the schedule is wrong")
-    stats = {**result.stats, "metrics": metrics.to_dict()}
-    if inst.slo is not None:
-        broken = violations(inst.slo, metrics, inst.time_unit)
-        stats["slo"] = {"limits": inst.slo.to_dict(), "met": not broken, "violations": broken}
-        if broken and result.status == "OPTIMAL":
-            raise ScheduleError(f"an OPTIMAL schedule breaks the SLO: {'; '.join(broken)}")
-    return replace(result, objective=value, gap=gap_of(value, lb) if value is not None else None,
-                   stats=stats)

@@ -140,7 +140,7 @@ class ServingInstance:
     time_unit: str = "ns"
     meta: dict[str, Any] = field(default_factory=dict)
 
-    problem = "serving_plan"
+    problem = "serving"  # P3 (problems.md §3); files written before say "serving_plan"
 
     # ---- derived structure ----------------------------------------------------------------
     @property
@@ -284,8 +284,8 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     if f.get("schema", SCHEMA) != SCHEMA:
         raise f.error("schema", f"unsupported schema {obj.get('schema')!r}; this version reads "
                                 f"{SCHEMA}")
-    if f.str("problem") != "serving_plan":
-        raise f.error("problem", f"expected 'serving_plan', got {obj.get('problem')!r}")
+    if f.str("problem") not in ("serving", "serving_plan"):
+        raise f.error("problem", f"expected 'serving', got {obj.get('problem')!r}")
     unit = f.str("time_unit", "ns")
     if unit not in TIME_UNITS:
         raise f.error("time_unit", f"unknown unit '{unit}'; known: {', '.join(TIME_UNITS)}")

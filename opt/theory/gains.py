@@ -34,7 +34,7 @@ class GpuGroup:
     def __post_init__(self) -> None:
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, Integral) or self.gpus < 1:
             raise InputError(f"a GPU group needs an integer number of GPUs ≥ 1, got "
-                             f"{self.gpus!r}", field="--gpus")
+                             f"{self.gpus!r}", field="--group-size")
 
     @property
     def price(self) -> float:
@@ -117,7 +117,7 @@ def hom_report(group: GpuGroup, card: ModelCard, context_tokens: float,
     if w >= e.memory_bytes:
         raise InputError(f"model '{card.name}' weights ({w / 1e9:.1f} GB) do not fit in "
                          f"{group.gpus} × {group.device.name} ({e.memory_bytes / 1e9:.0f} GB); "
-                         f"use more GPUs (--gpus)", field="gpus")
+                         f"use more GPUs (--group-size)", field="--group-size")
     b_bar = float(bounds.batch_cap(e.memory_bytes, w, m_kv))
     b_star = float(bounds.critical_batch(w, e.peak_flops, p_act, e.beta_bytes_per_s))
     coloc = float(bounds.cpt_coloc(e.alpha, e.gamma, m_kv, p_act, e.memory_bytes, w))

@@ -2,8 +2,8 @@
 Result`` for the exact models and the heuristics (registered in :mod:`solvers.registry`).
 
 The exact models come from :mod:`models` and :mod:`solvers.placement.block_branching`; each
-heuristic schedule is wrapped as FEASIBLE with the cheap certified lower bound. ``solve``
-validates every result afterwards. Models and heuristics are imported on first use.
+heuristic schedule is wrapped as FEASIBLE; ``solve`` attaches the certified lower bound (computed
+while the heuristic schedules) and validates every result afterwards. Models and heuristics are imported on first use.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 from models.options import SolveOptions
 from opt.common.result import Result
-from opt.placement.bound_process import start_bound
 from opt.placement.instance import PlacementInstance
 from solvers.registry import parsed_params
 
@@ -39,27 +38,15 @@ def milp(inst: PlacementInstance, options: SolveOptions) -> Result:
 
 def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions,
                      schedule: Callable[[], dict[str, Any]], **stats: Any) -> Result:
-    """Run a heuristic ``schedule()`` and wrap it: FEASIBLE with the certified bound, computed
-    in a child process while it schedules on a full-size instance
-    (:mod:`opt.placement.bound_process`); runtime in seconds, the schedule's alone."""
-    bound = (start_bound(inst, worker=options.bound_worker) if inst.objective == "makespan"
-             else None)
+    """Run a heuristic ``schedule()`` and wrap it as FEASIBLE (``solvers.solve`` attaches the
+    certified bound, :func:`solvers.api._solve_placement`); runtime in seconds, the schedule's
+    alone."""
     t0 = time.perf_counter()
-    try:
-        solution = schedule()
-    except BaseException:
-        if bound is not None:
-            bound.cancel()
-        raise
+    solution = schedule()
     runtime_s = time.perf_counter() - t0
-    lb = bound.result() if bound is not None else None
-    where = {"lower_bound_computed": bound.where} if bound is not None else {}
-    return Result(problem="placement", method=method, status="FEASIBLE",
-                  lower_bound=float(lb.value) if lb is not None else None,
+    return Result(problem="placement", method=method, status="FEASIBLE", lower_bound=None,
                   runtime_s=runtime_s, seed=options.seed,
-                  params=dict(options.params), solution=solution,
-                  stats={"lower_bound_kind": "certified (opt.placement.certified_bounds)",
-                         **where, **stats})
+                  params=dict(options.params), solution=solution, stats=dict(stats))
 
 
 def heft(inst: PlacementInstance, options: SolveOptions) -> Result:

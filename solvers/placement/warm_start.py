@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import ScheduleError, validate_placement
+from solvers.registry import get_method
 
 #: heuristics an exact solve may start from ("best": the shorter of heft and bifocal;
 #: "policy-search" is slower — up to 200 schedules — and often shorter on large slices)
@@ -54,15 +56,14 @@ def pick_start(inst: PlacementInstance,
 def warm_start_schedule(inst: PlacementInstance, name: str) -> Start | None:
     """The schedule of heuristic ``name`` (one of :data:`WARM_STARTS`; "best": the shorter
     of HEFT's and Bifocal's) that the exact P1 models can take, or None."""
-    from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
-    from heuristics.placement.list_scheduler import heft
-    from heuristics.placement.policy_search import policy_search
-
-    runs = {"heft": lambda: heft(inst),
-            "bifocal": lambda: bifocal_schedule(inst, BifocalParams()),
-            "policy-search": lambda: policy_search(inst)}
     keys = ("heft", "bifocal") if name == "best" else (name,)
-    return pick_start(inst, [(key, runs[key]) for key in keys])
+    return pick_start(inst, [(key, _registered(inst, key)) for key in keys])
+
+
+def _registered(inst: PlacementInstance, name: str) -> Callable[[], dict[str, Any]]:
+    """The schedule of registered placement heuristic ``name`` at its defaults (no limit)."""
+    spec = get_method(name, "placement")
+    return lambda: spec.backend(inst, SolveOptions(time_limit=None)).solution
 
 
 def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]) -> Start | None:

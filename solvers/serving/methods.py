@@ -32,12 +32,11 @@ incumbent and the MILP's first cutoff; it comes back when nothing is strictly be
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from models.options import SolveOptions
 from opt.common.errors import InputError
-from opt.common.result import Result, gap_of
+from opt.common.result import Result
 from opt.serving.checker import check_plan, evaluate_plan, plan_solution
 from opt.serving.instance import ServingInstance
 from opt.serving.plan import PlanError, ServingPlan, plan_from_solution
@@ -114,7 +113,7 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     status = "OPTIMAL" if (full and complete) else "FEASIBLE"
     if complete:
         stats["optimal_in_space"] = space
-    res = Result(problem="serving_plan", method=method, status=status,
+    res = Result(problem="serving", method=method, status=status,
                  runtime_s=out.stats.runtime_s, solution=plan_solution(inst, plan),
                  stats=stats)
     if status == "OPTIMAL":
@@ -142,60 +141,22 @@ def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[
                f"the tightest T_rtt of a plan that fits is "
                f"{inst.seconds(float(tight.t_rtt)) * 1e3:.3f} ms")
     stats["message"] = msg
-    return Result(problem="serving_plan", method=method, status="INFEASIBLE", stats=stats)
+    return Result(problem="serving", method=method, status="INFEASIBLE", stats=stats)
 
 
 def milp(inst: ServingInstance, options: SolveOptions) -> Result:
-    """The exact MILP over the full template space (``models.serving.milp``, HiGHS)."""
-    from models.serving.milp import solve_serving_milp
+    """The exact MILP over the full template space (``models.serving.milp``, HiGHS); a proven
+    infeasibility says why (the tightest plans of the searched spaces)."""
+    from models.serving.milp import solve_serving_milp_result
 
     params = parsed_params("milp", "serving", options.params)
-    t0 = time.perf_counter()
-    out = solve_serving_milp(inst, time_limit=options.time_limit, num_workers=options.num_workers,
-                             seed=options.seed, log=options.log,
-                             initial_solution=initial_plan(inst, options.initial_solution), **params)
-    stats = {"space": "full template space", **dict(out.stats)}
-    if out.plan is None:
-        if out.status == "INFEASIBLE":
-            from heuristics.serving import search as ss
+    res = solve_serving_milp_result(inst, options,
+                                    initial_plan=initial_plan(inst, options.initial_solution),
+                                    **params)
+    if res.solution is None and res.status == "INFEASIBLE":
+        from heuristics.serving import search as ss
 
-            return _infeasible(inst, "milp", ss.full_sequences(inst)
-                               if inst.n_ops <= ENUM_MAX_OPS else ss.structured_sequences(inst),
-                               None, stats)
-        return Result(problem="serving_plan", method="milp", status=out.status,
-                      lower_bound=_per_mtok(out.lower_bound), runtime_s=time.perf_counter() - t0,
-                      stats=stats)
-    return Result(problem="serving_plan", method="milp", status=out.status,
-                  lower_bound=_per_mtok(out.lower_bound), runtime_s=time.perf_counter() - t0,
-                  solution=plan_solution(inst, out.plan), stats=stats)
-
-
-def _per_mtok(cost_per_token: float | None) -> float | None:
-    return None if cost_per_token is None else cost_per_token * 1e6
-
-
-
-
-def certify_serving(inst: ServingInstance, res: Result) -> Result:
-    """Run the plan checker on ``res.solution``: the objective becomes the recomputed cost,
-    a plan that breaks a rule turns the result into ``ERROR`` with the checker's message."""
-    if res.solution is None:
-        res.objective = None
-        return res
-    try:
-        met = check_plan(inst, res.solution)
-    except PlanError as exc:
-        res.stats["checker"] = f"invalid plan: {exc}"
-        res.status = "ERROR"
-        res.objective = None
-        return res
-    res.objective = met.cost_usd_per_mtok
-    res.stats.update({"t_rtt_ms": met.t_rtt_s * 1e3, "bottleneck": met.bottleneck,
-                      "gpus": met.gpus, "stages_per_token": met.stages_per_token,
-                      "checker": "valid"})
-    if res.lower_bound is not None and res.lower_bound > res.objective * (1 + 1e-9):
-        res.stats["checker"] = (f"lower bound {res.lower_bound} above the recomputed objective "
-                                f"{res.objective}")
-        res.status = "ERROR"
-    res.gap = gap_of(res.objective, res.lower_bound)
+        return _infeasible(inst, "milp", ss.full_sequences(inst)
+                           if inst.n_ops <= ENUM_MAX_OPS else ss.structured_sequences(inst),
+                           None, res.stats)
     return res

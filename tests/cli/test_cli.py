@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
 
 
 def run(capsys, *argv):
@@ -201,10 +201,10 @@ def test_bench_references_case_skips_entries_without_p1_optimum(capsys, tmp_path
                                                               monkeypatch):
     """The references case must skip bundled entries without a P1 optimum (P2 entries,
     best-known values) instead of crashing the main job."""
-    import solvers.bench.placement
+    import opt.app.bench.placement
 
     keep = ["heft-topcuoglu-2002", "p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5"]
-    monkeypatch.setattr(solvers.bench.placement.instances, "names", lambda problem=None: keep)
+    monkeypatch.setattr(opt.app.bench.placement.instances, "names", lambda problem=None: keep)
     code, out, _ = run(capsys, "bench", "--out", str(tmp_path), "--case", "references")
     assert code == 0 and "0 failed" in out
     assert "heft-topcuoglu-2002" in out and "p2-dops" not in out

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.units import ms_to_ticks, ticks_ms_text
 
@@ -69,7 +69,7 @@ def test_slo_ms_stored_without_rounding_noise_and_shown_in_ms(capsys, tmp_path):
 # ---- row 8: errors name the right thing --------------------------------------------------------
 
 def test_replay_csv_error_names_the_bad_column(tmp_path):
-    from opt.runs.replay import read_burstgpt_csv
+    from opt.app.runs.replay import read_burstgpt_csv
 
     head = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
     for col, row in (("Request tokens", "1,m,abc,3,4,x"), ("Response tokens", "1,m,3,,4,x"),
@@ -109,11 +109,11 @@ def test_swapped_instance_and_result_are_named(capsys, tmp_path, command):
 
 
 def test_theory_hom_gpus_zero_is_refused_not_defaulted(capsys):
-    """Found by the rerun audit (benchmarks/hardening_audit.py): ``--gpus 0`` silently fell
+    """Found by the rerun audit (benchmarks/hardening_audit.py): ``--group-size 0`` silently
     back to the default group size."""
     code, _, err = run(capsys, "theory", "hom", "--gpu", "H100", "--model", "llama-2-7b",
-                       "--context", "4096", "--gpus", "0")
-    one_line(code, err, "--gpus")
+                       "--context", "4096", "--group-size", "0")
+    one_line(code, err, "--group-size")
 
 
 def test_decode_time_lower_bound_is_never_negative(capsys, tmp_path):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from opt.cli.parser import main
+from opt.app.cli.parser import main
 from opt.costlib.hardware import load_catalog
 
 SETS = ["--set", "AiM:slowdown.softmax=500", "--set", "AiM:u_max=0.45",

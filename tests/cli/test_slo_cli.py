@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from opt.cli import main
+from opt.app.cli import main
 
 
 def run(capsys, *argv):

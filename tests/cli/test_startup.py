@@ -1,4 +1,4 @@
-"""Startup cost of the CLI (issue 20, item 5): ``import opt.cli`` — and everything ``hetopt
+"""Startup cost of the CLI (issue 20, item 5): ``import opt.app.cli`` — and everything ``hetopt
 solve`` imports before it reads an instance — loads none of the solver stacks (ortools, pyomo,
 highspy) nor scipy; they are imported lazily by the methods and bounds that use them."""
 
@@ -32,8 +32,8 @@ def imported_by(code: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("code", [
-    "import opt.cli",
-    "import opt.cli, opt.cli.placement, solvers, solvers.placement.backends, "
+    "import opt.app.cli",
+    "import opt.app.cli, opt.app.cli.placement, solvers, solvers.placement.backends, "
     "heuristics.placement.bifocal, heuristics.placement.list_scheduler, opt.placement.io, "
     "opt.placement.validator, opt.common.result",
 ])
@@ -45,22 +45,22 @@ def test_cli_start_imports_no_solver_stack_nor_scipy(code):
 
 # ---- the real commands, in a fresh interpreter: which modules they load (never timings) -----
 
-#: the command-group modules of :mod:`opt.cli` (handlers; the arguments are in opt.cli.parser)
-GROUPS = ("opt.cli.info", "opt.cli.theory", "opt.cli.placement", "opt.cli.serving",
-          "opt.cli.validate", "opt.cli.runs", "opt.cli.plots", "opt.cli.view", "opt.cli.measure")
+#: the command-group modules of :mod:`opt.app.cli` (handlers; the arguments are in opt.app.cli.parser)
+GROUPS = ("opt.app.cli.info", "opt.app.cli.theory", "opt.app.cli.placement", "opt.app.cli.serving",
+          "opt.app.cli.validate", "opt.app.cli.runs", "opt.app.cli.plots", "opt.app.cli.view", "opt.app.cli.measure")
 
 #: loaded by no placement solve of a heuristic (issue 20 item 5): the solver stacks and scipy,
 #: the serving-plan side, the viewer and plots, the layout relaxation, the column reader,
 #: numpy.random (the row hash of the list scheduler needs none), importlib.resources (bundled
 #: files are read with pkgutil) and the other command groups
 NOT_ON_HEFT_PATH = ("ortools", "pyomo", "scipy", "matplotlib", "numpy.random", "opt.serving",
-                    "opt.serving.instance", "opt.viewer", "opt.plots", "opt.placement.layout",
+                    "opt.serving.instance", "opt.app.viewer", "opt.app.plots", "opt.placement.layout",
                     "opt.placement.columns", "models.placement", "difflib", "importlib.resources",
-                    *(g for g in GROUPS if g not in ("opt.cli.placement", "opt.cli.serving")))
+                    *(g for g in GROUPS if g not in ("opt.app.cli.placement", "opt.app.cli.serving")))
 
 _RUN = """
 import contextlib, io, json, sys
-from opt.cli import main
+from opt.app.cli import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     try:
@@ -86,7 +86,7 @@ def test_heft_solve_loads_only_its_path():
     assert code == 0 and "heft" in out and "FEASIBLE" in out
     # the probe did solve, bound (work_lp through highspy) and validate
     assert {"heuristics.placement.list_scheduler", "opt.placement.certified_bounds",
-            "opt.placement.validator", "highspy", "opt.cli.placement"} <= loaded
+            "opt.placement.validator", "highspy", "opt.app.cli.placement"} <= loaded
     assert sorted(m for m in NOT_ON_HEFT_PATH if m in loaded) == []
 
 
@@ -98,8 +98,8 @@ def test_help_loads_no_command_implementation():
 
 
 @pytest.mark.parametrize("argv, group", [
-    (("models",), "opt.cli.info"),
-    (("theory", "het", "--gpu1", "H100", "--gpu2", "L40S"), "opt.cli.theory"),
+    (("models",), "opt.app.cli.info"),
+    (("theory", "het", "--gpu1", "H100", "--gpu2", "L40S"), "opt.app.cli.theory"),
 ])
 def test_a_command_loads_only_its_own_group(argv, group):
     code, _, loaded = run_cli(*argv)

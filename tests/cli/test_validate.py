@@ -6,7 +6,7 @@ import json
 import pytest
 
 import instances
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import claims_error
 from solvers import solve
@@ -90,7 +90,7 @@ def test_serving_plan_fields_and_reported_counts(capsys, tmp_path, results, edit
 def test_results_of_the_other_problem_kind_are_one_line_exit_2(capsys, tmp_path, results):
     code, out, err = _run(capsys, tmp_path, PLACEMENT, results["bnb"])
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert "serving_plan result cannot be validated against the placement instance" in err
+    assert "serving result cannot be validated against the placement instance" in err
     code, _, err = _run(capsys, tmp_path, SERVING, results["heft"], "--json")
     assert code == 2 and err.count("\n") == 1 and "field 'problem'" in err
 

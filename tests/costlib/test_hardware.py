@@ -127,7 +127,7 @@ def test_device_prices_and_memory_are_checked_at_load(catalog, tmp_path, key, va
 
 
 def test_a_missing_catalog_or_models_file_is_an_error_for_every_command(capsys):
-    from opt.cli import main
+    from opt.app.cli import main
 
     for argv in (["models", "--catalog", "nope.json"], ["instances", "--models-file", "nope.json"],
                  ["hardware", "--catalog", "nope.json"]):

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.units import INT4_GROUP
 from opt.costlib.hardware import bundled_catalog

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.outpath import FILE, FOLDER, output_error
 
 ROOT = Path(__file__).resolve().parents[2]

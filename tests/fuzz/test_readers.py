@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import instances
-from opt.cli import build_parser, main
+from opt.app.cli import build_parser, main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog, catalog_from_dict, load_catalog
 from opt.costlib.modelcard import bundled_cards, load_cards
@@ -131,7 +131,7 @@ def check_instance(data: bytes) -> None:
     def run() -> None:
         inst = read_problem_instance(path)
         kind = getattr(inst, "problem", "placement")
-        seed = P3 if kind == "serving_plan" else P1
+        seed = P3 if kind == "serving" else P1
         code = _cli(["validate", str(path), str(SEED_DIR / f"{seed}.result.json")])
         assert code in (0, 1, 2), code
 

@@ -3,7 +3,7 @@ with a message), and the resumable layout sweep."""
 
 import json
 
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.jsonio import read_json
 
 BUILD = ["build", "placement", "--model", "dops-qwen-1.8b", "--platform", "HP32", "--prefill",

@@ -1,7 +1,7 @@
 """Run a validator test module against both forms of a solution: rows (a plain §1.2a dict) and
 columns (:class:`ColumnarSolution`). Import :func:`solution_form` into a test module: the module
 then runs twice, and in the columns run every ``validate_placement`` call (also through
-``certify_placement``) also checks the same solution, as fresh columns, on the columnar path
+``solvers.certify.certify``) also checks the same solution, as fresh columns, on the columnar path
 alone — it must never accept what the row path rejects, and must agree on the metrics — and
 returns or raises exactly what the row path does."""
 
@@ -62,6 +62,7 @@ def solution_form(request):
         patched = checked(original)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(V, "validate_placement", patched)
+        m.setattr("solvers.certify.validate_placement", patched)  # certify's own import
         if hasattr(request.module, "validate_placement"):
             m.setattr(request.module, "validate_placement", patched)
         yield request.param

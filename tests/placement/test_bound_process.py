@@ -117,7 +117,7 @@ def test_an_unused_worker_is_stopped_and_a_dead_one_replaced():
 @pytest.mark.skipif(usable_cpus() < 2, reason="a child is started only with two usable CPUs")
 def test_solve_hands_the_worker_to_a_heuristic(monkeypatch):
     """solve(bound_worker=...) reaches start_bound (threshold lowered for a small instance)."""
-    import solvers.placement.backends as backends
+    import solvers.api as backends  # the one owner of the bound request
     from opt.placement.bound_process import BoundWorker
 
     seen = []
@@ -137,7 +137,7 @@ def test_solve_hands_the_worker_to_a_heuristic(monkeypatch):
 def test_the_cli_prestarts_a_worker_only_for_a_heuristic_on_a_large_file(tmp_path, monkeypatch):
     import argparse
 
-    import opt.cli.placement as cli
+    import opt.app.cli.placement as cli
 
     small = tmp_path / "i.json"
     fresh().write(small)

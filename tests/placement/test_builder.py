@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from opt.app.runs.reference import DOPS_BLOCKS
 from opt.common.errors import InputError
 from opt.placement.builder import BuildOptions, Workload, build_placement
-from opt.runs.reference import DOPS_BLOCKS
 
 
 def build(catalog, cards, model="llama-2-7b", platform="HP32", prefill=64, decode=2, batch=1,

@@ -17,7 +17,7 @@ from importlib import resources
 import pytest
 
 import instances
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint
 from opt.placement.builder import BuildOptions, Workload, build_placement

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import instances
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint
 from opt.placement.instance import LARGE_TASKS, MAX_BYTES, MAX_LABEL, MAX_TICKS, smallest_int

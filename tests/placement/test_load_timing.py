@@ -168,8 +168,8 @@ def test_built_instances_default_to_at_use_and_heuristics_follow_it():
 
 
 def test_viewer_shows_the_rule_and_the_served_task():
-    from opt.viewer.payload import decode, encode
-    from opt.viewer.placement import placement_payload
+    from opt.app.viewer.payload import decode, encode
+    from opt.app.viewer.placement import placement_payload
 
     inst = worked_example("at_use")
     head, blob = placement_payload(inst, _solution(inst, 13, 33))
@@ -180,7 +180,7 @@ def test_viewer_shows_the_rule_and_the_served_task():
 
 
 def test_build_cli_takes_the_load_timing(tmp_path, capsys):
-    from opt.cli import main
+    from opt.app.cli import main
     from opt.placement.io import read_instance
 
     for flag, want in (([], "at_use"), (["--load-timing", "prefetch"], "prefetch")):

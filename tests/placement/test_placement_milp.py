@@ -15,7 +15,8 @@ from models.placement.milp import build_placement_milp, solve_placement_milp
 from opt.common.errors import InputError
 from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links
 from opt.placement.io import read_instance
-from opt.placement.validator import certify_placement, validate_placement
+from opt.placement.validator import validate_placement
+from solvers.certify import certify
 
 HEFT = Path(__file__).resolve().parents[2] / "instances" / "data" / "heft-topcuoglu-2002.json"
 OPTS = SolveOptions(time_limit=30, num_workers=1, seed=0)
@@ -183,7 +184,7 @@ def brute_force(inst: PlacementInstance) -> int | None:
 
 def _check(inst: PlacementInstance, options: SolveOptions = OPTS):
     result = solve_placement_milp(inst, options)
-    certified = certify_placement(inst, result)
+    certified = certify(inst, result)
     assert certified.stats["no_evictions"] is True
     return result, certified
 
@@ -192,7 +193,7 @@ def _check(inst: PlacementInstance, options: SolveOptions = OPTS):
 # tests
 
 def test_heft_optimum(heft, heft_result):
-    certified = certify_placement(heft, heft_result)
+    certified = certify(heft, heft_result)
     assert heft_result.status == "OPTIMAL"
     assert certified.objective == 73
     assert heft_result.lower_bound == 73
@@ -253,7 +254,7 @@ def test_no_schedule_when_block_exceeds_every_capacity():
     assert result.status == "INFEASIBLE"
     assert result.solution is None and result.objective is None
     assert result.stats["infeasible_scope"] == "all_schedules"
-    assert certify_placement(inst, result).objective is None
+    assert certify(inst, result).objective is None
 
 
 def test_capacity_forces_split_devices():
@@ -298,7 +299,7 @@ def test_warm_start_accepted(heft, heft_result):
     assert result.stats["mip_start"]["violated_constraints"] == 0
     assert result.stats["mip_start"]["accepted_by_highs"] is True
     assert result.status == "OPTIMAL"
-    assert certify_placement(heft, result).objective == 73
+    assert certify(heft, result).objective == 73
     assert result.lower_bound == 73
 
 
@@ -321,7 +322,7 @@ def test_warm_start_from_worse_schedule(heft):
     # the MILP has no start of its own: the poor schedule itself is the MIP start
     assert ws["source"] == "initial_solution" and ws["objective"] == t
     assert ws["accepted_by_highs"] is True
-    assert result.status == "OPTIMAL" and certify_placement(heft, result).objective == 73
+    assert result.status == "OPTIMAL" and certify(heft, result).objective == 73
 
 
 def test_warm_start_with_permuted_identical_devices():
@@ -363,7 +364,7 @@ def test_time_limit_result_is_consistent():
                            n_blocks=2)
     result = solve_placement_milp(inst, SolveOptions(time_limit=0.2, num_workers=1))
     assert result.status in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT_NO_SOLUTION")
-    certified = certify_placement(inst, result)
+    certified = certify(inst, result)
     if result.status != "TIME_LIMIT_NO_SOLUTION":
         assert certified.objective is not None
         assert result.lower_bound is None or result.lower_bound <= certified.objective

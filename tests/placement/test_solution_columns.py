@@ -31,6 +31,7 @@ from opt.placement.solution_tables import (
     columnar_from_rows,
     solution_from_tables,
 )
+from solvers.certify import certify
 from tests.placement.solution_forms import as_rows
 
 
@@ -220,7 +221,7 @@ def test_large_results_round_trip_as_column_tables(case, form, tmp_path, monkeyp
     assert isinstance(back.solution, ColumnarSolution)
     assert back.solution.rows() == as_rows(sol)
     assert _outcome(inst, back.solution) == _outcome(inst, as_rows(sol))
-    assert V.certify_placement(inst, back).objective == V.certify_placement(
+    assert certify(inst, back).objective == certify(
         inst, _result(sol)).objective
 
 
@@ -278,7 +279,7 @@ def test_bad_column_tables_name_file_field_and_value(edit, field, text, tmp_path
 
 
 def test_cli_validate_reads_column_tables_and_exits_2_on_bad_ones(tmp_path, monkeypatch):
-    from opt.cli.parser import main
+    from opt.app.cli.parser import main
 
     monkeypatch.setattr(R, "LARGE_EVENTS", 3)
     inst, sol = CASES[0]

@@ -11,7 +11,7 @@ import pytest
 import instances
 from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
 from heuristics.placement.static_policies import POLICIES, class_of_assignment, static_schedule
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.errors import InputError, UnknownNameError
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.validator import validate_placement

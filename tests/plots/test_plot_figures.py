@@ -1,4 +1,4 @@
-"""What each plot draws (opt.plots.*: the ``figure_*`` builders behind ``plot_*``): axis labels
+"""What each plot draws (opt.app.plots.*: the ``figure_*`` builders behind ``plot_*``): axis labels
 and titles, the number of series, the plotted data against the input numbers (recomputed
 through another path where one exists) and the rendered pixels (not blank, series colours
 present)."""
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from opt.plots import common, gantt, sweeps  # noqa: E402
+from opt.app.plots import common, gantt, sweeps  # noqa: E402
 from opt.theory.gains import GpuGroup, het_report, hom_report, min_gpus  # noqa: E402
 from tests.plots.hand_made import hand_made  # noqa: E402
 

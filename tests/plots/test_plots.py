@@ -1,4 +1,4 @@
-"""Plots of the closed-form gains (opt/plots/common.py) and the ``theory plot`` CLI command: the
+"""Plots of the closed-form gains (opt/app/plots/common.py) and the ``theory plot`` CLI command: the
 written PNGs are real, non-blank images; what each figure draws is tested in
 test_plot_figures.py."""
 
@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from opt.cli import main  # noqa: E402
-from opt.plots import common as plots  # noqa: E402
+from opt.app.cli import main  # noqa: E402
+from opt.app.plots import common as plots  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
+from opt.app.plots.gantt import merge_close, parse_window
 from opt.common.errors import InputError
 from opt.placement.utilisation import busy_profile, intersection, union, utilisation
 from opt.placement.validator import ScheduleError
-from opt.plots.gantt import merge_close, parse_window
 from tests.plots.hand_made import hand_made
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -89,7 +89,7 @@ def test_plot_gantt_and_utilisation_png(placement_result, tmp_path, capsys):
     import matplotlib.image as mimg
     from matplotlib.colors import to_rgb
 
-    from opt.plots.gantt import COLOURS
+    from opt.app.plots.gantt import COLOURS
 
     rgb = mimg.imread(str(out))[..., :3]
     for cat in ("prefill", "decode", "transfer", "load"):  # every lane's colour is drawn

@@ -1,5 +1,5 @@
-"""The bench runner (opt.runs.bench), its checks (opt.runs.bench_checks) and reports
-(opt.runs.bench_report): each case's table is shown as soon as that case is done; cached cases
+"""The bench runner (opt.app.runs.bench), its checks (opt.app.runs.bench_checks) and reports
+(opt.app.runs.bench_report): each case's table is shown as soon as that case is done; cached cases
 come back with their checks; an unusable cached file is recomputed; paper figures carry a
 source, a tolerance and, when they differ, a reason; report.md links the pages cases wrote."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from opt.runs.bench import (
+from opt.app.runs.bench import (
     BenchCase,
     CaseResult,
     any_failed,
@@ -23,7 +23,7 @@ from opt.runs.bench import (
     summary,
     verdict_counts,
 )
-from opt.runs.bench_checks import (
+from opt.app.runs.bench_checks import (
     EXACT,
     RATIO,
     Check,
@@ -32,7 +32,7 @@ from opt.runs.bench_checks import (
     paper_figure,
     within,
 )
-from opt.runs.bench_report import CSV_COLUMNS, write_reports
+from opt.app.runs.bench_report import CSV_COLUMNS, write_reports
 
 REASON = "docs/serving.md §Measured: a named modelling choice"
 
@@ -229,12 +229,12 @@ def test_bench_viewer_pages_are_written_and_linked(tmp_path: Path) -> None:
     the B&B plan of serving-costs), on small instances: the pages exist, are viewer pages of
     the right kind, and report.md links them relative to itself."""
     import instances
+    from opt.app.bench.placement import schedule_view
+    from opt.app.bench.serving import plan_view
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
     from opt.placement.builder import BuildOptions, Workload, build_placement
     from solvers.api import solve
-    from solvers.bench.placement import schedule_view
-    from solvers.bench.serving import plan_view
 
     root = tmp_path / "bench"
     cat = bundled_catalog()
@@ -269,7 +269,7 @@ def test_bench_viewer_pages_are_written_and_linked(tmp_path: Path) -> None:
 def test_opweave_figures_from_cost_table_cells() -> None:
     """OpWeave Figs. 9/13 computed from cost-table cells: maxima of best baseline / B&B,
     strictly-cheapest and infeasible counts, homogeneous / heterogeneous B&B."""
-    from solvers.bench.opweave_figures import opweave_checks
+    from opt.app.bench.opweave_figures import opweave_checks
 
     def cell(col, afd, cad, bnb):
         return {m: {"cost_usd_per_mtok": c} for m, c in
@@ -297,7 +297,7 @@ def test_opweave_figures_from_cost_table_cells() -> None:
 def test_cli_bench_recomputes_a_truncated_case_file(tmp_path: Path, capsys) -> None:
     """Issue 18 item 6: a truncated case file no longer stops ``hetopt bench`` (exit 2); the
     case is recomputed with a one-line note on stderr and gives the same result."""
-    from opt.cli import main
+    from opt.app.cli import main
 
     args = ["bench", "--out", str(tmp_path), "--case", "opweave-eta"]
     assert main(args) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import solvers.bench.dops as dops
+import opt.app.bench.dops as dops
 
 
 def _stand_in(speed: dict[str, float]):

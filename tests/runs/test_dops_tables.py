@@ -1,8 +1,8 @@
-"""The DOPS side-by-side tables (opt.runs.dops_tables) on hand-made sweep records."""
+"""The DOPS side-by-side tables (opt.app.runs.dops_tables) on hand-made sweep records."""
 
 from __future__ import annotations
 
-from opt.runs.dops_tables import (
+from opt.app.runs.dops_tables import (
     TOLERANCE,
     fig7,
     fig10,
@@ -63,8 +63,8 @@ def test_fig7_needs_every_workload_and_fig10_reports_co_utilisation():
 
 
 def test_insights_compare_the_largest_increment_and_name_missing_baselines():
+    from opt.app.runs.dops_tables import insights
     from opt.costlib.hardware import bundled_catalog
-    from opt.runs.dops_tables import insights
 
     def rec(model, p, d, b, platform, makespan, **kw):
         return {"model": model, "prefill": p, "decode": d, "batch": b, "platform": platform,

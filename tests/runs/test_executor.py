@@ -1,4 +1,4 @@
-"""Sweep executors (opt.runs.executor): serial, process pool and a real Dask LocalCluster give the
+"""Sweep executors (opt.app.runs.executor): serial, process pool and a real Dask LocalCluster give the
 same records; a sweep killed with SIGKILL resumes losing nothing and recomputing only what is
 missing; torn files are recomputed; ERROR / invalid records never enter a summary."""
 
@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
+from opt.app.runs.executor import SerialExecutor, comparable, drive, make_executor, write_record
+from opt.app.runs.serving_sweep import cells, run_serving_sweep
+from opt.app.runs.serving_sweep import render as render_serving
+from opt.app.runs.sweep import Progress, geomean_speedups, grid, render, run_sweep, speedups, usable
+from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.runs.executor import SerialExecutor, comparable, drive, make_executor, write_record
-from opt.runs.serving_sweep import cells, run_serving_sweep
-from opt.runs.serving_sweep import render as render_serving
-from opt.runs.sweep import Progress, geomean_speedups, grid, render, run_sweep, speedups, usable
-from solvers.sweep_calls import SolveCall
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = ["sweep", "serving", "--models", "gemma-3-27b", "--gpus", "H100", "H100,L40S",
@@ -191,14 +191,14 @@ def test_killed_sweep_resumes_losing_nothing(tmp_path, capsys, executor):
 
 def _broken_heft(inst, method):
     """HEFT's schedule with one task started a tick late: the validator must reject it."""
-    from opt.placement.validator import certify_placement
     from solvers import solve
+    from solvers.certify import certify
 
     res = solve(inst, "heft")
     if method == "heft":
         ev = res.solution["compute"][-1]
         ev["start"] += 1
-        return certify_placement(inst, res)
+        return certify(inst, res)
     return solve(inst, method)
 
 
@@ -246,7 +246,7 @@ def _sleep(seconds: float) -> float:
 
 
 def test_pool_workers_ignore_sigint():
-    code = ("import os, signal; from opt.runs.executor import _watch_parent; "
+    code = ("import os, signal; from opt.app.runs.executor import _watch_parent; "
             "_watch_parent(os.getpid()); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout

@@ -2,10 +2,10 @@
 
 import pytest
 
+from opt.app.runs.layout_sweep import makespans
+from opt.app.runs.sweep import record_error, speedups, trusted_record
 from opt.common.fingerprint import seal
 from opt.common.jsonio import write_json
-from opt.runs.layout_sweep import makespans
-from opt.runs.sweep import record_error, speedups, trusted_record
 
 FP = "sha256:" + "0" * 64
 BASE = {"model": "m", "platform": "HP32", "prefill": 8, "decode": 1, "batch": 1,
@@ -77,7 +77,7 @@ def test_summaries_skip_error_and_invalid_records():
 def test_a_record_of_another_slot_is_recomputed_with_one_line(tmp_path, capsys):
     """Issue 33 row 6: a sealed record copied into another slot's file keeps its digest; the
     slot fields (model, platform, workload, method) catch it."""
-    from opt.runs.sweep import SweepWorkload, placement_slot
+    from opt.app.runs.sweep import SweepWorkload, placement_slot
 
     path = tmp_path / "af.json"
     write_json(seal(BASE), path)  # a pd record in af's file
@@ -98,8 +98,8 @@ def test_sweep_rerun_after_copying_a_record_recomputes_it(tmp_path, capsys, cata
     geomeans equal the first run's."""
     import shutil
 
-    from opt.runs.sweep import geomean_speedups, grid, run_sweep
-    from solvers.sweep_calls import SolveCall
+    from opt.app.runs.sweep import geomean_speedups, grid, run_sweep
+    from opt.app.runs.sweep_calls import SolveCall
 
     wls = grid(["llama-2-7b"], ["HP32"], [16], [1, 2], [1])
     out = tmp_path / "sweep"
@@ -124,9 +124,9 @@ def test_a_cached_record_of_another_instance_is_recomputed(tmp_path, capsys, cat
     """A record that names its slot but whose instance fingerprint is not the one this run
     builds for it (sealed again after the edit) is recomputed once the workload's instance is
     built."""
+    from opt.app.runs.sweep import grid, run_sweep
+    from opt.app.runs.sweep_calls import SolveCall
     from opt.common.jsonio import read_json
-    from opt.runs.sweep import grid, run_sweep
-    from solvers.sweep_calls import SolveCall
 
     wls = grid(["llama-2-7b"], ["HP32"], [16], [1], [1])
     out = tmp_path / "sweep"

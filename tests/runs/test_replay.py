@@ -1,4 +1,4 @@
-"""Request-level serving replay (opt.runs.replay, solvers.placement.replay, hetopt replay)."""
+"""Request-level serving replay (opt.app.runs.replay, opt.app.runs.replay_schedules, hetopt replay)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from opt.cli import main
-from opt.common.errors import InputError
-from opt.costlib.hardware import bundled_catalog
-from opt.costlib.modelcard import bundled_cards
-from opt.runs.replay import (
+from opt.app.cli import main
+from opt.app.runs.replay import (
     ReplayOptions,
     Request,
     Shape,
@@ -21,7 +18,10 @@ from opt.runs.replay import (
     read_burstgpt_csv,
     run_replay,
 )
-from solvers.placement.replay import check_methods, schedule_shape, shape_builder
+from opt.app.runs.replay_schedules import check_methods, schedule_shape, shape_builder
+from opt.common.errors import InputError
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
 
 CAT, CARDS = bundled_catalog(), bundled_cards()
 HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
@@ -182,7 +182,7 @@ def test_cli_replay_resumes(tmp_path, capsys):
 def test_progress_counts_requests_with_a_total_known_up_front(tmp_path):
     import io
 
-    from opt.runs.sweep import Progress
+    from opt.app.runs.sweep import Progress
 
     reqs = generate_trace(40, mean_input=100, mean_output=20, rate_per_s=50.0, seed=1)
     stream = io.StringIO()
@@ -225,12 +225,12 @@ def test_cli_replay_rejects_zero_requests(tmp_path, capsys, extra):
 
 
 def test_ctrl_c_anywhere_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
-    import opt.runs.replay
+    import opt.app.runs.replay
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(opt.runs.replay, "run_replay", interrupted)
+    monkeypatch.setattr(opt.app.runs.replay, "run_replay", interrupted)
     out = tmp_path / "out"
     assert main(["replay", "--model", "dops-qwen-1.8b", "--platform", "HP32", "--requests",
                  "3", "--out", str(out)]) == 130

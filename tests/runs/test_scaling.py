@@ -1,4 +1,4 @@
-"""Hardware scaling HP0 → HP128 (opt.runs.scaling, hetopt scaling)."""
+"""Hardware scaling HP0 → HP128 (opt.app.runs.scaling, hetopt scaling)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
+from opt.app.runs.replay_schedules import validated_heuristic
+from opt.app.runs.scaling import insight_table, pim_gb, run_scaling, scaled_capacity, summarise
+from opt.app.runs.sweep import Progress
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.builder import BuildOptions, Workload, build_placement
-from opt.runs.scaling import insight_table, pim_gb, run_scaling, scaled_capacity, summarise
-from opt.runs.sweep import Progress
-from solvers.placement.replay import validated_heuristic
 
 CAT, CARDS = bundled_catalog(), bundled_cards()
 PLATS = ["HP0", "HP32", "HP64", "HP128"]
@@ -130,15 +130,15 @@ def test_cli_scaling(tmp_path, capsys):
 def test_missing_matplotlib_fails_before_any_work(argv, monkeypatch, capsys, tmp_path):
     import sys
 
-    import opt.runs.scaling
-    from opt.cli import main
+    import opt.app.runs.scaling
+    from opt.app.cli import main
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started before the dependency check")
 
-    monkeypatch.setattr(opt.runs.scaling, "run_scaling", no_work)
+    monkeypatch.setattr(opt.app.runs.scaling, "run_scaling", no_work)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
+from opt.app.runs.sweep import Progress, geomean, geomean_speedups, render
 from opt.common.jsonio import read_json, write_json
-from opt.runs.sweep import Progress, geomean, geomean_speedups, render
 
 ARGS = ["sweep", "placement", "--models", "llama-2-7b", "--platforms", "HP32", "--prefill", "8",
         "--decode", "1", "2", "--methods", "heft", "pd", "--layers", "1"]
@@ -116,10 +116,10 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
     """Bifocal records keep the effective settings (every default filled in); a rerun under
     other settings (a changed default, other params) recomputes them, while the records of
     methods without declared settings are reused."""
+    from opt.app.runs.sweep import grid, run_sweep
+    from opt.app.runs.sweep_calls import SolveCall
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
-    from opt.runs.sweep import grid, run_sweep
-    from solvers.sweep_calls import SolveCall
 
     out = tmp_path / "sweep"
     wls = grid(["llama-2-7b"], ["HP32"], [8], [1], [1])

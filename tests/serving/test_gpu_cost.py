@@ -90,7 +90,7 @@ def test_decode_attention_at_long_context_is_slower_than_the_roofline_says():
 
 
 def test_a_sweep_never_reuses_a_record_of_the_other_cost_model():
-    from opt.runs.serving_sweep import _same_cost
+    from opt.app.runs.serving_sweep import _same_cost
     old = {"cost_usd_per_mtok": 1.0}             # before issue 32: built on the roofline
     assert _same_cost(old, "roofline") is old
     assert _same_cost(old, "calibrated") is None

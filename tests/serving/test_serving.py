@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heuristics.serving import search as ss
-from opt.cli import main
+from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards

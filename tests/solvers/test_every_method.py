@@ -42,7 +42,7 @@ REL = 1e-9
 
 
 def problem_of(info: instances.InstanceInfo, inst) -> str:
-    if info.problem == "serving_plan":
+    if info.problem == "serving":
         return "serving"
     if (info.provenance or {}).get("best_by") in names("layout"):
         return "layout"
@@ -96,7 +96,7 @@ def _certify_placement(info, inst, method, res) -> None:
     if res.status == "INFEASIBLE":
         assert res.solution is None and res.stats["message"], res.stats
         return
-    assert res.problem == "placement" and res.solution is not None
+    assert res.problem == method.problem and res.solution is not None
     assert validate_placement(inst, res.solution).makespan == res.objective
     assert res.lower_bound is not None and res.lower_bound <= res.objective
     assert res.objective >= info.lower_bound
@@ -106,7 +106,7 @@ def _certify_placement(info, inst, method, res) -> None:
 
 
 def _certify_serving(info, inst, method, res) -> None:
-    assert res.problem == "serving_plan"
+    assert res.problem == "serving"
     if res.lower_bound is not None and info.optimum is not None:
         assert res.lower_bound <= info.optimum * (1 + REL)
     if res.solution is None:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from opt.cli import main
+from opt.app.cli import main
 from opt.theory import verify as V
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from opt.app.viewer.html import write_view
 from opt.placement.utilisation import utilisation
-from opt.viewer.html import write_view
 
 from .conftest import coloured_pixels, open_page
 

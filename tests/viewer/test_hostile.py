@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from opt.app.viewer.html import render_page, write_view
 from opt.problems import read_problem_instance
-from opt.viewer.html import render_page, write_view
 from solvers import solve
 
 from .conftest import open_page
@@ -145,7 +145,7 @@ def test_page_carries_a_csp_that_blocks_inline_handlers(browser, tmp_path, heft)
 
 
 def test_header_json_cannot_close_its_script_element():
-    from opt.viewer.payload import Blob
+    from opt.app.viewer.payload import Blob
 
     text = render_page({"title": "t", "x": "</script><script>window.__pwned=1</script><!--"},
                        Blob(), compress=False)

@@ -8,6 +8,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from opt.app.viewer.html import render_page
+from opt.app.viewer.payload import Blob, decode, encode
+from opt.app.viewer.placement import placement_payload
+from opt.app.viewer.serving import serving_payload, step_labels
 from opt.placement.utilisation import (
     PAIR,
     class_intervals,
@@ -18,10 +22,6 @@ from opt.placement.utilisation import (
 )
 from opt.serving.period import steady_round
 from opt.serving.plan import plan_from_solution
-from opt.viewer.html import render_page
-from opt.viewer.payload import Blob, decode, encode
-from opt.viewer.placement import placement_payload
-from opt.viewer.serving import serving_payload, step_labels
 
 
 def _roundtrip(header, blob, compress=True):

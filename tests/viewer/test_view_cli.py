@@ -1,4 +1,4 @@
-"""``hetopt view``'s handler, called directly (arguments: opt.cli.parser.add_view_parser)."""
+"""``hetopt view``'s handler, called directly (arguments: opt.app.cli.parser.add_view_parser)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from opt.cli.parser import add_view_parser
-from opt.cli.view import cmd_view
+from opt.app.cli.parser import add_view_parser
+from opt.app.cli.view import cmd_view
 from opt.common.result import Result
 
 
@@ -81,7 +81,7 @@ def test_missing_files_exit_2(tmp_path, capsys):
 def test_view_rejects_a_result_of_another_instance(tmp_path, capsys):
     """issue 18: a result names its instance by fingerprint (opt.common.fingerprint)."""
     import instances
-    from opt.cli import main
+    from opt.app.cli import main
     from solvers import solve
 
     res = solve(instances.load("sinnen-Nodes_7_OutTree-p2"), "heft")

@@ -1,0 +1,62 @@
+"""hetopt's public Python API (docs/api.md): ``import opt.api as hetopt``.
+
+Every name is loaded on first use (PEP 562), so ``import opt.api`` imports nothing else::
+
+    import opt.api as hetopt
+
+    inst = hetopt.load_instance("heft-topcuoglu-2002")
+    res = hetopt.solve(inst, time_limit=10)
+    assert res.status == hetopt.Status.OPTIMAL and res.objective == 73
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance",
+           "read_instance", "write_instance", "read_result", "write_result",
+           "build_placement", "build_layout", "build_serving", "instance_names",
+           "load_instance", "solve", "validate", "lower_bound", "methods"]
+
+#: where each name lives
+_HOMES = {"Problem": "opt.problems", "Status": "opt.common.result",
+          "Result": "opt.common.result", "PlacementInstance": "opt.placement.instance",
+          "ServingInstance": "opt.serving.instance", "read_result": "opt.common.result",
+          **{name: "opt.app.facade" for name in
+             ("read_instance", "write_instance", "write_result", "build_placement",
+              "build_layout", "build_serving", "instance_names", "load_instance", "solve",
+              "validate", "lower_bound", "methods")}}
+
+if TYPE_CHECKING:
+    from opt.app.facade import (
+        build_layout,
+        build_placement,
+        build_serving,
+        instance_names,
+        load_instance,
+        lower_bound,
+        methods,
+        read_instance,
+        solve,
+        validate,
+        write_instance,
+        write_result,
+    )
+    from opt.common.result import Result, Status, read_result
+    from opt.placement.instance import PlacementInstance
+    from opt.problems import Problem
+    from opt.serving.instance import ServingInstance
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``name``'s module on first use (PEP 562)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'opt.api' has no attribute {name!r}")
+    value = getattr(__import__(home, fromlist=[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

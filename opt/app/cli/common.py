@@ -1,0 +1,286 @@
+"""Shared pieces of the command line: the common options, argument helpers, ``--param``
+parsing, instance loading and JSON output.
+
+Nothing here imports ``solvers``, ``models`` or ``heuristics`` at module level, nor a numeric
+stack: ``hetopt --help`` stays cheap. Handlers import what they need inside their bodies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from opt.common.errors import InputError
+
+
+def print_json(obj: Any) -> None:
+    """``obj`` as indented JSON on stdout, encoded like the files
+    (:func:`opt.common.jsonio.json_bytes`: NaN and ±Infinity are null, never bare tokens)."""
+    from opt.common.jsonio import json_bytes
+
+    sys.stdout.write(json_bytes(obj).decode())
+    sys.stdout.flush()
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """The parent parser of every command: ``--json``, ``--catalog``, ``--models-file``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--catalog", metavar="FILE", type=input_file,
+                        help="hardware JSON merged over the bundled catalog")
+    common.add_argument("--models-file", metavar="FILE", type=input_file,
+                        help="extra model cards: a card set, one card, or a HF config.json")
+    return common
+
+
+def input_file(text: str) -> str:
+    """argparse type of ``--catalog`` / ``--models-file``: a file that exists (a missing one is
+    an error for every command, not silently ignored by those that do not read it)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: file not found")
+    return text
+
+
+# ---- inputs shared by several commands ------------------------------------------------------
+
+def catalog(args: argparse.Namespace):
+    """The hardware catalog of ``--catalog`` (merged over the bundled one)."""
+    from opt.costlib.hardware import load_catalog
+
+    return load_catalog(args.catalog)
+
+
+def cards(args: argparse.Namespace):
+    """The model cards of ``--models-file`` (added to the bundled ones)."""
+    from opt.costlib.modelcard import load_cards
+
+    return load_cards(args.models_file)
+
+
+def load_instance(ref: str):
+    """An instance file path (any problem), or the name of a bundled instance."""
+    from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
+
+    if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
+        from opt.common.result import swapped_error
+
+        try:
+            return read_problem_instance(ref)
+        except InputError as exc:
+            raise swapped_error(ref, exc) from None
+    import instances
+
+    return instances.load(ref)
+
+
+def instance_summary(inst) -> dict[str, Any]:
+    """Size and devices of a placement instance (the JSON output of build / import)."""
+    return {"tasks": inst.n_tasks, "edges": inst.n_edges, "devices": [d.name for d in inst.devices],
+            "blocks": len(inst.block_ids), "time_unit": inst.time_unit}
+
+
+#: ``build placement --tables``: the ``columns`` argument of ``PlacementInstance.write`` (None:
+#: automatic, column tables above its LARGE_TASKS tasks)
+TABLES = MappingProxyType({"auto": None, "rows": False, "columns": True})
+
+#: arguments of ``solvers.solve`` that have their own option: not a ``--param``
+SOLVE_OPTIONS = MappingProxyType({"time_limit": "--time-limit", "num_workers": "--num-workers",
+                                  "seed": "--seed", "initial_solution": "--initial-solution",
+                                  "export_path": "--export"})
+
+
+def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--param KEY=VALUE`` items as a dict; a VALUE that parses as JSON is decoded. A KEY
+    that is one of :data:`SOLVE_OPTIONS` is an InputError naming its option."""
+    params: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", source="<argument>",
+                             field="param")
+        if key in SOLVE_OPTIONS:
+            raise InputError(f"{key} is not a param: use {SOLVE_OPTIONS[key]}",
+                             source="<argument>", field=f"param.{key}")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+def int_csv(text: str, what: str) -> tuple[int, ...]:
+    """Comma-separated positive integers (``--tp 1,2,4``); InputError naming ``what``."""
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got {text!r}", source="<argument>",
+                         field=what) from None
+    if not values or min(values) < 1:
+        raise InputError(f"expected positive integers, got {text!r}", source="<argument>",
+                         field=what)
+    return values
+
+
+# ---- argument groups shared by several commands ---------------------------------------------
+
+def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str,
+                   all_cores: bool = False) -> None:
+    """``--time-limit``, ``--num-workers`` (threads of each solve; ``all_cores``: default the
+    machine's cores, else 1, for commands that run several solves at once) and ``--seed``."""
+    p.add_argument("--time-limit", type=float, default=time_limit, help=time_help)
+    cores = os.cpu_count() or 1
+    p.add_argument("--num-workers", type=int, default=cores if all_cores else 1,
+                   help=(f"threads of each exact solve (default: this machine's cores, "
+                         f"{cores})" if all_cores else "threads of each exact solve (default 1)"))
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def add_out_args(p: argparse.ArgumentParser, default: str, *, note: str = "",
+                 items: str = "results") -> None:
+    """``--out`` (a resumable results folder) and ``--fresh``."""
+    p.add_argument("--out", default=default,
+                   help=f"results folder (default %(default)s{note})")
+    p.add_argument("--fresh", action="store_true", help=f"recompute {items} already in --out")
+
+
+def add_budget_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """The P2 memory budget: ``--budget-gb`` or ``--budget-factor`` (one of them when
+    ``required``: ``build layout``)."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--budget-gb", type=float, metavar="GB",
+                   help="P2 main-memory budget for the stored weight blocks, 10^9 bytes")
+    g.add_argument("--budget-factor", type=float, metavar="F",
+                   help="P2 memory budget as F x the blocks' linear bytes (2 admits all-dual)")
+
+
+def apply_budget(inst, args: argparse.Namespace):
+    """``inst`` with the P2 memory budget of ``--budget-gb`` / ``--budget-factor`` (if any)."""
+    from opt.placement.layout import budget_from, with_budget
+
+    gb, factor = getattr(args, "budget_gb", None), getattr(args, "budget_factor", None)
+    if gb is None and factor is None:
+        return inst
+    return with_budget(inst, budget_from(inst, gb=gb, factor=factor))
+
+
+# ---- method names in help texts -------------------------------------------------------------
+
+def placement_method_names() -> list[str]:
+    """Registered placement methods (solvers imported lazily: the core does not depend on them;
+    the registry itself imports no back end)."""
+    from solvers.registry import names
+
+    return list(names(("placement", "layout")))
+
+
+class PlacementMethodsHelp(argparse.Action):
+    """A store action whose help is a template with ``{methods}``, filled with the registered
+    placement methods only when help is printed: importing ``solvers`` while building the
+    parser would load it for every command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self._template: str | None = None
+        super().__init__(option_strings, dest, **kwargs)
+
+    @property
+    def help(self) -> str | None:  # type: ignore[override]
+        if self._template is None:
+            return None
+        return self._template.format(methods=" | ".join(placement_method_names()))
+
+    @help.setter
+    def help(self, template: str | None) -> None:
+        self._template = template
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+
+
+def check_methods(methods: Sequence[str], registry, *, suggest=None,
+                  label: str = "known") -> None:
+    """InputError naming every method of ``methods`` not in ``registry``."""
+    unknown = [m for m in dict.fromkeys(methods) if m not in registry]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; {label}: "
+                         f"{', '.join(suggest if suggest is not None else registry)}",
+                         source="<argument>", field="methods")
+
+
+# ---- output files and exit codes ------------------------------------------------------------
+
+#: exit code of ``solve`` per result status (docs/cli.md, "Exit codes and input limits"); bad
+#: input exits 2 (:func:`run_command`)
+STATUS_EXIT = MappingProxyType({"OPTIMAL": 0, "FEASIBLE": 0, "INFEASIBLE": 0, "ERROR": 1,
+                                "TIME_LIMIT_NO_SOLUTION": 3})
+
+EXIT_CODES_HELP = """exit codes:
+  0  success; for solve: status OPTIMAL, FEASIBLE or INFEASIBLE (the status is in the output)
+  1  solve: status ERROR (the reason is printed); validate: the result is invalid
+  2  bad input: one line naming the file, field and value (also an unwritable --output)
+  3  solve: the time limit ran out with no solution (TIME_LIMIT_NO_SOLUTION)
+  130  interrupted (Ctrl-C): one line saying where finished records are kept"""
+
+
+#: Output options by their ``dest``: (option, kind). ``--plot`` is a folder of PNGs except for
+#: the commands in :data:`PLOT_FILE`; ``--out`` of ``theory verify`` only matters with
+#: ``--detailed``.
+OUTPUT_OPTIONS = MappingProxyType({"output": ("--output", "file"), "export": ("--export", "file"),
+                                   "out": ("--out", "folder"), "plot": ("--plot", "folder")})
+PLOT_FILE = frozenset({"cmd_compare"})
+
+
+def check_output_args(args: argparse.Namespace) -> None:
+    """Check every output path of the parsed command before any work
+    (:func:`opt.common.outpath.check_output`: one InputError naming the option and path)."""
+    from opt.common.outpath import FILE, check_output
+
+    name = getattr(args.func, "function_name", "")
+    for dest, (option, kind) in OUTPUT_OPTIONS.items():
+        path = getattr(args, dest, None)
+        if not isinstance(path, str) or (dest == "out" and name == "cmd_verify"
+                                         and not getattr(args, "detailed", False)):
+            continue
+        check_output(path, option, FILE if dest == "plot" and name in PLOT_FILE else kind)
+
+
+def write_or_rescue(write, path: str) -> str | None:
+    """``write(path)``; when that fails, ``write`` to a new file in the temporary folder
+    instead and return an error line naming both (None on success): a finished result is
+    never lost."""
+    import tempfile
+
+    try:
+        write(path)
+        return None
+    except OSError as exc:
+        fd, rescue = tempfile.mkstemp(prefix="hetopt-result-", suffix=".json")
+        os.close(fd)
+        write(rescue)
+        return f"cannot write '{path}' ({exc.strerror or exc}); the result is in {rescue}"
+
+
+# ---- running a command ----------------------------------------------------------------------
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the handler of the parsed command: bad input prints one line and exits 2; Ctrl-C
+    prints one line (where finished records are kept) and exits 130."""
+    try:
+        check_output_args(args)
+        return args.func(args)
+    except InputError as exc:
+        print(f"hetopt: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, exit 130 (128 + SIGINT)
+        out = getattr(args, "out", None)
+        print(f"hetopt: interrupted{f'; finished records are kept in {out}/' if out else ''}",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,121 @@
+"""P3 serving plans on the command line: ``hetopt build serving-plan`` and the serving side of
+``solve`` / ``validate`` (summary, plan checker, simulation)."""
+
+from __future__ import annotations
+
+import argparse
+
+from opt.app.cli.common import cards, catalog, int_csv, print_json
+from opt.common.errors import InputError
+from opt.common.report import table
+
+
+def grid_from_args(args: argparse.Namespace):
+    """The ``ServingGrid`` of ``add_grid_args``' options."""
+    from opt.serving.instance import ServingGrid
+
+    return ServingGrid(max_gpus=args.max_gpus, max_owners=args.max_owners,
+                       max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
+                       batches=int_csv(args.batches, "batches"))
+
+
+def serving_from_args(args: argparse.Namespace):
+    """The P3 instance of ``build serving``'s options (also ``opt.api.build_serving``'s
+    keywords)."""
+    from opt.serving.builder import ServingWorkload, build_serving_plan
+
+    cat, crds = catalog(args), cards(args)
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    return build_serving_plan(crds[args.model], cat, gpus,
+                              ServingWorkload(args.context, args.slo_ms / 1e3),
+                              grid=grid_from_args(args), tp_degrees=int_csv(args.tp, "tp"),
+                              expert_parallel=not args.no_ep,
+                              memory_fraction=args.memory_fraction, gpu_cost=args.gpu_cost,
+                              calibrations=_calibrations(args, cat),
+                              measurements=_measurements(args, cat))
+
+
+def cmd_build_serving(args: argparse.Namespace) -> int:
+    """``build serving`` (also ``build serving-plan``): write a P3 instance."""
+    if args.output.endswith(".npz"):
+        raise InputError("a serving-plan instance is JSON (.json or .json.gz); the .npz "
+                         "container holds placement instances only", source="<argument>",
+                         field="output")
+    inst = serving_from_args(args)
+    inst.write(args.output)
+    info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
+            "block_layers": inst.block_layers, "blocks": inst.blocks_total,
+            "configs": [c.id for c in inst.configs],
+            "microbatch_sizes": list(inst.microbatch_sizes), "gpu_cost": inst.meta["gpu_cost"],
+            **({"measurements": inst.meta["measurements"]} if "measurements" in inst.meta
+               else {})}
+    if args.json:
+        print_json(info)
+    else:
+        print(f"{args.output}: {inst.model}, block of {inst.block_layers} layer(s) = "
+              f"{inst.n_ops} ops, {inst.blocks_total:g} blocks, {len(inst.configs)} "
+              f"configurations ({', '.join(info['configs'])}); GPU costs: {args.gpu_cost}")
+        if "measurements" in info:
+            m = info["measurements"]
+            print(f"measurements {m['file']}: kernel costs {m['kernel_costs']}")
+    return 0
+
+
+def serving_only_params(args: argparse.Namespace, serving: bool) -> dict[str, bool]:
+    """``--no-frontier`` / ``--no-bounds`` of ``solve`` as B&B parameters (serving plans only)."""
+    params: dict[str, bool] = {}
+    for flag, key in ((args.no_frontier, "frontier"), (args.no_bounds, "bounds")):
+        if flag:
+            if not serving:
+                raise InputError(f"--no-{key} applies to serving-plan instances",
+                                 source="<argument>", field=f"no-{key}")
+            params[key] = False
+    return params
+
+
+def attach_simulation(inst, res) -> None:
+    """``solve --simulate``: run the discrete-event simulator on the plan, into ``res.stats``."""
+    if res.solution is not None:
+        from opt.serving.simulator import simulate_plan
+
+        res.stats["simulation"] = simulate_plan(inst, res.solution).to_dict()
+
+
+def print_serving_result(res) -> None:
+    """The text summary of a solved serving plan."""
+    print(table(["method", "status", "$/M tokens", "lower bound", "T_rtt ms", "bound by",
+                 "GPUs", "runtime s"],
+                [[res.method, res.status, res.objective, res.lower_bound,
+                  res.stats.get("t_rtt_ms"), res.stats.get("bottleneck"), res.stats.get("gpus"),
+                  res.runtime_s]]))
+    sol = res.solution
+    if sol is not None:
+        owners = ", ".join(f"{o['config']} b={o['batch']} x{o['replicas']}" for o in sol["owners"])
+        print(f"plan: K={sol['owners_count']} S={sol['stages_per_block']} per block "
+              f"({sol['stages_per_token']:g} stages per token), mu={sol['microbatches']}, "
+              f"template {sol['template']}, owners: {owners}")
+    if "message" in res.stats:
+        print(res.stats["message"])
+    search = res.stats.get("search")
+    if search:
+        print(f"search: {search['space']:,} in space, {search['candidates']:,} candidates, "
+              f"{search['nodes']:,} nodes, {search['evaluations']:,} evaluations, "
+              f"{search.get('exact_evaluations', 0):,} exact periods")
+    sim = res.stats.get("simulation")
+    if sim:
+        print(f"simulated T_rtt {sim['t_rtt_sim_s'] * 1e3:.4g} ms ({sim['order']} order) vs "
+              f"the exact period {sim['t_rtt_exact_s'] * 1e3:.4g} ms (ratio "
+              f"{sim['ratio_exact']:.3f}); the "
+              f"formula, its lower bound, {sim['t_rtt_formula_s'] * 1e3:.4g} ms")
+
+
+def _calibrations(args: argparse.Namespace, cat):
+    """The ``--gpu-calibration`` file's calibrations (None: the bundled ones)."""
+    from opt.costlib.gpu_calib import read_calibrations
+    return None if args.gpu_calibration is None else read_calibrations(args.gpu_calibration, cat)
+
+
+def _measurements(args: argparse.Namespace, cat):
+    """The ``--measurements`` table (None when absent)."""
+    from opt.costlib.measured import read_measurements
+    return None if args.measurements is None else read_measurements(args.measurements, cat)

@@ -1,0 +1,55 @@
+"""Picklable ``solve(instance, method) -> Result`` callables for sweeps on any executor.
+
+The sweeps of the core (:mod:`opt.app.runs.sweep`, :mod:`opt.app.runs.serving_sweep`) take the solve function as
+an argument; on a process pool or a Dask cluster it travels to the workers, so it must be a
+top-level object with plain fields rather than a closure. :class:`SolveCall` is that object for
+``hetopt sweep placement | layout | serving``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from opt.common.result import Result
+from solvers.api import solve
+from solvers.registry import PROBLEMS, method_settings
+
+
+@dataclass(frozen=True)
+class SolveCall:
+    """``solvers.solve(instance, method, time_limit=..., num_workers=..., seed=..., **params)``.
+
+    time_limit: seconds per solve (None: no limit); num_workers: solver threads; seed;
+    params: back-end parameters as (key, value) pairs, passed only to methods whose name starts
+    with ``params_prefix`` (all methods when it is None);
+    budget_gb / budget_factor: a P2 memory budget applied to the instance first (10^9 bytes, or
+    a multiple of the blocks' linear bytes; :func:`opt.placement.layout.budget_from`)."""
+
+    time_limit: float | None = 60.0
+    num_workers: int = 1
+    seed: int = 0
+    params: tuple[tuple[str, Any], ...] = ()
+    params_prefix: str | None = None
+    budget_gb: float | None = None
+    budget_factor: float | None = None
+
+    def __call__(self, instance: Any, method: str) -> Result:
+
+        if self.budget_gb is not None or self.budget_factor is not None:
+            from opt.placement.layout import budget_from, with_budget
+
+            instance = with_budget(instance, budget_from(instance, gb=self.budget_gb,
+                                                         factor=self.budget_factor))
+        return solve(instance, method, time_limit=self.time_limit,
+                     num_workers=self.num_workers, seed=self.seed, **self._params(method))
+
+    def _params(self, method: str) -> dict[str, Any]:
+        return dict(self.params) if (self.params_prefix is None
+                                     or method.startswith(self.params_prefix)) else {}
+
+    def settings(self, method: str) -> dict[str, Any] | None:
+        """The effective settings ``method`` runs with (None when it declares none):
+        a sweep record made under other settings is recomputed."""
+
+        return method_settings(method, PROBLEMS, self._params(method))

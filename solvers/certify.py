@@ -1,0 +1,221 @@
+"""One contract for P1, P2 and P3 results: :func:`validate` checks a result against its instance
+and returns a :class:`Validation` report; :func:`certify` is what ``solvers.solve`` applies to
+every result before returning it.
+
+Placement and layout schedules are checked by the independent validator
+(:func:`opt.placement.validator.validate_placement`: precedence, capacities, transfers, the
+layout's memory budget, the SLO), serving plans by the plan checker
+(:func:`opt.serving.checker.check_plan`). The objective is always recomputed: makespan (or the
+instance's objective) in ticks of its time unit, or dollars per million output tokens. A report
+is *invalid* when the solution breaks the instance, or when the result's own numbers — reported
+objective, gap, status against its lower bound (:func:`opt.common.result.claims_error`) — do
+not agree with the recomputed objective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from opt.common.errors import InputError
+from opt.common.fingerprint import fingerprint_error
+from opt.common.result import Result, Status, claims_error, gap_of
+from opt.placement.instance import PlacementInstance
+from opt.placement.slo import objective_value, violations
+from opt.placement.validator import ScheduleError, validate_placement
+
+#: Relative tolerance on a reported objective and gap (the serving cost is a float).
+REPORT_RTOL = 1e-6
+
+
+class Invalid(Exception):
+    """The result does not hold; the message says why."""
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The check of one result. valid: the solution holds and the result's numbers agree;
+    problem: ``placement``, ``layout`` or ``serving``; objective: the recomputed objective
+    (ticks of the instance's time unit, or $ per million output tokens; None without a
+    valid solution); violations: why it is invalid (empty when valid); metrics: the checker's
+    figures of a valid solution (JSON-ready); text: one-line summaries of them."""
+
+    valid: bool
+    problem: str
+    objective: float | None = None
+    violations: tuple[str, ...] = ()
+    metrics: dict[str, Any] = field(default_factory=dict)
+    text: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """``hetopt validate --json``: valid, problem, error (the first violation), metrics."""
+        return {"valid": self.valid, "problem": self.problem,
+                "error": self.violations[0] if self.violations else None, **self.metrics}
+
+
+def problem_of(instance: Any) -> str:
+    """``placement``, ``layout`` or ``serving``: the problem ``instance`` states."""
+    return getattr(instance, "problem", "placement")
+
+
+def validate(instance: Any, result: Result) -> Validation:
+    """Check ``result`` against ``instance`` (never raises for an invalid result; InputError
+    when the result is of another problem or was computed on another instance)."""
+    kind = problem_of(instance)
+    if _family(result.problem) != _family(kind):
+        raise InputError(f"a {result.problem} result cannot be validated against the {kind} "
+                         f"instance", field="problem")
+    mismatch = fingerprint_error(result.instance_fingerprint, instance)
+    if mismatch:
+        raise InputError(mismatch, field="instance_fingerprint")
+    try:
+        if result.solution is None:
+            raise Invalid(f"no solution to validate (status {result.status})")
+        objective, metrics, text = (_serving(instance, result, result.solution)
+                                    if kind == "serving"
+                                    else _placement(instance, result, result.solution))
+    except Invalid as exc:
+        return Validation(False, kind, violations=(str(exc),))
+    return Validation(True, kind, objective, (), metrics, tuple(text))
+
+
+def certify(instance: Any, result: Result) -> Result:
+    """The one gate every solver result passes (``solvers.solve`` applies it): check the
+    solution, recompute the objective and the gap, attach the checker's figures. Never raises
+    for an invalid result: a solution that breaks the instance, or a lower bound or status
+    that contradicts the recomputed objective, makes the result ``ERROR`` with the reason in
+    ``stats["message"]`` (and ``stats["invalid"]`` True). A result without a solution keeps
+    its status with objective and gap None. The status becomes a :class:`Status`."""
+    result = replace(result, status=Status(result.status))
+    if result.lower_bound is not None and result.lower_bound < 0:
+        # every objective is a duration or a cost ≥ 0, so 0 is the better bound (CP-SAT
+        # reported −8.3e7 for decode_time on a model without decode steps)
+        result = replace(result, lower_bound=0)
+    if result.solution is None:
+        return replace(result, objective=None, gap=None)
+    serving = problem_of(instance) == "serving"
+    try:
+        value, stats = (_certify_serving(instance, result, result.solution) if serving
+                        else _certify_placement(instance, result, result.solution))
+    except Invalid as exc:
+        why = f"invalid {'plan' if serving else 'schedule'}: {exc}"
+        extra = {"checker": why} if serving else {}
+        return replace(result, status=Status.ERROR, objective=None, gap=None,
+                       stats={**result.stats, **extra, "message": why, "invalid": True})
+    return replace(result, objective=value, stats=stats,
+                   gap=gap_of(value, result.lower_bound) if value is not None else None)
+
+
+def _certify_placement(inst: PlacementInstance, result: Result, solution: dict[str, Any]
+                       ) -> tuple[float | None, dict[str, Any]]:
+    """A P1/P2 schedule's objective (ticks) and stats with the validator's metrics and the
+    SLO verdict; :class:`Invalid` when it breaks a rule or its bound or status cannot hold."""
+    try:
+        metrics = validate_placement(inst, solution)
+    except ScheduleError as exc:
+        raise Invalid(str(exc)) from None
+    value = objective_value(inst.objective, metrics)
+    lb = result.lower_bound
+    if lb is not None and value is not None and lb > value:
+        raise Invalid(f"lower bound {lb} exceeds the validated {inst.objective} {value}: the "
+                      f"bound or the schedule is wrong")
+    claim = claims_error(result.status, value, lb) if value is not None else None
+    if claim:
+        raise Invalid(f"{claim}: the status, the bound or the schedule is wrong")
+    stats = {**result.stats, "metrics": metrics.to_dict()}
+    if inst.slo is not None:
+        broken = violations(inst.slo, metrics, inst.time_unit)
+        stats["slo"] = {"limits": inst.slo.to_dict(), "met": not broken, "violations": broken}
+        if broken and result.status == "OPTIMAL":
+            raise Invalid(f"an OPTIMAL schedule breaks the SLO: {'; '.join(broken)}")
+    return value, stats
+
+
+def _certify_serving(inst: Any, result: Result, solution: dict[str, Any]
+                     ) -> tuple[float, dict[str, Any]]:
+    """A P3 plan's cost ($ per million output tokens) and stats with the plan checker's
+    figures; :class:`Invalid` when it breaks a rule or its lower bound is above the cost."""
+    from opt.serving.checker import check_plan
+    from opt.serving.plan import PlanError
+
+    try:
+        met = check_plan(inst, solution)
+    except PlanError as exc:
+        raise Invalid(str(exc)) from None
+    value = met.cost_usd_per_mtok
+    if result.lower_bound is not None and result.lower_bound > value * (1 + 1e-9):
+        raise Invalid(f"lower bound {result.lower_bound} above the recomputed objective {value}")
+    return value, {**result.stats, "t_rtt_ms": met.t_rtt_s * 1e3, "bottleneck": met.bottleneck,
+                   "gpus": met.gpus, "stages_per_token": met.stages_per_token,
+                   "checker": "valid"}
+
+
+def _family(problem: str) -> str:
+    """Placement and layout results share the schedule format (a layout result is checked
+    against a placement instance and the other way round)."""
+    return "serving" if problem in ("serving", "serving_plan") else "placement"
+
+
+def _claims(res: Result, objective: float, what: str, rtol: float) -> None:
+    """The reported objective (within ``rtol``), gap, status and lower bound agree with
+    ``objective``."""
+    if res.objective is not None and \
+            abs(res.objective - objective) > rtol * max(1.0, abs(objective)):
+        raise Invalid(f"result reports objective {res.objective} but {what} is {objective}")
+    claim = claims_error(res.status, objective, res.lower_bound)
+    if claim:
+        raise Invalid(claim)
+    gap = gap_of(objective, res.lower_bound)
+    if res.gap is not None and (gap is None or abs(res.gap - gap) > REPORT_RTOL):
+        raise Invalid(f"result reports gap {res.gap} but its objective and lower bound give "
+                      f"{gap}")
+
+
+def _placement(inst: PlacementInstance, res: Result, solution: dict[str, Any]
+               ) -> tuple[float | None, dict[str, Any], list[str]]:
+    """Validate a P1/P2 schedule: its objective, JSON figures and text lines."""
+    from opt.placement.utilisation import utilisation  # the report's figures only
+
+    try:
+        metrics = validate_placement(inst, solution)
+    except ScheduleError as exc:
+        raise Invalid(str(exc)) from None
+    value = objective_value(inst.objective, metrics)
+    if value is not None:  # integer ticks: exact
+        _claims(res, value, f"the schedule's {inst.objective}", 0.0)
+    broken = violations(inst.slo, metrics, inst.time_unit)
+    if broken:
+        raise Invalid(f"the schedule breaks the instance's SLO: {'; '.join(broken)}")
+    util = utilisation(inst, solution, metrics)  # DOPS Eq. 5 co-utilisation
+    text = [f"valid: makespan {metrics.makespan} {inst.time_unit}"
+            + (f", TTFT {metrics.ttft}, decode {metrics.decode_time} over "
+               f"{metrics.decode_steps} steps" if metrics.ttft is not None else "")
+            + ("; SLO met" if inst.slo is not None else "")]
+    if util.co_utilisation is not None:
+        text.append(f"co-utilisation (NPU and PIM both computing) {util.co_utilisation:.1%}; "
+                    f"NPU only {util.npu_only:.1%}, PIM only {util.pim_only:.1%}, idle "
+                    f"{util.idle:.1%}")
+    figures = {**metrics.to_dict(), "class_busy": util.class_busy,
+               "co_utilisation": util.co_utilisation, "npu_only": util.npu_only,
+               "pim_only": util.pim_only, "idle": util.idle,
+               **({"slo": inst.slo.to_dict()} if inst.slo is not None else {})}
+    return value, figures, text
+
+
+def _serving(inst: Any, res: Result, solution: dict[str, Any]
+             ) -> tuple[float, dict[str, Any], list[str]]:
+    """Check a P3 plan: its cost ($ per million output tokens), JSON figures and text lines."""
+    from opt.serving.checker import check_plan
+    from opt.serving.plan import PlanError
+
+    try:
+        met = check_plan(inst, solution)
+    except PlanError as exc:
+        raise Invalid(str(exc)) from None
+    _claims(res, met.cost_usd_per_mtok, "the plan's cost ($/M tokens)", REPORT_RTOL)
+    figures = {"cost_usd_per_mtok": met.cost_usd_per_mtok, "t_rtt_s": met.t_rtt_s,
+               "gpus": met.gpus, "memory_bytes": met.memory_bytes}
+    text = [f"valid: {met.cost_usd_per_mtok:.6g} $/M tokens, T_rtt "
+            f"{met.t_rtt_s * 1e3:.4g} ms (SLO {inst.seconds(inst.tpot_slo) * 1e3:.4g} "
+            f"ms), {met.gpus} GPUs"]
+    return met.cost_usd_per_mtok, figures, text
