@@ -20,6 +20,7 @@ Deterministic (no randomness; ties keep the incumbent).
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -147,10 +148,13 @@ def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearch
             if k is not None and cls[t] is not None:
                 mapping[k] = cls[t]
         starts.append((name, mapping))
-    best_ms, best_sol, best_map, start_name = None, None, {}, ""
+    best_ms: float = math.inf
+    best_sol: dict | None = None
+    best_map: dict[tuple[str, int], str] = {}
+    start_name = ""
     for name, mapping in starts:
         ms, sol = s.evaluate(mapping)
-        if best_ms is None or ms < best_ms:
+        if best_sol is None or ms < best_ms:
             best_ms, best_sol, best_map, start_name = ms, sol, dict(mapping), name
 
     improved, passes, stop = True, 0, False

@@ -156,8 +156,9 @@ def solve_time_indexed(inst: PlacementInstance, prep: MilpPrep, options: SolveOp
     if warm_ms is not None and warm_ms <= lb:
         # the start meets the model's bound (critical path, work, group bound): nothing to
         # search (HiGHS' presolve alone takes seconds on the wide windows of such instances)
-        run = {"values": None, "objective": None, "bound": -math.inf, "nodes": 0, "log": [],
-               "status": "not run: the MIP start meets the lower bound", "start_accepted": None}
+        run: dict[str, Any] = {
+            "values": None, "objective": None, "bound": -math.inf, "nodes": 0, "log": [],
+            "status": "not run: the MIP start meets the lower bound", "start_accepted": None}
     else:
         run = run_time_model(tm, hopts, start)
     scale = float(delta)
@@ -210,12 +211,13 @@ def _descend(inst: PlacementInstance, prep: MilpPrep, res: Result, hopts: dict[s
             min(float(top + 1), math.ceil(run["bound"] - TOL)) \
             if math.isfinite(run["bound"]) else None
         got = None if run["values"] is None else _schedule(inst, prep, tm, run["values"])
-        if got is not None and got[2] < res.objective:
+        if got is not None and (res.objective is None or got[2] < res.objective):
             res = replace(res, solution=got[1], objective=float(got[2]))
             res.stats["incumbent"] = "descent"
         if bound is not None and bound > (res.lower_bound or 0):
             res = replace(res, lower_bound=float(bound))
-        if res.lower_bound is not None and res.lower_bound >= res.objective:
+        if res.lower_bound is not None and res.objective is not None and \
+                res.lower_bound >= res.objective:
             res = replace(res, status="OPTIMAL")
         if got is None:
             break  # infeasible (then proven above) or stopped without a schedule
@@ -245,7 +247,7 @@ def _result(inst: PlacementInstance, prep: MilpPrep, tm: TimeModel, run: dict[st
     if solution is None:
         status = "TIME_LIMIT_NO_SOLUTION" if run["status"] == "Time limit reached" else "ERROR"
     else:
-        status = "OPTIMAL" if lb >= objective else "FEASIBLE"
+        status = "OPTIMAL" if objective is not None and lb >= objective else "FEASIBLE"
     return Result(problem="placement", method="milp", status=status,
                   objective=None if objective is None else float(objective),
                   lower_bound=lb if solution is not None else None,
