@@ -160,7 +160,8 @@ Engine (``engine``: ``auto``, ``python``, ``compiled``; :mod:`heuristics.placeme
     order's loops), term by term and with the float sums in the same order, so both give the
     same schedule and statistics (``stats["engine"]`` says which ran; ``auto`` compiles from
     :data:`~heuristics.placement.engine.COMPILED_TASKS` tasks when numba is installed). On the
-    full-size flagship the loop takes 2.1 instead of 23.5 CPU s (docs/speed.md, fourth pass).
+    full-size flagship the loop takes ~1.3 instead of 23.5 CPU s (docs/speed.md, "Schedulers
+    (Bifocal, HEFT)").
 """
 
 from __future__ import annotations
