@@ -1,7 +1,7 @@
 """Convert the DOPS authors' released AiM operator data (github.com/YIAI-02/TriForm, MIT) into a
 measured-latency table (docs/measurements.md) for one model card and platform.
 
-Source (read with git from a snapshot of the repository, e.g. the ``fetch`` tool's mirror):
+Source (read with git from a snapshot of the repository, e.g. a bare clone):
 - ``measurements/pim/out_run/results/score_output.csv``: AiM-simulator (Ramulator2/CENT) cycle
   counts of decode attention for one query token, 32 heads of dimension 128 (dim 4096), at 28
   context lengths 16…4096: op ``score`` (q·Kᵀ, our ``qk``) and ``output`` (p·V, our ``sv``).
@@ -24,7 +24,9 @@ vector-op figures, so those stay the model's):
   single-vector cycles (AiM multiplies one vector per pass; our assumption, flagged).
 
     PYTHONPATH=. python benchmarks/triform_pim_table.py \\
-        --git-dir /work/.mirror/YIAI-02+TriForm/repo --model dops-qwen-1.8b --platform HP32
+        --git-dir TriForm.git --model dops-qwen-1.8b --platform HP32
+
+(``TriForm.git``: a git directory of github.com/YIAI-02/TriForm, e.g. a bare clone.)
 """
 
 from __future__ import annotations

@@ -66,11 +66,13 @@ B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``)
     held it, since a hint towards a class without a resident copy saves no reload and would
     only make a capacity-starved class thrash). t_reload(b, d) = the delay the reload of t's
     block b onto d adds to t in the current partial schedule: the block's ready time minus
-    the inputs' ready time, at least 0 (0 when b is resident on d, and 0 when the load can be
-    prefetched on d's idle load port before the inputs arrive — a hidden load costs nothing).
-    (Charging the full load duration instead pinned every decode task to the class that ran
-    the prefill even when the copy onto PIM could be prefetched for free: on dops-qwen-1.8b,
-    HP32, 512/128/1 that reading gave 623 ms against 320 ms for EFT alone.)
+    the inputs' ready time, at least 0 (0 when b is resident on d, and — under ``load_timing:
+    prefetch`` only — 0 when the load can be prefetched on d's idle load port before the inputs
+    arrive, a hidden load costing nothing; under ``at_use``, DOPS Eq. 1, the load starts at the
+    task's dispatch, so its delay is exposed). (Charging the full load duration instead pinned
+    every decode task to the class that ran the prefill even when the copy onto PIM could be
+    prefetched for free: on dops-qwen-1.8b, HP32, 512/128/1, under ``prefetch``, that reading
+    gave 623 ms against 320 ms for EFT alone.)
     If θ(b) is set and differs from class(d): + λ·t_reload. For prefill tasks (phase 0) on
     a class whose devices together can hold all weight blocks (sum of capacities ≥ total
     block bytes; unlimited counts): −η·t_reload (weights loaded there can stay for decode).
@@ -98,8 +100,9 @@ B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
     transient advantage (d idle now, the warm device busy for a moment) is not a recurring one:
     uncapped, the term copied blocks between the two PIMs of equal speed and exposed the loads
     on the critical path of the first decode steps (dops-qwen-1.8b, HP32, 128/1024/1, full
-    size: 0.977 × PD's speed uncapped, 0.9885 capped, 1.012 with the term off; the loads can
-    be prefetched in the background instead, problems.md §1.2 rule 5).
+    size, under ``prefetch``: 0.977 × PD's speed uncapped, 0.9885 capped, 1.012 with the term
+    off; under that rule the loads can be prefetched in the background instead, problems.md
+    §1.2 rule 5).
 
 Capacity (problems.md rule 6)
     A device whose block would exceed its capacity evicts least-recently-used blocks (smallest
@@ -160,7 +163,8 @@ Engine (``engine``: ``auto``, ``python``, ``compiled``; :mod:`heuristics.placeme
     order's loops), term by term and with the float sums in the same order, so both give the
     same schedule and statistics (``stats["engine"]`` says which ran; ``auto`` compiles from
     :data:`~heuristics.placement.engine.COMPILED_TASKS` tasks when numba is installed). On the
-    full-size flagship the loop takes 2.1 instead of 23.5 CPU s (docs/speed.md, fourth pass).
+    full-size flagship the loop takes ~1.3 instead of 23.5 CPU s (docs/speed.md, "Schedulers
+    (Bifocal, HEFT)").
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@
 byte-identical schedules and statistics. ``auto`` picks the compiled engine when numba is
 installed (the ``fast`` extra) and the instance has at least :data:`COMPILED_TASKS` tasks.
 
-The compiled engine's set-up is compiled too (docs/speed.md, fifth pass): the task types
-(:func:`unique_rows`, :func:`window_types`), the payload types (:func:`unique_values`) and
-the task orders (:func:`upward_ranks`, :func:`heft_order`, :func:`bifocal_order`) give their
-numpy references' values bit for bit and fall back to them where they cannot (a hash
-collision, 8 or more devices).
+The compiled engine's set-up is compiled too (docs/speed.md, "Schedulers (Bifocal, HEFT)"):
+the task types (:func:`unique_rows`, :func:`window_types`), the payload types
+(:func:`unique_values`) and the task orders (:func:`upward_ranks`, :func:`heft_order`,
+:func:`bifocal_order`) give their numpy references' values bit for bit and fall back to them
+where they cannot (a hash collision, 8 or more devices).
 
 This module never imports numba itself: :func:`kernels` loads the kernel module on first use
 (numba compiles the kernels once per machine and caches them on disk, ``cache=True``).
@@ -32,9 +32,9 @@ from opt.placement.instance import PlacementInstance
 #: The engines a scheduler accepts.
 ENGINES = ("auto", "python", "compiled")
 #: ``auto`` compiles from this many tasks on: importing numba and loading the cached kernels
-#: costs ~0.45 CPU s per process (~1.3 before the fifth pass), which Bifocal's compiled set-up and
-#: loops win back from ~40,000 tasks on, HEFT's above ~60,000 (docs/speed.md, fourth and fifth
-#: passes).
+#: costs ~0.45 CPU s per process (~1.3 before the set-up was compiled; `git log -p docs/speed.md`),
+#: which Bifocal's compiled set-up and loops win back from ~40,000 tasks on, HEFT's above ~60,000
+#: (docs/speed.md, "Schedulers (Bifocal, HEFT)", **Engines**).
 COMPILED_TASKS = 50_000
 #: Initial capacity of each device's timeline arrays (doubled when full).
 _TIMELINE_START = 64

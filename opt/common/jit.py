@@ -2,8 +2,9 @@
 (:mod:`heuristics.placement.engine`) and the certified bound's kernels
 (:mod:`opt.placement.bound_options`). numba's array implementations
 (``numba.np.arraymath``, loaded with the first kernel) probe for a BLAS by importing
-``scipy.linalg``: ≈ 0.3 CPU s in every process that loads a kernel (docs/speed.md, fifth pass),
-although no kernel here uses a BLAS. :func:`import_numba_arrays` imports that module with
+``scipy.linalg``: ≈ 0.3 CPU s in every process that loads a kernel (measured before this module
+hid it; docs/speed.md, "Schedulers (Bifocal, HEFT)", has today's import cost), although no
+kernel here uses a BLAS. :func:`import_numba_arrays` imports that module with
 ``scipy.linalg`` hidden from this thread, so numba records this process as one without scipy
 for that probe: only ``np.correlate`` / ``np.convolve`` in a kernel would take numba's own
 loop instead of a BLAS dot; ``np.dot`` and ``np.linalg`` still import scipy.linalg when a

@@ -6,9 +6,10 @@ and TP degree (``compute/<gpu>/<org>/<model>/mlp.csv``), FlashAttention prefill 
 batch and context, and NCCL all-reduce and send/recv by message size, GPU count and node count
 (``network/<system>/*.csv``). Every time is the median over repetitions, in milliseconds.
 
-Run it on a git directory of the repository (no work tree needed; the ``fetch`` tool gives one)::
+Run it on a git directory of the repository (no work tree needed, e.g. ``git clone --bare
+https://github.com/microsoft/vidur vidur.git``)::
 
-    python -m opt.costlib.vidur /work/.mirror/microsoft+vidur/repo \\
+    python -m opt.costlib.vidur vidur.git \\
         -o opt/costlib/data/measurements/vidur_gpu.csv
 
 It reads the blobs with ``git show`` and writes rows in the table format of

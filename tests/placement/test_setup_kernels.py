@@ -1,7 +1,8 @@
-"""The compiled set-up of the schedulers (docs/speed.md, fifth pass) gives the numpy references'
-values exactly: the uniquing (``np.unique``, :func:`opt.common.rows.unique_rows`), Bifocal's window
-tails and task types, the sibling groups, HEFT's ranks and the task orders, on random inputs —
-and its fallbacks (hash collisions, many devices) take the references' path."""
+"""The compiled set-up of the schedulers (docs/speed.md, "Schedulers (Bifocal, HEFT)") gives the
+numpy references' values exactly: the uniquing (``np.unique``,
+:func:`opt.common.rows.unique_rows`), Bifocal's window tails and task types, the sibling groups,
+HEFT's ranks and the task orders, on random inputs — and its fallbacks (hash collisions, many
+devices) take the references' path."""
 
 from __future__ import annotations
 

@@ -29,10 +29,16 @@ CORNERS = ((128, 2048), (128, 1024), (1, 16))
 #: Issue 22 item 4: Bifocal never more than 2 % slower than PD.
 SLOWER_THAN_PD = 1.02
 SOURCE = "DOPS §6.2 (the 4 x 4 x 4 sweep's geometric means, in the text)"
-REASON = ("docs/dops_analyses.md §4: rule 5 prefetches loads in the background, so Bifocal's "
-          "far-focus terms rarely act and our Bifocal is close to its EFT core (HEFT) except "
-          "under memory or load-port pressure, where eviction instead of skipping and the copy "
-          "cost decide; PD's decode on PIM is strong where decode attention runs on the KV home")
+#: The named cause beside a differing geomean. The causes found so far were measured under the
+#: old rules (``prefetch`` loads; PD, HEFT and the static policies not evicting): prefetched
+#: loads hid the reloads Bifocal's far-focus terms weigh (not the paper's Eq. 1), PD ran prefill
+#: GEMMs on PIM when it could not evict (not Table 1's PD), and our PIM cost input is SPEC §5.2's
+#: roofline, not DOPS Table 2's operator model; the first two are gone under the new rules.
+REASON = ("docs/dops_analyses.md §5-6: not yet established under the at-use rule and LRU "
+          "residency (full grid to be rerun); under the old rules: prefetched loads hid the "
+          "reloads Bifocal's far-focus terms weigh, PD ran prefill GEMMs on PIM when it could "
+          "not evict, and our PIM cost input is SPEC §5.2's roofline, not DOPS Table 2's "
+          "operator model")
 
 
 def _records(cache: Path, workloads) -> list[dict]:
