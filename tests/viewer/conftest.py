@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -57,14 +58,25 @@ def browser():
         b.close()
 
 
+def wait_for(page, expression: str, timeout_s: float = 30.0) -> None:
+    """Wait until ``expression`` is truthy in the page. Polled with ``page.evaluate`` (the
+    DevTools protocol, outside the page's Content-Security-Policy) rather than Playwright's
+    ``wait_for_function``, which evaluates its predicate with ``eval`` inside the page and so
+    is refused by the viewer's CSP (no 'unsafe-eval')."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(f"!!({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {expression}")
+        time.sleep(0.02)
+
+
 def open_page(browser, path: Path, width: int = 1400, height: int = 1000):
     """A page with ``path`` loaded from disk (file://) and drawn; page errors fail the test."""
     page = browser.new_page(viewport={"width": width, "height": height})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(Path(path).resolve().as_uri())
-    page.wait_for_function("window.hetoptView && (hetoptView.ready || hetoptView.error)",
-                           timeout=60_000)
+    wait_for(page, "window.hetoptView && (hetoptView.ready || hetoptView.error)", 60.0)
     assert page.evaluate("hetoptView.error") is None
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert not errors, errors

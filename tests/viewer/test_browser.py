@@ -15,7 +15,7 @@ import pytest
 from opt.app.viewer.html import write_view
 from opt.placement.utilisation import utilisation
 
-from .conftest import coloured_pixels, open_page
+from .conftest import coloured_pixels, open_page, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_hover_shows_task_details(browser, pages, llama1):
     xy = page.evaluate(f"hetoptView.focus({t})")
     assert xy is not None and xy["width"] > 20
     page.mouse.move(xy["x"], xy["y"])
-    page.wait_for_function("hetoptView.tipText() !== null")
+    wait_for(page, "hetoptView.tipText() !== null")
     rows = dict(page.evaluate("hetoptView.tipRows()"))
     assert rows["task"] == "s1.L0.qk@g0" and rows["kind"] == "qk"
     assert rows["phase"] == "decode" and rows["step"] == 1 and rows["layer"] == 0
@@ -74,7 +74,7 @@ def test_hover_shows_task_details(browser, pages, llama1):
     k = next(i for i, ln in enumerate(lanes) if ln["label"] == f"{ld['device']} loads")
     box = page.locator("#hv-lanes").bounding_box()
     page.mouse.move(box["x"] + 170 + (box["width"] - 180) / 2, box["y"] + lanes[k]["y"] + 6)
-    page.wait_for_function("hetoptView.tipText() && hetoptView.tipText().includes('weight load')")
+    wait_for(page, "hetoptView.tipText() && hetoptView.tipText().includes('weight load')")
     rows = dict(page.evaluate("hetoptView.tipRows()"))
     assert rows["format"] == ld["format"] and rows["weight load"].startswith("L0-")
     page.close()
@@ -140,7 +140,7 @@ def test_zoom_and_pan(browser, pages):
     box = page.locator("#hv-lanes").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 40)
     page.mouse.wheel(0, -400)
-    page.wait_for_function(f"hetoptView.getView()[1] - hetoptView.getView()[0] < {0.8 * (v0[1] - v0[0])}")
+    wait_for(page, f"hetoptView.getView()[1] - hetoptView.getView()[0] < {0.8 * (v0[1] - v0[0])}")
     page.click("#hv-fit")
     assert page.evaluate("hetoptView.getView()") == pytest.approx(v0)
     page.click("#hv-zin")
@@ -163,7 +163,7 @@ def test_small_instance_without_metadata(browser, pages, heft):
     assert _lanes_shot(page) > 500
     xy = page.evaluate("hetoptView.focus(0)")
     page.mouse.move(xy["x"], xy["y"])
-    page.wait_for_function("hetoptView.tipText() !== null")
+    wait_for(page, "hetoptView.tipText() !== null")
     assert dict(page.evaluate("hetoptView.tipRows()"))["task"] == inst.task_ids[0]
     page.close()
 
@@ -182,7 +182,7 @@ def test_serving_pipeline(browser, pages, afd):
                       f" if (J.end[i] - J.start[i] > J.end[b] - J.start[b]) b = i; return b; }})()")
     xy = page.evaluate(f"hetoptView.pixelOf({i})")
     page.mouse.move(xy["x"], xy["y"])
-    page.wait_for_function("hetoptView.tipText() !== null")
+    wait_for(page, "hetoptView.tipText() !== null")
     rows = dict(page.evaluate("hetoptView.tipRows()"))
     assert rows["microbatch"] == page.evaluate(f"{J}.stream[{i}]")
     assert "stage" in rows["step"] and rows["resource"].endswith("replica")
