@@ -120,7 +120,8 @@ def rows_for(card, n_pim: int, score_rows: list[dict], formula: dict, batches: l
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", type=Path, default=Path("/work/.mirror/YIAI-02+TriForm/repo"))
+    ap.add_argument("--git-dir", type=Path, required=True,
+                    help="a git directory of github.com/YIAI-02/TriForm (e.g. a bare clone)")
     ap.add_argument("--commit", default="HEAD")
     ap.add_argument("--model", default="dops-qwen-1.8b")
     ap.add_argument("--platform", default="HP32")
