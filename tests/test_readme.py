@@ -120,7 +120,7 @@ def test_readme_python_example_runs(tmp_path):
                           capture_output=True, timeout=TOUR_BUDGET_S,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["OPTIMAL", "73", "73"]
+    assert proc.stdout.split() == ["OPTIMAL", "73", "73.0"]
 
 
 # ---- every documented command's options exist ----------------------------------------------
