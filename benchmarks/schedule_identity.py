@@ -96,7 +96,7 @@ def cases(full: bool, bundled: bool = True) -> Iterator[tuple[str, Callable[[], 
     if bundled:
         import instances
 
-        for name in instances.names("placement"):
+        for name in instances.names(("placement", "layout")):  # every P1 schedule
             yield name, lambda name=name: instances.load(name)
     for spec in BUILT + ((FULL,) if full else ()):
         yield "-".join(map(str, spec)), lambda spec=spec: built(spec)

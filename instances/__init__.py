@@ -120,11 +120,14 @@ def _by_name() -> dict[str, InstanceInfo]:
     return {rec.name: rec for rec in _read_index()}
 
 
-def names(problem: str | None = None) -> list[str]:
+def names(problem: str | tuple[str, ...] | None = None) -> list[str]:
     """Names of the instances of ``index.json`` (index order), optionally only those of
-    ``problem`` (:func:`bundled_names` adds the STG graphs)."""
-    wanted = None if problem is None else problem_name(problem)
-    return [rec.name for rec in _read_index() if wanted is None or rec.problem == wanted]
+    ``problem`` (a name or a tuple of names, e.g. ``("placement", "layout")`` for every
+    instance with a P1 schedule; :func:`bundled_names` adds the STG graphs)."""
+    if problem is None:
+        return [rec.name for rec in _read_index()]
+    wanted = {problem_name(p) for p in ((problem,) if isinstance(problem, str) else problem)}
+    return [rec.name for rec in _read_index() if rec.problem in wanted]
 
 
 def _stg_infos() -> dict[str, InstanceInfo]:

@@ -244,7 +244,7 @@ def test_empty_kind_round_trips_as_in_the_row_form(tmp_path):
 def test_bundled_instances_stay_rows():
     """The bundled placement instances are small, so their generator
     (benchmarks/make_placement_instances.py, the default writer) keeps them as rows."""
-    for name in instances.names("placement"):
+    for name in instances.names(("placement", "layout")):
         inst = instances.load(name)
         assert inst.n_tasks <= LARGE_TASKS and not inst.writes_columns(), name
         text = resources.files(instances).joinpath(instances.info(name).file).read_text()

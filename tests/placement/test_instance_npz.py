@@ -63,7 +63,7 @@ CASES = {"rich": lambda: instance_from_dict(_rich()),
          "ascii": lambda: instance_from_dict(base()),
          "single-no-edges": lambda: instance_from_dict(_single()),
          "chain-above-threshold": lambda: instance_from_dict(_chain(LARGE_TASKS + 1)),
-         **{f"bundled:{n}": (lambda n=n: instances.load(n)) for n in instances.names("placement")}}
+         **{f"bundled:{n}": (lambda n=n: instances.load(n)) for n in instances.names(("placement", "layout"))}}
 
 
 def assert_round_trip(inst, tmp_path: Path) -> None:
