@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -72,10 +73,11 @@ def _highs(tm: TimeModel, options: dict[str, Any], log_path: str) -> Any:
     return h
 
 
-def run_time_model(tm: TimeModel, options: dict[str, Any], start: np.ndarray | None
-                   ) -> dict[str, Any]:
+def run_time_model(tm: TimeModel, options: dict[str, Any], start: np.ndarray | None,
+                   stream: bool = False) -> dict[str, Any]:
     """One HiGHS run (again after a thread-pool reset when HiGHS asks for one). Returns the
-    column values (None without an incumbent), objective, bound, status and log lines."""
+    column values (None without an incumbent), objective, bound, status and log lines;
+    ``stream``: HiGHS' log lines also go to stderr as they come (``--log``)."""
     import highspy
 
     for attempt in range(2):
@@ -83,6 +85,8 @@ def run_time_model(tm: TimeModel, options: dict[str, Any], start: np.ndarray | N
         os.close(fd)
         try:
             h = _highs(tm, options, log_path)
+            if stream:
+                h.cbLogging.subscribe(lambda event: sys.stderr.write(event.message))
             accepted = None
             if start is not None:
                 sol = highspy.HighsSolution()
@@ -160,7 +164,7 @@ def solve_time_indexed(inst: PlacementInstance, prep: MilpPrep, options: SolveOp
             "values": None, "objective": None, "bound": -math.inf, "nodes": 0, "log": [],
             "status": "not run: the MIP start meets the lower bound", "start_accepted": None}
     else:
-        run = run_time_model(tm, hopts, start)
+        run = run_time_model(tm, hopts, start, options.log)
     scale = float(delta)
     prog = mip_progress(run["log"], None if warm_ms is None else warm_ms / scale)
     stats.update({"solver": "highs", "interface": "highspy (arrays; Pyomo model: "
@@ -204,7 +208,7 @@ def _descend(inst: PlacementInstance, prep: MilpPrep, res: Result, hopts: dict[s
         ts = time.perf_counter()
         tm = build_time_model(inst, prep, top, lb0)
         run = run_time_model(tm, {**hopts, **({} if left is None else {"time_limit": left})},
-                             None)
+                             None, options.log)
         steps.append({"horizon": top, "termination": run["status"],
                       "s": round(time.perf_counter() - ts, 3)})
         bound = float(top + 1) if run["status"] == "Infeasible" else \
