@@ -4,10 +4,10 @@ before this name say ``serving_plan``, still read)."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from opt.common.enums import TextEnum
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
 from opt.placement.instance import PlacementInstance
@@ -18,21 +18,12 @@ if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: star
 
 
 
-class Problem(str, Enum):
+class Problem(TextEnum):
     """The three problems (docs/problems.md); a ``str``, equal to its JSON name."""
 
     PLACEMENT = "placement"  # P1: operator placement and scheduling (§1)
     LAYOUT = "layout"        # P2: P1 plus each weight block's storage format under a budget (§2)
     SERVING = "serving"      # P3: serving plans on heterogeneous GPUs (§3)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __repr__(self) -> str:  # as the string it equals (tables and reports print it so)
-        return repr(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 PROBLEMS = tuple(p.value for p in Problem)

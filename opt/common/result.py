@@ -11,17 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from opt.common.enums import TextEnum
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json, write_json
 
 SCHEMA = 1
 
 
-class Status(str, Enum):
+class Status(TextEnum):
     """A result's status; a ``str``, so it equals its name (``Status.OPTIMAL == "OPTIMAL"``)
     and is written to JSON as that string."""
 
@@ -30,15 +30,6 @@ class Status(str, Enum):
     INFEASIBLE = "INFEASIBLE"                        # proven: no solution exists
     TIME_LIMIT_NO_SOLUTION = "TIME_LIMIT_NO_SOLUTION"  # the limit ran out before any solution
     ERROR = "ERROR"                                  # the method failed; stats["message"] says why
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __repr__(self) -> str:  # as the string it equals (tables and reports print it so)
-        return repr(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 STATUSES = tuple(s.value for s in Status)
