@@ -178,3 +178,16 @@ def test_random_hostile_names_are_inert(browser, tmp_path_factory, words, seed):
         assert isinstance(exc, InputError), exc
         return
     assert_inert(browser, page, names)
+
+
+def test_a_newline_in_a_name_is_shown_not_refused(browser, tmp_path):
+    """Found by the random target: a task id holding a newline made the payload's string
+    table (one value per line) raise ValueError after the solve; the page now shows it as ␤."""
+    from opt.app.viewer.payload import NEWLINE_SHOWN, Blob
+
+    page, names = hostile_page(tmp_path, "p1", lambda i: ["<", "<", "\n"][i % 3])
+    assert any("\n" in n for n in names)
+    assert_inert(browser, page, names)
+    blob = Blob()
+    blob.strings("ids", ["a\nb", "c"])
+    assert blob.raw().decode("utf-8").rstrip("\x00").split("\n") == [f"a{NEWLINE_SHOWN}b", "c"]

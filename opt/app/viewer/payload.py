@@ -30,6 +30,9 @@ _INT_TYPES = (("Int8", np.int8), ("Uint8", np.uint8), ("Int16", np.int16),
 _NP = {"Int8": np.int8, "Uint8": np.uint8, "Int16": np.int16, "Uint16": np.uint16,
        "Int32": np.int32, "Float64": np.float64}
 
+#: How a newline inside a string of the payload is shown (U+2424 SYMBOL FOR NEWLINE).
+NEWLINE_SHOWN = "\u2424"
+
 
 def _narrow(values: np.ndarray) -> str | None:
     """The narrowest typed-array name holding every value of an integer array, or None."""
@@ -82,9 +85,9 @@ class Blob:
             self._put(name, d.astype(_NP[dtype]), dtype, "delta", seg=seg)
 
     def strings(self, name: str, values: list[str]) -> None:
-        text = "\n".join(values)
-        if any("\n" in v for v in values):
-            raise ValueError(f"string table {name}: a value contains a newline")
+        """A "\n"-joined string table; a newline inside a value (a name from a file may hold
+        one) is shown as U+2424 (␤) so that the table still has one line per value."""
+        text = "\n".join(v.replace("\n", NEWLINE_SHOWN) for v in values)
         data = text.encode("utf-8")
         self.columns[name] = {"offset": self._append(data), "bytes": len(data),
                               "count": len(values), "dtype": "utf8", "enc": "lines"}
