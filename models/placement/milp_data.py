@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -157,9 +158,26 @@ def retime(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: li
             arcs[k].append(v)
         else:
             arcs[u].append(v)
+    chains = _chains(inst, prep, device, start, transfer, dur, cross, node_of, lag_of,
+                     lambda t: dur[t] > 0)
+    for items in chains.values():
+        for (_, _, a), (_, _, b) in zip(items, items[1:]):
+            arcs[a].append(b)
+    time_of = _earliest_times(release, lag_of, arcs)
+    return Decisions(list(device), time_of[:n], {e: time_of[node_of[e]] for e in cross},
+                     load_start)
+
+
+def _chains(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: list[float],
+            transfer: dict[int, float], dur: list[int], cross: list[int],
+            node_of: dict[int, int], lag_of: list[int], on_device: Callable[[int], bool]
+            ) -> dict[Any, list[tuple[float, int, int]]]:
+    """The order the given times put on each resource, shared by the two retimings: per
+    device the tasks ``on_device`` keeps, as (start, topological position, task); per
+    contended channel the transfers with a duration, as (start, edge, transfer node)."""
     chains: dict[Any, list[tuple[float, int, int]]] = defaultdict(list)
-    for t in range(n):
-        if dur[t] > 0:
+    for t in range(inst.n_tasks):
+        if on_device(t):
             chains[("dev", device[t])].append((start[t], prep.topo_pos[t], t))
     if inst.links.contention:
         for e in cross:
@@ -171,11 +189,7 @@ def retime(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: li
                     chains[c].append((t0, e, k))
     for items in chains.values():
         items.sort()
-        for (_, _, a), (_, _, b) in zip(items, items[1:]):
-            arcs[a].append(b)
-    time_of = _earliest_times(release, lag_of, arcs)
-    return Decisions(list(device), time_of[:n], {e: time_of[node_of[e]] for e in cross},
-                     load_start)
+    return chains
 
 
 def _retime_at_use(inst: PlacementInstance, prep: MilpPrep, device: list[int],
@@ -215,20 +229,9 @@ def _retime_at_use(inst: PlacementInstance, prep: MilpPrep, device: list[int],
     for t in range(n):  # every user of a loaded block there after its load
         if tblock[t] >= 0:
             arcs[load_node[(tblock[t], device[t])]].append(t)
-    chains: dict[Any, list[tuple[float, int, int]]] = defaultdict(list)
-    for t in range(n):
-        if dur[t] > 0 or lag_of[slot_of.get(t, t)] > 0:
-            chains[("dev", device[t])].append((start[t], prep.topo_pos[t], t))
-    if inst.links.contention:
-        for e in cross:
-            k = node_of[e]
-            if lag_of[k] > 0:
-                u = prep.src[e]
-                t0 = transfer.get(e, start[u] + dur[u])
-                for c in inst.links.channels(device[u], device[prep.dst[e]]):
-                    chains[c].append((t0, e, k))
+    chains = _chains(inst, prep, device, start, transfer, dur, cross, node_of, lag_of,
+                     lambda t: dur[t] > 0 or lag_of[slot_of.get(t, t)] > 0)
     for key, items in chains.items():
-        items.sort()
         for (_, _, a), (_, _, b) in zip(items, items[1:]):
             if isinstance(key, tuple):  # a device: b's slot (its load) after a
                 into(a, b)
