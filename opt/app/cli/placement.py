@@ -31,7 +31,8 @@ from solvers.registry import methods
 def placement_from_args(args: argparse.Namespace):
     """The P1 instance (P2 with a budget) of ``build placement``'s options (also
     ``opt.api.build_placement``'s keywords)."""
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     cat, crds = catalog(args), cards(args)
     inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
@@ -113,7 +114,7 @@ def _precision_args(args: argparse.Namespace):
     """``Precision`` from --weight-dtype/--act-dtype/--kv-dtype/--paper-precision (None when
     none is given: the builder then uses --dtype for weights, fp16 for the rest)."""
     from opt.costlib.operators import Precision
-    from opt.placement.builder import paper_precision
+    from opt.placement.build_options import paper_precision
 
     given = {k: v for k, v in (("weight", args.weight_dtype), ("activation", args.act_dtype),
                                ("kv", args.kv_dtype)) if v is not None}
