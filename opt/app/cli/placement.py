@@ -13,6 +13,7 @@ from opt.app.cli.common import (
     STATUS_EXIT,
     TABLES,
     apply_budget,
+    bundled_method,
     cards,
     catalog,
     instance_summary,
@@ -216,7 +217,8 @@ def _solve_and_report(args: argparse.Namespace, worker) -> int:
     initial = read_result(args.initial_solution).solution if args.initial_solution else None
     params = parse_params(args.param)
     params.update(serving.serving_only_params(args, is_serving))
-    res = solve(inst, args.method, time_limit=args.time_limit, num_workers=args.num_workers,
+    method = args.method if args.method is not None else bundled_method(args.instance)
+    res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
                 seed=args.seed, initial_solution=initial, export_path=args.export,
                 deterministic=args.deterministic, log=args.log, bound_worker=worker,
                 **params)
