@@ -7,6 +7,11 @@ times. Imports nothing from ``models``, ``solvers`` or ``heuristics``.
 Residency of a block on a device runs from its load's start to its eviction (or the end); a task
 using the block needs a load on its device that ended by the task's start and a residency still
 open at the start (eviction strictly after the start).
+
+This module holds the entry point, the columnar path and the metrics; the rules live in
+:mod:`opt.placement.compute_transfer_checks` (rules 1–4) and
+:mod:`opt.placement.residency_checks` (formats, the memory budget, rules 5–6), the error in
+:mod:`opt.placement.schedule_error`.
 """
 
 from __future__ import annotations
