@@ -26,7 +26,8 @@ from pathlib import Path
 from heuristics.placement.bifocal import FLIP_TERMS, REVISION, bifocal_schedule
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.validator import validate_placement
 
 #: (model, batch) × (prefill, decode): five workloads per model (decode ≤ 256 keeps a run of

@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     from heuristics.placement.list_scheduler import heft
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
-    from opt.placement.builder import Workload, build_placement
+    from opt.placement.build_options import Workload
+    from opt.placement.builder import build_placement
     from opt.placement.validator import validate_placement
 
     cat = bundled_catalog()

@@ -18,7 +18,8 @@ import numpy as np
 def random_dag(n: int, seed: int = 0):
     """n tasks on 4 identical CPUs, each task with up to 2 predecessors among the 50 before it,
     durations 1..99, payloads 0..49 bytes (1 byte per tick, latency 1)."""
-    from opt.placement.instance import Device, build_instance, make_links
+    from opt.placement.instance import Device
+    from opt.placement.instance_checks import build_instance, make_links
 
     rng = np.random.default_rng(seed)
     devs = [Device(f"P{i}", "cpu", None) for i in range(4)]

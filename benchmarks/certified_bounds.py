@@ -39,7 +39,8 @@ from opt.common.jsonio import read_json, write_json
 from opt.common.report import table
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.lower_bounds import placement_lower_bound
 from solvers.api import solve

@@ -56,7 +56,8 @@ import numpy as np
 
 from opt.costlib.hardware import load_catalog
 from opt.costlib.modelcard import load_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
+from opt.placement.build_options import BuildOptions, Workload, paper_precision
+from opt.placement.builder import build_placement
 from opt.placement.instance import PlacementInstance
 
 #: the DOPS suite's build cache (``hetopt bench --suite dops``, run from the same folder)

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.layout import budget_from, with_budget
 from solvers import solve
 

@@ -33,7 +33,8 @@ from opt.costlib.latency import regime_class
 from opt.costlib.measured import read_measurements
 from opt.costlib.modelcard import load_cards
 from opt.costlib.operators import head_ops, layer_ops
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import validate_placement
 from solvers import solve

@@ -18,7 +18,8 @@ from opt.common.report import table
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.costlib.operators import Precision, Sparsity, layer_ops
-from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
+from opt.placement.build_options import BuildOptions, Workload, paper_precision
+from opt.placement.builder import build_placement
 
 PLATFORM = {"llama-2-7b": "HP64", "llama-2-13b": "HP64", "mixtral-8x7b": "HP128",
             "llama-2-70b": "HP128", "dops-qwen-1.8b": "HP32"}

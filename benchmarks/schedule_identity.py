@@ -78,7 +78,8 @@ def variant(inst, scale: float | None, links: str | None = None):
 def built(spec: tuple) -> Any:
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     model, platform, pre, dec, batch, layers, scale, *links = spec
     cat = bundled_catalog()

@@ -47,7 +47,8 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def milp_limit() -> list[tuple[str, float, float]]:
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
     from solvers import solve
 
     cat, cards = _cat_cards()
@@ -59,7 +60,8 @@ def milp_limit() -> list[tuple[str, float, float]]:
 
 
 def blocks_limit() -> list[tuple[str, float, float]]:
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
     from solvers import solve
 
     cat, cards = _cat_cards()
@@ -88,7 +90,8 @@ def fingerprint() -> list[tuple[str, float, float]]:
 def instance_gzip() -> list[tuple[str, float, float]]:
     import tempfile
 
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
     from opt.placement.io import read_instance
 
     cat, cards = _cat_cards()

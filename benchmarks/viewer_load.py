@@ -23,7 +23,8 @@ from opt.app.viewer.html import write_view
 from opt.common.result import read_result
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.problems import read_problem_instance
 
 

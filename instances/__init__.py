@@ -59,6 +59,15 @@ class InstanceInfo:
     notes: str = ""
     provenance: dict[str, Any] | None = None
 
+    @property
+    def proven_by(self) -> str | None:
+        """The method that proved ``optimum`` (``provenance.best_by``; None when the entry
+        records none or has no optimum): what ``hetopt solve NAME`` runs when no method is
+        given (docs/cli.md, "Default method")."""
+        if self.optimum is None:
+            return None
+        return (self.provenance or {}).get("best_by")
+
 
 def _read_json(relpath: str, missing: str = "file not found") -> Any:
     """Parse a JSON (or ``.json.gz``) resource of this package; errors name the file."""

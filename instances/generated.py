@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 
 from opt.costlib.hardware import Catalog, bundled_catalog
 from opt.costlib.modelcard import CardSet, bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.instance import PlacementInstance
 
 #: Dense, DOPS-variant, Qwen1 and MoE cards.

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
+from opt.placement.instance import Device, PlacementInstance
+from opt.placement.instance_checks import build_instance, make_links
 
 _DIR = "data/stg"
 

@@ -22,7 +22,8 @@ from opt.common.result import Result
 from opt.placement.bound_process import start_bound
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 from solvers.certify import certify
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
 from solvers.registry import Method, default_method, get_method, methods

@@ -21,8 +21,9 @@ from opt.common.errors import InputError
 from opt.common.fingerprint import fingerprint_error
 from opt.common.result import Result, Status, claims_error, gap_of
 from opt.placement.instance import PlacementInstance
+from opt.placement.schedule_error import ScheduleError
 from opt.placement.slo import objective_value, violations
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.validator import validate_placement
 
 #: Relative tolerance on a reported objective and gap (the serving cost is a float).
 REPORT_RTOL = 1e-6

@@ -23,7 +23,8 @@ import numpy as np
 
 from heuristics.placement.list_scheduler import ScheduleState
 from opt.placement.instance import PlacementInstance
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 
 
 @dataclass(frozen=True)

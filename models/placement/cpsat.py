@@ -48,8 +48,9 @@ from ortools.sat.python import cp_model
 from models.options import SolveOptions
 from models.placement.formats import add_storage_budget, format_literals, storage_milli
 from opt.common.result import Result
+from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.group_bound import group_bounds, identical_groups
-from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.instance import PlacementInstance
 from opt.placement.layout import allowed_formats, relaxed_instance
 from opt.placement.lower_bounds import BIG, device_heads_tails, heads_tails
 from opt.placement.slo import decode_steps

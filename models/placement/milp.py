@@ -80,9 +80,11 @@ from models.placement.milp_time import refusal
 from models.placement.milp_time_solve import choose, list_start, solve_chosen
 from opt.common.errors import InputError
 from opt.common.result import Result
-from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.device_symmetry import interchangeable_devices
+from opt.placement.instance import PlacementInstance
+from opt.placement.schedule_error import ScheduleError
 from opt.placement.slo import decode_steps, objective_value
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.validator import validate_placement
 
 EXPORT_SUFFIXES = (".lp", ".mps")
 #: Pyomo's hand-over of the built model to HiGHS cannot be interrupted; it takes about this

@@ -15,8 +15,9 @@ import numpy as np
 from opt.placement.group_bound import group_bounds
 from opt.placement.instance import PlacementInstance
 from opt.placement.lower_bounds import device_heads_tails, heads_tails
+from opt.placement.schedule_error import ScheduleError
 from opt.placement.solution import make_solution
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.validator import validate_placement
 
 # ---------------------------------------------------------------------------------------------
 # instance preprocessing

@@ -45,7 +45,8 @@ import numpy as np
 
 from models.placement.milp_data import Decisions, MilpPrep
 from opt.common.errors import InputError
-from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.device_symmetry import interchangeable_devices
+from opt.placement.instance import PlacementInstance
 
 #: z columns of the exact (Δ = 1) model above which the chooser buckets time
 MAX_COLUMNS = 60_000

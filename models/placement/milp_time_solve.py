@@ -39,7 +39,8 @@ from models.placement.milp_time import (
 from opt.common.result import Result
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 
 #: HiGHS' absolute gap on the bucket objective (integral): below 1 is a proof
 INTEGRAL_ABS_GAP = 0.99

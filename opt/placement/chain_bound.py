@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from opt.placement.bound_options import BoundOptions, jit_kernels
-from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.device_symmetry import interchangeable_devices
+from opt.placement.instance import PlacementInstance
 from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
 from opt.placement.work_bound import BIG
 

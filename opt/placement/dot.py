@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
+from opt.placement.instance import Device, PlacementInstance
+from opt.placement.instance_checks import build_instance, make_links
 
 __all__ = ["DotNode", "DotEdge", "DotGraph", "parse_dot", "read_dot", "dot_to_instance"]
 

@@ -1,5 +1,6 @@
 """P1 placement instances (problems.md §1.1, §1.2a): immutable columnar data and its JSON writer
-(the reader is :mod:`opt.placement.io`).
+(the reader is :mod:`opt.placement.io`; construction with validation
+:mod:`opt.placement.instance_checks`).
 
 In memory an instance is columnar (numpy arrays, read-only) so full-size DOPS workloads of
 hundreds of thousands of tasks stay compact and fast; on disk it is the JSON shape of problems.md §1.2a
@@ -11,7 +12,7 @@ Conventions: ``cost[t, d]`` is task t's duration on device d, ``-1`` where d is 
 ``fmt``, ``-1`` where it cannot be loaded. Transfer of ``n`` bytes over link (i→j):
 ``latency[i, j] + ceil(n / bandwidth[i, j])`` and 0 when i = j.
 
-Limits (checked by :func:`build_instance`, so by every reader and builder): an instance has at
+Limits (checked by :func:`opt.placement.instance_checks.build_instance`, so by every reader and builder): an instance has at
 least one task (an empty task graph is rejected, field ``tasks``: it has nothing to schedule);
 every duration and latency is at most :data:`MAX_TICKS` ticks, every byte count (payloads,
 block sizes, capacities, the memory budget) at most :data:`MAX_BYTES`, the blocks' bytes
@@ -23,7 +24,7 @@ form, is exact in a double and far from int64 overflow (CP-SAT needs sums < 2**6
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -35,7 +36,8 @@ import numpy as np
 from opt.common.errors import InputError
 from opt.common.jsonio import json_bytes, write_json
 from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
-from opt.common.units import TIME_UNITS
+from opt.placement.npz_writer import id_members, smallest_int, task_kind_codes, write_npz
+from opt.placement.task_graph import cycle_member, topological_order_of
 
 SCHEMA = 1
 #: the version of the column-table layout (problems.md §1.2b; a file's ``columns`` field)
@@ -46,9 +48,6 @@ CONTAINER_VERSION = 1
 #: instance field
 NPZ_TASK_INTS = MappingProxyType({"block": "task_block", "phase": "phase", "step": "step",
                                   "layer": "layer", "shard": "shard"})
-#: integer dtypes a container column may be stored in, smallest first (the writer takes the
-#: first that holds the column's values)
-_INT_DTYPES = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64)
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
@@ -72,7 +71,7 @@ MAX_LABEL = 2**62
 LARGE_TASKS = 2000
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def frozen(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
     return a
 
@@ -224,7 +223,7 @@ class PlacementInstance:
     @cached_property
     def legal(self) -> np.ndarray:
         """bool [n, d]: device d may run task t."""
-        return _frozen(self.cost >= 0)
+        return frozen(self.cost >= 0)
 
     @cached_property
     def block_format(self) -> tuple[str, ...]:
@@ -239,7 +238,7 @@ class PlacementInstance:
             rows = np.array([f == fmt for f in self.block_format])
             if fmt in self.block_load:
                 out[rows] = self.block_load[fmt][rows]
-        return _frozen(out)
+        return frozen(out)
 
     @cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -255,17 +254,17 @@ class PlacementInstance:
         order = np.argsort(key, kind="stable")
         counts = np.bincount(key, minlength=self.n_tasks)
         offsets = np.concatenate([[0], np.cumsum(counts)])
-        return _frozen(offsets), _frozen(order)
+        return frozen(offsets), frozen(order)
 
     @cached_property
     def topological_order(self) -> np.ndarray:
         """Tasks in a topological order (Kahn, smallest index first among ready tasks)."""
-        order = _topological_order(self.n_tasks, self.edge_src, self.edge_dst)
+        order = topological_order_of(self.n_tasks, self.edge_src, self.edge_dst)
         if order is None:
+            cyc = cycle_member(self.n_tasks, self.edge_src, self.edge_dst)
             raise InputError(f"the task graph has a cycle through task "
-                             f"'{self.task_ids[_cycle_member(self)]}'", source=self.source,
-                             field="edges")
-        return _frozen(order)
+                             f"'{self.task_ids[cyc]}'", source=self.source, field="edges")
+        return frozen(order)
 
     def is_prefill(self) -> np.ndarray:
         return np.zeros(self.n_tasks, bool) if self.phase is None else self.phase == 0
@@ -397,10 +396,10 @@ class PlacementInstance:
         :meth:`header` fields, ``container`` and ``kind_names`` as UTF-8 JSON), the task and
         edge columns, each in the smallest integer dtype holding its values. Optional
         columns whose every entry is none (-1 / null; bytes 0) are left out."""
-        kind_names, kind_codes = _kind_codes(self.kind)
+        kind_names, kind_codes = task_kind_codes(self.kind)
         header = {**self.header(), "container": CONTAINER_VERSION, "kind_names": kind_names}
         out = {"header": np.frombuffer(json_bytes(header, indent=False), dtype=np.uint8),
-               **_id_members(self.task_ids), "tasks.cost": smallest_int(self.cost)}
+               **id_members(self.task_ids), "tasks.cost": smallest_int(self.cost)}
         columns = {k: getattr(self, f) for k, f in NPZ_TASK_INTS.items()}
         for key, arr in {**columns, "kind": kind_codes}.items():
             if arr is not None and (arr >= 0).any():
@@ -409,411 +408,3 @@ class PlacementInstance:
         if self.edge_bytes.any():
             out["edges.bytes"] = smallest_int(self.edge_bytes)
         return out
-
-
-def write_npz(path: str | Path, members: Mapping[str, np.ndarray]) -> None:
-    """``members`` as a NumPy ``.npz`` archive (what ``np.load`` reads; no pickles), deflated
-    at zlib level 1: ``np.savez_compressed`` has no level and its default took 1.8 s on the
-    full-size flagship against ≈ 0.4 s, for a file ≈ 15 % larger (docs/speed.md)."""
-    import zipfile
-
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1,
-                         allowZip64=True) as archive:
-        for name, arr in members.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, np.asanyarray(arr), allow_pickle=False)
-
-
-def smallest_int(arr: np.ndarray) -> np.ndarray:
-    """``arr`` in the smallest integer dtype holding its values (uint8 when empty)."""
-    lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
-    dtype = next(t for t in _INT_DTYPES if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
-    return np.ascontiguousarray(arr, dtype=dtype)
-
-
-def _id_members(ids: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """``tasks.id`` (the ids' UTF-8 bytes, concatenated) and ``tasks.id_end`` (the end byte
-    offset of each)."""
-    blob = "".join(ids).encode()
-    sizes = map(len, ids) if len(blob) == sum(map(len, ids)) else (len(t.encode()) for t in ids)
-    ends = np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(ids)))
-    return {"tasks.id": np.frombuffer(blob, dtype=np.uint8), "tasks.id_end": smallest_int(ends)}
-
-
-def _kind_codes(kinds: tuple[str | None, ...]) -> tuple[list[str], np.ndarray]:
-    """The distinct non-null kinds in first-seen order, and each task's position among them
-    (-1: null)."""
-    names = list(dict.fromkeys(k for k in kinds if k is not None))
-    code: dict[str | None, int] = {None: -1, **{k: i for i, k in enumerate(names)}}
-    return names, np.fromiter(map(code.__getitem__, kinds), dtype=np.int64, count=len(kinds))
-
-
-def interchangeable_devices(inst: PlacementInstance) -> list[list[int]]:
-    """Groups (≥ 2) of devices that any schedule may permute: same class and capacity, same
-    cost and load columns, and link matrices invariant under swapping them (symmetry
-    breaking in the exact models relies on this)."""
-    lat, bw, loads = inst.links.latency, inst.links.bandwidth, inst.load_duration
-    nd = inst.n_devices
-
-    def same(a: int, b: int) -> bool:
-        da, db = inst.devices[a], inst.devices[b]
-        if (da.device_class, da.weight_capacity) != (db.device_class, db.weight_capacity):
-            return False
-        if not (np.array_equal(inst.cost[:, a], inst.cost[:, b])
-                and np.array_equal(loads[:, a], loads[:, b])):
-            return False
-        perm = np.arange(nd)
-        perm[a], perm[b] = b, a
-        return bool(np.array_equal(lat, lat[np.ix_(perm, perm)])
-                    and np.array_equal(bw, bw[np.ix_(perm, perm)]))
-
-    groups: list[list[int]] = []
-    for a in range(nd):
-        for g in groups:
-            if same(g[0], a):
-                g.append(a)
-                break
-        else:
-            groups.append([a])
-    return [g for g in groups if len(g) > 1]
-
-
-# --------------------------------------------------------------------------------------------
-# graph helpers
-
-def _topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
-    """Kahn's order, smallest ready index first (None on a cycle). When every edge points
-    to a larger index, that order is 0, 1, …, n−1 (task k is ready once 0 … k−1 are done,
-    and no smaller task is left), returned without the walk."""
-    if not len(src) or bool((src < dst).all()):
-        return np.arange(n, dtype=np.int64)
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    order_e = np.argsort(src, kind="stable")
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
-    succ = dst[order_e]
-    import heapq
-
-    ready = [int(i) for i in np.flatnonzero(indeg == 0)]
-    heapq.heapify(ready)
-    out = np.empty(n, dtype=np.int64)
-    k = 0
-    indeg_l = indeg.tolist()
-    offsets_l = offsets.tolist()
-    succ_l = succ.tolist()
-    while ready:
-        u = heapq.heappop(ready)
-        out[k] = u
-        k += 1
-        for j in range(offsets_l[u], offsets_l[u + 1]):
-            v = succ_l[j]
-            indeg_l[v] -= 1
-            if indeg_l[v] == 0:
-                heapq.heappush(ready, v)
-    return out if k == n else None
-
-
-def _cycle_member(inst: PlacementInstance) -> int:
-    """A task on a cycle (for the error message): peel tasks without predecessors, then walk
-    back through remaining predecessors until a task repeats."""
-    n = inst.n_tasks
-    indeg = np.bincount(inst.edge_dst, minlength=n)
-    alive = np.ones(n, bool)
-    while True:
-        srcs = np.flatnonzero(alive & (indeg == 0))
-        if not len(srcs):
-            break
-        alive[srcs] = False
-        mask = np.isin(inst.edge_src, srcs)
-        np.subtract.at(indeg, inst.edge_dst[mask], 1)
-    # every remaining task has a remaining predecessor: walking back must close a cycle
-    pred: dict[int, int] = {}
-    for u, v in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
-        if alive[u] and alive[v]:
-            pred.setdefault(v, u)
-    t = int(np.flatnonzero(alive)[0])
-    seen: set[int] = set()
-    while t not in seen:
-        seen.add(t)
-        t = pred[t]
-    return t
-
-
-# --------------------------------------------------------------------------------------------
-# construction with validation (shared by the JSON reader and the builders)
-
-def make_links(devices: Sequence[Device], topology: str = "full", contention: bool = True,
-               latency: int = 0, bandwidth: float = 1.0,
-               pairs: Sequence[tuple[str, str, int, float]] = (), source: str | None = None
-               ) -> Links:
-    """Build the [d, d] link matrices from a default and per-ordered-pair overrides."""
-    if topology not in ("full", "star"):
-        raise InputError(f"unknown topology '{topology}'; known: full, star", source=source,
-                         field="links.topology")
-    if latency < 0 or not bandwidth > 0:
-        raise InputError(f"need latency ≥ 0 and bandwidth > 0, got {latency}, {bandwidth}",
-                         source=source, field="links.default")
-    d = len(devices)
-    lat = np.full((d, d), int(latency), dtype=np.int64)
-    bw = np.full((d, d), float(bandwidth), dtype=np.float64)
-    index = {dev.name: i for i, dev in enumerate(devices)}
-    for k, (s, t, la, b) in enumerate(pairs):
-        for end in (s, t):
-            if end not in index:
-                raise InputError(f"unknown device '{end}'", source=source,
-                                 field=f"links.pairs[{k}]")
-        if la < 0 or not b > 0:
-            raise InputError(f"need latency ≥ 0 and bandwidth > 0, got {la}, {b}",
-                             source=source, field=f"links.pairs[{k}]")
-        lat[index[s], index[t]] = la
-        bw[index[s], index[t]] = b
-    np.fill_diagonal(lat, 0)
-    return Links(topology, contention, int(latency), float(bandwidth), tuple(pairs),
-                 _frozen(lat), _frozen(bw))
-
-
-def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
-                   task_ids: Sequence[str], cost: np.ndarray, task_block: np.ndarray | None = None,
-                   edge_src=(), edge_dst=(), edge_bytes=(), block_ids: Sequence[str] = (),
-                   block_bytes=(), block_load: Mapping[str, np.ndarray] | None = None,
-                   layout: Layout | None = None, kind: Sequence[str | None] | None = None,
-                   phase=None, step=None, layer=None, shard=None,
-                   meta: Mapping[str, Any] | None = None, source: str | None = None,
-                   check_acyclic: bool = True, load_timing: str = "prefetch"
-                   ) -> PlacementInstance:
-    """Validate columnar data and freeze it into a :class:`PlacementInstance`.
-
-    Errors name the offending task, edge, block or device (and the file when ``source`` is set).
-    """
-    n, d = len(task_ids), len(devices)
-
-    def err(msg: str, fld: str) -> InputError:
-        return InputError(msg, source=source, field=fld)
-
-    names = _check_names(time_unit, devices, task_ids, err)
-    if load_timing not in LOAD_TIMINGS:
-        raise err(f"unknown load_timing '{load_timing}'; known: {', '.join(LOAD_TIMINGS)}",
-                  "load_timing")
-    cost = _check_costs(_int64(cost, "tasks.cost", err), task_ids, names, err)
-    nb = len(block_ids)
-    task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
-                  else np.asarray(task_block, dtype=np.int64))
-    if len(set(block_ids)) != nb:
-        raise err("duplicate block id", "blocks")
-    block_bytes = _int64(block_bytes, "blocks.bytes", err).reshape(nb)
-    if (block_bytes < 0).any():
-        b = int(np.flatnonzero(block_bytes < 0)[0])
-        raise err(f"block '{block_ids[b]}' has negative bytes", f"blocks[{b}].bytes")
-    layout = layout or Layout()
-    _check_layout(layout, err)
-    block_load = {f: _int64(a, "blocks.load", err).reshape(nb, d)
-                  for f, a in (block_load or {}).items()}
-    _check_block_loads(layout, block_ids, block_load, names, err)
-    _check_task_blocks(cost, task_block, task_ids, block_ids, block_load, layout, names, err)
-    edge_src = np.asarray(edge_src, dtype=np.int64)
-    edge_dst = np.asarray(edge_dst, dtype=np.int64)
-    edge_bytes = _int64(edge_bytes, "edges.bytes", err)
-    _check_edges(edge_src, edge_dst, edge_bytes, task_ids, err)
-    _check_magnitudes(cost, block_ids, block_bytes, block_load, edge_bytes, devices, links,
-                      layout, err)
-
-    def opt_arr(a, dtype):
-        return None if a is None else _frozen(np.asarray(a, dtype=dtype).reshape(n))
-
-    for dev in devices:
-        if dev.device_class not in DEVICE_CLASSES:
-            raise err(f"device '{dev.name}' has unknown class '{dev.device_class}'; known: "
-                      f"{', '.join(DEVICE_CLASSES)}", "devices")
-    inst = PlacementInstance(
-        time_unit=time_unit, devices=tuple(devices), links=links, task_ids=tuple(task_ids),
-        cost=_frozen(cost), task_block=_frozen(task_block), edge_src=_frozen(edge_src),
-        edge_dst=_frozen(edge_dst), edge_bytes=_frozen(edge_bytes), block_ids=tuple(block_ids),
-        block_bytes=_frozen(block_bytes),
-        block_load={f: _frozen(a) for f, a in block_load.items()}, layout=layout,
-        kind=tuple(kind) if kind is not None else (), phase=opt_arr(phase, np.int8),
-        step=opt_arr(step, np.int64), layer=opt_arr(layer, np.int64),
-        shard=opt_arr(shard, np.int64), meta=dict(meta or {}), source=source,
-        load_timing=load_timing)
-    if check_acyclic:
-        inst.topological_order  # noqa: B018 — raises on a cycle
-    return inst
-
-
-_Err = Callable[[str, str], InputError]
-
-
-def _check_names(time_unit: str, devices: Sequence[Device], task_ids: Sequence[str],
-                 err: _Err) -> list[str]:
-    """The time unit is known, there is a device, device names and task ids are unique."""
-    d = len(devices)
-    if time_unit not in TIME_UNITS:
-        raise err(f"unknown time_unit '{time_unit}'; known: {', '.join(TIME_UNITS)}", "time_unit")
-    if d == 0:
-        raise err("an instance needs at least one device", "devices")
-    names = [x.name for x in devices]
-    if len(set(names)) != d:
-        dup = next(x for x in names if names.count(x) > 1)
-        raise err(f"duplicate device name '{dup}'", "devices")
-    if not task_ids:
-        raise err("an instance needs at least one task (an empty task graph has nothing to "
-                  "schedule)", "tasks")
-    if len(set(task_ids)) != len(task_ids):
-        seen: set[str] = set()
-        dup = next(t for t in task_ids if t in seen or seen.add(t))
-        raise err(f"duplicate task id '{dup}'", "tasks")
-    return names
-
-
-def _check_costs(cost: np.ndarray, task_ids: Sequence[str], names: list[str], err: _Err
-                 ) -> np.ndarray:
-    """The [n, d] cost matrix: durations ≥ 0 or −1 (illegal), every task with a legal device."""
-    cost = np.asarray(cost, dtype=np.int64).reshape(len(task_ids), len(names))
-    if (cost < -1).any():
-        t, dv = map(int, np.argwhere(cost < -1)[0])
-        raise err(f"task '{task_ids[t]}' has negative duration {int(cost[t, dv])} on "
-                  f"'{names[dv]}'", f"tasks[{t}].cost")
-    no_dev = np.flatnonzero((cost < 0).all(axis=1))
-    if len(no_dev):
-        raise err(f"task '{task_ids[no_dev[0]]}' has no legal device", f"tasks[{no_dev[0]}].cost")
-    return cost
-
-
-def _check_layout(layout: Layout, err: _Err) -> None:
-    """Known formats, a default among them, fixed blocks in offered formats."""
-    for fmt in layout.formats:
-        if fmt not in LAYOUT_FORMATS:
-            raise err(f"unknown format '{fmt}'; known: {', '.join(LAYOUT_FORMATS)}",
-                      "layout.formats")
-    if layout.default not in layout.formats:
-        raise err(f"default format '{layout.default}' is not in formats", "layout.default")
-    for bid, fmt in layout.fixed.items():
-        if fmt not in layout.formats:
-            raise err(f"block '{bid}' fixed to unknown format '{fmt}'", "layout.fixed")
-
-
-def _check_block_loads(layout: Layout, block_ids: Sequence[str],
-                       block_load: dict[str, np.ndarray], names: list[str], err: _Err) -> None:
-    """Load durations only for offered formats and ≥ −1; fixed blocks that exist."""
-    for fmt, arr in block_load.items():
-        if fmt not in layout.formats:
-            raise err(f"load durations given for format '{fmt}' not in layout.formats",
-                      "blocks.load")
-        if (arr < -1).any():
-            b, dv = map(int, np.argwhere(arr < -1)[0])
-            raise err(f"block '{block_ids[b]}' has negative load duration on '{names[dv]}'",
-                      f"blocks[{b}].load")
-    index_b = {b: i for i, b in enumerate(block_ids)}
-    for bid in layout.fixed:
-        if bid not in index_b:
-            raise err(f"unknown block '{bid}'", "layout.fixed")
-
-
-def _check_task_blocks(cost: np.ndarray, task_block: np.ndarray, task_ids: Sequence[str],
-                       block_ids: Sequence[str], block_load: dict[str, np.ndarray],
-                       layout: Layout, names: list[str], err: _Err) -> None:
-    """Task blocks in range, and every legal device of a blocked task can load the block in
-    its P1 format."""
-    nb, d = len(block_ids), len(names)
-    if (task_block >= nb).any() or (task_block < -1).any():
-        raise err("task block index out of range", "tasks")
-    has_block = np.flatnonzero(task_block >= 0)
-    if len(has_block):
-        fmts = [layout.format_of(b) for b in block_ids]
-        load_p1 = np.full((nb, d), -1, dtype=np.int64)
-        for b, fmt in enumerate(fmts):
-            if fmt in block_load:
-                load_p1[b] = block_load[fmt][b]
-        bad = (cost[has_block] >= 0) & (load_p1[task_block[has_block]] < 0)
-        if bad.any():
-            r, dv = map(int, np.argwhere(bad)[0])
-            t = int(has_block[r])
-            raise err(f"task '{task_ids[t]}' may run on '{names[dv]}' but its block "
-                      f"'{block_ids[task_block[t]]}' has no load there in format "
-                      f"'{fmts[task_block[t]]}'", f"tasks[{t}].block")
-
-
-def _check_edges(edge_src: np.ndarray, edge_dst: np.ndarray, edge_bytes: np.ndarray,
-                 task_ids: Sequence[str], err: _Err) -> None:
-    """Edge bytes ≥ 0, no self-loops, no duplicate edges."""
-    n = len(task_ids)
-    if (edge_bytes < 0).any():
-        e = int(np.flatnonzero(edge_bytes < 0)[0])
-        raise err(f"edge {task_ids[edge_src[e]]}->{task_ids[edge_dst[e]]} has negative bytes",
-                  f"edges[{e}].bytes")
-    loops = np.flatnonzero(edge_src == edge_dst)
-    if len(loops):
-        raise err(f"self-loop on task '{task_ids[edge_src[loops[0]]]}'", f"edges[{loops[0]}]")
-    if len(edge_src):
-        key = edge_src * n + edge_dst
-        uniq, counts = np.unique(key, return_counts=True)
-        if (counts > 1).any():
-            k = int(uniq[counts > 1][0])
-            raise err(f"duplicate edge {task_ids[k // n]}->{task_ids[k % n]}", "edges")
-
-
-def _int64(values: Any, what: str, err: _Err) -> np.ndarray:
-    """``values`` as an int64 array; a value beyond int64 gives an InputError naming ``what``."""
-    try:
-        return np.asarray(values, dtype=np.int64)
-    except OverflowError:
-        big = max(np.asarray(values, dtype=object).ravel().tolist(), key=abs)
-        limit = MAX_BYTES if what.endswith("bytes") else MAX_TICKS
-        raise err(f"value {big} exceeds the maximum {limit}", what) from None
-
-
-def _first_above(a: np.ndarray, limit: int) -> tuple[int, ...] | None:
-    """Index of the first entry of ``a`` above ``limit`` (None when there is none)."""
-    over = np.argwhere(a > limit)
-    return tuple(int(i) for i in over[0]) if len(over) else None
-
-
-def _check_magnitudes(cost: np.ndarray, block_ids: Sequence[str], block_bytes: np.ndarray,
-                      block_load: Mapping[str, np.ndarray], edge_bytes: np.ndarray,
-                      devices: Sequence[Device], links: Links, layout: Layout, err: _Err
-                      ) -> None:
-    """The limits of the module docstring: values ≤ MAX_TICKS / MAX_BYTES, the blocks' total
-    ≤ MAX_BYTES and the serial horizon ≤ MAX_HORIZON (sums in float64: no overflow)."""
-    names = [dv.name for dv in devices]
-    if (at := _first_above(cost, MAX_TICKS)) is not None:
-        raise err(f"duration {int(cost[at])} on '{names[at[1]]}' exceeds the maximum "
-                  f"{MAX_TICKS} ticks (use a coarser time_unit)", f"tasks[{at[0]}].cost")
-    for fmt, arr in block_load.items():
-        if (at := _first_above(arr, MAX_TICKS)) is not None:
-            raise err(f"load duration {int(arr[at])} ({fmt}) on '{names[at[1]]}' exceeds the "
-                      f"maximum {MAX_TICKS} ticks", f"blocks[{at[0]}].load")
-    if (at := _first_above(links.latency, MAX_TICKS)) is not None:
-        raise err(f"latency {int(links.latency[at])} exceeds the maximum {MAX_TICKS} ticks",
-                  "links")
-    for what, arr in (("edges", edge_bytes), ("blocks", block_bytes)):
-        if (at := _first_above(arr, MAX_BYTES)) is not None:
-            raise err(f"{int(arr[at])} bytes exceed the maximum {MAX_BYTES}",
-                      f"{what}[{at[0]}].bytes")
-    for k, dv in enumerate(devices):
-        if dv.weight_capacity is not None and not 0 <= dv.weight_capacity <= MAX_BYTES:
-            raise err(f"weight_capacity {dv.weight_capacity} of '{dv.name}' is outside "
-                      f"0..{MAX_BYTES} bytes", f"devices[{k}].weight_capacity")
-    budget = layout.memory_budget
-    if budget is not None and not 0 <= budget <= MAX_BYTES:
-        raise err(f"memory_budget {budget} is outside 0..{MAX_BYTES} bytes",
-                  "layout.memory_budget")
-    if float(block_bytes.sum(dtype=np.float64)) > MAX_BYTES:
-        raise err(f"the blocks' bytes add up to {float(block_bytes.sum(dtype=np.float64)):.4g}, "
-                  f"above the maximum {MAX_BYTES}", "blocks")
-    horizon = serial_horizon(cost, block_load, edge_bytes, links)
-    if horizon > MAX_HORIZON:
-        raise err(f"the serial horizon (every task at its slowest, every transfer and load "
-                  f"at its longest, one after the other) is {horizon:.4g} ticks, above the "
-                  f"maximum {MAX_HORIZON} (use a coarser time_unit or smaller durations)",
-                  "tasks")
-
-
-def serial_horizon(cost: np.ndarray, block_load: Mapping[str, np.ndarray],
-                   edge_bytes: np.ndarray, links: Links) -> float:
-    """Ticks of a serial schedule of everything: every task at its slowest device, every edge
-    at the slowest transfer, every load of every block on every device in every format, one
-    after the other (float64, no overflow; it bounds the exact models' integer horizons)."""
-    work = float(cost.max(axis=1, initial=0).sum(dtype=np.float64))
-    max_bytes = float(edge_bytes.max(initial=0))
-    max_tr = float(links.latency.max(initial=0)) + np.ceil(
-        max_bytes / float(links.bandwidth.min(initial=np.inf)))
-    loads = sum(float(np.clip(a, 0, None).sum(dtype=np.float64)) for a in block_load.values())
-    return work + float(max_tr) * len(edge_bytes) + loads

@@ -32,9 +32,8 @@ from opt.placement.instance import (
     Layout,
     Links,
     PlacementInstance,
-    build_instance,
-    make_links,
 )
+from opt.placement.instance_checks import build_instance, make_links
 
 #: the top-level fields of an instance file other than its task and edge tables (§1.2a)
 HEADER_KEYS = frozenset({"schema", "problem", "time_unit", "devices", "links", "blocks",

@@ -8,7 +8,7 @@ A file whose name ends in ``.npz`` is this container: :func:`opt.placement.io.re
 size (0.9 million tasks) it reads several times faster than the JSON column tables (§1.2b):
 no text is parsed but the header, and the ids are one byte string. The header goes through
 the JSON reader's own checks (:func:`opt.placement.io.instance_from_header`) and the graph
-through :func:`build_instance`'s; every array is checked here (integer dtype, shape, range),
+through :func:`opt.placement.instance_checks.build_instance`'s; every array is checked here (integer dtype, shape, range),
 and every error names the file, the member and the first bad position
 (``tasks.cost[17, NPU0]``). The archive is read with ``allow_pickle=False``: nothing in it is
 ever unpickled.

@@ -14,7 +14,7 @@ compute events count as busy — transfers and weight loads overlap computation 
   ``U_idle`` (neither class computes) complete the partition of [0, T):
   U_co + U_npu_only + U_pim_only + U_idle = 1. U_co is None when the platform lacks either class.
 
-The schedule is validated first (an invalid one raises :class:`opt.placement.validator.ScheduleError`),
+The schedule is validated first (an invalid one raises :class:`opt.placement.schedule_error.ScheduleError`),
 so no number here comes from a schedule that breaks a rule.
 """
 

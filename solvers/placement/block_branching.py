@@ -31,7 +31,7 @@ subtree cannot beat the incumbent (pruned); optimal → a new incumbent, subtree
 otherwise the children are queued with the node's bound (a leaf goes back into the queue).
 The result is OPTIMAL when no open node's bound is below the incumbent; at the time limit it
 carries the incumbent and the smallest bound of the open nodes. Interchangeable devices
-(``opt.placement.instance.interchangeable_devices``) are opened in order across the blocks, so
+(``opt.placement.device_symmetry.interchangeable_devices``) are opened in order across the blocks, so
 mirror-image sets are explored once (the node models break no symmetry themselves).
 
 Parallelism: ``parallel_nodes`` nodes (default: ``num_workers``) are solved at once in
@@ -69,7 +69,8 @@ from models.options import SolveOptions
 from models.placement.cpsat import PlacementCpSat, make_solver, ortools_version
 from opt.common.errors import InputError
 from opt.common.result import Result
-from opt.placement.instance import PlacementInstance, interchangeable_devices
+from opt.placement.device_symmetry import interchangeable_devices
+from opt.placement.instance import PlacementInstance
 from opt.placement.validator import validate_placement
 from solvers.placement.warm_start import warm_start_schedule
 

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 from solvers.registry import get_method
 
 #: heuristics an exact solve may start from ("best": the shorter of heft and bifocal;

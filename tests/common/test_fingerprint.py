@@ -6,7 +6,8 @@ import numpy as np
 
 import instances
 from opt.common.fingerprint import instance_fingerprint, seal, seal_error
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.io import read_instance
 from opt.problems import read_problem_instance
 

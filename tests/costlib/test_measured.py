@@ -19,7 +19,8 @@ from opt.costlib.measured import (
 )
 from opt.costlib.modelcard import load_cards
 from opt.costlib.operators import head_ops, layer_ops
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 
 HEADER = "device,op_kind,model,tokens,context,batch,share,latency_us,source\n"
 

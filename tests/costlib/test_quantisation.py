@@ -17,7 +17,8 @@ from opt.common.units import INT4_GROUP
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.costlib.operators import Precision, Sparsity, layer_ops
-from opt.placement.builder import BuildOptions, Workload, build_placement, paper_precision
+from opt.placement.build_options import BuildOptions, Workload, paper_precision
+from opt.placement.builder import build_placement
 
 CAT = bundled_catalog()
 CARDS = bundled_cards()

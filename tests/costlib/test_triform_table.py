@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from opt.costlib.measured import read_measurements
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "opt/costlib/data/measurements/triform-aim-dops-qwen-1.8b-hp32.csv"

@@ -11,7 +11,8 @@ import pytest
 from heuristics.layout.wla import WlaParams, wla
 from instances.generated import LlmCase
 from opt.common.errors import InputError
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.io import instance_from_dict
 from opt.placement.layout import (
     budget_from,
@@ -23,7 +24,8 @@ from opt.placement.layout import (
     with_formats,
 )
 from opt.placement.lower_bounds import placement_lower_bound
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 from solvers import solve
 from solvers.registry import names
 
@@ -93,7 +95,7 @@ def test_format_only_keeps_evictions_valid(catalog, cards):
     residency order, so capacities and residencies still validate."""
     import dataclasses
 
-    from opt.placement.instance import build_instance
+    from opt.placement.instance_checks import build_instance
 
     inst = build_placement(cards["dops-qwen-1.8b"], catalog.platform("HP0"), catalog,
                            Workload(prefill=8, decode=2, batch=1), BuildOptions(layers=4))

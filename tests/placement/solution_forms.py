@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import opt.placement.validator as V
+from opt.placement.schedule_error import ScheduleError, Undecided
 from opt.placement.solution_tables import ColumnarSolution, columnar_from_rows
 
 
@@ -24,7 +25,7 @@ def as_rows(sol: Any) -> Any:
 def _outcome(fn, *args) -> tuple[str, Any]:
     try:
         return "ok", fn(*args)
-    except V.ScheduleError as exc:
+    except ScheduleError as exc:
         return "invalid", str(exc)
 
 
@@ -39,14 +40,14 @@ def checked(original):
             assert _outcome(original, inst, col) == expected
             try:
                 fast: tuple[str, Any] = ("ok", V._validate_columns(inst, col))
-            except (V._Undecided, V.ScheduleError) as exc:
+            except (Undecided, ScheduleError) as exc:
                 fast = ("rejected", repr(exc))
             if expected[0] == "invalid":
                 assert fast[0] == "rejected", (expected, fast)
             elif fast[0] == "ok":
                 assert fast[1] == expected[1]
         if expected[0] == "invalid":
-            raise V.ScheduleError(expected[1])
+            raise ScheduleError(expected[1])
         return expected[1]
     return validate
 

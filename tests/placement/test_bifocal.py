@@ -24,8 +24,10 @@ from heuristics.placement.list_scheduler import heft, list_schedule, priority_or
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
-from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
+from opt.placement.instance import Device, PlacementInstance
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.validator import validate_placement
 from solvers.api import solve
 

@@ -26,8 +26,11 @@ from instances.generated import LlmCase, agreement_case
 from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.common.result import read_result
-from opt.placement.builder import BuildOptions, Workload, build_placement
-from opt.placement.instance import Device, build_instance, interchangeable_devices, make_links
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
+from opt.placement.device_symmetry import interchangeable_devices
+from opt.placement.instance import Device
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.validator import validate_placement
 from solvers import solve
 from solvers.placement.block_branching import (

@@ -5,7 +5,8 @@ import pytest
 
 from opt.app.runs.reference import DOPS_BLOCKS
 from opt.common.errors import InputError
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 
 
 def build(catalog, cards, model="llama-2-7b", platform="HP32", prefill=64, decode=2, batch=1,
@@ -179,7 +180,7 @@ def test_moe_experts_in_play_grow_with_batch(catalog, cards):
 
 
 def test_mixtral_hp128_holds_all_eight_experts(catalog, cards):
-    from opt.placement.builder import paper_precision
+    from opt.placement.build_options import paper_precision
     inst = build(catalog, cards, model="mixtral-8x7b", platform="HP128", prefill=128, decode=1,
                  precision=paper_precision("mixtral-8x7b"))
     experts = [b for b in inst.block_ids if "_expert" in b]
@@ -262,7 +263,7 @@ def test_a_time_unit_that_rounds_durations_to_zero_is_refused(catalog, cards, un
 def test_too_many_tasks_are_refused_before_building(catalog, cards):
     """Item 10: 100 M decode steps used to run 34 s into a MemoryError (refused from the
     estimated task count, before anything is built)."""
-    from opt.placement.builder import MAX_CONTEXT_TOKENS, MAX_TASKS
+    from opt.placement.build_options import MAX_CONTEXT_TOKENS, MAX_TASKS
 
     with pytest.raises(InputError, match="above the maximum") as err:
         Workload(8, 100_000_000)

@@ -16,7 +16,8 @@ from test_placement_milp import brute_force, random_instance
 import instances
 from instances.generated import LlmCase
 from opt.placement.bound_options import BoundOptions
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.chain_bound import chain_bound, cut_positions
 from opt.placement.lower_bounds import heads_tails, placement_lower_bound

@@ -11,9 +11,10 @@ from test_placement_milp import random_instance
 
 import opt.placement.segment_bound as sb
 from opt.placement import bound_options
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.chain_bound import _decompose, _shapes
-from opt.placement.instance import interchangeable_devices
+from opt.placement.device_symmetry import interchangeable_devices
 
 pytest.importorskip("numba")
 

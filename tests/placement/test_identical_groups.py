@@ -15,7 +15,8 @@ from opt.placement.group_bound import (
     identical_groups,
     trivial_bound,
 )
-from opt.placement.instance import Device, build_instance, make_links
+from opt.placement.instance import Device
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.lower_bounds import heads_tails
 from solvers import solve
 

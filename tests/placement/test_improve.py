@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from heuristics.placement.bifocal import bifocal_schedule
 from heuristics.placement.improve import assignment, attention_moves, improve, replay
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.validator import validate_placement
 

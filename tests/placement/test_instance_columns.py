@@ -20,7 +20,8 @@ import instances
 from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.instance import LARGE_TASKS
 from opt.placement.io import instance_from_dict, read_instance
 from tests.placement.test_instance_format import assert_same_instance, base

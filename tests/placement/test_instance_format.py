@@ -18,7 +18,8 @@ import pytest
 import instances
 from heuristics.placement.list_scheduler import heft
 from opt.common.errors import InputError
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.instance import PHASES, PlacementInstance
 from opt.placement.io import instance_from_dict, read_instance
 from opt.placement.validator import validate_placement
@@ -361,7 +362,8 @@ def test_large_instance_round_trip_through_gzip(catalog, cards, tmp_path):
 
 def test_limits_hold_for_columnar_construction_too():
     """build_instance (builders, DOT import) applies the same limits as the reader."""
-    from opt.placement.instance import MAX_TICKS, Device, build_instance, make_links
+    from opt.placement.instance import MAX_TICKS, Device
+    from opt.placement.instance_checks import build_instance, make_links
 
     devs = [Device("D0", "cpu")]
 

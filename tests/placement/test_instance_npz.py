@@ -23,9 +23,10 @@ import instances
 from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint
-from opt.placement.instance import LARGE_TASKS, MAX_BYTES, MAX_LABEL, MAX_TICKS, smallest_int
+from opt.placement.instance import LARGE_TASKS, MAX_BYTES, MAX_LABEL, MAX_TICKS
 from opt.placement.io import instance_from_dict, read_instance
 from opt.placement.npz import REQUIRED
+from opt.placement.npz_writer import smallest_int
 from opt.problems import read_problem_instance
 from tests.placement.test_instance_columns import _chain, llm  # noqa: F401  (a fixture)
 from tests.placement.test_instance_format import assert_same_instance, base
@@ -91,7 +92,8 @@ def test_round_trip(case, tmp_path):
 
 
 def test_round_trip_of_built_instances(llm, catalog, cards, tmp_path):  # noqa: F811
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     assert_round_trip(llm, tmp_path)
     p2 = build_placement(cards["llama-2-7b"], catalog.platform("HP64"), catalog,

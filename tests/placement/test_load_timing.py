@@ -9,10 +9,12 @@ import dataclasses
 import pytest
 
 from opt.common.errors import InputError
-from opt.placement.instance import Device, build_instance, make_links
+from opt.placement.instance import Device
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.io import instance_from_dict
+from opt.placement.schedule_error import ScheduleError
 from opt.placement.solution import make_solution
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.validator import validate_placement
 
 
 def worked_example(load_timing: str = "at_use"):

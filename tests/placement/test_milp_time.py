@@ -13,7 +13,8 @@ from models.options import SolveOptions
 from models.placement.milp import solve_placement_milp
 from models.placement.milp_time import build_time_model, resources, to_pyomo
 from opt.common.errors import InputError
-from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links
+from opt.placement.instance import Device, Layout, PlacementInstance
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.slo import Slo, with_goal
 from solvers import solve
 from solvers.certify import certify

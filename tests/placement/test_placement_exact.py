@@ -6,7 +6,8 @@ import pytest
 import instances
 from heuristics.placement.list_scheduler import heft
 from opt.common.errors import InputError, UnknownNameError
-from opt.placement.instance import Device, build_instance, make_links
+from opt.placement.instance import Device
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.validator import validate_placement
 from solvers import solve
 
@@ -87,7 +88,8 @@ def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
     from heuristics.placement.bifocal import bifocal_schedule
     from heuristics.placement.policy_search import policy_search
     from opt.common.errors import InputError
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     # 4 layers: Bifocal's schedule is ~12 % shorter than HEFT's, and CP-SAT starts from it
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
@@ -107,7 +109,8 @@ def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
 
 
 def test_time_limit_returns_best_solution_with_bound(catalog, cards):
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
                            Workload(64, 3, 1), BuildOptions(layers=2))

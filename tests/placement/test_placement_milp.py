@@ -13,7 +13,8 @@ import pytest
 from models.options import SolveOptions
 from models.placement.milp import build_placement_milp, solve_placement_milp
 from opt.common.errors import InputError
-from opt.placement.instance import Device, Layout, PlacementInstance, build_instance, make_links
+from opt.placement.instance import Device, Layout, PlacementInstance
+from opt.placement.instance_checks import build_instance, make_links
 from opt.placement.io import read_instance
 from opt.placement.validator import validate_placement
 from solvers.certify import certify

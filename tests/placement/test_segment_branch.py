@@ -16,10 +16,11 @@ from test_placement_milp import brute_force, random_instance
 import opt.placement.segment_bound as sb
 import opt.placement.segment_branch as sbr
 from opt.placement.bound_options import BoundOptions
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.chain_bound import _decompose, chain_bound
-from opt.placement.instance import interchangeable_devices
+from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.lower_bounds import placement_lower_bound
 from opt.placement.segment_bound import evaluate_segment, one_machine
 

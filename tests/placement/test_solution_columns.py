@@ -24,6 +24,7 @@ from opt.common.errors import InputError
 from opt.common.jsonio import json_bytes
 from opt.common.result import Result, read_result
 from opt.placement.instance import LARGE_TASKS
+from opt.placement.schedule_error import ScheduleError, Undecided
 from opt.placement.solution import make_solution
 from opt.placement.solution_tables import (
     ColumnarSolution,
@@ -55,7 +56,7 @@ IDS = [f"{i}-{len(s['compute'])}" for i, (_, s) in enumerate(CASES)]
 def _outcome(inst, sol):
     try:
         return "ok", V.validate_placement(inst, sol).to_dict()
-    except V.ScheduleError as exc:
+    except ScheduleError as exc:
         return "invalid", str(exc)
 
 
@@ -99,7 +100,7 @@ def test_edited_rows_are_the_solution():
     inst, sol = CASES[0]
     mut = copy.deepcopy(sol)
     mut["compute"][0]["end"] += 1
-    with pytest.raises(V.ScheduleError, match="rule 1"):
+    with pytest.raises(ScheduleError, match="rule 1"):
         V.validate_placement(inst, mut)
     assert json_bytes(mut) == json_bytes(as_rows(mut))
     other = copy.deepcopy(sol)
@@ -178,7 +179,7 @@ def test_mutated_columns_get_the_row_verdict(case, kind, k, delta):
     assert _outcome(inst, copy.deepcopy(mut)) == expected
     try:
         fast = ("ok", V._validate_columns(inst, copy.deepcopy(mut)).to_dict())
-    except (V._Undecided, V.ScheduleError):
+    except (Undecided, ScheduleError):
         fast = ("rejected", None)
     assert fast == expected or (fast[0] == "rejected" and expected[0] == "invalid")
 
@@ -312,5 +313,5 @@ def test_a_dict_made_from_a_columnar_solution_validates_as_its_rows():
     assert isinstance(made["compute"], EventRows)
     assert V.validate_placement(inst, made) == V.validate_placement(inst, as_rows(sol))
     made["formats"] = {"no-such-block": "linear"}
-    with pytest.raises(V.ScheduleError, match="unknown block"):
+    with pytest.raises(ScheduleError, match="unknown block"):
         V.validate_placement(inst, made)

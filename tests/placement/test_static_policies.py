@@ -13,7 +13,8 @@ from heuristics.placement.list_scheduler import heft, list_schedule, priority_or
 from heuristics.placement.static_policies import POLICIES, class_of_assignment, static_schedule
 from opt.app.cli import main
 from opt.common.errors import InputError, UnknownNameError
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.validator import validate_placement
 from solvers import solve
 from solvers.registry import names

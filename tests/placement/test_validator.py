@@ -21,9 +21,12 @@ import instances
 from heuristics.placement.list_scheduler import heft
 from opt.common.errors import InputError
 from opt.common.result import Result
-from opt.placement.builder import BuildOptions, Workload, build_placement
-from opt.placement.instance import Device, PlacementInstance, build_instance, make_links
-from opt.placement.validator import ScheduleError, validate_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
+from opt.placement.instance import Device, PlacementInstance
+from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 from solvers.api import solve
 from solvers.certify import certify
 from tests.placement.solution_forms import solution_form  # noqa: F401 (rows and columns)

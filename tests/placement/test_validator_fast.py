@@ -10,13 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import opt.placement.compute_transfer_checks as C
 import opt.placement.validator as V
 from heuristics.placement.bifocal import bifocal_schedule
 from heuristics.placement.list_scheduler import heft
 from instances import load
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
+from opt.placement.schedule_error import ScheduleError
 from tests.placement.solution_forms import solution_form  # noqa: F401 (rows and columns)
 
 
@@ -33,20 +36,20 @@ CASES = [(inst, schedule(inst)) for inst, schedule in _instances()]
 def _outcome(inst, sol, fast: bool, monkeypatch):
     with monkeypatch.context() as m:
         if not fast:
-            m.setattr(V, "_fast_compute", lambda *a, **k: None)
-            m.setattr(V, "_fast_transfers", lambda *a, **k: None)
+            m.setattr(C, "_fast_compute", lambda *a, **k: None)
+            m.setattr(C, "_fast_transfers", lambda *a, **k: None)
         try:
             return ("ok", V.validate_placement(inst, sol).to_dict())
-        except V.ScheduleError as exc:
+        except ScheduleError as exc:
             return ("invalid", str(exc))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_fast_paths_take_valid_schedules(case, monkeypatch):
     inst, sol = CASES[case]
-    assert V._fast_compute(inst, sol["compute"]) is not None
-    td, s, e = V._fast_compute(inst, sol["compute"])
-    assert V._fast_transfers(inst, sol["transfers"], td, s, e) is not None
+    assert C._fast_compute(inst, sol["compute"]) is not None
+    td, s, e = C._fast_compute(inst, sol["compute"])
+    assert C._fast_transfers(inst, sol["transfers"], td, s, e) is not None
     assert _outcome(inst, sol, True, monkeypatch) == _outcome(inst, sol, False, monkeypatch)
 
 

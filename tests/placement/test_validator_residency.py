@@ -1,4 +1,4 @@
-"""The vectorised residency check (opt.placement.validator._all_resident) agrees with the
+"""The vectorised residency check (opt.placement.residency_checks._all_resident) agrees with the
 per-task loop: on a schedule with evictions and on mutations that break rule 5 (a load
 missing, an eviction moved before a use, a use moved before its load ends)."""
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from heuristics.placement.bifocal import bifocal_schedule
-from opt.placement import validator as v
+from opt.placement import compute_transfer_checks, residency_checks
+from opt.placement.schedule_error import ScheduleError
 from tests.placement.solution_forms import solution_form  # noqa: F401 (rows and columns)
 
 _spec = importlib.util.spec_from_file_location(
@@ -32,17 +33,17 @@ def tight():
 
 def _loop_ok(inst, resid, task_dev, start) -> bool:
     try:
-        v._check_blocks_resident(inst, resid, task_dev, start)
-    except v.ScheduleError:
+        residency_checks.check_blocks_resident(inst, resid, task_dev, start)
+    except ScheduleError:
         return False
     return True
 
 
 def _both(inst, sol):
-    task_dev, start, _ = v._check_compute(inst, sol)
-    fmt_of = v._check_formats(inst, sol)
-    resid = v._residencies(inst, sol, v._check_loads(inst, sol, fmt_of))
-    return v._all_resident(inst, resid, task_dev, start), _loop_ok(inst, resid, task_dev,
+    task_dev, start, _ = compute_transfer_checks.check_compute(inst, sol)
+    fmt_of = residency_checks.check_formats(inst, sol)
+    resid = residency_checks.residencies(inst, sol, residency_checks.check_loads(inst, sol, fmt_of))
+    return residency_checks._all_resident(inst, resid, task_dev, start), _loop_ok(inst, resid, task_dev,
                                                                    start)
 
 
@@ -76,7 +77,7 @@ def test_mutations_agree(tight):
             c["end"] -= shift
         try:
             fast, loop = _both(inst, bad)
-        except v.ScheduleError:
+        except ScheduleError:
             continue  # an earlier rule rejects the mutation: not this check's business
         assert fast == loop
         verdicts.append(loop)

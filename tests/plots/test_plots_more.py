@@ -9,8 +9,8 @@ import pytest
 from opt.app.cli import main
 from opt.app.plots.gantt import merge_close, parse_window
 from opt.common.errors import InputError
+from opt.placement.schedule_error import ScheduleError
 from opt.placement.utilisation import busy_profile, intersection, union, utilisation
-from opt.placement.validator import ScheduleError
 from tests.plots.hand_made import hand_made
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -233,7 +233,8 @@ def test_bench_viewer_pages_are_written_and_linked(tmp_path: Path) -> None:
     from opt.app.bench.serving import plan_view
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
     from solvers.api import solve
 
     root = tmp_path / "bench"

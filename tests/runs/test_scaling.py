@@ -14,7 +14,8 @@ from opt.app.runs.sweep import Progress
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 
 CAT, CARDS = bundled_catalog(), bundled_cards()
 PLATS = ["HP0", "HP32", "HP64", "HP128"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from models.options import Deadline, TimeLimitReached
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from solvers import solve
 
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import instances
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from solvers import solve
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

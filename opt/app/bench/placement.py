@@ -13,7 +13,8 @@ from opt.app.runs.bench_checks import EXACT, RATIO, invariant, paper_figure
 from opt.common.units import TIME_UNITS
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.io import read_instance
 from solvers.api import solve
 from solvers.registry import methods, names
@@ -200,7 +201,8 @@ def schedule_view(inst, root: Path, res: CaseResult, *, page: str = FLAGSHIP_PAG
     from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
     from opt.app.viewer.html import write_page
     from opt.app.viewer.placement import placement_payload
-    from opt.placement.validator import ScheduleError, validate_placement
+    from opt.placement.schedule_error import ScheduleError
+    from opt.placement.validator import validate_placement
     from solvers.registry import parsed_params
 
     t0 = time.perf_counter()

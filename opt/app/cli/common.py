@@ -63,11 +63,18 @@ def cards(args: argparse.Namespace):
     return load_cards(args.models_file)
 
 
+def _is_file(ref: str) -> bool:
+    """Whether ``ref`` names an instance file (else a bundled instance's name)."""
+    from opt.problems import INSTANCE_SUFFIXES
+
+    return Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES)
+
+
 def load_instance(ref: str):
     """An instance file path (any problem), or the name of a bundled instance."""
-    from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
+    from opt.problems import read_problem_instance
 
-    if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
+    if _is_file(ref):
         from opt.common.result import swapped_error
 
         try:
@@ -77,6 +84,19 @@ def load_instance(ref: str):
     import instances
 
     return instances.load(ref)
+
+
+def bundled_method(ref: str) -> str | None:
+    """The method ``solve`` runs on ``ref`` when none is given, beyond the problem's default:
+    for a bundled instance named ``ref``, the method its index entry records as having proved
+    its optimum (:attr:`instances.InstanceInfo.proven_by`), so ``hetopt solve NAME`` reproduces
+    every bundled optimum; None (the problem's default, :data:`solvers.registry.DEFAULTS`) for
+    an instance file or an entry that records none."""
+    if _is_file(ref):
+        return None
+    import instances
+
+    return instances.info(ref).proven_by
 
 
 def instance_summary(inst) -> dict[str, Any]:

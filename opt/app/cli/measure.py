@@ -93,7 +93,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from opt.common.result import read_result
     from opt.costlib.measured import read_measurements
     from opt.placement.measured_compare import compare_measured
-    from opt.placement.validator import ScheduleError
+    from opt.placement.schedule_error import ScheduleError
 
     if args.plot:
         from opt.app.plots.common import _pyplot
@@ -209,7 +209,8 @@ def _end_to_end_rows(args: argparse.Namespace, model: str) -> list[Measurement]:
     from opt.common.units import TIME_UNITS
     from opt.costlib.measured import END_TO_END, Measurement
     from opt.placement.measured_compare import builder_meta
-    from opt.placement.validator import ScheduleError, validate_placement
+    from opt.placement.schedule_error import ScheduleError
+    from opt.placement.validator import validate_placement
 
     rows: list[Measurement] = []
     for item in args.end_to_end:

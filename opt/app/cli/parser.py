@@ -266,8 +266,10 @@ def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("instance", help="instance file or bundled instance name")
     s.add_argument("--method", default=None, action=PlacementMethodsHelp,
-                   help="placement: {methods} (default cpsat); serving plans: "
-                        "bnb | milp | enum | col | afd | cad (default bnb)")
+                   help="placement: {methods} (default cpsat; cpsat-layout for a layout "
+                        "instance); serving plans: bnb | milp | enum | col | afd | cad "
+                        "(default bnb); a bundled instance named: the method its index "
+                        "records as proving its optimum")
     add_solve_args(s, time_limit=60.0, all_cores=True,
                    time_help="seconds of wall clock for the whole solve, warm start and model "
                              "build included (default 60)")

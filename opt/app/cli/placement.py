@@ -13,6 +13,7 @@ from opt.app.cli.common import (
     STATUS_EXIT,
     TABLES,
     apply_budget,
+    bundled_method,
     cards,
     catalog,
     instance_summary,
@@ -31,7 +32,8 @@ from solvers.registry import methods
 def placement_from_args(args: argparse.Namespace):
     """The P1 instance (P2 with a budget) of ``build placement``'s options (also
     ``opt.api.build_placement``'s keywords)."""
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     cat, crds = catalog(args), cards(args)
     inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
@@ -113,7 +115,7 @@ def _precision_args(args: argparse.Namespace):
     """``Precision`` from --weight-dtype/--act-dtype/--kv-dtype/--paper-precision (None when
     none is given: the builder then uses --dtype for weights, fp16 for the rest)."""
     from opt.costlib.operators import Precision
-    from opt.placement.builder import paper_precision
+    from opt.placement.build_options import paper_precision
 
     given = {k: v for k, v in (("weight", args.weight_dtype), ("activation", args.act_dtype),
                                ("kv", args.kv_dtype)) if v is not None}
@@ -215,7 +217,8 @@ def _solve_and_report(args: argparse.Namespace, worker) -> int:
     initial = read_result(args.initial_solution).solution if args.initial_solution else None
     params = parse_params(args.param)
     params.update(serving.serving_only_params(args, is_serving))
-    res = solve(inst, args.method, time_limit=args.time_limit, num_workers=args.num_workers,
+    method = args.method if args.method is not None else bundled_method(args.instance)
+    res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
                 seed=args.seed, initial_solution=initial, export_path=args.export,
                 deterministic=args.deterministic, log=args.log, bound_worker=worker,
                 **params)

@@ -29,7 +29,7 @@ def _placement_pair(args: argparse.Namespace):
 def cmd_plot(args: argparse.Namespace) -> int:
     """``hetopt plot gantt|utilisation|sweep|serving`` (PNG; needs the ``plot`` extra)."""
     require("plot", f"plot {args.what}")  # before reading and validating the inputs
-    from opt.placement.validator import ScheduleError
+    from opt.placement.schedule_error import ScheduleError
 
     if args.what in ("gantt", "utilisation"):
         from opt.app.plots.gantt import parse_window, plot_gantt, plot_utilisation

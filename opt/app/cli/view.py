@@ -57,7 +57,8 @@ def _check(inst: Any, res: Any, source: str) -> dict[str, Any]:
         except (PlanError, KeyError, TypeError) as exc:
             raise InputError(f"invalid serving plan: {exc}", source=source) from None
         return {}
-    from opt.placement.validator import ScheduleError, validate_placement
+    from opt.placement.schedule_error import ScheduleError
+    from opt.placement.validator import validate_placement
 
     try:
         return {"metrics": validate_placement(inst, res.solution)}

@@ -12,7 +12,7 @@ zooms in; events are clipped to it.
 co-utilisation (:mod:`opt.placement.utilisation`, DOPS Eq. 5), and per-device utilisation bars.
 
 matplotlib is the optional ``plot`` extra, imported inside the functions. The schedule is
-validated first (an invalid one raises :class:`opt.placement.validator.ScheduleError`).
+validated first (an invalid one raises :class:`opt.placement.schedule_error.ScheduleError`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from models.options import SolveOptions
 from opt.app.runs.replay import Shape, ShapeTimes
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.result import Result
-from opt.placement.builder import BuildOptions, Workload, build_placement
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import validate_placement
 from solvers.certify import certify

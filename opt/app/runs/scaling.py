@@ -113,7 +113,8 @@ def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequen
     Each record is written as soon as it finishes; a rerun reuses records of the same build
     (``layers``, capacity scaling, method, precision: ``paper_precision`` builds each model in
     DOPS' precision, :func:`opt.app.runs.sweep.workload_precision`)."""
-    from opt.placement.builder import BuildOptions, Workload, build_placement
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
 
     solve = validated_heuristic if solve is None else solve
     if len(set(platforms)) < 2:

@@ -281,7 +281,7 @@ def _precision_tag(inst: Any) -> str:
 def workload_precision(model: str, paper_precision: bool) -> Any:
     """The :class:`~opt.costlib.operators.Precision` a sweep builds ``model`` with."""
     from opt.costlib.operators import Precision
-    from opt.placement.builder import paper_precision as paper
+    from opt.placement.build_options import paper_precision as paper
 
     return paper(model) if paper_precision else Precision()
 
@@ -290,7 +290,7 @@ def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
     """A finished record of the same build (ERROR records are retried; records from before the
     head-sharded KV layout, which carry no ``kv_layout``, or before the KV took its share of
     memory, which carry no ``kv_reserved``, are rebuilt)."""
-    from opt.placement.builder import BuildOptions
+    from opt.placement.build_options import BuildOptions
 
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
         and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
@@ -320,8 +320,9 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
     """Build the task's instance (reused from the previous task of the same workload), solve it
     and return its record. A method that rejects the workload (InputError) gives an ERROR record
     with ``error``; a schedule that fails validation gives an ERROR record with ``invalid``."""
-    from opt.placement.builder import BuildOptions, Workload, build_placement
-    from opt.placement.validator import ScheduleError
+    from opt.placement.build_options import BuildOptions, Workload
+    from opt.placement.builder import build_placement
+    from opt.placement.schedule_error import ScheduleError
 
     wl, method = task.workload, task.method
     t0 = time.perf_counter()
@@ -357,7 +358,7 @@ def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
                     layers: int | None) -> None:
     """Fail on a bad model, platform, workload or ``layers`` before hours of solving, not in
     the middle (:class:`InputError` naming it)."""
-    from opt.placement.builder import Workload
+    from opt.placement.build_options import Workload
 
     for wl in workloads:
         card = cards[wl.model]
@@ -380,7 +381,7 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
     ``executor`` runs the work items (default: serially in this process); with a parallel one
     ``solve`` must be picklable. The records do not depend on the executor (timings aside).
     ``paper_precision`` builds each model in DOPS' precision (INT8 for Mixtral-8x7B and
-    Llama-2-70B, :data:`opt.placement.builder.PAPER_PRECISION`), fp16 otherwise."""
+    Llama-2-70B, :data:`opt.placement.build_options.PAPER_PRECISION`), fp16 otherwise."""
     methods = _unique(methods)
     solve = SolveCall() if solve is None else solve
     check_workloads(workloads, catalog=catalog, cards=cards, layers=layers)

@@ -167,7 +167,7 @@ def placement_payload(inst: PlacementInstance, solution: dict[str, Any], *,
                       metrics: PlacementMetrics | None = None, title: str | None = None
                       ) -> tuple[dict[str, Any], Blob]:
     """Header and blob of a P1 schedule's view. The schedule is validated first (a
-    :class:`opt.placement.validator.ScheduleError` on a broken rule) unless ``metrics`` (the
+    :class:`opt.placement.schedule_error.ScheduleError` on a broken rule) unless ``metrics`` (the
     validator's result) is given."""
     if metrics is None:
         metrics = validate_placement(inst, solution)

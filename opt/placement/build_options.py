@@ -1,0 +1,160 @@
+"""The workload and the options of the P1 builder (:mod:`opt.placement.builder`, problems.md
+§1.4): prefill, decode and batch; layers, tensor parallelism, weight-block span, precision
+(and the precision DOPS runs each model in, §6.1), sparsity, time unit, MoE routing, layout
+formats and memory budget, KV layout and memory, measurements and the load rule; and the
+checks of both before a build (InputError naming the field)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from opt.common.errors import InputError
+from opt.common.units import TIME_UNITS, dtype_bytes
+from opt.costlib.hardware import FORMATS
+from opt.costlib.measured import MeasuredTable
+from opt.costlib.modelcard import ModelCard
+from opt.costlib.operators import Precision, Sparsity
+
+KV_LAYOUTS = ("heads", "single")
+
+#: most tokens of one sequence (prefill + decode): no bundled model card states a context
+#: length, and 10 M tokens is beyond every published one
+MAX_CONTEXT_TOKENS = 10_000_000
+#: most tasks of one built instance (checked before building; about 1–2 GB of memory at this
+#: size, over 5x the largest instances of the bundled sweeps)
+MAX_TASKS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Workload:
+    """prefill: L_in tokens (≥ 1); decode: L_out steps (≥ 0); batch: sequences B (≥ 1);
+    prefill + decode ≤ MAX_CONTEXT_TOKENS. Checked on construction (InputError naming the
+    field)."""
+
+    prefill: int
+    decode: int
+    batch: int = 1
+
+    def __post_init__(self):
+        for name, low in (("prefill", 1), ("decode", 0), ("batch", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InputError(f"{name} must be an integer, got {value!r}", field=name)
+            if value < low:
+                raise InputError(f"{name} must be ≥ {low}, got {value}", field=name)
+        if self.prefill + self.decode > MAX_CONTEXT_TOKENS:
+            raise InputError(f"prefill + decode is {self.prefill + self.decode:,} tokens, above "
+                             f"the maximum {MAX_CONTEXT_TOKENS:,}",
+                             field="prefill" if self.prefill > self.decode else "decode")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """layers: use only the first k layers (small instances); tp: tensor-parallel shards;
+    block_span: layers per weight block; dtype: weight precision (activations and KV fp16)
+    when ``precision`` is None; precision: weight / activation / KV precision
+    (:class:`opt.costlib.operators.Precision`; overrides ``dtype``, which must then be left at fp16 or
+    agree with ``precision.weight``); sparsity: weight / per-phase activation / attention
+    sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: None (default) = per-token top-k
+    routing over all E experts of an MoE layer (DOPS §6.1, problems.md §1.4 MoE), else the
+    former fixed rule: every token through the listed experts; formats: the P2 layout formats offered (default
+    all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
+    memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited);
+    kv_layout: ``heads`` (default, problems.md §1.4 revised: each layer's KV heads split into one
+    group per PIM device, attention one task per (TP shard, head group) cell) or ``single``
+    (the former layout: one KV home per TP shard, shard s on PIM s mod #PIM);
+    measurements: a measured-latency table (:mod:`opt.costlib.measured`) whose entries replace
+    the model's task costs where they exist (None = the model everywhere);
+    kv_memory: the KV cache takes its share of each KV home's memory (default, problems.md §1.4
+    "KV against memory"); False = the former model, where only weights use device memory;
+    load_timing: the instance's load rule (problems.md §1.2 rule 5): ``at_use`` (default, DOPS
+    Eq. 1) or ``prefetch``."""
+
+    layers: int | None = None
+    tp: int = 1
+    block_span: int = 4
+    dtype: str = "fp16"
+    time_unit: str = "ns"
+    experts: tuple[int, ...] | None = None
+    formats: tuple[str, ...] | None = None
+    memory_budget: int | None = None
+    precision: Precision | None = None
+    sparsity: Sparsity | None = None
+    kv_layout: str = "heads"
+    measurements: MeasuredTable | None = None
+    kv_memory: bool = True
+    load_timing: str = "at_use"
+
+    def resolved_precision(self) -> Precision:
+        """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
+        if self.precision is None:
+            dtype_bytes(self.dtype)
+            return Precision(weight=self.dtype)
+        if not isinstance(self.precision, Precision):
+            raise InputError(f"precision must be a Precision, got {self.precision!r}",
+                             field="precision")
+        if self.dtype not in ("fp16", self.precision.weight):
+            raise InputError(f"dtype '{self.dtype}' disagrees with precision.weight "
+                             f"'{self.precision.weight}'", field="dtype")
+        return self.precision.check()
+
+
+#: Precision DOPS runs each model in (§6.1: Mixtral-8x7B and Llama-2-70B in INT8 on HP128;
+#: every other model fp16). Our reading of "INT8": weights, activations and KV cache int8.
+PAPER_PRECISION: dict[str, Precision] = {
+    "mixtral-8x7b": Precision(weight="int8", activation="int8", kv="int8"),
+    "llama-2-70b": Precision(weight="int8", activation="int8", kv="int8"),
+}
+
+
+def paper_precision(model: str) -> Precision:
+    """The precision DOPS uses for ``model`` (:data:`PAPER_PRECISION`, else fp16)."""
+    return PAPER_PRECISION.get(model, Precision())
+
+
+def check_size(tasks_per_step: int, workload: Workload) -> None:
+    """Refuse, before building, an instance of more than MAX_TASKS tasks (InputError naming
+    ``decode``, the factor that makes instances large)."""
+    n = tasks_per_step * (workload.decode + 1)
+    if n > MAX_TASKS:
+        most = MAX_TASKS // tasks_per_step - 1
+        raise InputError(f"the instance would have {n:,} tasks ({tasks_per_step} per step × "
+                         f"{workload.decode + 1:,} steps), above the maximum {MAX_TASKS:,}; "
+                         f"use at most {most:,} decode steps or fewer layers", field="decode")
+
+
+def check_options(card: ModelCard, opt: BuildOptions
+                   ) -> tuple[int, Precision, tuple[str, ...]]:
+    """(layers used, resolved precision, formats offered); raises InputError on a bad option."""
+    n_layers = card.layers if opt.layers is None else opt.layers
+    if not 1 <= n_layers <= card.layers:
+        raise InputError(f"layers must be in 1..{card.layers}, got {opt.layers}", field="layers")
+    if opt.tp < 1:
+        raise InputError(f"tp must be ≥ 1, got {opt.tp}", field="tp")
+    if opt.block_span < 1:
+        raise InputError(f"block_span must be ≥ 1, got {opt.block_span}", field="block_span")
+    if opt.time_unit not in TIME_UNITS or opt.time_unit == "unit":
+        raise InputError(f"time_unit must be one of ns, us, ms, s; got '{opt.time_unit}'",
+                         field="time_unit")
+    if any(card.layer_type(layer) == "linear" for layer in range(n_layers)):
+        raise InputError(f"model '{card.name}' has linear-attention layers; the placement "
+                         f"builder supports full and sliding attention", field="model")
+    if opt.kv_layout not in KV_LAYOUTS:
+        raise InputError(f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got "
+                         f"'{opt.kv_layout}'", field="kv_layout")
+    prec = opt.resolved_precision()
+    sparsity = opt.sparsity
+    if sparsity is not None:
+        if not isinstance(sparsity, Sparsity):
+            raise InputError(f"sparsity must be a Sparsity, got {sparsity!r}", field="sparsity")
+        sparsity.check()
+    formats = FORMATS if opt.formats is None else tuple(dict.fromkeys(opt.formats))
+    if "linear" not in formats or not set(formats) <= set(FORMATS):
+        raise InputError(f"formats must be among {', '.join(FORMATS)} and include linear, got "
+                         f"{', '.join(formats)}", field="formats")
+    if opt.memory_budget is not None and opt.memory_budget < 0:
+        raise InputError(f"memory_budget must be ≥ 0 bytes, got {opt.memory_budget}",
+                         field="memory_budget")
+    return n_layers, prec, formats
