@@ -208,15 +208,11 @@ def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarr
                  policy_name: str = "") -> dict:
     """``list_schedule`` compiled: each task of ``order`` on the candidate device of earliest
     finish (LRU eviction where a load does not fit); ``classes`` = (each task's class, −1
-    none; class × device membership) narrows the candidates (``DeviceClasses``)."""
+    none: int64 [n]; class × device membership: uint8 [K, nd]), checked by
+    ``DeviceClasses.arrays`` (the kernel does not check bounds), narrows the candidates."""
     state = compiled_state(inst, cost_types, insertion=insertion, evict=True)
-    if classes is None:
-        tcls, cmem = np.zeros(0, np.int64), np.zeros((1, inst.n_devices), np.uint8)
-    else:
-        tcls = as_int64(classes[0]).reshape(-1)
-        cmem = np.ascontiguousarray(classes[1], dtype=np.uint8).reshape(-1, inst.n_devices)
-        if len(tcls) != inst.n_tasks or (len(tcls) and int(tcls.max()) >= len(cmem)):
-            raise InputError("device classes do not match the instance", field="classes")
+    tcls, cmem = classes if classes is not None else \
+        (np.zeros(0, np.int64), np.zeros((1, inst.n_devices), np.uint8))
     code, t = kernels().eft_loop(order_array(inst, order), state.ttype, state.type_dur, state.gr, state.bl,
                                  state.stt, state.tls, state.tle, state.cf, tcls, cmem)
     raise_for(state, int(code), int(t), policy_name)

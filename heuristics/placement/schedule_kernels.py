@@ -1,5 +1,6 @@
 """numba kernels of the compiled scheduling engine (issue 20 item 1): the list-scheduling state of
-:class:`heuristics.placement.list_scheduler.ScheduleState`, HEFT's EFT loop, Bifocal's
+:class:`heuristics.placement.list_scheduler.ScheduleState`, the EFT loop of HEFT and of the
+static policies (their device classes as arrays), Bifocal's
 ``_run``, the O(n) loops of the task order and the set-up (uniquing, Bifocal's window tails
 and sibling groups, the orders in one call), over numpy arrays.
 
@@ -330,7 +331,7 @@ def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, lo
     return True
 
 
-# ---- HEFT's loop ----------------------------------------------------------------------------------
+# ---- the EFT loop (HEFT, the static policies, policy search) -------------------------------------
 
 @njit(cache=True)
 def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, tcls, cmem):
