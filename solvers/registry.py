@@ -91,10 +91,11 @@ _METHODS: tuple[Method, ...] = (
            "Bifocal list scheduling with weight-load lookahead (problems.md §6)",
            P.BIFOCAL + P.ENGINE, settings=f"{_PL}:bifocal_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
-             f"static policy {name.upper()} (DOPS Table 1): {text}")
+             f"static policy {name.upper()} (DOPS Table 1): {text}", P.ENGINE)
       for name, text in _STATIC.items()),
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
-           "search over static device-class policies, list-scheduled", P.POLICY_SEARCH),
+           "search over static device-class policies, list-scheduled",
+           P.POLICY_SEARCH + P.ENGINE),
     # P2 layout strategies on placement instances
     Method("pd/linear", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/linear",
                                               scheduler="pd", fmt="linear"),

@@ -147,7 +147,7 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
                          stt, tls, tle, cf)
 
 
-def raise_for(state: CompiledState, code: int, t: int) -> None:
+def raise_for(state: CompiledState, code: int, t: int, policy_name: str = "") -> None:
     """Raise the InputError of the Python engine for a kernel's return code (0: none)."""
     k = kernels()
     inst = state.inst
@@ -157,10 +157,26 @@ def raise_for(state: CompiledState, code: int, t: int) -> None:
         raise InputError(f"priority order is not topological at task '{inst.task_ids[t]}'",
                          field="order")
     if code == k.NO_DEVICE:
-        b = int(state.bl[0][t])
-        raise InputError(f"task '{inst.task_ids[t]}' fits on no device: its block "
-                         f"'{inst.block_ids[b]}' exceeds every remaining capacity",
-                         field="capacity")
+        raise no_device_error(inst, t)
+    if code == k.NO_CLASS_DEVICE:
+        raise class_error(inst, t, policy_name)
+
+
+def no_device_error(inst: PlacementInstance, t: int) -> InputError:
+    """Task t's block fits on none of its legal devices."""
+    b = int(inst.task_block[t])
+    return InputError(f"task '{inst.task_ids[t]}' fits on no device: its block "
+                      f"'{inst.block_ids[b]}' exceeds every remaining capacity",
+                      field="capacity")
+
+
+def class_error(inst: PlacementInstance, t: int, policy_name: str) -> InputError:
+    """The policy ``policy_name`` cannot keep task t in its device class (DOPS Table 1, issue
+    35 item 2): t's block is larger than every legal device of the class."""
+    b = int(inst.task_block[t])
+    return InputError(f"policy '{policy_name}' cannot keep task '{inst.task_ids[t]}' in its "
+                      f"device class: block '{inst.block_ids[b]}' ({int(inst.block_bytes[b])} "
+                      f"bytes) is larger than every such device", field="policy")
 
 
 def compiled_solution(state: CompiledState) -> dict:
@@ -188,13 +204,18 @@ def order_array(inst: PlacementInstance, order: Any) -> np.ndarray:
 
 
 def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
-                 *, insertion: bool) -> dict:
-    """``list_schedule`` without a candidates policy, compiled: each task of ``order`` on the
-    eligible device of earliest finish (LRU eviction where a load does not fit)."""
+                 *, insertion: bool, classes: tuple[np.ndarray, np.ndarray] | None = None,
+                 policy_name: str = "") -> dict:
+    """``list_schedule`` compiled: each task of ``order`` on the candidate device of earliest
+    finish (LRU eviction where a load does not fit); ``classes`` = (each task's class, −1
+    none: int64 [n]; class × device membership: uint8 [K, nd]), checked by
+    ``DeviceClasses.arrays`` (the kernel does not check bounds), narrows the candidates."""
     state = compiled_state(inst, cost_types, insertion=insertion, evict=True)
+    tcls, cmem = classes if classes is not None else \
+        (np.zeros(0, np.int64), np.zeros((1, inst.n_devices), np.uint8))
     code, t = kernels().eft_loop(order_array(inst, order), state.ttype, state.type_dur, state.gr, state.bl,
-                                 state.stt, state.tls, state.tle, state.cf)
-    raise_for(state, int(code), int(t))
+                                 state.stt, state.tls, state.tle, state.cf, tcls, cmem)
+    raise_for(state, int(code), int(t), policy_name)
     return compiled_solution(state)
 
 

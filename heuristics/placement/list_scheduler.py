@@ -19,7 +19,7 @@ optionally evict least-recently-used blocks), shared by HEFT, the static policie
 durations deduplicated by cost row, transfer durations deduplicated by payload size), so a
 full-size DOPS instance (~half a million tasks) is scheduled in tens of seconds.
 
-Engines (issue 20 item 1): ``heft``, ``list_schedule`` (without a candidates policy),
+Engines (issue 20 item 1): ``heft``, ``list_schedule`` (with or without device classes),
 ``upward_rank`` and ``priority_order`` take ``engine``: ``python`` runs the code below (the
 reference), ``compiled`` the numba kernels of :mod:`heuristics.placement.schedule_kernels`
 (the same state as arrays; byte-identical schedules), ``auto`` (default) the compiled one when
@@ -30,7 +30,8 @@ numba is installed and the instance has at least
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 
 import numpy as np
@@ -323,9 +324,7 @@ class ScheduleState:
         if b >= 0:
             lp = self.load_plan(b, d)
             if lp is False:
-                raise InputError(f"task '{self.inst.task_ids[t]}' fits on no device: its block "
-                                 f"'{self.inst.block_ids[b]}' exceeds every remaining capacity",
-                                 field="capacity")
+                raise self.no_device_error(t)
             if lp is None:
                 r = self.res_ready[d][b]
             else:
@@ -368,10 +367,7 @@ class ScheduleState:
                              self.load_events, self.evictions)
 
     def no_device_error(self, t: int) -> InputError:
-        b = self.block[t]
-        return InputError(f"task '{self.inst.task_ids[t]}' fits on no device: its block "
-                          f"'{self.inst.block_ids[b]}' exceeds every remaining capacity",
-                          field="capacity")
+        return _engine.no_device_error(self.inst, t)
 
 
 def upward_rank(inst: PlacementInstance, *, engine: str = "auto") -> np.ndarray:
@@ -430,28 +426,48 @@ def priority_order(inst: PlacementInstance, priority: np.ndarray, *, engine: str
     return out
 
 
-DevicePolicy = Callable[[int, list[int]], list[int]]
+@dataclass(frozen=True)
+class DeviceClasses:
+    """A candidates policy as data (the static policies, policy search), the same for both
+    engines: ``task_class`` int64 [n], each task's class (−1: every legal device);
+    ``members`` bool [K, nd], the devices of each class; ``name``, the policy's, for its
+    refusal. A task's candidates are its legal devices in its class, or every legal device
+    when the class holds none of them (kv_write pinned to its KV home, router on the NPU, …)."""
+
+    task_class: np.ndarray
+    members: np.ndarray
+    name: str = ""
+
+    def arrays(self, inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
+        """(task_class int64 [n], members uint8 [K, nd]) checked against ``inst``."""
+        tcls = np.ascontiguousarray(self.task_class, dtype=np.int64).reshape(-1)
+        mem = np.ascontiguousarray(self.members, dtype=np.uint8)
+        if len(tcls) != inst.n_tasks or mem.ndim != 2 or mem.shape[1] != inst.n_devices or \
+                (len(tcls) and int(tcls.max()) >= len(mem)):
+            raise InputError(f"device classes of policy '{self.name}' do not match the "
+                             f"instance ({len(tcls)} tasks, members {mem.shape})",
+                             field="classes")
+        return tcls, mem
 
 
 def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: bool = True,
-                  candidates: DevicePolicy | None = None, engine: str = "auto",
-                  policy_name: str = "") -> dict:
+                  classes: DeviceClasses | None = None, engine: str = "auto") -> dict:
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
-    finish time, evicting LRU blocks where a load does not fit. ``candidates(t, legal)`` may
-    narrow the legal devices (static policies): when it returns none, all legal ones are
-    tried; when it returns some but none is eligible (the block is larger than each), the
-    policy ``policy_name`` cannot keep the task in its class: InputError. ``engine``: module
-    docstring (a candidates policy is a Python callable: ``auto`` runs it in Python,
-    ``compiled`` refuses)."""
-    compiled = _engine.resolve_engine(engine, inst.n_tasks) == "compiled"
-    if candidates is not None and engine == "compiled":
-        raise InputError("engine 'compiled' takes no candidates policy", field="engine")
-    if candidates is None and compiled:
+    finish time, evicting LRU blocks where a load does not fit. ``classes`` narrows each
+    task's candidates to its class (:class:`DeviceClasses`); when some are in the class but
+    none is eligible (the block is larger than each), the policy cannot keep the task in its
+    class: InputError. ``engine``: module docstring."""
+    arrays = classes.arrays(inst) if classes is not None else None
+    name = classes.name if classes is not None else ""
+    if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
         return _engine.eft_schedule(inst, order, _engine.unique_rows(inst.cost),
-                                    insertion=insertion)
+                                    insertion=insertion, classes=arrays, policy_name=name)
     st = ScheduleState(inst, insertion=insertion, evict=True)
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
     evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
+    tcls = arrays[0].tolist() if arrays is not None else [-1] * inst.n_tasks
+    mem = arrays[1].tolist() if arrays is not None else []
+    narrowed: dict[tuple[int, int], list[int]] = {}  # (task type, class) -> candidates
     seen = [False] * inst.n_tasks
     for t in order:
         t = int(t)
@@ -461,30 +477,38 @@ def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: b
         info = pred_info(t)
         ty = ttype[t]
         durs = type_dur[ty]
-        legal = type_legal[ty]
-        cands = candidates(t, list(legal)) if candidates else legal
+        cands = legal = type_legal[ty]
+        c = tcls[t]
+        if c >= 0:
+            cands = narrowed.get((ty, c))
+            if cands is None:
+                cands = narrowed[ty, c] = [d for d in legal if mem[c][d]] or legal
         best_f = best_d = None
-        for d in cands or legal:
+        for d in cands:
             r = evaluate(t, d, durs[d], info)
             if r is not None and (best_f is None or r[1] < best_f):
                 best_f, best_d = r[1], d
         if best_d is None:
-            if cands and candidates is not None:
-                b = st.block[t]
-                raise InputError(
-                    f"policy '{policy_name}' cannot keep task '{inst.task_ids[t]}' in its "
-                    f"device class: block '{inst.block_ids[b]}' ({st.bbytes[b]} bytes) is "
-                    f"larger than every such device", field="policy")
+            if cands is not legal:
+                raise _engine.class_error(inst, t, name)
             raise st.no_device_error(t)
         commit(t, best_d, info)
         seen[t] = True
     return st.solution()
 
 
+def heft_priority_order(inst: PlacementInstance, *, engine: str = "auto") -> Sequence[int]:
+    """HEFT's task order: ``priority_order`` of ``upward_rank`` (int64 array from the compiled
+    engine, list from the Python one; the same indices). ``engine``: module docstring."""
+    eng = _engine.resolve_engine(engine, inst.n_tasks)
+    if eng == "compiled":
+        return _engine.heft_order(inst)
+    return priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
+
+
 def heft(inst: PlacementInstance, *, engine: str = "auto") -> dict:
     """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice.
     ``engine``: module docstring."""
     eng = _engine.resolve_engine(engine, inst.n_tasks)
-    order = _engine.heft_order(inst) if eng == "compiled" else \
-        priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
-    return list_schedule(inst, order, insertion=True, engine=eng)
+    return list_schedule(inst, heft_priority_order(inst, engine=eng), insertion=True,
+                         engine=eng)

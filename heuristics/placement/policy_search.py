@@ -23,14 +23,15 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from heuristics.placement.list_scheduler import list_schedule, priority_order, upward_rank
-from heuristics.placement.static_policies import CLASS_MEMBERS, POLICIES, policy_classes
+from heuristics.placement.engine import resolve_engine
+from heuristics.placement.list_scheduler import DeviceClasses, heft_priority_order, list_schedule
+from heuristics.placement.static_policies import CLASSES, POLICIES, class_members, policy_classes
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 from opt.placement.validator import validate_placement
@@ -72,30 +73,26 @@ class PolicySearchParams:
 @dataclass
 class _Search:
     inst: PlacementInstance
-    order: list[int]
-    keys: list[tuple[str, int] | None]
-    members: dict[str, frozenset[int]]
+    order: Sequence[int]
+    keys: list[tuple[str, int]]  # the distinct (kind group, phase) pairs
+    key_code: np.ndarray  # int64 [n]: each task's position in keys (−1: none)
+    members: np.ndarray  # bool [len(CLASSES), nd]
+    engine: str = "auto"
     evaluations: int = 0
     trajectory: list[int] = field(default_factory=list)
 
-    def candidates(self, mapping: dict[tuple[str, int], str]) -> Callable[[int, list[int]], list[int]]:
-        keys, members = self.keys, self.members
-
-        def cand(t: int, legal: list[int]) -> list[int]:
-            k = keys[t]
-            c = mapping.get(k, ANY) if k is not None else ANY
-            if c == ANY:
-                return legal
-            return [d for d in legal if d in members[c]]
-
-        return cand
+    def classes(self, mapping: dict[tuple[str, int], str]) -> DeviceClasses:
+        """``mapping`` as data: each task's class id in CLASSES (−1: ANY, every legal device)."""
+        table = np.array([-1 if (c := mapping.get(k, ANY)) == ANY else CLASSES.index(c)
+                          for k in self.keys] + [-1], dtype=np.int64)
+        return DeviceClasses(table[self.key_code], self.members, "search")  # −1 → last
 
     def evaluate(self, mapping: dict[tuple[str, int], str]) -> tuple[float, dict | None]:
         """(makespan, schedule) of ``mapping``; (inf, None) when a block is larger than every
         device of the class the mapping gives its task."""
         try:
             sol = list_schedule(self.inst, self.order, insertion=True,
-                                candidates=self.candidates(mapping), policy_name="search")
+                                classes=self.classes(mapping), engine=self.engine)
         except InputError as exc:
             if exc.field != "policy":
                 raise
@@ -108,34 +105,37 @@ class _Search:
 
 
 def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearchParams | None = None,
-                  *, time_limit: float | None = None, stats: dict[str, Any] | None = None
-                  ) -> dict:
-    """The best schedule found (problems.md §1.2a solution dict); see the module docstring."""
+                  *, time_limit: float | None = None, stats: dict[str, Any] | None = None,
+                  engine: str = "auto") -> dict:
+    """The best schedule found (problems.md §1.2a solution dict); see the module docstring.
+    ``engine``: the list scheduler's (:mod:`heuristics.placement.engine`; the same schedules
+    either way)."""
     p = params if isinstance(params, PolicySearchParams) else PolicySearchParams.from_dict(params)
     limit = time_limit if time_limit is not None else p.time_limit
     deadline = None if limit is None else time.perf_counter() + limit
     t0 = time.perf_counter()
-    order = priority_order(inst, upward_rank(inst))
+    eng = resolve_engine(engine, inst.n_tasks)
+    order = heft_priority_order(inst, engine=eng)
     kinds = inst.kind or (None,) * inst.n_tasks
     phases = inst.phase.tolist() if inst.phase is not None else [-1] * inst.n_tasks
     keys = [None if k is None or ph not in (0, 1) else (kind_group(k), ph)
             for k, ph in zip(kinds, phases)]
-    dev_class = [d.device_class for d in inst.devices]
-    members = {c: frozenset(d for d, dc in enumerate(dev_class) if dc in CLASS_MEMBERS[c])
-               for c in CLASS_MEMBERS}
-    s = _Search(inst, order, keys, members)
+    distinct = list(dict.fromkeys(k for k in keys if k is not None))
+    pos = {k: i for i, k in enumerate(distinct)}
+    key_code = np.array([-1 if k is None else pos[k] for k in keys], dtype=np.int64)
+    s = _Search(inst, order, distinct, key_code, class_members(inst), eng)
+    legal_cls = dict(zip(CLASSES, s.members))
 
     # variables: (kind group, phase) pairs with a choice (both classes present and legal)
     work: dict[tuple[str, int], float] = {}
     cheapest = np.where(inst.cost >= 0, inst.cost, np.iinfo(np.int64).max).min(axis=1)
-    legal_cls = {c: np.isin(np.arange(inst.n_devices), sorted(m)) for c, m in members.items()}
     choice: dict[tuple[str, int], bool] = {}
     for t, k in enumerate(keys):
         if k is None:
             continue
         work[k] = work.get(k, 0.0) + float(cheapest[t])
         row = inst.cost[t] >= 0
-        both = all((row & legal_cls[c]).any() for c in members)
+        both = all((row & legal_cls[c]).any() for c in CLASSES)
         choice[k] = choice.get(k, False) or both
     variables = sorted((k for k in work if choice[k]), key=lambda k: (-work[k], k))
 

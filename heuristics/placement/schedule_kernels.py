@@ -1,5 +1,6 @@
 """numba kernels of the compiled scheduling engine (issue 20 item 1): the list-scheduling state of
-:class:`heuristics.placement.list_scheduler.ScheduleState`, HEFT's EFT loop, Bifocal's
+:class:`heuristics.placement.list_scheduler.ScheduleState`, the EFT loop of HEFT and of the
+static policies (their device classes as arrays), Bifocal's
 ``_run``, the O(n) loops of the task order and the set-up (uniquing, Bifocal's window tails
 and sibling groups, the orders in one call), over numpy arrays.
 
@@ -26,7 +27,8 @@ State layout (int64; ``nd`` devices, ``nb`` blocks, ``n`` tasks):
 Hot helpers take only the arrays they use: numba increments and decrements the reference
 count of every array argument (an atomic operation) on each call, which dominated the first
 version that passed the state as tuples. Return codes of the loops: 0 done, 1 a task listed
-twice, 2 order not topological, 3 no device fits (the task index in the second value).
+twice, 2 order not topological, 3 no device fits, 4 no device of the task's policy class fits
+(the task index in the second value).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
-OK, TWICE, NOT_TOPOLOGICAL, NO_DEVICE = 0, 1, 2, 3
+OK, TWICE, NOT_TOPOLOGICAL, NO_DEVICE, NO_CLASS_DEVICE = 0, 1, 2, 3, 4
 _BIG_SORT = 32  # pred_info: insertion sort up to this many inputs, stable argsort above
 PORT, RESIDENT, CAP, TLEN, TLAST = 0, 1, 2, 3, 4  # rows of dv
 
@@ -329,18 +331,22 @@ def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, lo
     return True
 
 
-# ---- HEFT's loop ----------------------------------------------------------------------------------
+# ---- the EFT loop (HEFT, the static policies, policy search) -------------------------------------
 
 @njit(cache=True)
-def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf):
-    """``list_schedule`` without a candidates policy: each task in ``order`` on the legal,
-    eligible device of earliest finish (lowest index on ties). (code, task). ``gr`` = (p_off,
-    p_edge, esrc, etype, etab, pchan), ``bl`` = (block, bbytes, loadd), ``stt`` = (sched, ev,
-    cnt, dv, rl, chan, lm, tstart, w, victims)."""
+def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, tcls, cmem):
+    """``list_schedule``: each task in ``order`` on the legal, eligible device of earliest
+    finish (lowest index on ties) among its candidates. (code, task). ``gr`` = (p_off, p_edge,
+    esrc, etype, etab, pchan), ``bl`` = (block, bbytes, loadd), ``stt`` = (sched, ev, cnt, dv,
+    rl, chan, lm, tstart, w, victims). Candidates (``DeviceClasses``): task t's policy class
+    ``tcls[t]`` (−1 or an empty ``tcls``: every legal device) and the members ``cmem[c, d]``
+    (1: device d is in class c); a class with no legal member falls back to every legal
+    device."""
     p_off, p_edge, esrc, etype, etab, pchan = gr
     block, bbytes, loadd = bl
     sched, ev, cnt, dv, rl, chan, lm, tstart, w, victims = stt
     n, nd = len(ttype), cf[0]
+    narrowing = len(tcls) > 0
     seen = np.zeros(n, np.bool_)
     for t in order:
         if seen[t]:
@@ -349,18 +355,27 @@ def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf):
         if k < 0:
             return NOT_TOPOLOGICAL, t
         ty, b = ttype[t], block[t]
+        c = tcls[t] if narrowing else -1
+        if c >= 0:  # narrow only when some legal device is in the class
+            narrow = False
+            for d in range(nd):
+                if type_dur[ty, d] >= 0 and cmem[c, d] != 0:
+                    narrow = True
+                    break
+            if not narrow:
+                c = -1
         best_f = -1
         best_d = -1
         for d in range(nd):
             dur = type_dur[ty, d]
-            if dur < 0:
+            if dur < 0 or (c >= 0 and cmem[c, d] == 0):
                 continue
             ok, _, f, _, _ = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv,
                                       bbytes, loadd, tls, tle, victims, cf)
             if ok and (best_d < 0 or f < best_f):
                 best_f, best_d = f, d
         if best_d < 0:
-            return NO_DEVICE, t
+            return (NO_CLASS_DEVICE if c >= 0 else NO_DEVICE), t
         commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart, rl,
                dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf)
         seen[t] = True

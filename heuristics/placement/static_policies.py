@@ -29,11 +29,16 @@ load would exceed evicts its least-recently-used blocks, as under Bifocal, so a 
 leaves its class for want of room; a block larger than every device of the task's class makes
 the policy refuse (InputError, one line). A task that is not legal on any device of its policy
 class falls back to every device where it is legal
-(:func:`heuristics.placement.list_scheduler.list_schedule` does this when the candidates are
-empty): ``kv_write`` stays pinned to its KV home, ``router``,
+(:class:`heuristics.placement.list_scheduler.DeviceClasses` does this when the class holds
+none of its legal devices): ``kv_write`` stays pinned to its KV home, ``router``,
 ``combine``, ``embed`` and ``lm_head`` run on the NPU, ``allreduce_*`` on the host; on platforms
 without PIM (HP0) every policy degenerates to "everything on the NPU". Tasks without a kind or
 phase (hand-written instances such as the bundled ones) are not narrowed: plain HEFT.
+
+A policy is data (:func:`policy_device_classes`: each task's class id, computed up front in
+numpy), so both engines of the list scheduler run it, ``auto`` choosing as for HEFT (the
+compiled one from :data:`heuristics.placement.engine.COMPILED_TASKS` tasks; the same schedule
+either way, docs/speed.md "Sweeps").
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.placement.list_scheduler import list_schedule, priority_order, upward_rank
+from heuristics.placement.engine import resolve_engine
+from heuristics.placement.list_scheduler import DeviceClasses, heft_priority_order, list_schedule
 from opt.common.errors import UnknownNameError
 from opt.placement.instance import PlacementInstance
 
@@ -113,50 +119,64 @@ def get_policy(policy: str | StaticPolicy) -> StaticPolicy:
         raise UnknownNameError("static policy", policy, POLICIES) from None
 
 
+#: The policy classes in the order of their ids in :class:`DeviceClasses`.
+CLASSES: tuple[str, ...] = (NPU, PIM)
+
+
+def class_members(inst: PlacementInstance, classes: tuple[str, ...] = CLASSES) -> np.ndarray:
+    """bool [len(classes), nd]: the devices each policy class stands for."""
+    dev_class = [d.device_class for d in inst.devices]
+    return np.array([[dc in CLASS_MEMBERS[c] for dc in dev_class] for c in classes],
+                    dtype=bool).reshape(len(classes), inst.n_devices)
+
+
+def kind_codes(inst: PlacementInstance) -> tuple[list[str], np.ndarray]:
+    """(the distinct kinds in first-seen order, each task's position among them: int64 [n],
+    −1 for a task without a kind)."""
+    kinds = inst.kind or (None,) * inst.n_tasks
+    names = list(dict.fromkeys(k for k in kinds if k is not None))
+    code: dict[str | None, int] = {None: -1, **{k: i for i, k in enumerate(names)}}
+    return names, np.fromiter(map(code.__getitem__, kinds), dtype=np.int64, count=len(kinds))
+
+
+def task_phases(inst: PlacementInstance) -> np.ndarray:
+    """int64 [n]: each task's phase (0 prefill, 1 decode, −1 none)."""
+    if inst.phase is None:
+        return np.full(inst.n_tasks, -1, np.int64)
+    return inst.phase.astype(np.int64)
+
+
+def policy_device_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> DeviceClasses:
+    """The policy as data for :func:`list_schedule` (both engines): each task's class id in
+    :data:`CLASSES` from its (kind, phase), −1 (not narrowed) without a kind or phase."""
+    pol = get_policy(policy)
+    names, code = kind_codes(inst)
+    phase = task_phases(inst)
+    table = np.array([[CLASSES.index(pol(k, ph)) for ph in (0, 1)] for k in names],
+                     dtype=np.int64).reshape(len(names), 2)
+    tcls = np.full(inst.n_tasks, -1, np.int64)
+    ok = (code >= 0) & ((phase == 0) | (phase == 1))
+    tcls[ok] = table[code[ok], phase[ok]]
+    return DeviceClasses(tcls, class_members(inst), pol.name)
+
+
 def policy_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> list[str | None]:
     """The policy class of every task (None where the task has no kind or no phase)."""
-    pol = get_policy(policy)
-    kinds = inst.kind or (None,) * inst.n_tasks
-    phases = inst.phase.tolist() if inst.phase is not None else [-1] * inst.n_tasks
-    memo: dict[tuple[str, int], str] = {}
-    out: list[str | None] = []
-    for kind, phase in zip(kinds, phases):
-        if kind is None or phase not in (0, 1):
-            out.append(None)
-            continue
-        key = (kind, phase)
-        if key not in memo:
-            memo[key] = pol(kind, phase)
-        out.append(memo[key])
-    return out
+    tcls = policy_device_classes(inst, policy).task_class
+    return [None if c < 0 else CLASSES[c] for c in tcls.tolist()]
 
 
-def policy_candidates(inst: PlacementInstance, policy: str | StaticPolicy
-                      ) -> Callable[[int, list[int]], list[int]]:
-    """``candidates(t, legal)`` for :func:`list_schedule`: the legal devices of t's class."""
-    classes = policy_classes(inst, policy)
-    dev_class = [d.device_class for d in inst.devices]
-    members = {c: frozenset(d for d, dc in enumerate(dev_class) if dc in CLASS_MEMBERS[c])
-               for c in CLASS_MEMBERS}
-
-    def candidates(t: int, legal: list[int]) -> list[int]:
-        c = classes[t]
-        if c is None:
-            return legal
-        return [d for d in legal if d in members[c]]  # empty → list_schedule tries all legal
-
-    return candidates
-
-
-def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy) -> dict:
+def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy, *,
+                    engine: str = "auto") -> dict:
     """The schedule of ``policy``: HEFT order (upward rank), insertion-based EFT among the legal
     devices of each task's policy class (all legal devices when the class has none), LRU
     eviction where a load does not fit (problems.md §6; InputError when a block is larger
-    than every device of its task's class)."""
-    order = priority_order(inst, upward_rank(inst))
-    return list_schedule(inst, order, insertion=True,
-                         candidates=policy_candidates(inst, policy),
-                         policy_name=get_policy(policy).name)
+    than every device of its task's class). ``engine``: ``auto``, ``python`` or ``compiled``,
+    as HEFT's (:mod:`heuristics.placement.engine`; the same schedule either way)."""
+    classes = policy_device_classes(inst, policy)
+    eng = resolve_engine(engine, inst.n_tasks)
+    return list_schedule(inst, heft_priority_order(inst, engine=eng), insertion=True,
+                         classes=classes, engine=eng)
 
 
 def class_of_assignment(inst: PlacementInstance, solution: dict) -> np.ndarray:

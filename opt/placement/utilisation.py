@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from opt.placement.instance import PlacementInstance
+from opt.placement.solution_tables import ColumnarSolution
 from opt.placement.validator import PlacementMetrics, validate_placement
 
 #: The device classes whose joint activity is measured.
@@ -34,8 +35,16 @@ PAIR = ("npu", "pim")
 
 def compute_events(inst: PlacementInstance, solution: dict[str, Any]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(device index, start, end, task index) int64 arrays of the solution's compute events."""
+    """(device index, start, end, task index) int64 arrays of the solution's compute events
+    (read from the columns of a :class:`ColumnarSolution` whose rows were never built: a
+    sweep's records take these shares of every full-size schedule, docs/speed.md "Sweeps")."""
     dindex, tindex = inst.device_index, inst.task_index
+    if isinstance(solution, ColumnarSolution) and not solution.rows_built:
+        dmap = np.array([dindex[name] for name in solution.devices], dtype=np.int64)
+        n = len(solution.task)
+        task = np.arange(n, dtype=np.int64) if solution.task is inst.task_ids else \
+            np.fromiter(map(tindex.__getitem__, solution.task), dtype=np.int64, count=n)
+        return dmap[solution.device], solution.start.copy(), solution.end.copy(), task
     events = solution.get("compute") or ()
     n = len(events)
     dev = np.empty(n, dtype=np.int64)

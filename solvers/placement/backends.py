@@ -85,11 +85,13 @@ def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.policy_search import PolicySearchParams
     from heuristics.placement.policy_search import policy_search as search
 
-    params = PolicySearchParams(**parsed_params("policy-search", "placement", options.params))
+    typed = parsed_params("policy-search", "placement", options.params)
+    engine = typed.pop("engine", "auto")
+    params = PolicySearchParams(**typed)
     stats: dict[str, Any] = {}
     result = heuristic_result(inst, "policy-search", options,
                               lambda: search(inst, params, time_limit=options.time_limit,
-                                             stats=stats))
+                                             stats=stats, engine=engine))
     result.stats.update(stats)
     return result
 
@@ -98,5 +100,7 @@ def static(inst: PlacementInstance, options: SolveOptions, *, policy: str) -> Re
     """Static policy ``policy`` (DOPS Table 1, heuristics.placement.static_policies)."""
     from heuristics.placement.static_policies import POLICIES, static_schedule
 
-    return heuristic_result(inst, policy, options, lambda: static_schedule(inst, policy),
+    engine = parsed_params(policy, "placement", options.params).get("engine", "auto")
+    return heuristic_result(inst, policy, options,
+                            lambda: static_schedule(inst, policy, engine=engine),
                             policy=POLICIES[policy].description)

@@ -7,11 +7,13 @@ HEFT and the list scheduler without insertion. ``auto`` picks by the task count.
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,10 +25,17 @@ from test_schedule_identity import CASES, REFERENCE, schedule_identity  # noqa: 
 from heuristics.placement import engine as E  # noqa: E402
 from heuristics.placement.bifocal import EFT_ONLY, bifocal_schedule, sibling_order  # noqa: E402
 from heuristics.placement.list_scheduler import (  # noqa: E402
+    DeviceClasses,
     heft,
     list_schedule,
     priority_order,
     upward_rank,
+)
+from heuristics.placement.policy_search import policy_search  # noqa: E402
+from heuristics.placement.static_policies import (  # noqa: E402
+    POLICIES,
+    class_members,
+    static_schedule,
 )
 from opt.common.errors import InputError  # noqa: E402
 from opt.placement.io import instance_from_dict  # noqa: E402
@@ -176,6 +185,135 @@ def test_bad_orders_raise_the_same_errors():
         list_schedule(inst, order, engine="python")
 
 
+# ---- the static policies and policy search (device classes as data) ---------------------------
+
+def random_classes(inst, seed: int) -> DeviceClasses:
+    """Random device classes: each task in class npu, pim or none (−1); members by device class."""
+    r = np.random.default_rng(seed)
+    return DeviceClasses(r.integers(-1, 2, inst.n_tasks), class_members(inst), "random")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), insertion=st.booleans(),
+       load_timing=st.sampled_from(["prefetch", "at_use"]))
+def test_list_schedule_with_classes_engines_agree(seed, insertion, load_timing):
+    """A random class per task (tight capacities evict; a class without a legal device falls
+    back to every legal one; a block larger than its class is refused the same way)."""
+    from opt.placement.validator import validate_placement
+
+    inst = random_instance(seed, load_timing)
+    classes = random_classes(inst, seed)
+    order = priority_order(inst, upward_rank(inst, engine="python"), engine="python")
+    py = outcome(lambda: list_schedule(inst, order, insertion=insertion, classes=classes,
+                                       engine="python"))
+    assert outcome(lambda: list_schedule(inst, order, insertion=insertion, classes=classes,
+                                         engine="compiled")) == py
+    if py[0] == "ok":
+        validate_placement(inst, py[1])
+
+
+def _built(model: str, platform: str, workload: tuple[int, int, int], load_timing: str,
+           npu_blocks: int | None = None, **options: Any) -> Any:
+    """A small build; ``npu_blocks``: the NPU's capacity cut to its largest that many blocks."""
+    import dataclasses
+
+    from opt.costlib.hardware import bundled_catalog
+    from opt.costlib.modelcard import bundled_cards
+    from opt.placement.builder import BuildOptions, Workload, build_placement
+
+    cat = bundled_catalog()
+    inst = build_placement(bundled_cards()[model], cat.platform(platform), cat,
+                           Workload(*workload), BuildOptions(load_timing=load_timing, **options))
+    if npu_blocks is None:
+        return inst
+    cap = int(np.sort(inst.block_bytes)[-npu_blocks:].sum())
+    return dataclasses.replace(inst, devices=tuple(
+        dataclasses.replace(d, weight_capacity=cap) if d.device_class == "npu" else d
+        for d in inst.devices))
+
+
+#: name -> (model, platform, workload, options); each built under both load rules
+STATIC_CASES: dict[str, tuple[str, str, tuple[int, int, int], dict[str, Any]]] = {
+    "llama-1-layer": ("llama-2-7b", "HP32", (16, 2, 1), {"layers": 1}),
+    "llama-npu-pressure": ("llama-2-7b", "HP32", (16, 2, 1),
+                           {"layers": 2, "block_span": 1, "npu_blocks": 2}),
+    "llama-multi-layer-blocks": ("llama-2-7b", "HP64", (32, 4, 4), {"layers": 4, "block_span": 2}),
+    "mixtral-experts": ("mixtral-8x7b", "HP128", (16, 2, 4), {"layers": 1}),
+}
+
+
+@pytest.fixture(scope="module")
+def static_instances() -> dict[tuple[str, str], Any]:
+    return {(name, timing): _built(model, plat, wl, timing, **opts)
+            for name, (model, plat, wl, opts) in STATIC_CASES.items()
+            for timing in ("at_use", "prefetch")}
+
+
+@pytest.mark.parametrize("load_timing", ["at_use", "prefetch"])
+@pytest.mark.parametrize("name", sorted(STATIC_CASES))
+def test_static_policies_engines_agree(static_instances, name, load_timing):
+    """Every static policy: the compiled engine's schedule is the Python engine's, byte for
+    byte, and valid; the capacity-cut NPU makes every policy evict (LRU)."""
+    from opt.placement.validator import validate_placement
+
+    inst = static_instances[name, load_timing]
+    for policy in POLICIES:
+        py = static_schedule(inst, policy, engine="python")
+        assert static_schedule(inst, policy, engine="compiled") == py, policy
+        met = validate_placement(inst, py)
+        if name == "llama-npu-pressure":
+            assert met.evictions > 0, policy
+
+
+def test_policy_search_engines_agree(static_instances):
+    inst = static_instances["llama-npu-pressure", "at_use"]
+    runs = []
+    for engine in ("python", "compiled"):
+        stats: dict[str, Any] = {}
+        sol = policy_search(inst, {"max_evaluations": 12}, time_limit=None, stats=stats,
+                            engine=engine)
+        stats.pop("time_s")
+        runs.append((sol, stats))
+    assert runs[0] == runs[1]
+    assert runs[0][1]["evaluations"] == 12
+
+
+@pytest.mark.parametrize("load_timing", ["at_use", "prefetch"])
+def test_a_block_larger_than_its_class_is_refused_by_both_engines(load_timing):
+    """One clear line, the same from both engines (issue 35 item 2)."""
+    import dataclasses
+
+    base = _built("llama-2-7b", "HP32", (16, 2, 1), load_timing, layers=1)
+    cap = int(base.block_bytes.max()) - 1
+    inst = dataclasses.replace(base, devices=tuple(
+        dataclasses.replace(d, weight_capacity=cap) if d.device_class == "npu" else d
+        for d in base.devices))
+    errors = [outcome(lambda e=e: static_schedule(inst, "pd", engine=e))
+              for e in ("python", "compiled")]
+    assert errors[0] == errors[1]
+    kind, message = errors[0]
+    assert kind == "error" and "\n" not in message
+    assert re.fullmatch(r"field 'policy': policy 'pd' cannot keep task '.*' in its device "
+                        r"class: block '.*' \(\d+ bytes\) is larger than every such device",
+                        message)
+
+
+def test_static_auto_compiles_above_the_threshold(monkeypatch, static_instances):
+    """``auto`` for the static policies picks as for HEFT (the same schedule either way)."""
+    from solvers import solve
+
+    inst = static_instances["llama-1-layer", "at_use"]
+    ref = static_schedule(inst, "af", engine="python")
+    calls: list[int] = []
+    real = E.eft_schedule
+    monkeypatch.setattr(E, "eft_schedule", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert static_schedule(inst, "af") == ref and not calls
+    monkeypatch.setattr(E, "COMPILED_TASKS", inst.n_tasks)
+    assert static_schedule(inst, "af") == ref and calls
+    res = solve(inst, "af", engine="python")
+    assert res.solution == ref and len(calls) == 1
+
+
 # ---- choosing the engine ---------------------------------------------------------------------
 
 def test_auto_stays_in_python_below_the_threshold_without_importing_numba():
@@ -207,9 +345,6 @@ def test_bad_engine_and_missing_numba(monkeypatch):
                 lambda: upward_rank(inst, engine="")):
         with pytest.raises(InputError, match="unknown engine"):
             run()
-    with pytest.raises(InputError, match="candidates"):
-        list_schedule(inst, range(inst.n_tasks), candidates=lambda t, legal: legal,
-                      engine="compiled")
     monkeypatch.setattr(E, "numba_available", lambda: False)
     monkeypatch.setattr(E, "COMPILED_TASKS", 0)
     with pytest.raises(InputError, match="needs numba"):

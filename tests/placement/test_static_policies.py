@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 import instances
-from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
+from heuristics.placement.list_scheduler import (
+    DeviceClasses,
+    heft,
+    list_schedule,
+    priority_order,
+    upward_rank,
+)
 from heuristics.placement.static_policies import POLICIES, class_of_assignment, static_schedule
 from opt.app.cli import main
 from opt.common.errors import InputError, UnknownNameError
@@ -108,9 +114,9 @@ def test_pd_prefill_on_npu_decode_on_pim(llm_instances):
 @pytest.mark.parametrize("model,tp", [("llama-2-7b", 1), ("mixtral-8x7b", 1), ("llama-2-7b", 2)])
 def test_no_pim_every_policy_is_heft_on_the_npu(catalog, cards, model, tp):
     inst = _build(catalog, cards, model, platform="HP0", tp=tp)
-    npu = {d for d, dev in enumerate(inst.devices) if dev.device_class == "npu"}
+    npu = np.array([[dev.device_class == "npu" for dev in inst.devices]])
     ref = list_schedule(inst, priority_order(inst, upward_rank(inst)), insertion=True,
-                        candidates=lambda t, legal: [d for d in legal if d in npu])
+                        classes=DeviceClasses(np.zeros(inst.n_tasks, np.int64), npu, "npu"))
     for policy in POLICIES:
         sol = static_schedule(inst, policy)
         assert sol["assignment"] == ref["assignment"], policy
