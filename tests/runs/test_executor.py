@@ -5,6 +5,7 @@ missing; torn files are recomputed; ERROR / invalid records never enter a summar
 import builtins
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,9 +27,9 @@ from opt.costlib.modelcard import bundled_cards
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = ["sweep", "serving", "--models", "gemma-3-27b", "--gpus", "H100", "H100,L40S",
-           "H100,A100", "--contexts", "8192", "32768", "131072", "--slo-ms", "60",
+           "--contexts", "8192", "32768", "--slo-ms", "60",
            "--param", "sub_block_layers=1"]  # 1-layer templates: the executors are tested here
-N_SERVING = 3 * 3 * 4  # mixes x contexts x methods (col afd cad bnb)
+N_SERVING = 2 * 2 * 4  # mixes x contexts x methods (col afd cad bnb)
 
 
 def _records(out: Path) -> dict[str, dict]:
@@ -48,6 +49,32 @@ def _serving(out: Path, executor=None):
     return run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], out, call,
                              catalog=bundled_catalog(), cards=bundled_cards(),
                              executor=executor)
+
+
+# ---- the serial references, computed once per module ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def placement_serial(tmp_path_factory) -> dict[str, dict]:
+    """The records of :func:`_placement` run serially."""
+    out = tmp_path_factory.mktemp("p-serial")
+    _placement(out)
+    return _records(out)
+
+
+@pytest.fixture(scope="module")
+def serving_serial(tmp_path_factory) -> Path:
+    """The folder of :func:`_serving` run serially (tests copy it before writing to it)."""
+    out = tmp_path_factory.mktemp("s-serial")
+    _serving(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def serving_cli_serial(tmp_path_factory) -> dict[str, dict]:
+    """The records of the CLI sweep ``SERVING`` run serially and uninterrupted."""
+    out = tmp_path_factory.mktemp("s-cli-serial")
+    assert main([*SERVING, "--out", str(out), "--executor", "serial"]) == 0
+    return _records(out)
 
 
 # ---- the factory ---------------------------------------------------------------------------------
@@ -102,22 +129,21 @@ def test_drive_progress_in_and_out_of_order():
 
 # ---- same records whatever the executor ----------------------------------------------------------
 
-def test_process_pool_same_records_as_serial(tmp_path):
-    _placement(tmp_path / "p-serial")
-    _serving(tmp_path / "s-serial")
+def test_process_pool_same_records_as_serial(tmp_path, placement_serial, serving_serial):
     with make_executor("process", jobs=2) as ex:
         done = _placement(tmp_path / "p-pool", ex)
         assert [(r["decode"], r["method"]) for r, _ in done] == \
             [(d, m) for d in (1, 2) for m in ("heft", "pd", "bifocal")]  # grid order kept
         _serving(tmp_path / "s-pool", ex)
-    a, b = _records(tmp_path / "p-serial"), _records(tmp_path / "p-pool")
+    a, b = placement_serial, _records(tmp_path / "p-pool")
     assert len(a) == 6 and a == b
-    a, b = _records(tmp_path / "s-serial"), _records(tmp_path / "s-pool")
+    a, b = _records(serving_serial), _records(tmp_path / "s-pool")
     assert len(a) == 16 and a == b
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-def test_dask_local_cluster_same_records(tmp_path, capsys):
+def test_dask_local_cluster_same_records(tmp_path, capsys, placement_serial,
+                                        serving_cli_serial):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster:
@@ -129,12 +155,9 @@ def test_dask_local_cluster_same_records(tmp_path, capsys):
                      "--scheduler", cluster.scheduler_address]) == 0
         data = json.loads(capsys.readouterr().out)
         assert len(data["records"]) == N_SERVING and not any(r["cached"] for r in data["records"])
-    _placement(tmp_path / "p-serial")
-    assert main([*SERVING, "--out", str(tmp_path / "s-serial"), "--executor", "serial"]) == 0
-    capsys.readouterr()
-    assert _records(tmp_path / "p-dask") == _records(tmp_path / "p-serial")
+    assert _records(tmp_path / "p-dask") == placement_serial
     assert len(_records(tmp_path / "s-dask")) == N_SERVING
-    assert _records(tmp_path / "s-dask") == _records(tmp_path / "s-serial")
+    assert _records(tmp_path / "s-dask") == serving_cli_serial
 
 
 # ---- killed and resumed --------------------------------------------------------------------------
@@ -159,7 +182,7 @@ def _kill_after(argv: list[str], out: Path, n: int) -> int:
 
 
 @pytest.mark.parametrize("executor", ["serial", "process"])
-def test_killed_sweep_resumes_losing_nothing(tmp_path, capsys, executor):
+def test_killed_sweep_resumes_losing_nothing(tmp_path, capsys, executor, serving_cli_serial):
     out = tmp_path / "killed"
     before = _kill_after([*SERVING, "--out", str(out), "--executor", executor, "--jobs", "2"],
                          out, 6)
@@ -182,9 +205,7 @@ def test_killed_sweep_resumes_losing_nothing(tmp_path, capsys, executor):
             assert p.read_bytes() == text  # untouched
     read_json(torn)
     # ... and the result is exactly that of an uninterrupted run
-    assert main([*SERVING, "--out", str(tmp_path / "clean"), "--executor", "serial"]) == 0
-    capsys.readouterr()
-    assert _records(out) == _records(tmp_path / "clean")
+    assert _records(out) == serving_cli_serial
 
 
 # ---- invalid results never enter a table ---------------------------------------------------------
@@ -220,7 +241,7 @@ def test_invalid_schedule_is_marked_excluded_and_retried(tmp_path):
     assert [c for _, c in done] == [False, True]
 
 
-def test_serving_error_record_marked_not_compared(tmp_path):
+def test_serving_error_record_marked_not_compared(tmp_path, serving_serial):
     recs = [{"model": "m", "gpus": ["H100"], "context": 8192, "slo_ms": 60.0, "method": m,
              "status": s, "cost_usd_per_mtok": c, "tightest_t_rtt_ms": None}
             for m, s, c in [("col", "FEASIBLE", 2.0), ("bnb", "ERROR", 1.0)]]
@@ -230,7 +251,7 @@ def test_serving_error_record_marked_not_compared(tmp_path):
     assert text.splitlines()[-1].split()[-2:] == ["2.0000", "ERROR"]  # and no ratio
     # an ERROR record on disk is recomputed by a rerun
     out = tmp_path / "s"
-    _serving(out)
+    shutil.copytree(serving_serial, out)  # what `_serving(out)` writes
     p = out / "gemma-3-27b" / "H100" / "s8192-slo60" / "bnb.json"
     rec = read_json(p)
     write_record({**rec, "status": "ERROR", "invalid": True, "cost_usd_per_mtok": None}, p)

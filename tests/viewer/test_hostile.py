@@ -161,15 +161,16 @@ _HOSTILE = st.lists(st.one_of(_FRAGMENT, st.text(min_size=1, max_size=4)), min_s
                     max_size=6).map("".join)
 
 
-#: Pages rendered by the random target in the default run (each opens a browser page)
-RANDOM_PAGES = 12
+#: Pages rendered by the random target in the default run and in the `slow` run (each opens a
+#: browser page, about a second); each page carries 3 to 8 random strings
+RANDOM_PAGES, RANDOM_PAGES_LONG = 5, 60
+_WORDS = st.lists(_HOSTILE, min_size=3, max_size=8)
+_RANDOM = dict(deadline=None,
+               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
-@settings(max_examples=RANDOM_PAGES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(words=st.lists(_HOSTILE, min_size=3, max_size=3), seed=st.sampled_from(["p1", "p3"]))
-def test_random_hostile_names_are_inert(browser, tmp_path_factory, words, seed):
-    tmp = tmp_path_factory.mktemp("hostile")
+def _random_page_is_inert(browser, tmp: Path, words: list[str], seed: str) -> None:
+    """The page of ``seed`` named with ``words`` is inert, or the reader refuses a name."""
     try:
         page, names = hostile_page(tmp, seed, lambda i: words[i % len(words)])
     except Exception as exc:  # a name the reader refuses (one line): nothing to render
@@ -178,6 +179,19 @@ def test_random_hostile_names_are_inert(browser, tmp_path_factory, words, seed):
         assert isinstance(exc, InputError), exc
         return
     assert_inert(browser, page, names)
+
+
+@settings(max_examples=RANDOM_PAGES, **_RANDOM)
+@given(words=_WORDS, seed=st.sampled_from(["p1", "p3"]))
+def test_random_hostile_names_are_inert(browser, tmp_path_factory, words, seed):
+    _random_page_is_inert(browser, tmp_path_factory.mktemp("hostile"), words, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=RANDOM_PAGES_LONG, **_RANDOM)
+@given(words=_WORDS, seed=st.sampled_from(["p1", "p3"]))
+def test_random_hostile_names_are_inert_long(browser, tmp_path_factory, words, seed):
+    _random_page_is_inert(browser, tmp_path_factory.mktemp("hostile"), words, seed)
 
 
 def test_a_newline_in_a_name_is_shown_not_refused(browser, tmp_path):
