@@ -60,7 +60,9 @@ T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
     T̂_H = EFT, so the score's first two terms are EFT and γ plays no role.
     Since T̂_H = EFT + tail, the first two terms equal EFT + γ·tail.
 
-B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``)
+B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``; ``lam: auto``, the
+default, is :data:`AUTO_LAM` of the instance's load rule: 0 under ``at_use``, where EFT already
+charges the reload, 3 under ``prefetch``; problems.md §6 "λ under at_use")
     θ maps each weight block to the device class of the task that used it last (updated on
     every commit; cleared when the block is evicted from the last device of that class that
     held it, since a hint towards a class without a resident copy saves no reload and would
@@ -191,14 +193,20 @@ from opt.placement.instance import PlacementInstance
 #: Raised whenever a change of this module changes a schedule under the same parameters: the
 #: revision is part of Bifocal's recorded settings, so sweep records of an older revision are
 #: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
-#: 3: sibling groups kept together in the order).
-REVISION = 3
+#: 3: sibling groups kept together in the order; 4: λ = ``auto``, 0 under ``at_use``).
+REVISION = 4
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 #: The token term's horizon R_i: ``steps`` (the remaining decode steps, i.e. L_out − i + 1),
 #: ``uses`` (the remaining uses of the task's block: the steps times the block's uses per step),
 #: ``auto`` (default) ``uses`` on ``load_timing: at_use`` instances, else ``steps``.
 TOKEN_HORIZONS = ("auto", "steps", "uses")
+#: λ of ``lam: auto`` per ``load_timing`` (problems.md §6; DOPS §5.1 gives no value): under
+#: ``at_use`` (Eq. 1) the reload a class change costs is already in the task's EFT, and λ = 3
+#: on top kept decode on the class that ran the prefill (dops-qwen-1.8b HP32 128/256/1: 1.94 ×
+#: PD's makespan, 1.008 × with λ = 0); under ``prefetch`` the penalty falls on the exposed part
+#: of a load only, where λ = 3 was calibrated.
+AUTO_LAM = {"at_use": 0.0, "prefetch": 3.0}
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
@@ -215,7 +223,7 @@ class BifocalParams:
     token: bool = True
     gamma: float = 0.4
     H: int = 3
-    lam: float = 3.0
+    lam: float | str = "auto"
     eta: float = 0.0
     alpha: float = 1.0
     r_min: float = 1.0
@@ -243,6 +251,8 @@ class BifocalParams:
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
+            elif name == "lam" and value == "auto":
+                out[name] = value
             elif name == "token_horizon":
                 if value not in TOKEN_HORIZONS:
                     raise InputError(f"Bifocal parameter 'token_horizon' must be one of "
@@ -599,8 +609,10 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     if stats is not None:
         per_class = np.bincount(np.asarray(dcls_l, dtype=np.int64)[dev], minlength=len(classes))
         # token_horizon: recorded when set, and the horizon ``auto`` chose when it is not the
-        # steps (statistics of prefetch runs stay as before the parameter existed)
+        # steps (statistics of prefetch runs stay as before the parameter existed); λ: the
+        # value in effect (3 under prefetch: the former default, the same statistics)
         recorded = asdict(p)
+        recorded["lam"] = phase_weight(inst, p)  # the λ in effect (``auto``: the load rule's)
         if recorded["token_horizon"] == "auto":
             del recorded["token_horizon"]
             if uses_horizon(inst, p):
@@ -638,7 +650,7 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     ip = np.array([bias.use_phase, bias.use_token, p.token_cap, look is not None,
                    look.H if look is not None else 0, bias.l_out or 0, track_uses,
                    uses_horizon(inst, p)], dtype=np.int64)
-    fp = np.array([p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, p.copy_cost],
+    fp = np.array([phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, p.copy_cost],
                   dtype=np.float64)
     flips = np.zeros(5, dtype=np.int64)
     code, t, ties = _engine.kernels().bifocal_loop(
@@ -801,7 +813,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     phase_l, step_l, theta, holds_all = bias.phase, bias.step, bias.theta, bias.holds_all
     use_phase, use_token, l_out, uses_left = bias.use_phase, bias.use_token, bias.l_out, \
         bias.uses_left
-    lam, eta, alpha, kappa, r_min, p_reuse = (p.lam, p.eta, p.alpha, p.evict_cost, p.r_min,
+    lam, eta, alpha, kappa, r_min, p_reuse = (phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min,
                                               p.p_reuse)
     H, type_w, type_best, hs_l, patterns = _window_lists(look)
     # the hint map: class and distance of the nearest committed ancestor's hint
@@ -1021,6 +1033,11 @@ def uses_horizon(inst: PlacementInstance, p: BifocalParams) -> bool:
     if p.token_horizon == "auto":
         return inst.load_timing == "at_use"
     return p.token_horizon == "uses"
+
+
+def phase_weight(inst: PlacementInstance, p: BifocalParams) -> float:
+    """λ in effect: ``lam``, or for ``auto`` :data:`AUTO_LAM` of the instance's load rule."""
+    return AUTO_LAM[inst.load_timing] if p.lam == "auto" else float(p.lam)
 
 
 def _warm_duration(b: int, durs: Sequence[int], legal: Sequence[int],

@@ -184,7 +184,7 @@ def test_bad_method_params_exit_2(tmp_path, capsys, item, message):
 
 
 def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
-    """A record made under Bifocal's former default λ is recomputed once the default changes
+    """A record made under a former Bifocal default (γ here) is recomputed once it changes
     (simulated by a subclass with another default), and the new record carries the new λ."""
     from dataclasses import dataclass
 
@@ -208,12 +208,12 @@ def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
 
     @dataclass(frozen=True)
     class Changed(BifocalParams):
-        lam: float = BifocalParams().lam + 1.5
+        gamma: float = BifocalParams().gamma / 2
 
     monkeypatch.setattr(bifocal_module, "BifocalParams", Changed)
     assert sweep() == [("bifocal", False), ("heft", True)]
-    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["lam"] == \
-        Changed().lam
+    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["gamma"] == \
+        Changed().gamma
 
 
 def test_settings_of_methods_with_and_without_params():
