@@ -294,7 +294,8 @@ BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "toke
                                                             "p_reuse")),
                Param("prior", boolean, "load-port prior switch"),
                Param("evict_cost", number(), "weight ≥ 0"),
-               Param("token_cap", boolean, "token credit capped by the recurring saving"),
+               Param("token_cap", auto_or(boolean), "token credit capped by the recurring "
+                     "saving, or auto (on under load_timing prefetch, off under at_use)"),
                Param("token_horizon", choice("auto", "steps", "uses"),
                      "token term's horizon: remaining steps, the block's remaining uses, or "
                      "auto (uses under load_timing at_use)"),

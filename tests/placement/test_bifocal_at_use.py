@@ -9,6 +9,10 @@ sit on the NPU since the prefill, and moving one costs its load in the moving ta
 * ``token_horizon: auto`` is ``uses`` under ``at_use``: a block used 4 × per step (4 layers)
   amortises its move over the remaining uses; over the remaining steps the move never pays
   (the same 1.44 × PD).
+* ``token_cap: auto`` is off under ``at_use`` (DOPS Eq. 4 as written), on a second slice,
+  dops-qwen-1.8b HP32, 4 layers, 128/128/4: capped, the credit of a block's first decode use
+  (a task that gains little on a PIM at batch 4) × its remaining uses never repays the load,
+  and the FFN stays on the NPU (1.04 × PD); uncapped, 0.99 × PD.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import dataclasses
 
 import pytest
 
-from heuristics.placement.bifocal import AUTO_LAM, bifocal_schedule
+from heuristics.placement.bifocal import AUTO_LAM, AUTO_TOKEN_CAP, bifocal_schedule
 from heuristics.placement.static_policies import static_schedule
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -25,13 +29,21 @@ from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.validator import validate_placement
 
 
-@pytest.fixture(scope="module")
-def decode_slice():
+def _slice(model: str, batch: int):
     cat = bundled_catalog()
-    inst = build_placement(bundled_cards()["llama-2-7b"], cat.platform("HP32"), cat,
-                           Workload(128, 128, 1), BuildOptions(layers=4))
+    inst = build_placement(bundled_cards()[model], cat.platform("HP32"), cat,
+                           Workload(128, 128, batch), BuildOptions(layers=4))
     assert inst.load_timing == "at_use"
     return inst
+
+
+@pytest.fixture(scope="module")
+def decode_slice():
+    return _slice("llama-2-7b", 1)
+
+
+def _pd(inst) -> int:
+    return validate_placement(inst, static_schedule(inst, "pd")).makespan
 
 
 def _span(inst, params: dict) -> tuple[int, dict]:
@@ -40,7 +52,7 @@ def _span(inst, params: dict) -> tuple[int, dict]:
 
 
 def test_lam_auto_is_zero_under_at_use_and_beats_three(decode_slice):
-    pd = validate_placement(decode_slice, static_schedule(decode_slice, "pd")).makespan
+    pd = _pd(decode_slice)
     span, stats = _span(decode_slice, {})
     assert stats["params"]["lam"] == AUTO_LAM["at_use"] == 0.0
     assert span == _span(decode_slice, {"lam": 0})[0]
@@ -63,3 +75,20 @@ def test_lam_auto_is_three_under_prefetch(decode_slice):
     span, stats = _span(inst, {})
     assert stats["params"]["lam"] == AUTO_LAM["prefetch"] == 3.0
     assert span == _span(inst, {"lam": 3})[0]
+
+
+def test_token_cap_auto_is_off_under_at_use_and_beats_the_cap():
+    inst = _slice("dops-qwen-1.8b", 4)
+    span, stats = _span(inst, {})
+    assert stats["params"]["token_cap"] is AUTO_TOKEN_CAP["at_use"] is False
+    assert span == _span(inst, {"token_cap": False})[0]
+    span_cap, stats_cap = _span(inst, {"token_cap": True})
+    assert span < _pd(inst) < span_cap
+    assert stats["flipped_decisions"]["token"] > stats_cap["flipped_decisions"]["token"]
+
+
+def test_token_cap_auto_is_on_under_prefetch(decode_slice):
+    inst = dataclasses.replace(decode_slice, load_timing="prefetch")
+    span, stats = _span(inst, {})
+    assert stats["params"]["token_cap"] is True
+    assert span == _span(inst, {"token_cap": True})[0]
