@@ -62,7 +62,7 @@ T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
 
 B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``; ``lam: auto``, the
 default, is :data:`AUTO_LAM` of the instance's load rule: 0 under ``at_use``, where EFT already
-charges the reload, 3 under ``prefetch``; problems.md §6 "λ under at_use")
+charges the reload, 3 under ``prefetch``; problems.md §6 "λ and the token cap under at_use")
     θ maps each weight block to the device class of the task that used it last (updated on
     every commit; cleared when the block is evicted from the last device of that class that
     held it, since a hint towards a class without a resident copy saves no reload and would
@@ -210,7 +210,7 @@ TOKEN_HORIZONS = ("auto", "steps", "uses")
 #: of a load only, where λ = 3 was calibrated.
 AUTO_LAM = {"at_use": 0.0, "prefetch": 3.0}
 #: ``token_cap: auto`` per ``load_timing``: the cap (an extension) on under ``prefetch``, where it
-#: was introduced; off, DOPS Eq. 4 as written, under ``at_use`` (problems.md §6 "λ under at_use":
+#: was introduced; off, DOPS Eq. 4 as written, under ``at_use`` (problems.md §6 "λ and the token cap under at_use":
 #: capped, the token credit of the block's first use scored — a task that saves little — kept
 #: decode GEMMs off the PIMs at batch 4: dops-qwen-1.8b HP32 128/128/4 1.064 × PD, 0.984 uncapped).
 AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
@@ -660,8 +660,8 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     ip = np.array([bias.use_phase, bias.use_token, capped(inst, p), look is not None,
                    look.H if look is not None else 0, bias.l_out or 0, track_uses,
                    uses_horizon(inst, p)], dtype=np.int64)
-    fp = np.array([phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, p.copy_cost],
-                  dtype=np.float64)
+    fp = np.array([phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse,
+                   p.copy_cost], dtype=np.float64)
     flips = np.zeros(5, dtype=np.int64)
     code, t, ties = _engine.kernels().bifocal_loop(
         order, cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
@@ -823,8 +823,8 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     phase_l, step_l, theta, holds_all = bias.phase, bias.step, bias.theta, bias.holds_all
     use_phase, use_token, l_out, uses_left = bias.use_phase, bias.use_token, bias.l_out, \
         bias.uses_left
-    lam, eta, alpha, kappa, r_min, p_reuse = (phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min,
-                                              p.p_reuse)
+    lam, eta, alpha, kappa, r_min, p_reuse = (phase_weight(inst, p), p.eta, p.alpha,
+                                              p.evict_cost, p.r_min, p.p_reuse)
     H, type_w, type_best, hs_l, patterns = _window_lists(look)
     # the hint map: class and distance of the nearest committed ancestor's hint
     hint, hint_dist = [-1] * inst.n_tasks, [H + 1] * inst.n_tasks
