@@ -117,6 +117,18 @@ def strings(value: Any) -> list[str]:
     return list(value)
 
 
+def auto_or(check: Check) -> Check:
+    """The string ``auto``, or a value ``check`` accepts."""
+    def either(value: Any) -> Any:
+        if value == "auto":
+            return value
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise ValueError(f"{exc} or be auto") from None
+    return either
+
+
 def choice(*allowed: str) -> Check:
     """One of the strings ``allowed``."""
     def check(value: Any) -> str:
@@ -276,11 +288,14 @@ NONE = _spec()
 BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "token")),
                Param("gamma", number(0.0, 1.0), "weight in [0, 1]"),
                Param("H", integer(0, 8), "lookahead depth"),
-               *(Param(n, number(), "weight ≥ 0") for n in ("lam", "eta", "alpha", "r_min",
+               Param("lam", auto_or(number()), "weight ≥ 0, or auto (0 under load_timing "
+                     "at_use, 3 under prefetch)"),
+               *(Param(n, number(), "weight ≥ 0") for n in ("eta", "alpha", "r_min",
                                                             "p_reuse")),
                Param("prior", boolean, "load-port prior switch"),
                Param("evict_cost", number(), "weight ≥ 0"),
-               Param("token_cap", boolean, "token credit capped by the recurring saving"),
+               Param("token_cap", auto_or(boolean), "token credit capped by the recurring "
+                     "saving, or auto (on under load_timing prefetch, off under at_use)"),
                Param("token_horizon", choice("auto", "steps", "uses"),
                      "token term's horizon: remaining steps, the block's remaining uses, or "
                      "auto (uses under load_timing at_use)"),

@@ -95,7 +95,7 @@ _METHODS: tuple[Method, ...] = (
       for name, text in _STATIC.items()),
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
            "search over static device-class policies, list-scheduled",
-           P.POLICY_SEARCH + P.ENGINE),
+           P.POLICY_SEARCH + P.ENGINE, settings=f"{_PL}:policy_search_settings"),
     # P2 layout strategies on placement instances
     Method("pd/linear", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/linear",
                                               scheduler="pd", fmt="linear"),
@@ -105,15 +105,19 @@ _METHODS: tuple[Method, ...] = (
            "PD static policy, every block stored dual (storage ×2)"),
     Method("bifocal/linear", "layout", False,
            _ref(f"{_LA}:fixed_format", method="bifocal/linear", scheduler="bifocal",
-                fmt="linear"), "Bifocal, every block stored linear", P.BIFOCAL),
+                fmt="linear"), "Bifocal, every block stored linear", P.BIFOCAL,
+           settings=f"{_LA}:bifocal_layout_settings"),
     Method("bifocal/dual", "layout", False,
            _ref(f"{_LA}:fixed_format", method="bifocal/dual", scheduler="bifocal", fmt="dual"),
-           "Bifocal, every block stored dual", P.BIFOCAL),
+           "Bifocal, every block stored dual", P.BIFOCAL,
+           settings=f"{_LA}:bifocal_layout_settings"),
     Method("bifocal/wla", "layout", False, _ref(f"{_LA}:wla", method="bifocal/wla", dual=False),
-           "Bifocal + WLA over linear / npu_opt / pim_opt (DOPS' arbiter)", P.WLA + P.BIFOCAL),
+           "Bifocal + WLA over linear / npu_opt / pim_opt (DOPS' arbiter)", P.WLA + P.BIFOCAL,
+           settings=f"{_LA}:wla_settings"),
     Method("bifocal/wla+dual", "layout", False,
            _ref(f"{_LA}:wla", method="bifocal/wla+dual", dual=True),
-           "Bifocal + WLA with dual as a memory-budgeted option", P.WLA + P.BIFOCAL),
+           "Bifocal + WLA with dual as a memory-budgeted option", P.WLA + P.BIFOCAL,
+           settings=f"{_LA}:wla_settings"),
     Method("cpsat-layout", "layout", True, _ref(f"{_LA}:cpsat_layout"),
            "exact joint placement + format model (CP-SAT, no evictions)", P.CPSAT_LAYOUT),
     Method("cpsat-formats", "layout", False, _ref(f"{_LA}:cpsat_formats"),
@@ -187,14 +191,20 @@ def parsed_params(name: str, problem: str, params: dict[str, Any]) -> dict[str, 
 
 def method_settings(name: str, problem: str | tuple[str, ...], params: dict[str, Any]
                     ) -> dict[str, Any] | None:
-    """The effective settings of method ``name`` run with ``params`` (every default filled in),
-    or None for a method without declared settings."""
+    """The effective settings of method ``name`` run with ``params``: from its ``settings``
+    function (every default filled in) when it declares one; else, for a method that takes
+    params, the given ones, typed (an exact solver's defaults are its back end's own); None for
+    a method without params (the engine does not count: it changes no schedule). A sweep
+    record is reused only under equal settings, so a record without them only for a method
+    without params."""
     m = get_method(name, problem)
-    if m.settings is None:
+    given = m.params.parse(name, params, native=False)
+    if m.settings is not None:
+        module, _, attr = m.settings.partition(":")
+        return getattr(importlib.import_module(module), attr)(given)
+    if m.params.native is None and not set(m.params.names) - {"engine"}:
         return None
-    module, _, attr = m.settings.partition(":")
-    return getattr(importlib.import_module(module), attr)(
-        m.params.parse(name, params, native=False))
+    return {k: v for k, v in given.items() if k != "engine"}
 
 
 def _check_unique() -> None:

@@ -60,7 +60,9 @@ T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
     T̂_H = EFT, so the score's first two terms are EFT and γ plays no role.
     Since T̂_H = EFT + tail, the first two terms equal EFT + γ·tail.
 
-B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``)
+B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``; ``lam: auto``, the
+default, is :data:`AUTO_LAM` of the instance's load rule: 0 under ``at_use``, where EFT already
+charges the reload, 3 under ``prefetch``; problems.md §6 "λ and the token cap under at_use")
     θ maps each weight block to the device class of the task that used it last (updated on
     every commit; cleared when the block is evicted from the last device of that class that
     held it, since a hint towards a class without a resident copy saves no reload and would
@@ -94,7 +96,8 @@ B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
     pressure: Llama-2-13B, HP64, 128/128/16, full size, 28.7 s against 6.6 s without the term
     and 11.2 s for PD (issue 22); with it 6.6 s.
 
-    Cap (switch ``token_cap``, default on; off = the literal reading above): the credit is at
+    Cap (switch ``token_cap``; default ``auto``: on under ``prefetch``, off — the literal reading
+    above, DOPS Eq. 4 — under ``at_use``, :data:`AUTO_TOKEN_CAP`): the credit is at
     most α·R_i·p_reuse·max(0, w − dur(t, d)), w = t's shortest duration on a legal device that
     already holds b (no cap when none does) — what the move saves over the remaining steps. A
     transient advantage (d idle now, the warm device busy for a moment) is not a recurring one:
@@ -191,14 +194,26 @@ from opt.placement.instance import PlacementInstance
 #: Raised whenever a change of this module changes a schedule under the same parameters: the
 #: revision is part of Bifocal's recorded settings, so sweep records of an older revision are
 #: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
-#: 3: sibling groups kept together in the order).
-REVISION = 3
+#: 3: sibling groups kept together in the order; 4: λ = ``auto``, 0 under ``at_use``, and
+#: ``token_cap = auto``, off under ``at_use``).
+REVISION = 4
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 #: The token term's horizon R_i: ``steps`` (the remaining decode steps, i.e. L_out − i + 1),
 #: ``uses`` (the remaining uses of the task's block: the steps times the block's uses per step),
 #: ``auto`` (default) ``uses`` on ``load_timing: at_use`` instances, else ``steps``.
 TOKEN_HORIZONS = ("auto", "steps", "uses")
+#: λ of ``lam: auto`` per ``load_timing`` (problems.md §6; DOPS §5.1 gives no value): under
+#: ``at_use`` (Eq. 1) the reload a class change costs is already in the task's EFT, and λ = 3
+#: on top kept decode on the class that ran the prefill (dops-qwen-1.8b HP32 128/256/1: 1.94 ×
+#: PD's makespan, 1.008 × with λ = 0); under ``prefetch`` the penalty falls on the exposed part
+#: of a load only, where λ = 3 was calibrated.
+AUTO_LAM = {"at_use": 0.0, "prefetch": 3.0}
+#: ``token_cap: auto`` per ``load_timing``: the cap (an extension) on under ``prefetch``, where it
+#: was introduced; off, DOPS Eq. 4 as written, under ``at_use`` (problems.md §6 "λ and the token cap under at_use":
+#: capped, the token credit of the block's first use scored — a task that saves little — kept
+#: decode GEMMs off the PIMs at batch 4: dops-qwen-1.8b HP32 128/128/4 1.064 × PD, 0.984 uncapped).
+AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
@@ -215,14 +230,14 @@ class BifocalParams:
     token: bool = True
     gamma: float = 0.4
     H: int = 3
-    lam: float = 3.0
+    lam: float | str = "auto"
     eta: float = 0.0
     alpha: float = 1.0
     r_min: float = 1.0
     p_reuse: float = 1.0
     prior: bool = False
     evict_cost: float = 0.0
-    token_cap: bool = True
+    token_cap: bool | str = "auto"
     token_horizon: str = "auto"
     copy_cost: float = 1.0
     siblings: bool = True
@@ -238,11 +253,15 @@ class BifocalParams:
                                  f"{', '.join(known)}", field=f"params.{name}")
         out: dict[str, Any] = {}
         for name, value in params.items():
-            if name in ("window", "phase", "token", "prior", "token_cap", "siblings"):
+            if name == "token_cap" and value == "auto":
+                out[name] = value
+            elif name in ("window", "phase", "token", "prior", "token_cap", "siblings"):
                 if not isinstance(value, (bool, np.bool_)):
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
+            elif name == "lam" and value == "auto":
+                out[name] = value
             elif name == "token_horizon":
                 if value not in TOKEN_HORIZONS:
                     raise InputError(f"Bifocal parameter 'token_horizon' must be one of "
@@ -599,8 +618,11 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     if stats is not None:
         per_class = np.bincount(np.asarray(dcls_l, dtype=np.int64)[dev], minlength=len(classes))
         # token_horizon: recorded when set, and the horizon ``auto`` chose when it is not the
-        # steps (statistics of prefetch runs stay as before the parameter existed)
+        # steps (statistics of prefetch runs stay as before the parameter existed); λ: the
+        # value in effect (3 under prefetch: the former default, the same statistics)
         recorded = asdict(p)
+        recorded["lam"] = phase_weight(inst, p)  # the λ in effect (``auto``: the load rule's)
+        recorded["token_cap"] = capped(inst, p)  # likewise
         if recorded["token_horizon"] == "auto":
             del recorded["token_horizon"]
             if uses_horizon(inst, p):
@@ -635,11 +657,11 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     """:func:`_run` on the compiled engine (``schedule_kernels.bifocal_loop``): the same
     terms, switches and counters over arrays; returns the same (ties, flips)."""
     track_uses = p.evict_cost > 0 or bias.use_token or p.copy_cost > 0
-    ip = np.array([bias.use_phase, bias.use_token, p.token_cap, look is not None,
+    ip = np.array([bias.use_phase, bias.use_token, capped(inst, p), look is not None,
                    look.H if look is not None else 0, bias.l_out or 0, track_uses,
                    uses_horizon(inst, p)], dtype=np.int64)
-    fp = np.array([p.lam, p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse, p.copy_cost],
-                  dtype=np.float64)
+    fp = np.array([phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse,
+                   p.copy_cost], dtype=np.float64)
     flips = np.zeros(5, dtype=np.int64)
     code, t, ties = _engine.kernels().bifocal_loop(
         order, cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
@@ -801,8 +823,8 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     phase_l, step_l, theta, holds_all = bias.phase, bias.step, bias.theta, bias.holds_all
     use_phase, use_token, l_out, uses_left = bias.use_phase, bias.use_token, bias.l_out, \
         bias.uses_left
-    lam, eta, alpha, kappa, r_min, p_reuse = (p.lam, p.eta, p.alpha, p.evict_cost, p.r_min,
-                                              p.p_reuse)
+    lam, eta, alpha, kappa, r_min, p_reuse = (phase_weight(inst, p), p.eta, p.alpha,
+                                              p.evict_cost, p.r_min, p.p_reuse)
     H, type_w, type_best, hs_l, patterns = _window_lists(look)
     # the hint map: class and distance of the nearest committed ancestor's hint
     hint, hint_dist = [-1] * inst.n_tasks, [H + 1] * inst.n_tasks
@@ -815,7 +837,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     pref, homeless = _homes(inst, uses_left, dcls_l, K, rho)
     load_events = st.load_events
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
-    inf, token_cap = math.inf, p.token_cap
+    inf, token_cap = math.inf, capped(inst, p)
     by_uses = uses_horizon(inst, p)
     seen = [False] * inst.n_tasks
     ties_by_hint = 0
@@ -1021,6 +1043,17 @@ def uses_horizon(inst: PlacementInstance, p: BifocalParams) -> bool:
     if p.token_horizon == "auto":
         return inst.load_timing == "at_use"
     return p.token_horizon == "uses"
+
+
+def capped(inst: PlacementInstance, p: BifocalParams) -> bool:
+    """Whether the token credit is capped (``token_cap``; ``auto``: under ``prefetch`` only,
+    :data:`AUTO_TOKEN_CAP`)."""
+    return AUTO_TOKEN_CAP[inst.load_timing] if p.token_cap == "auto" else bool(p.token_cap)
+
+
+def phase_weight(inst: PlacementInstance, p: BifocalParams) -> float:
+    """λ in effect: ``lam``, or for ``auto`` :data:`AUTO_LAM` of the instance's load rule."""
+    return AUTO_LAM[inst.load_timing] if p.lam == "auto" else float(p.lam)
 
 
 def _warm_duration(b: int, durs: Sequence[int], legal: Sequence[int],

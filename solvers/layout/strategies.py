@@ -59,6 +59,28 @@ def layout_stats(inst: PlacementInstance, formats: dict[str, str]) -> dict[str, 
                              "memory_budget": inst.layout.memory_budget}}
 
 
+def bifocal_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The effective settings of ``bifocal/linear`` and ``bifocal/dual`` (typed ``params``):
+    Bifocal's (:func:`solvers.placement.backends.bifocal_settings`), so a sweep record made
+    under another Bifocal default is recomputed."""
+    from solvers.placement.backends import bifocal_settings
+
+    return bifocal_settings(params)
+
+
+def wla_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The effective settings of the WLA strategies (typed ``params``): WLA's own fields
+    (:class:`heuristics.layout.wla.WlaParams`, defaults filled in) and Bifocal's."""
+    from dataclasses import asdict, fields
+
+    from heuristics.layout.wla import WlaParams
+    from solvers.placement.backends import bifocal_settings
+
+    own = {f.name for f in fields(WlaParams)}
+    return {"wla": asdict(WlaParams(**{k: v for k, v in params.items() if k in own})),
+            "bifocal": bifocal_settings({k: v for k, v in params.items() if k not in own})}
+
+
 def fixed_format(inst: PlacementInstance, options: SolveOptions, *, method: str,
                  scheduler: str, fmt: str) -> Result:
     """``scheduler`` (``pd`` or ``bifocal``) with every block stored as ``fmt``."""

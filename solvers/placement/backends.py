@@ -81,6 +81,20 @@ def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
     return {**asdict(BifocalParams(**fields)), "revision": REVISION}
 
 
+def policy_search_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """Policy search's effective settings for ``params`` (typed): every field of
+    :class:`heuristics.placement.policy_search.PolicySearchParams` but its time limit (the
+    solve's own, ``--time-limit``, replaces it) and the engine (every engine gives the same
+    schedule)."""
+    from dataclasses import asdict
+
+    from heuristics.placement.policy_search import PolicySearchParams
+
+    fields = asdict(PolicySearchParams(**{k: v for k, v in params.items() if k != "engine"}))
+    del fields["time_limit"]
+    return fields
+
+
 def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.policy_search import PolicySearchParams
     from heuristics.placement.policy_search import policy_search as search

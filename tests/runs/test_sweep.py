@@ -138,3 +138,101 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
     other = sweep(SolveCall(params=(("copy_cost", 0.0),), params_prefix="bifocal"))
     assert [(r["method"], cached) for r, cached in other] == [("bifocal", False), ("pd", True)]
     assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["copy_cost"] == 0
+
+
+def test_method_params_on_the_command_line(tmp_path, capsys):
+    """``--param METHOD.KEY=VALUE`` reaches that method only; its record keeps the resolved
+    parameters (defaults filled in); a rerun with the same params reuses it, without them (the
+    default λ) recomputes it, and the parameterless PD's record is reused throughout."""
+    out = tmp_path / "sweep"
+    argv = ["sweep", "placement", "--models", "llama-2-7b", "--platforms", "HP32", "--prefill",
+            "8", "--decode", "1", "--methods", "bifocal", "pd", "--layers", "1", "--out",
+            str(out), "--json"]
+
+    def cached(*extra):
+        code, text, _ = run(capsys, *argv, *extra)
+        assert code == 0
+        return {r["method"]: r["cached"] for r in json.loads(text)["records"]}
+
+    assert cached("--param", "bifocal.lam=0", "--param", "bifocal.token_horizon=steps") == \
+        {"bifocal": False, "pd": False}
+    rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
+    assert rec["settings"]["lam"] == 0 and rec["settings"]["token_horizon"] == "steps"
+    assert rec["settings"]["copy_cost"] == 1.0 and rec["settings"]["gamma"] == 0.4  # defaults
+    assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
+    assert cached("--param", "bifocal.token_horizon=steps", "--param", "bifocal.lam=0") == \
+        {"bifocal": True, "pd": True}
+    assert cached() == {"bifocal": False, "pd": True}
+    from heuristics.placement.bifocal import BifocalParams
+
+    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["lam"] == \
+        BifocalParams().lam
+
+
+@pytest.mark.parametrize("item, message", [
+    ("lam=0", "expected METHOD.KEY=VALUE"),
+    ("heft.lam=0", "expected METHOD.KEY=VALUE"),  # heft is not among the sweep's methods
+    ("pd.lam=0", "method 'pd' takes no param lam"),
+    ("bifocal.lamb=0", "did you mean lam?"),
+    ("bifocal.lam=-1", "param lam must be a finite number"),
+])
+def test_bad_method_params_exit_2(tmp_path, capsys, item, message):
+    code, out, err = run(capsys, *ARGS[:-5], "--methods", "bifocal", "pd", "--layers", "1",
+                         "--param", item, "--out", str(tmp_path))
+    assert code == 2 and out == "" and message in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
+    """A record made under a former Bifocal default (γ here) is recomputed once it changes
+    (simulated by a subclass with another default), and the new record carries the new λ."""
+    from dataclasses import dataclass
+
+    import heuristics.placement.bifocal as bifocal_module
+    from heuristics.placement.bifocal import BifocalParams
+    from opt.app.runs.sweep import grid, run_sweep
+    from opt.app.runs.sweep_calls import SolveCall
+    from opt.costlib.hardware import bundled_catalog
+    from opt.costlib.modelcard import bundled_cards
+
+    out = tmp_path / "sweep"
+    wls = grid(["llama-2-7b"], ["HP32"], [8], [1], [1])
+
+    def sweep():
+        return [(r["method"], c) for r, c in run_sweep(
+            wls, ["bifocal", "heft"], out, SolveCall(), catalog=bundled_catalog(),
+            cards=bundled_cards(), layers=1)]
+
+    assert sweep() == [("bifocal", False), ("heft", False)]
+    assert sweep() == [("bifocal", True), ("heft", True)]
+
+    @dataclass(frozen=True)
+    class Changed(BifocalParams):
+        gamma: float = BifocalParams().gamma / 2
+
+    monkeypatch.setattr(bifocal_module, "BifocalParams", Changed)
+    assert sweep() == [("bifocal", False), ("heft", True)]
+    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["gamma"] == \
+        Changed().gamma
+
+
+def test_settings_of_methods_with_and_without_params():
+    """Resolved settings: every default for the methods that declare them (Bifocal, its layout
+    strategies, WLA, policy search); the given params for the exact solvers (their defaults are
+    the back end's); None only for methods without params — the engine, which changes no
+    schedule, does not count — whose records without settings stay reusable."""
+    from solvers.registry import PROBLEMS, method_settings
+
+    assert method_settings("pd", PROBLEMS, {}) is None
+    assert method_settings("heft", PROBLEMS, {"engine": "python"}) is None
+    assert method_settings("bifocal", PROBLEMS, {"engine": "python"}) == \
+        method_settings("bifocal", PROBLEMS, {})
+    assert method_settings("policy-search", PROBLEMS, {}) == {"max_evaluations": 200}
+    assert method_settings("bifocal/linear", PROBLEMS, {"lam": 1}) == \
+        method_settings("bifocal", PROBLEMS, {"lam": 1})
+    wla = method_settings("bifocal/wla", PROBLEMS, {"budget": 5, "lam": 1})
+    assert wla["wla"]["budget"] == 5 and wla["wla"]["wla_rule"] == "paper"
+    assert wla["bifocal"]["lam"] == 1
+    assert method_settings("cpsat", PROBLEMS, {}) == {}
+    assert method_settings("cpsat", PROBLEMS, {"symmetry_breaking": False}) == \
+        {"symmetry_breaking": False}

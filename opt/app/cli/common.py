@@ -134,6 +134,27 @@ def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
     return params
 
 
+def parse_method_params(items: Sequence[str] | None, methods: Sequence[str]
+                        ) -> dict[str, dict[str, Any]]:
+    """``--param METHOD.KEY=VALUE`` items (``hetopt sweep placement``) as {method: {key:
+    value}}: KEY=VALUE as :func:`parse_params` reads it, METHOD one of ``methods`` (the part
+    before the first dot). Each method's params are checked against its declared ones here,
+    before any solve (InputError naming the item)."""
+    from solvers.registry import get_method
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or ():
+        method, dot, rest = item.partition(".")
+        if not dot or method not in methods or "=" not in rest:
+            raise InputError(f"expected METHOD.KEY=VALUE with METHOD one of the sweep's "
+                             f"methods ({', '.join(methods)}), got {item!r}",
+                             source="<argument>", field="param")
+        out.setdefault(method, {}).update(parse_params([rest]))
+    for method, params in out.items():
+        get_method(method, ("placement", "layout")).params.parse(method, params)
+    return out
+
+
 def int_csv(text: str, what: str) -> tuple[int, ...]:
     """Comma-separated positive integers (``--tp 1,2,4``); InputError naming ``what``."""
     try:

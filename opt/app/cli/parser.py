@@ -390,6 +390,10 @@ def _add_sweep_placement_parser(swsub: argparse._SubParsersAction,
     s.add_argument("--paper-precision", action="store_true",
                    help="build each model in DOPS' precision (INT8 W8A8KV8 for Mixtral-8x7B and "
                         "Llama-2-70B, fp16 otherwise)")
+    s.add_argument("--param", action="append", metavar="METHOD.KEY=VALUE",
+                   help="a parameter of one method (repeatable), as solve's --param KEY=VALUE "
+                        "prefixed by the method, e.g. bifocal.lam=0; records keep the method's "
+                        "resolved parameters and are recomputed when they differ")
     add_solve_args(s, time_limit=60.0, time_help="seconds per exact solve (default 60)")
     add_out_args(s, "results/sweep")
     _add_executor_args(s)

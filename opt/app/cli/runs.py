@@ -7,7 +7,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from opt.app.cli.common import cards, catalog, check_methods, int_csv, parse_params, print_json
+from opt.app.cli.common import (
+    cards,
+    catalog,
+    check_methods,
+    int_csv,
+    parse_method_params,
+    parse_params,
+    print_json,
+)
 from opt.app.cli.serving import grid_from_args
 from opt.common.errors import InputError
 from opt.common.extras import require
@@ -48,10 +56,13 @@ def cmd_sweep_placement(args: argparse.Namespace) -> int:
     from opt.app.runs.sweep_calls import SolveCall
 
     check_methods(args.methods, names(("placement", "layout")))
+    per_method = parse_method_params(args.param, list(dict.fromkeys(args.methods)))
     cat, crds = catalog(args), cards(args)
     out = Path(args.out)
     solve_one = SolveCall(time_limit=args.time_limit, num_workers=args.num_workers,
-                          seed=args.seed)
+                          seed=args.seed,
+                          method_params=tuple((m, tuple(p.items()))
+                                              for m, p in per_method.items()))
     done = _run_grid_sweep(args, out, solve_one, cat, crds)
     records = [rec for rec, _ in done]
     if args.json:

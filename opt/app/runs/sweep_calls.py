@@ -23,6 +23,8 @@ class SolveCall:
     time_limit: seconds per solve (None: no limit); num_workers: solver threads; seed;
     params: back-end parameters as (key, value) pairs, passed only to methods whose name starts
     with ``params_prefix`` (all methods when it is None);
+    method_params: per method, (method, ((key, value), ...)) pairs: that method's own params
+    (``hetopt sweep placement --param METHOD.KEY=VALUE``), added to ``params``;
     budget_gb / budget_factor: a P2 memory budget applied to the instance first (10^9 bytes, or
     a multiple of the blocks' linear bytes; :func:`opt.placement.layout.budget_from`)."""
 
@@ -31,6 +33,7 @@ class SolveCall:
     seed: int = 0
     params: tuple[tuple[str, Any], ...] = ()
     params_prefix: str | None = None
+    method_params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     budget_gb: float | None = None
     budget_factor: float | None = None
 
@@ -45,8 +48,9 @@ class SolveCall:
                      num_workers=self.num_workers, seed=self.seed, **self._params(method))
 
     def _params(self, method: str) -> dict[str, Any]:
-        return dict(self.params) if (self.params_prefix is None
-                                     or method.startswith(self.params_prefix)) else {}
+        shared = dict(self.params) if (self.params_prefix is None
+                                       or method.startswith(self.params_prefix)) else {}
+        return {**shared, **dict(dict(self.method_params).get(method, ()))}
 
     def settings(self, method: str) -> dict[str, Any] | None:
         """The effective settings ``method`` runs with (None when it declares none):
