@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.opweave_summary import HEADERS, summary_rows
+from opt.app.runs.opweave_summary import HEADERS, incomplete_searches, summary_rows
 from opt.app.runs.opweave_tables import (
     TIGHT_SLO,
     _md,
@@ -152,7 +152,9 @@ def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = No
           f"{', '.join(sorted({r.rec.get('gpu_cost', 'roofline') for r in rows}))}\n")
     print("### Side by side, as the paper compares (opt.app.runs.opweave_summary)\n")
     print(_md(HEADERS, summary_rows(cells_)))
-    print()
+    stopped = incomplete_searches(cells_)
+    print(f"\nB&B searches stopped at their time limit (incumbent plans): "
+          f"{', '.join(stopped) or 'none'}\n")
     print("### Fig. 10 (H100, 128K, tight SLO): CAD / AFD / B&B\n")
     print(_md(["model", "quantity", "OpWeave CAD / AFD / OpWeave", "hetopt CAD / AFD / B&B",
                "verdict", "evidence"],

@@ -192,3 +192,10 @@ def summary_rows(cells_: Cells) -> list[list[Any]]:
     """Every row, in the paper's order."""
     return (fig9_summary(cells_) + fig10_summary(cells_) + fig11_summary(cells_)
             + fig13_summary(cells_) + table3_summary(cells_))
+
+
+def incomplete_searches(cells_: Cells) -> list[str]:
+    """The B&B records whose search stopped at its time limit (their plan is the incumbent,
+    not a proven optimum of the space): "model GPUs context/SLO"."""
+    return [f"{k[0]} {k[1]} {k[2] // 1024}K/{k[3]:g} ms" for k, recs in sorted(cells_.items())
+            if "bnb" in recs and (recs["bnb"].rec.get("search") or {}).get("timed_out")]
