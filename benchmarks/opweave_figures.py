@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from opt.app.runs.opweave_summary import HEADERS, incomplete_searches, summary_rows
 from opt.app.runs.opweave_tables import (
     TIGHT_SLO,
     _md,
@@ -147,7 +148,13 @@ def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = No
     """Every side-by-side table, Markdown, to stdout."""
     rows = figure_rows(load_records(folders))
     cells_ = by_cell(rows)
-    print(f"{len(rows)} records, {sum(r.figs is not None for r in rows)} with a plan\n")
+    print(f"{len(rows)} records, {sum(r.figs is not None for r in rows)} with a plan, GPU cost "
+          f"{', '.join(sorted({r.rec.get('gpu_cost', 'roofline') for r in rows}))}\n")
+    print("### Side by side, as the paper compares (opt.app.runs.opweave_summary)\n")
+    print(_md(HEADERS, summary_rows(cells_)))
+    stopped = incomplete_searches(cells_)
+    print(f"\nB&B searches stopped at their time limit (incumbent plans): "
+          f"{', '.join(stopped) or 'none'}\n")
     print("### Fig. 10 (H100, 128K, tight SLO): CAD / AFD / B&B\n")
     print(_md(["model", "quantity", "OpWeave CAD / AFD / OpWeave", "hetopt CAD / AFD / B&B",
                "verdict", "evidence"],

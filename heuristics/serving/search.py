@@ -123,6 +123,18 @@ class _Role:
     weights: float        # resident bytes per replica
     kv: float             # KV bytes per request
     times: np.ndarray     # [C, MB, n] its ops' durations (block order), heads appended
+    _dominance: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    def dominance(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(le, lt)``, bool [MB, C, C]: ``le[mb, j, i]`` every op of configuration j at
+        microbatch index mb takes at most as long as on i, ``lt[mb, j, i]`` some op strictly
+        less (the duration part of the frontier's dominance; computed once per owner, shared
+        by every μ)."""
+        if self._dominance is None:
+            t = np.swapaxes(self.times, 0, 1)                  # [MB, C, n]
+            self._dominance = ((t[:, :, None, :] <= t[:, None, :, :]).all(axis=3),
+                               (t[:, :, None, :] < t[:, None, :, :]).any(axis=3))
+        return self._dominance
 
 
 @dataclass
@@ -191,69 +203,69 @@ class _Cands:
 
 @dataclass(frozen=True)
 class _Configs:
-    """Per configuration: replica price ($/s), usable memory (bytes), GPUs."""
+    """Per configuration: replica price ($/s), usable memory (bytes), GPUs; the GPU-count part
+    of the frontier's dominance (``tp_le[j, i]``: tp_j ≤ tp_i, ``tp_lt`` strictly) and the
+    tie rule (``earlier[j, i]``: j < i, of equal choices the first is kept)."""
 
     price: np.ndarray
     cap: np.ndarray
     tp: np.ndarray
+    tp_le: np.ndarray
+    tp_lt: np.ndarray
+    earlier: np.ndarray
 
     @classmethod
     def of(cls, inst: ServingInstance) -> _Configs:
+        tp = np.array([c.tp for c in inst.configs])
+        idx = np.arange(len(tp))
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
-                   np.array([inst.replica_memory_bytes(c) for c in inst.configs]),
-                   np.array([c.tp for c in inst.configs]))
+                   np.array([inst.replica_memory_bytes(c) for c in inst.configs]), tp,
+                   tp[:, None] <= tp[None, :], tp[:, None] < tp[None, :],
+                   idx[:, None] < idx[None, :])
 
 
 def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
                 ) -> tuple[_Cands, int]:
-    """Memory-feasible choices (config, batch) of one owner; returns them and the raw count."""
-    rows = []
-    vecs = []
-    raw = 0
-    price, cap, tps = cfgs.price, cfgs.cap, cfgs.tp
-    for b in inst.grid.batches:
-        if b % mu or (b // mu) not in inst.microbatch_sizes:
-            continue
-        mb = inst.mb_index(b // mu)
-        raw += len(inst.configs)
-        ok = role.weights + b * role.kv <= cap
-        for c in np.flatnonzero(ok & (tps <= inst.grid.max_gpus)):
-            rows.append((c, b, mb, int(role.busy[c, mb]), int(role.send[mb]),
-                         max(int(role.out[mb]), int(role.inn[mb])), price[c] / b, tps[c]))
-            vecs.append(role.times[c, mb])
-    if not rows:
+    """Memory-feasible choices (config, batch) of one owner, in batch then configuration
+    order, on the frontier when ``frontier`` (:func:`_frontier_mask`), cheapest-looking first;
+    returns them and the raw count (vectorised over batches and configurations)."""
+    bs = [b for b in inst.grid.batches if not b % mu and (b // mu) in inst.microbatch_sizes]
+    raw = len(bs) * len(inst.configs)
+    if not bs:
         empty = np.zeros(0, dtype=np.int64)
         return _Cands(empty, empty, empty, empty, empty, empty, np.zeros(0), empty,
                       np.zeros((0, role.times.shape[2]), dtype=np.int64)), raw
-    cols = list(zip(*rows))
-    cands = _Cands(np.array(cols[0]), np.array(cols[1]), np.array(cols[2]), np.array(cols[3]),
-                   np.array(cols[4]), np.array(cols[5]), np.array(cols[6], dtype=np.float64),
-                   np.array(cols[7]), np.array(vecs, dtype=np.int64))
-    if frontier:
-        cands = cands.take(_pareto(cands))
+    b_arr = np.array(bs, dtype=np.int64)
+    mb_arr = np.array([inst.mb_index(b // mu) for b in bs], dtype=np.int64)
+    ok = ((role.weights + b_arr[:, None] * role.kv <= cfgs.cap[None, :])
+          & (cfgs.tp <= inst.grid.max_gpus)[None, :])         # [batch, config]
+    rate_bc = cfgs.price[None, :] / b_arr[:, None]            # $/s per request
+    keep = _frontier_mask(cfgs, role, mb_arr, rate_bc, ok) if frontier else ok
+    bi, ci = np.nonzero(keep)
+    mb = mb_arr[bi]
+    cands = _Cands(ci.astype(np.int64), b_arr[bi], mb, role.busy[ci, mb].astype(np.int64),
+                   role.send[mb].astype(np.int64),
+                   np.maximum(role.out, role.inn)[mb].astype(np.int64), rate_bc[bi, ci],
+                   cfgs.tp[ci].astype(np.int64), role.times[ci, mb].astype(np.int64))
     # cheapest-looking first, so good incumbents come early
     order = np.argsort(cands.rate * (cands.busy + cands.send), kind="stable")
     return cands.take(order), raw
 
 
-def _pareto(c: _Cands) -> np.ndarray:
-    """Indices of choices not dominated within their batch in (every op's duration, rate, tp);
-    of equal vectors the first is kept (vectorised pairwise comparison per batch group).
-    Per-op dominance (not just the total busy time) keeps the exact period safe: it is a
-    maximum cycle mean, non-decreasing in every duration (problems.md §3.2)."""
-    keep = []
-    for b in np.unique(c.batch):
-        idx = np.flatnonzero(c.batch == b)
-        vec, rate, tp = c.times[idx], c.rate[idx], c.tp[idx]
-        vle = (vec[:, None, :] <= vec[None, :, :]).all(axis=2)
-        vlt = (vec[:, None, :] < vec[None, :, :]).any(axis=2)
-        le = vle & (rate[:, None] <= rate[None, :]) & (tp[:, None] <= tp[None, :])
-        # le[j, i]: j at least as good as i
-        lt = vlt | (rate[:, None] < rate[None, :]) | (tp[:, None] < tp[None, :])
-        earlier = np.arange(len(idx))[:, None] < np.arange(len(idx))[None, :]
-        dominated = (le & (lt | earlier)).any(axis=0)
-        keep.extend(idx[~dominated].tolist())
-    return np.array(sorted(keep), dtype=np.int64)
+def _frontier_mask(cfgs: _Configs, role: _Role, mb_arr: np.ndarray, rate_bc: np.ndarray,
+                   ok: np.ndarray) -> np.ndarray:
+    """bool [batch, config]: the feasible choices (``ok``) not dominated by another feasible
+    choice of the same batch in (every op's duration, rate, tp); of equal vectors the first
+    configuration is kept. Per-op dominance (not just the total busy time) keeps the exact
+    period safe: it is a maximum cycle mean, non-decreasing in every duration (problems.md
+    §3.2)."""
+    t_le, t_lt = role.dominance()
+    r_j, r_i = rate_bc[:, :, None], rate_bc[:, None, :]
+    # le[b, j, i]: j at least as good as i; lt: strictly better somewhere
+    le = t_le[mb_arr] & (r_j <= r_i) & cfgs.tp_le[None]
+    lt = t_lt[mb_arr] | (r_j < r_i) | cfgs.tp_lt[None]
+    dominated = (le & (lt | cfgs.earlier[None]) & ok[:, :, None]).any(axis=1)
+    return ok & ~dominated
 
 
 def sequence_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
@@ -392,6 +404,23 @@ class _Searcher:
         if d == k - 1:
             self._leaves(seq, mu, cands, chosen)
             return
+        if not self.bounds:
+            for j in range(len(cands[d])):
+                self._dfs(seq, mu, cands, chosen + [j], min_path, min_rate, min_tp)
+            return
+        viable, val = self._node_bounds(mu, cands, chosen, min_path, min_rate, min_tp)
+        for j in np.flatnonzero(viable).tolist():
+            if val[j] >= self.best:  # the incumbent improves during the loop
+                continue
+            self._dfs(seq, mu, cands, chosen + [j], min_path, min_rate, min_tp)
+
+    def _node_bounds(self, mu: int, cands: list[_Cands], chosen: list[int],
+                     min_path: list[int], min_rate: list[float], min_tp: list[int]
+                     ) -> tuple[np.ndarray, list[float]]:
+        """For each choice j of the next owner (d = len(chosen)): whether it passes the
+        incumbent-independent cuts (T_LB within the SLO, replicas and GPUs within the grid)
+        and its bound value (T_LB × rate_LB, or T_LB), vectorised over j."""
+        d = len(chosen)
         c = cands[d]
         rest_path = sum(min_path[d + 1:])
         rest_rate = sum(min_rate[d + 1:])
@@ -400,27 +429,23 @@ class _Searcher:
         base_rate = sum(float(cands[m].rate[j]) for m, j in enumerate(chosen))
         base_busy = max([int(cands[m].busy[j]) for m, j in enumerate(chosen)], default=0)
         base_out = max([int(cands[m].out[j]) for m, j in enumerate(chosen)], default=0)
-        batches = [int(cands[m].batch[j]) for m, j in enumerate(chosen)]
-        for j in range(len(c)):
-            if self.bounds:
-                t_lb = max(base_path + int(c.busy[j] + c.send[j]) + rest_path,
-                           mu * max(base_busy, int(c.busy[j])),
-                           mu * max(base_out, int(c.out[j])))
-                if self.objective == "cost" and t_lb > self.inst.tpot_slo:
-                    continue
-                val = (t_lb * self.tick_s * (base_rate + float(c.rate[j]) + rest_rate)
-                       if self.objective == "cost" else float(t_lb))
-                if val >= self.best:
-                    continue
-                bs = batches + [int(c.batch[j])]
-                lcm = lcm_all(bs)
-                if any(lcm // b > self.inst.grid.max_replicas for b in bs):
-                    continue
-                gpus = sum(int(cands[m].tp[jj]) * lcm // int(cands[m].batch[jj])
-                           for m, jj in enumerate(chosen)) + int(c.tp[j]) * lcm // int(c.batch[j])
-                if gpus + rest_tp > self.inst.grid.max_gpus:
-                    continue
-            self._dfs(seq, mu, cands, chosen + [j], min_path, min_rate, min_tp)
+        t_lb = np.maximum.reduce([base_path + (c.busy + c.send) + rest_path,
+                                  mu * np.maximum(base_busy, c.busy),
+                                  mu * np.maximum(base_out, c.out)])
+        cost = self.objective == "cost"
+        viable = t_lb <= self.inst.tpot_slo if cost else np.ones(len(c), dtype=bool)
+        val = (t_lb * self.tick_s * ((base_rate + c.rate) + rest_rate) if cost
+               else t_lb.astype(np.float64))
+        lcm = np.lcm(lcm_all(int(cands[m].batch[j]) for m, j in enumerate(chosen)), c.batch)
+        max_rep = self.inst.grid.max_replicas
+        viable &= lcm // c.batch <= max_rep
+        gpus = c.tp * lcm // c.batch
+        for m, jj in enumerate(chosen):
+            b = int(cands[m].batch[jj])
+            viable &= lcm // b <= max_rep
+            gpus = gpus + int(cands[m].tp[jj]) * lcm // b
+        viable &= gpus + rest_tp <= self.inst.grid.max_gpus
+        return viable, val.tolist()
 
     def _leaves(self, seq: _Seq, mu: int, cands: list[_Cands], chosen: list[int]) -> None:
         inst = self.inst
@@ -444,8 +469,8 @@ class _Searcher:
         rate += last.rate
         t = np.maximum.reduce([path, mu * busy_max, mu * out_max])
         # replicas and GPUs with the global batch B = lcm of the owners' batches
-        bs = [int(cands[m].batch[j]) for m, j in enumerate(chosen)]
-        lcm = np.array([lcm_all(bs + [int(b)]) for b in last.batch], dtype=np.int64)
+        lcm = np.lcm(lcm_all(int(cands[m].batch[j]) for m, j in enumerate(chosen)),
+                     last.batch)
         ok = (lcm // last.batch <= inst.grid.max_replicas)
         gpus = last.tp * (lcm // last.batch)
         for m, j in enumerate(chosen):

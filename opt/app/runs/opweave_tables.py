@@ -250,6 +250,8 @@ def fig13_rows(cells_: dict[tuple, dict[str, Row]]) -> tuple[list[list[Any]], li
                         f"GPU types in the het B&B plans: {', '.join(used_types)}"])
         for model in FIG10_PAPER:
             gains = [g for m, _, g in vals if m == model and g is not None]
+            if not gains:
+                continue
             paper = FIG13_BASELINE_PAPER[(model, partner)]
             strict = sum(g > 1 + 1e-9 for g in gains)
             summary.append([f"{model} H100+{partner}: best baseline / B&B, max (cells strictly "
