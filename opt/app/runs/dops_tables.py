@@ -1,22 +1,30 @@
-"""The DOPS evaluation side by side (issue 22, DOPS §6.2–6.3): tables computed from the records
-of ``hetopt sweep placement`` (:mod:`opt.app.runs.sweep`) over the seven models on their platforms.
+"""The DOPS evaluation side by side (issue 22, issue 35 item 6; DOPS §6.2–6.4): tables computed
+from the records of ``hetopt sweep placement`` (:mod:`opt.app.runs.sweep`) over the seven
+models on their platforms.
 
 Every number comes from validated sweep records (ERROR and invalid records never count);
 speedups are PD's makespan over the method's (model ticks, machine-independent). The paper's
 values are DOPS' own (§6.2: Figs. 7, 10 and the sweep's geometric means in the text).
 Nothing here is fitted to them: a verdict is ``reproduced`` when ours is within the stated
-tolerance, else ``differs``.
+tolerance, else ``differs`` — and only from a **full** grid: a model with fewer than the 64
+workloads of §6.2 finished (every method of :data:`GRID_METHODS` recorded, Bifocal and PD
+with a schedule) gets ``pending (n/64)``, never a verdict. Each verdict row names its source
+in the paper and, when ours differs, the cause found with its evidence (:data:`CAUSES`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opt.app.runs.bench_checks import RATIO
 from opt.app.runs.sweep import geomean, speedups, usable, workload_key
+from opt.common.units import TIME_UNITS
 
 #: Model → (platform, DOPS' geometric-mean Bifocal speedup over PD) (DOPS §6.2, text).
 PAPER_GEOMEAN: dict[str, tuple[str, float]] = {
@@ -32,8 +40,21 @@ PAPER_FIG7: tuple[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[float,
 )
 #: The static policies of DOPS Table 1 besides PD.
 STATIC = ("af", "pd+linear", "pd+attn", "pd+ffn")
+#: The methods of every grid workload (DOPS §6.2: Bifocal, HEFT, PD and Table 1's policies).
+GRID_METHODS = ("bifocal", "heft", "pd", *STATIC)
+#: The §6.2 grid: prefill × decode × batch (4 × 4 × 4 = 64 workloads per model).
+GRID_AXES: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = (
+    (128, 512, 1024, 2048), (128, 256, 512, 1024), (1, 4, 8, 16))
+GRID_SIZE = len(GRID_AXES[0]) * len(GRID_AXES[1]) * len(GRID_AXES[2])
 #: Relative tolerance of a reproduced ratio (the bench's RATIO: stated, not tuned).
 TOLERANCE = RATIO.amount
+#: Issue 22 item 4 / issue 35 must-show: Bifocal never more than 2 % slower than PD.
+SLOWER_THAN_PD = 1.02
+SOURCE_GEOMEAN = "DOPS §6.2 text (geomean over the 4x4x4 grid)"
+#: Model → (named cause of a differing geomean, evidence: doc section and command). Written
+#: from measurements under the current rules (``load_timing: at_use``, LRU for every policy);
+#: a model without an entry shows "cause not yet established".
+CAUSES: dict[str, tuple[str, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -64,33 +85,86 @@ def verdict_range(name: str, paper: tuple[float, float], ours: tuple[float, floa
     return _verdict(name, paper, ours, paper[0], paper[1], ours)
 
 
+def pending(done: int, total: int = GRID_SIZE) -> str:
+    """The verdict cell of an unfinished grid: ``pending (n/64)``."""
+    return f"pending ({done}/{total})"
+
+
+def cause_of(model: str) -> tuple[str, str]:
+    """(cause, evidence) of ``model``'s differing geomean (:data:`CAUSES`)."""
+    return CAUSES.get(model, ("cause not yet established under the current rules",
+                              "docs/dops_analyses.md §5"))
+
+
+def grid_keys(model: str, platform: str,
+              axes: tuple[Sequence[int], Sequence[int], Sequence[int]] = GRID_AXES
+              ) -> list[tuple]:
+    """The workload keys (model, platform, prefill, decode, batch) of ``model``'s grid."""
+    return [(model, platform, p, d, b) for p, d, b in itertools.product(*axes)]
+
+
+def by_workload(records: Iterable[dict[str, Any]]) -> dict[tuple, dict[str, dict[str, Any]]]:
+    """Workload key → method → record (the first record of a (workload, method) wins)."""
+    out: dict[tuple, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        out.setdefault(workload_key(r), {}).setdefault(r["method"], r)
+    return out
+
+
+def finished(index: dict[tuple, dict[str, dict[str, Any]]], key: tuple,
+             methods: Sequence[str] = GRID_METHODS) -> bool:
+    """A finished grid workload: every method recorded (a method may refuse it: an ERROR
+    record with its reason), Bifocal and PD with a usable schedule."""
+    recs = index.get(key, {})
+    return all(m in recs for m in methods) and all(
+        m in recs and usable(recs[m]) for m in ("bifocal", "pd"))
+
+
 def _by_model(records: Sequence[dict[str, Any]], model: str, platform: str
               ) -> list[dict[str, Any]]:
     return [r for r in records if r["model"] == model and r["platform"] == platform]
 
 
 def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model on its DOPS platform: workloads, geomean speedup over PD of Bifocal, HEFT and
-    the best static policy per workload, the paper's Bifocal value and the verdict."""
+    """Per model on its DOPS platform (all seven, in :data:`PAPER_GEOMEAN`'s order): finished
+    grid workloads, and over them the geomean speedup over PD of Bifocal, HEFT and the best
+    static policy per workload, Bifocal/PD min and max, the workloads where Bifocal is more
+    than 2 % slower than PD; the paper's value, the verdict (``pending (n/64)`` on an
+    unfinished grid, the geomean then None) and the cause with its evidence."""
+    index = by_workload(records)
     rows = []
     for model, (platform, paper) in PAPER_GEOMEAN.items():
-        recs = _by_model(records, model, platform)
-        sp = speedups(recs)
-        keys = sorted({workload_key(r) for r in recs})
-        bif = [sp.get((k, "bifocal")) for k in keys]
-        both = [k for k, s in zip(keys, bif) if s is not None]
-        if not both:
-            continue
-        best_static = [max((sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)), default=0.0)
-                       for k in both]
-        bif_sp = [float(sp[(k, "bifocal")] or 0.0) for k in both]
-        g = geomean(bif_sp)
-        rows.append({"model": model, "platform": platform, "workloads": len(both),
-                     "bifocal": g, "heft": geomean([float(sp.get((k, "heft")) or 0.0)
-                                                    for k in both]),
-                     "best_static": geomean(best_static), "worst_bifocal": min(bif_sp),
-                     "paper": paper, "verdict": verdict_value(model, paper, g).verdict})
+        keys = [k for k in grid_keys(model, platform) if finished(index, k)]
+        sp = speedups([r for k in keys for r in index[k].values()])
+        bif = [float(sp[(k, "bifocal")]) for k in keys]
+        best_static = [max(sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)) for k in keys]
+        heft = [float(sp.get((k, "heft")) or 0.0) for k in keys]
+        full = len(keys) == GRID_SIZE
+        g = geomean(bif) if full else None
+        verdict = verdict_value(model, paper, g).verdict if full else pending(len(keys))
+        cause, evidence = cause_of(model) if verdict == "differs" else ("", "")
+        slower = [k for k, s in zip(keys, bif) if s < 1 / SLOWER_THAN_PD]
+        rows.append({"model": model, "platform": platform, "workloads": len(keys),
+                     "bifocal": g, "heft": geomean(heft) if full else None,
+                     "best_static": geomean(best_static) if full else None,
+                     "partial_bifocal": None if full else geomean(bif),
+                     "min_bifocal": min(bif, default=None),
+                     "max_bifocal": max(bif, default=None), "slower_2pct": len(slower),
+                     "slower_keys": slower, "paper": paper, "tolerance": TOLERANCE,
+                     "verdict": verdict, "source": SOURCE_GEOMEAN, "cause": cause,
+                     "evidence": evidence})
     return rows
+
+
+def by_batch(records: Sequence[dict[str, Any]], model: str, platform: str
+             ) -> dict[int, float | None]:
+    """Batch → geomean Bifocal/PD over ``model``'s finished grid workloads of that batch
+    (where the geomean's distance from the paper comes from)."""
+    index = by_workload(records)
+    keys = [k for k in grid_keys(model, platform) if finished(index, k)]
+    sp = speedups([r for k in keys for r in index[k].values()])
+    return {b: geomean([float(sp[(k, "bifocal")]) for k in keys if k[4] == b])
+            for b in GRID_AXES[2]}
 
 
 def static_winners(records: Sequence[dict[str, Any]]) -> dict[tuple, str]:
@@ -106,32 +180,37 @@ def static_winners(records: Sequence[dict[str, Any]]) -> dict[tuple, str]:
 
 
 def fig7(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """DOPS Fig. 7: Bifocal over PD per workload and the range against the paper's."""
+    """DOPS Fig. 7: Bifocal over PD per workload and the range against the paper's
+    (``pending (n/6)`` until every workload is finished)."""
+    index = by_workload(records)
     out = []
     for model, batch, prefills, decodes, paper in PAPER_FIG7:
-        recs = [r for r in _by_model(records, model, "HP32") if r["batch"] == batch
-                and r["prefill"] in prefills and r["decode"] in decodes]
-        sp = speedups(recs)
-        vals = {(p, d): sp.get(((model, "HP32", p, d, batch), "bifocal"))
-                for p in prefills for d in decodes}
-        got = [v for v in vals.values() if v is not None]
-        rng = (min(got), max(got)) if len(got) == len(vals) else None
-        below = sorted({m for r in recs for m in STATIC
-                        if (sp.get((workload_key(r), m)) or 2.0) < 1.0})
+        keys = grid_keys(model, "HP32", (prefills, decodes, (batch,)))
+        done = [k for k in keys if finished(index, k)]
+        sp = speedups([r for k in done for r in index[k].values()])
+        vals = {(k[2], k[3]): sp.get((k, "bifocal")) for k in keys}
+        full = len(done) == len(keys)
+        rng = (min(sp[(k, "bifocal")] for k in done),
+               max(sp[(k, "bifocal")] for k in done)) if full else None
+        below = sorted({m for k in done for m in STATIC if (sp.get((k, m)) or 2.0) < 1.0})
         out.append({"model": model, "batch": batch, "speedups": vals, "range": rng,
                     "paper": paper, "static_below_pd": below,
-                    "verdict": verdict_range(model, paper, rng).verdict})
+                    "verdict": verdict_range(model, paper, rng).verdict if full
+                    else pending(len(done), len(keys)), "source": "DOPS §6.2 Fig. 7"})
     return out
 
 
 def fig10(records: Sequence[dict[str, Any]], model: str = "llama-2-7b",
           platform: str = "HP64") -> list[dict[str, Any]]:
-    """DOPS Fig. 10 over a model's workloads: per method the median and 90th-percentile
-    speedup over PD and the median NPU, PIM and NPU–PIM co-utilisation (Eq. 5)."""
-    recs = _by_model(records, model, platform)
+    """DOPS Fig. 10 over a model's finished grid workloads: per method the median and
+    90th-percentile speedup over PD and the median NPU, PIM and NPU–PIM co-utilisation
+    (Eq. 5)."""
+    index = by_workload(records)
+    keys = [k for k in grid_keys(model, platform) if finished(index, k)]
+    recs = [r for k in keys for r in index[k].values()]
     sp = speedups(recs)
     rows = []
-    for method in dict.fromkeys(r["method"] for r in recs):
+    for method in GRID_METHODS:
         mine = [r for r in recs if r["method"] == method and usable(r)]
         s = sorted(v for v in (sp.get((workload_key(r), method)) for r in mine) if v)
         if not s:
@@ -145,6 +224,21 @@ def fig10(records: Sequence[dict[str, Any]], model: str = "llama-2-7b",
                      "p90": s[min(len(s) - 1, int(0.9 * len(s)))],
                      "u_npu": med("u_npu"), "u_pim": med("u_pim"), "u_co": med("u_co")})
     return rows
+
+
+#: DOPS Fig. 10's claims (§6.2): (row key, Bifocal highest?) — the highest median and
+#: upper-tail speedup and co-utilisation, "without maximising either device alone".
+FIG10_CLAIMS = (("median", True), ("p90", True), ("u_co", True), ("u_npu", False),
+                ("u_pim", False))
+
+
+def fig10_claims(rows: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    """Claim (row key) → whether it holds for Bifocal in ``rows`` (:func:`fig10`)."""
+    def top(key: str) -> str | None:
+        vals = [r for r in rows if r.get(key) is not None]
+        return max(vals, key=lambda r: r[key])["method"] if vals else None
+
+    return {key: (top(key) == "bifocal") == highest for key, highest in FIG10_CLAIMS}
 
 
 #: DOPS Insights 1–4 (§6.4, Figs. 14/15): the workloads compared, as (model,
@@ -196,4 +290,81 @@ def insights(records: Sequence[dict[str, Any]], catalog: Any,
         ok = ours[0] == paper[0] and ours[-1] == paper[1]
         out.append({"insight": name, "workloads": what, "paper": paper, "ours": ours,
                     "verdict": "reproduced" if ok else "differs"})
+    return out
+
+
+#: Columns of the per-workload grid table (:func:`grid_csv`); times in ns (model ticks).
+CSV_COLUMNS = ("model", "platform", "prefill", "decode", "batch", "method", "status",
+               "makespan_ns", "ttft_ns", "decode_time_ns", "lower_bound_ns", "speedup_over_pd",
+               "u_npu", "u_pim", "u_co", "tasks", "error")
+
+
+def _ns(rec: dict[str, Any], key: str) -> int | None:
+    """``rec[key]`` (ticks of ``rec["time_unit"]``) in integer ns."""
+    value = rec.get(key)
+    if value is None:
+        return None
+    return round(value * TIME_UNITS[rec.get("time_unit") or "ns"] / TIME_UNITS["ns"])
+
+
+def grid_rows(records: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    """One row per (workload, method) of the seven models' grids and of Fig. 7's HP32
+    workloads, finished workloads only, in order (model in :data:`PAPER_GEOMEAN`'s order, then
+    prefill, decode, batch; Fig. 7's last; method in :data:`GRID_METHODS`' order)."""
+    index = by_workload(records)
+    keys = [k for model, (platform, _) in PAPER_GEOMEAN.items()
+            for k in grid_keys(model, platform)]
+    keys += [k for model, batch, prefills, decodes, _ in PAPER_FIG7
+             for k in grid_keys(model, "HP32", (prefills, decodes, (batch,)))]
+    rows = []
+    for k in dict.fromkeys(keys):
+        if finished(index, k):
+            sp = speedups(list(index[k].values()))
+            for m in GRID_METHODS:
+                r = index[k][m]
+                ok = usable(r)
+                s = sp.get((k, m))
+                rows.append([*k, m, r["status"] + (" (invalid)" if r.get("invalid") else ""),
+                             *(_ns(r, f) if ok else None
+                               for f in ("makespan", "ttft", "decode_time", "lower_bound")),
+                             None if s is None else round(s, 6),
+                             *((None if r.get(f) is None else round(r[f], 6))
+                               for f in ("u_npu", "u_pim", "u_co")),
+                             r.get("tasks"), (r.get("error") or "")[:200]])
+    return rows
+
+
+def grid_csv(records: Sequence[dict[str, Any]], header: dict[str, str]) -> str:
+    """The per-workload results as CSV text: ``# key: value`` lines (``header``: the rules,
+    commit and command the records come from), then :data:`CSV_COLUMNS` and
+    :func:`grid_rows`."""
+    buf = io.StringIO()
+    for key, value in header.items():
+        buf.write(f"# {key}: {' '.join(value.split())}\n")
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for row in grid_rows(records):
+        w.writerow(["" if v is None else v for v in row])
+    return buf.getvalue()
+
+
+def read_grid_csv(text: str) -> list[dict[str, Any]]:
+    """Sweep-like records from :func:`grid_csv`'s text (``#`` lines skipped), so the tables
+    can be recomputed from the committed CSV alone."""
+    lines = [x for x in text.splitlines() if x and not x.startswith("#")]
+    out = []
+    for row in csv.DictReader(lines):
+        rec: dict[str, Any] = {"model": row["model"], "platform": row["platform"],
+                               "method": row["method"], "status": row["status"].split()[0],
+                               "invalid": row["status"].endswith("(invalid)")}
+        for f in ("prefill", "decode", "batch", "tasks"):
+            rec[f] = int(row[f]) if row[f] else None
+        for f in ("makespan", "ttft", "decode_time", "lower_bound"):
+            v = row[f"{f}_ns"]
+            rec[f] = int(float(v)) if v else None
+        for f in ("u_npu", "u_pim", "u_co"):
+            rec[f] = float(row[f]) if row[f] else None
+        if row["error"]:
+            rec["error"] = row["error"]
+        out.append(rec)
     return out
