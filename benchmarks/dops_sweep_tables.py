@@ -111,7 +111,8 @@ def verdict_rows(records: list[dict]) -> list[list]:
         rows.append([f"Fig. 7 range, {f['model']} HP32 batch {f['batch']}",
                      f"{f['paper'][0]}–{f['paper'][1]}",
                      f"{rng[0]:.3f}–{rng[1]:.3f}" if rng else "–", "±5 % at each end",
-                     f["verdict"], f["source"], ""])
+                     f["verdict"], f["source"],
+                     f"{f['cause']} ({f['evidence']})" if f["cause"] else ""])
     found = fig10(records)
     done = max((r["workloads"] for r in found if r["method"] == "bifocal"), default=0)
     claims = fig10_claims(found) if done == GRID_SIZE else {}

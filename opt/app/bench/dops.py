@@ -114,7 +114,8 @@ def _fig7_case(cache: Path) -> CaseResult:
             checks.append(paper_figure(f"Fig. 7 {f['model']} batch {f['batch']}: {side} "
                                        f"Bifocal over PD", ours, paper, RATIO,
                                        "DOPS §6.2 Fig. 7",
-                                       "docs/dops_analyses.md §5 (Fig. 7 under at_use)"))
+                                       f"{f['cause']} (evidence: {f['evidence']})"
+                                       if f["cause"] else "docs/dops_analyses.md §5 Fig. 7"))
     return CaseResult("DOPS Fig. 7 (HP32): Bifocal over PD (at_use)",
                       ["model", "batch", "prefill", "decode", "Bifocal / PD"], rows, checks)
 
