@@ -115,8 +115,11 @@ def test_fig7_needs_every_workload_and_fig10_reports_co_utilisation():
     from opt.app.runs.dops_tables import fig10_claims
 
     assert all(fig10_claims(found).values())
-    found = fig10([dict(r, u_npu=1.0) if r["method"] == "bifocal" else r for r in recs])
-    assert fig10_claims(found)["u_npu"] is False
+    found = fig10([dict(r, u_co=0.0) if r["method"] == "bifocal" else r for r in recs])
+    assert fig10_claims(found) == {"median": True, "p90": True, "u_co": False}
+    from opt.app.runs.dops_tables import co_utilisation_wins
+
+    assert co_utilisation_wins(recs) == (64, 64)
 
 
 def test_insights_compare_the_largest_increment_and_name_missing_baselines():
