@@ -50,6 +50,7 @@ from opt.app.runs.dops_tables import (
     insights,
     read_grid_csv,
     static_winners,
+    wla_table,
 )
 from opt.app.runs.sweep import same_settings, speedups
 from opt.app.runs.sweep_calls import SolveCall
@@ -128,12 +129,46 @@ def verdict_rows(records: list[dict]) -> list[list]:
     return rows
 
 
-def main(records: list[dict], stale: int, scaling: str | None = None) -> None:
-    """Print every table of docs/dops_analyses.md §5 from ``records``."""
+def wla_rows(layout: list[dict]) -> list[list]:
+    """The §6.5 rows of the verdict table (:func:`opt.app.runs.dops_tables.wla_table`)."""
+    rows = []
+    for w in wla_table(layout):
+        paper = w["paper"]
+        ours = w["ours"] if w["ours"] is not None else (
+            f"({w['partial']:.3g} over {w['workloads']})" if w["workloads"] else "–")
+        rows.append([f"WLA: {w['method']} over {w['over']}, {w['model']} HP32",
+                     f"{paper[0]}–{paper[1]}" if isinstance(paper, tuple) else paper, ours,
+                     f"±{100 * w['tolerance']:g} %", w["verdict"], w["source"],
+                     f"{w['cause']} ({w['evidence']})" if w["cause"] else ""])
+    return rows
+
+
+def load_layout(folder: str | None) -> list[dict]:
+    """The records of a ``hetopt sweep layout`` folder (KV reserved)."""
+    if not folder:
+        return []
+    recs = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
+    return [r for r in recs if isinstance(r, dict) and "method" in r and r.get("kv_reserved")]
+
+
+def main(records: list[dict], stale: int, scaling: str | None = None,
+         layout: list[dict] | None = None) -> None:
+    """Print every table of docs/dops_analyses.md §5 from ``records`` (and ``layout``: the
+    §6.5 sweep's records)."""
     print(f"{len(records)} records of the current build ({stale} older ones left out)\n")
     print("### Verdicts beside the paper\n")
     print(_md(["figure", "paper", "ours", "tolerance", "verdict", "source", "cause (evidence)"],
-              verdict_rows(records)))
+              verdict_rows(records) + wla_rows(layout or [])))
+    if layout:
+        print("\n### WLA on the §6.5 sweep (HP32; finished workloads)\n")
+        print(_md(["model", "method", "over", "workloads", "geomean", "min", "max",
+                   "WLA evaluations", "WLA stop reasons", "paper", "verdict"],
+                  [[w["model"], w["method"], w["over"], f"{w['workloads']}/{w['total']}",
+                    w["ours"] if w["ours"] is not None else w["partial"], w["min"], w["max"],
+                    ", ".join(map(str, w["evaluations"])), "; ".join(w["stop_reasons"]),
+                    w["paper"], w["verdict"]] for w in wla_table(layout) if w["workloads"]]))
+        print("\n(geomean over all 75 workloads only when the verdict is not pending; else "
+              "over the finished ones, for orientation.)")
     print("\n### Geomean speedup over PD per model (finished grid workloads)\n")
     geo = geomean_table(records)
     batches = GRID_AXES[2]
@@ -216,6 +251,7 @@ def cli(argv: list[str] | None = None) -> int:
                     help="the commit the records were computed at (default: this checkout's)")
     ap.add_argument("--docs", type=Path, help="rewrite the marked section of this file")
     ap.add_argument("--scaling", help="records of `hetopt scaling` for Insights 1-4")
+    ap.add_argument("--wla", help="records of `hetopt sweep layout` (§6.5) for the WLA rows")
     args = ap.parse_args(argv)
     command = "python benchmarks/dops_sweep_tables.py " + shlex.join(
         sys.argv[1:] if argv is None else argv)
@@ -235,7 +271,7 @@ def cli(argv: list[str] | None = None) -> int:
                        f"only workloads with all {len(GRID_METHODS)} methods recorded"}))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        main(records, stale, args.scaling)
+        main(records, stale, args.scaling, load_layout(args.wla))
     if args.docs:
         rewrite_docs(args.docs, buf.getvalue(), command)
     else:

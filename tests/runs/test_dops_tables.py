@@ -142,3 +142,24 @@ def test_insights_compare_the_largest_increment_and_name_missing_baselines():
     assert rows["1"]["verdict"] == "reproduced"
     assert rows["4"]["ours"][0] == "HP0: no schedule (KV cache > memory)"
     assert rows["4"]["verdict"] == "differs" and rows["2"]["ours"] == [None, None]
+
+
+def test_wla_table_needs_the_whole_sweep_and_states_the_paper():
+    import itertools
+
+    from opt.app.runs.dops_tables import WLA_AXES, wla_table
+
+    recs = []
+    for p, d, b in itertools.product(*WLA_AXES):
+        for m, t in (("pd/linear", 212), ("bifocal/linear", 132), ("bifocal/wla", 100)):
+            recs.append(_rec("dops-qwen-1.8b", "HP32", p, d, b, m, t,
+                             **({"evaluations": 2, "stop_reason": "x"} if m.endswith("wla")
+                                else {})))
+    rows = {(r["model"], r["over"]): r for r in wla_table(recs)}
+    lin = rows[("dops-qwen-1.8b", "bifocal/linear")]
+    assert lin["workloads"] == 75 and abs(lin["ours"] - 1.32) < 1e-12
+    assert lin["verdict"] == "reproduced" and lin["evaluations"] == [2]
+    assert rows[("dops-qwen-1.8b", "pd/linear")]["verdict"] == "reproduced"  # 2.12
+    assert rows[("llama-2-7b", "bifocal/linear")]["verdict"] == "pending (0/75)"
+    short = wla_table(recs[3:])  # one workload without its three records
+    assert short[0]["verdict"] == "pending (74/75)" and short[0]["ours"] is None
