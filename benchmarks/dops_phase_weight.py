@@ -2,7 +2,7 @@
 weight λ (``lam``) on a model's §6.2 grid, against PD and default Bifocal from the grid's
 records (read-only), per batch.
 
-    python benchmarks/dops_phase_weight.py --records /work/grid/records --out /tmp/lam0 \\
+    python benchmarks/dops_phase_weight.py --records results/grid-records --out results/lam0 \\
         --model dops-qwen-1.8b --platform HP32 --lam 0 --batch 1 4
 
 Runs the missing Bifocal records (resumable, ``hetopt sweep placement`` records of settings

@@ -41,10 +41,12 @@ from opt.app.runs.dops_tables import (
     PAPER_GEOMEAN,
     SLOWER_THAN_PD,
     by_batch,
+    by_workload,
     co_utilisation_wins,
     fig7,
     fig10,
     fig10_claims,
+    finished,
     geomean_table,
     grid_csv,
     insights,
@@ -52,7 +54,7 @@ from opt.app.runs.dops_tables import (
     static_winners,
     wla_table,
 )
-from opt.app.runs.sweep import same_settings, speedups
+from opt.app.runs.sweep import same_settings, speedups, workload_key
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.jsonio import read_json
 from opt.common.report import markdown_table
@@ -189,8 +191,10 @@ def main(records: list[dict], stale: int, scaling: str | None = None,
               f"{', '.join(f['static_below_pd']) or 'none'}\n")
         print(_md(["prefill", "decode", "Bifocal / PD"],
                   [[p, d, v] for (p, d), v in f["speedups"].items()]) + "\n")
-    print("### Winning static policy per workload (count per model)\n")
-    per_model = Counter((k[0], k[1], m) for k, m in static_winners(records).items())
+    index = by_workload(records)
+    done = [r for r in records if finished(index, workload_key(r))]  # as in the CSV
+    print("### Winning static policy per finished workload (count per model)\n")
+    per_model = Counter((k[0], k[1], m) for k, m in static_winners(done).items())
     print(_md(["model", "platform", "winner", "workloads"],
               [[a, b, c, n] for (a, b, c), n in sorted(per_model.items())]))
     print("\n### DOPS Fig. 10 (Llama-2-7B, HP64, finished grid workloads)\n")
@@ -200,9 +204,9 @@ def main(records: list[dict], stale: int, scaling: str | None = None,
                 r["u_co"]] for r in fig10(records)]))
     if scaling:
         _insights(scaling)
-    sp = speedups(records)
+    sp = speedups(done)
     worst = sorted((v, k) for (k, m), v in sp.items() if m == "bifocal" and v is not None)
-    print("\n### Worst Bifocal / PD workloads\n")
+    print("\n### Worst Bifocal / PD workloads (finished)\n")
     print(_md(["workload", "Bifocal / PD", "HEFT / PD"],
               [[" ".join(map(str, k)), v, sp.get((k, "heft"))] for v, k in worst[:8]]))
     bad = [k for v, k in worst if v < 1 / SLOWER_THAN_PD]
