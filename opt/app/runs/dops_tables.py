@@ -70,7 +70,7 @@ CAUSES: dict[str, tuple[str, str]] = {
 FIG7_CAUSES: dict[str, tuple[str, str]] = {
     "llama-2-7b": (
         "above the paper: Bifocal equals HEFT to the tick on all six, and PD's batch-16 decode "
-        "(every GEMM on PIM, Table 1) takes 2.0-2.2 x Bifocal's because our AiM roofline makes a "
+        "(every GEMM on PIM, Table 1) takes 1.9-2.2 x Bifocal's because our AiM roofline makes a "
         "PIM decode GEMM compute-bound and linear in the batch (PIM/NPU per layer 2.39 at batch "
         "16), a cost-model input (SPEC 5.2 roofline, not Table 2's operator model)",
         "docs/dops_analyses.md §5 'Fig. 7', benchmarks/dops_explain.py ratios --model "
@@ -132,13 +132,19 @@ def by_workload(records: Iterable[dict[str, Any]]) -> dict[tuple, dict[str, dict
     return out
 
 
+#: The methods a workload needs for the Bifocal/PD figures (geomean, Fig. 7, 2 % rule).
+PAIR = ("bifocal", "pd")
+
+
 def finished(index: dict[tuple, dict[str, dict[str, Any]]], key: tuple,
-             methods: Sequence[str] = GRID_METHODS) -> bool:
-    """A finished grid workload: every method recorded (a method may refuse it: an ERROR
-    record with its reason), Bifocal and PD with a usable schedule."""
+             methods: Sequence[str] = PAIR) -> bool:
+    """A finished workload for a figure over ``methods``: each of them recorded (a method may
+    refuse it: an ERROR record with its reason), Bifocal and PD (when among them) with a
+    usable schedule. The default, :data:`PAIR`, is what the Bifocal/PD figures need;
+    :data:`GRID_METHODS` what the HEFT, best-static and Fig. 10 figures need."""
     recs = index.get(key, {})
     return all(m in recs for m in methods) and all(
-        m in recs and usable(recs[m]) for m in ("bifocal", "pd"))
+        usable(recs[m]) for m in PAIR if m in methods)
 
 
 def _by_model(records: Sequence[dict[str, Any]], model: str, platform: str
@@ -147,27 +153,31 @@ def _by_model(records: Sequence[dict[str, Any]], model: str, platform: str
 
 
 def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model on its DOPS platform (all seven, in :data:`PAPER_GEOMEAN`'s order): finished
-    grid workloads, and over them the geomean speedup over PD of Bifocal, HEFT and the best
-    static policy per workload, Bifocal/PD min and max, the workloads where Bifocal is more
+    """Per model on its DOPS platform (all seven, in :data:`PAPER_GEOMEAN`'s order): the grid
+    workloads finished for Bifocal and PD, and over them the geomean Bifocal/PD (the verdict's
+    figure); over the workloads finished for all seven methods (``all_methods``; a full grid
+    only) the geomean speedup over PD of HEFT and of the best static policy per workload; Bifocal/PD min and max, the workloads where Bifocal is more
     than 2 % slower than PD; the paper's value, the verdict (``pending (n/64)`` on an
     unfinished grid, the geomean then None) and the cause with its evidence."""
     index = by_workload(records)
     rows = []
     for model, (platform, paper) in PAPER_GEOMEAN.items():
         keys = [k for k in grid_keys(model, platform) if finished(index, k)]
+        every = [k for k in keys if finished(index, k, GRID_METHODS)]
         sp = speedups([r for k in keys for r in index[k].values()])
         bif = [float(sp[(k, "bifocal")]) for k in keys]
-        best_static = [max(sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)) for k in keys]
-        heft = [float(sp.get((k, "heft")) or 0.0) for k in keys]
+        best_static = [max(sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)) for k in every]
+        heft = [float(sp.get((k, "heft")) or 0.0) for k in every]
         full = len(keys) == GRID_SIZE
         g = geomean(bif) if full else None
         verdict = verdict_value(model, paper, g).verdict if full else pending(len(keys))
         cause, evidence = cause_of(model) if verdict == "differs" else ("", "")
         slower = [k for k, s in zip(keys, bif) if s < 1 / SLOWER_THAN_PD]
+        every_full = len(every) == GRID_SIZE
         rows.append({"model": model, "platform": platform, "workloads": len(keys),
-                     "bifocal": g, "heft": geomean(heft) if full else None,
-                     "best_static": geomean(best_static) if full else None,
+                     "all_methods": len(every), "bifocal": g,
+                     "heft": geomean(heft) if every_full else None,
+                     "best_static": geomean(best_static) if every_full else None,
                      "partial_bifocal": None if full else geomean(bif),
                      "min_bifocal": min(bif, default=None),
                      "max_bifocal": max(bif, default=None), "slower_2pct": len(slower),
@@ -231,7 +241,7 @@ def fig10(records: Sequence[dict[str, Any]], model: str = "llama-2-7b",
     90th-percentile speedup over PD and the median NPU, PIM and NPU–PIM co-utilisation
     (Eq. 5)."""
     index = by_workload(records)
-    keys = [k for k in grid_keys(model, platform) if finished(index, k)]
+    keys = [k for k in grid_keys(model, platform) if finished(index, k, GRID_METHODS)]
     recs = [r for k in keys for r in index[k].values()]
     sp = speedups(recs)
     rows = []
@@ -271,7 +281,7 @@ def co_utilisation_wins(records: Sequence[dict[str, Any]], model: str = "llama-2
     """(finished grid workloads where Bifocal's U_co is the highest of the methods, finished
     workloads): the "consistently" of Fig. 10's co-utilisation claim."""
     index = by_workload(records)
-    keys = [k for k in grid_keys(model, platform) if finished(index, k)]
+    keys = [k for k in grid_keys(model, platform) if finished(index, k, GRID_METHODS)]
     wins = 0
     for k in keys:
         u = {m: r.get("u_co") for m, r in index[k].items() if usable(r)}
@@ -348,8 +358,8 @@ def _ns(rec: dict[str, Any], key: str) -> int | None:
 
 
 def grid_rows(records: Sequence[dict[str, Any]]) -> list[list[Any]]:
-    """One row per (workload, method) of the seven models' grids and of Fig. 7's HP32
-    workloads, finished workloads only, in order (model in :data:`PAPER_GEOMEAN`'s order, then
+    """One row per recorded (workload, method) of the seven models' grids and of Fig. 7's
+    HP32 workloads, in order (model in :data:`PAPER_GEOMEAN`'s order, then
     prefill, decode, batch; Fig. 7's last; method in :data:`GRID_METHODS`' order)."""
     index = by_workload(records)
     keys = [k for model, (platform, _) in PAPER_GEOMEAN.items()
@@ -358,19 +368,20 @@ def grid_rows(records: Sequence[dict[str, Any]]) -> list[list[Any]]:
              for k in grid_keys(model, "HP32", (prefills, decodes, (batch,)))]
     rows = []
     for k in dict.fromkeys(keys):
-        if finished(index, k):
-            sp = speedups(list(index[k].values()))
-            for m in GRID_METHODS:
-                r = index[k][m]
-                ok = usable(r)
-                s = sp.get((k, m))
-                rows.append([*k, m, r["status"] + (" (invalid)" if r.get("invalid") else ""),
-                             *(_ns(r, f) if ok else None
-                               for f in ("makespan", "ttft", "decode_time", "lower_bound")),
-                             None if s is None else round(s, 6),
-                             *((None if r.get(f) is None else round(r[f], 6))
-                               for f in ("u_npu", "u_pim", "u_co")),
-                             r.get("tasks"), (r.get("error") or "")[:200]])
+        sp = speedups(list(index.get(k, {}).values()))
+        for m in GRID_METHODS:
+            r = index.get(k, {}).get(m)
+            if r is None:
+                continue
+            ok = usable(r)
+            s = sp.get((k, m))
+            rows.append([*k, m, r["status"] + (" (invalid)" if r.get("invalid") else ""),
+                         *(_ns(r, f) if ok else None
+                           for f in ("makespan", "ttft", "decode_time", "lower_bound")),
+                         None if s is None else round(s, 6),
+                         *((None if r.get(f) is None else round(r[f], 6))
+                           for f in ("u_npu", "u_pim", "u_co")),
+                         r.get("tasks"), (r.get("error") or "")[:200]])
     return rows
 
 
