@@ -160,7 +160,7 @@ def main(records: list[dict], stale: int, scaling: str | None = None,
     print(f"{len(records)} records of the current build ({stale} older ones left out)\n")
     print("### Verdicts beside the paper\n")
     print(_md(["figure", "paper", "ours", "tolerance", "verdict", "source", "cause (evidence)"],
-              verdict_rows(records) + wla_rows(layout or [])))
+              verdict_rows(records) + wla_rows(layout or []) + insight_rows(scaling)))
     if layout:
         print("\n### WLA on the §6.5 sweep (HP32; finished workloads)\n")
         print(_md(["model", "method", "over", "workloads", "geomean", "min", "max",
@@ -217,18 +217,35 @@ def main(records: list[dict], stale: int, scaling: str | None = None,
     print(f"\nworkloads where Bifocal is more than 2 % slower than PD: {len(bad)} of {len(worst)}")
 
 
+def _scaling_records(folder: str) -> list[dict]:
+    recs = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
+    return [r for r in recs if isinstance(r, dict) and r.get("kv_reserved") is not False
+            and "method" in r]
+
+
+def insight_rows(folder: str | None) -> list[list]:
+    """The Insights 1–4 rows of the verdict table (none without ``--scaling``)."""
+    if not folder:
+        return []
+    from opt.costlib.hardware import bundled_catalog
+
+    return [[f"Insight {i['insight']}: {i['workloads']}", " → ".join(i["paper"]),
+             " → ".join(str(o) for o in i["ours"]), "exact increment", i["verdict"],
+             i["source"], f"{i['cause']} ({i['evidence']})" if i["cause"] else ""]
+            for i in insights(_scaling_records(folder), bundled_catalog())]
+
+
 def _insights(folder: str) -> None:
     from opt.costlib.hardware import bundled_catalog
 
-    recs = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
-    recs = [r for r in recs if isinstance(r, dict) and r.get("kv_reserved") is not False
-            and "method" in r]
+    recs = _scaling_records(folder)
     print("\n### DOPS Insights 1–4 (Bifocal, HP0 → HP32 → HP64 → HP128): the increment with "
           "the largest marginal gain\n")
-    print(_md(["insight", "workloads", "paper (first → last)", "ours (each workload)",
-               "verdict"],
+    print(_md(["insight", "workloads", "paper (first → last)",
+               "ours (each workload: increment, its gain per 32 GB)", "verdict"],
               [[i["insight"], i["workloads"], " → ".join(i["paper"]),
-                "; ".join(str(o) for o in i["ours"]), i["verdict"]]
+                "; ".join(f"{o} ({g:.3g})" if g is not None else str(o)
+                          for o, g in zip(i["ours"], i["largest_gain"])), i["verdict"]]
                for i in insights(recs, bundled_catalog())]))
 
 

@@ -150,7 +150,9 @@ def test_insights_compare_the_largest_increment_and_name_missing_baselines():
     assert rows["1"]["ours"] == ["HP0->HP32", "HP64->HP128"]
     assert rows["1"]["verdict"] == "reproduced"
     assert rows["4"]["ours"][0] == "HP0: no schedule (KV cache > memory)"
-    assert rows["4"]["verdict"] == "differs" and rows["2"]["ours"] == [None, None]
+    assert rows["4"]["verdict"] == "pending (1/3)" and rows["2"]["ours"] == [None, None]
+    assert rows["2"]["verdict"] == "pending (0/2)"
+    assert rows["1"]["largest_gain"] == [4.0, 1.875]  # (5 - 1) per 32 GB; (5 - 1.25) per 64 GB
 
 
 def test_wla_table_needs_the_whole_sweep_and_states_the_paper():
