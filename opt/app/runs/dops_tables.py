@@ -331,6 +331,10 @@ INSIGHT_CAUSES: dict[str, tuple[str, str]] = {
           "docs/dops_analyses.md §5 'Insights' (hetopt scaling records)"),
     "3": ("as Insight 2: HP0 -> HP32 removes the per-step weight streaming of HP0 at batch 1 "
           "and 4 alike", "docs/dops_analyses.md §5 'Insights' (hetopt scaling records)"),
+    "4": ("Llama-13B has no HP0 schedule (its KV cache at batch 8, context 2,560 takes 16.8 GB "
+          "of the 16 GB NPU), and Llama-70B's 70 GB of INT8 weights fit HP64 but not HP32, so "
+          "HP32 -> HP64 is where they stop streaming",
+          "docs/dops_analyses.md §5 'Insights' (hetopt scaling records)"),
 }
 
 
