@@ -12,9 +12,10 @@ suite          cases
 ``opweave``    the full OpWeave cost table (Gemma-3-27B 25/60 ms and Qwen3-Next-80B-A3B 40/80
                ms × 8K/32K/128K × H100, H100+L40S, H100+A100 × COL/AFD/CAD/B&B), Figs. 10,
                11, 13 and Table 3 from its records, and the detailed-cost-model theorem check
-``dops``       DOPS' scheduling sweep over its seven models on their platforms (the full grid
-               for dops-qwen-1.8b and Llama-2-7B, corners for the rest; Bifocal, HEFT, PD,
-               4 static policies), Fig. 7 and Fig. 10 beside the paper (opt.app.bench.dops)
+``dops``       DOPS' §6.2 grid (4 x 4 x 4) for its seven models on their platforms under
+               ``at_use`` loads and LRU residency (Bifocal, HEFT, PD, 4 static policies),
+               Fig. 7, Fig. 10, the per-workload CSV and the geomean verdicts beside the
+               paper (opt.app.bench.dops)
 =============  ==============================================================================
 """
 
