@@ -480,9 +480,10 @@ def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: b
         cands = legal = type_legal[ty]
         c = tcls[t]
         if c >= 0:
-            cands = narrowed.get((ty, c))
-            if cands is None:
-                cands = narrowed[ty, c] = [d for d in legal if mem[c][d]] or legal
+            got = narrowed.get((ty, c))
+            if got is None:
+                got = narrowed[ty, c] = [d for d in legal if mem[c][d]] or legal
+            cands = got
         best_f = best_d = None
         for d in cands:
             r = evaluate(t, d, durs[d], info)
@@ -497,7 +498,8 @@ def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: b
     return st.solution()
 
 
-def heft_priority_order(inst: PlacementInstance, *, engine: str = "auto") -> Sequence[int]:
+def heft_priority_order(inst: PlacementInstance, *,
+                        engine: str = "auto") -> Sequence[int] | np.ndarray:
     """HEFT's task order: ``priority_order`` of ``upward_rank`` (int64 array from the compiled
     engine, list from the Python one; the same indices). ``engine``: module docstring."""
     eng = _engine.resolve_engine(engine, inst.n_tasks)

@@ -73,7 +73,7 @@ class PolicySearchParams:
 @dataclass
 class _Search:
     inst: PlacementInstance
-    order: Sequence[int]
+    order: Sequence[int] | np.ndarray  # HEFT order (list or int64 array, the same indices)
     keys: list[tuple[str, int]]  # the distinct (kind group, phase) pairs
     key_code: np.ndarray  # int64 [n]: each task's position in keys (−1: none)
     members: np.ndarray  # bool [len(CLASSES), nd]

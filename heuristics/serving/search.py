@@ -132,8 +132,8 @@ class _Role:
         by every μ)."""
         if self._dominance is None:
             t = np.swapaxes(self.times, 0, 1)                  # [MB, C, n]
-            self._dominance = ((t[:, :, None, :] <= t[:, None, :, :]).all(axis=3),
-                               (t[:, :, None, :] < t[:, None, :, :]).any(axis=3))
+            self._dominance = (np.asarray((t[:, :, None, :] <= t[:, None, :, :]).all(axis=3)),
+                               np.asarray((t[:, :, None, :] < t[:, None, :, :]).any(axis=3)))
         return self._dominance
 
 

@@ -20,7 +20,7 @@ import itertools
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from opt.app.runs.bench_checks import RATIO
 from opt.app.runs.sweep import geomean, speedups, usable, workload_key
@@ -173,7 +173,7 @@ def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         keys = [k for k in grid_keys(model, platform) if finished(index, k)]
         every = [k for k in keys if finished(index, k, GRID_METHODS)]
         sp = speedups([r for k in keys for r in index[k].values()])
-        bif = [float(sp[(k, "bifocal")]) for k in keys]
+        bif = [float(cast(float, sp[(k, "bifocal")])) for k in keys]
         best_static = [max(sp.get((k, m)) or 0.0 for m in ("pd", *STATIC)) for k in every]
         heft = [float(sp.get((k, "heft")) or 0.0) for k in every]
         full = len(keys) == GRID_SIZE
@@ -202,7 +202,7 @@ def by_batch(records: Sequence[dict[str, Any]], model: str, platform: str
     index = by_workload(records)
     keys = [k for k in grid_keys(model, platform) if finished(index, k)]
     sp = speedups([r for k in keys for r in index[k].values()])
-    return {b: geomean([float(sp[(k, "bifocal")]) for k in keys if k[4] == b])
+    return {b: geomean([float(cast(float, sp[(k, "bifocal")])) for k in keys if k[4] == b])
             for b in GRID_AXES[2]}
 
 
@@ -229,8 +229,8 @@ def fig7(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         sp = speedups([r for k in done for r in index[k].values()])
         vals = {(k[2], k[3]): sp.get((k, "bifocal")) for k in keys}
         full = len(done) == len(keys)
-        rng = (min(sp[(k, "bifocal")] for k in done),
-               max(sp[(k, "bifocal")] for k in done)) if full else None
+        bifs = [cast(float, sp[(k, "bifocal")]) for k in done]
+        rng = (min(bifs), max(bifs)) if full else None
         below = sorted({m for k in done for m in STATIC if (sp.get((k, m)) or 2.0) < 1.0})
         verdict = verdict_range(model, paper, rng).verdict if full else pending(
             len(done), len(keys))
@@ -501,7 +501,8 @@ def wla_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         full = len(done) == len(keys)
         g = geomean(ratios) if full else None
         lo, hi = paper if isinstance(paper, tuple) else (paper, paper)
-        verdict = (("reproduced" if RATIO.admits(g, lo, hi) else "differs") if full
+        verdict = (("reproduced" if g is not None and RATIO.admits(g, lo, hi) else "differs")
+                   if full
                    else pending(len(done), len(keys)))
         stops = sorted({str(ms[k][method].get("stop_reason")) for k in done
                         if method.endswith("wla")})

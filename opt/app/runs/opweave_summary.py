@@ -38,7 +38,7 @@ from opt.app.runs.opweave_tables import (
 
 Cells = dict[tuple, dict[str, Row]]
 #: Named causes (evidence in docs/serving.md "OpWeave's evaluation on the calibrated model").
-CAUSES = {
+CAUSES: dict[str, Any] = {
     "fig9_max": {
         "gemma-3-27b": "measured kernels make Gemma's colocated plans relatively cheaper "
                        "and its sliding-window attention keeps decode attention short",
@@ -93,9 +93,9 @@ def fig9_summary(cells_: Cells) -> list[list[Any]]:
                     f"{CAUSES['fig9_max'][model]}; at the max COL / AFD / CAD / B&B "
                     f"{_sl([cells_[k][m].cost if m in cells_[k] else None for m in METHODS], 3)}"
                     f" $/M; B&B = a baseline's plan in {colocated} of {len(gains)} settings"])
-    gains = [_gain(c) for c in all_cells]
-    strict = sum(g is not None and g > 1 + 1e-9 for g in gains)
-    ties = sum(g is not None and abs(g - 1) <= 1e-9 for g in gains)
+    cell_gains = [_gain(c) for c in all_cells]
+    strict = sum(x is not None and x > 1 + 1e-9 for x in cell_gains)
+    ties = sum(x is not None and abs(x - 1) <= 1e-9 for x in cell_gains)
     tied_cells = [f"{r.key[0].split('-')[0]} {r.key[2] // 1024}K/{r.key[3]:g}"
                   for c in all_cells if (g := _gain(c)) is not None and abs(g - 1) <= 1e-9
                   for r in [c["bnb"]]]
