@@ -8,6 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 import instances
+from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 from opt.app.runs.bench import BenchCase, CaseResult
 from opt.app.runs.bench_checks import EXACT, RATIO, invariant, paper_figure
 from opt.common.units import TIME_UNITS
@@ -17,7 +18,7 @@ from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.builder import build_placement
 from opt.placement.io import read_instance
 from solvers.api import solve
-from solvers.registry import methods, names
+from solvers.registry import methods, names, parsed_params
 
 SUITE = "placement"
 
@@ -198,12 +199,10 @@ def schedule_view(inst, root: Path, res: CaseResult, *, page: str = FLAGSHIP_PAG
     """Schedule ``inst`` with Bifocal (no certified bound: the viewer needs the schedule
     only), validate it and write its viewer page to ``root / page``; adds a note, a check and
     the page to ``res``."""
-    from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
     from opt.app.viewer.html import write_page
     from opt.app.viewer.placement import placement_payload
     from opt.placement.schedule_error import ScheduleError
     from opt.placement.validator import validate_placement
-    from solvers.registry import parsed_params
 
     t0 = time.perf_counter()
     solution = bifocal_schedule(inst, BifocalParams(**parsed_params("bifocal", "placement",

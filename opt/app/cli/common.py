@@ -139,7 +139,8 @@ def parse_method_params(items: Sequence[str] | None, methods: Sequence[str]
     """``--param METHOD.KEY=VALUE`` items (``hetopt sweep placement``) as {method: {key:
     value}}: KEY=VALUE as :func:`parse_params` reads it, METHOD one of ``methods`` (the part
     before the first dot). Each method's params are checked against its declared ones here,
-    before any solve (InputError naming the item)."""
+    before any solve (InputError naming the item). ``solvers`` is imported here for
+    ``hetopt --help``'s start-up, as in :func:`placement_method_names`."""
     from solvers.registry import get_method
 
     out: dict[str, dict[str, Any]] = {}
@@ -213,8 +214,8 @@ def apply_budget(inst, args: argparse.Namespace):
 # ---- method names in help texts -------------------------------------------------------------
 
 def placement_method_names() -> list[str]:
-    """Registered placement methods (solvers imported lazily: the core does not depend on them;
-    the registry itself imports no back end)."""
+    """Registered placement methods (``solvers`` imported here, not at the top: this module
+    builds ``hetopt --help``, and importing the package imports its API; tests/cli/test_startup.py)."""
     from solvers.registry import names
 
     return list(names(("placement", "layout")))
