@@ -299,7 +299,8 @@ BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "toke
                Param("token_horizon", choice("auto", "steps", "uses"),
                      "token term's horizon: remaining steps, the block's remaining uses, or "
                      "auto (uses under load_timing at_use)"),
-               Param("copy_cost", number(), "weight ≥ 0 of a same-class copy's port time"),
+               Param("copy_cost", auto_or(number()), "weight ≥ 0 of a same-class copy's "
+                     "port time, or auto (1 under load_timing prefetch, 0 under at_use)"),
                Param("siblings", boolean, "sibling groups kept together in the order"))
 #: The list schedulers' engine (heuristics.placement.engine): the same schedule either way, so
 #: it is no part of a method's recorded settings

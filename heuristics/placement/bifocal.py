@@ -130,7 +130,9 @@ Eviction cost (``evict_cost`` = κ, default 0 = off; an extension beyond DOPS)
     28.7 s; on workloads without capacity pressure nothing changes; with mild pressure
     (llama-2-13b HP64 512/128/8, HP32 128/128/1) it costs 2–7 % — hence off by default.
 
-Copy cost (``copy_cost`` = ρ, default 1; an extension beyond DOPS)
+Copy cost (``copy_cost`` = ρ; an extension beyond DOPS; ``auto``, the default, is
+:data:`AUTO_COPY_COST` of the instance's load rule: 1 under ``prefetch``, where it was
+introduced and the figures below were measured, 0 under ``at_use``)
     A load of t's block b onto d while another device of d's class already holds b (a copy
     between equal devices) adds ρ × its load duration on d — but only while some block still
     used later, whose users run fastest on that class (:func:`preferred_class`: least summed
@@ -195,8 +197,8 @@ from opt.placement.instance import PlacementInstance
 #: revision is part of Bifocal's recorded settings, so sweep records of an older revision are
 #: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
 #: 3: sibling groups kept together in the order; 4: λ = ``auto``, 0 under ``at_use``, and
-#: ``token_cap = auto``, off under ``at_use``).
-REVISION = 4
+#: ``token_cap = auto``, off under ``at_use``; 5: ``copy_cost = auto``, 0 under ``at_use``).
+REVISION = 5
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 #: The token term's horizon R_i: ``steps`` (the remaining decode steps, i.e. L_out − i + 1),
@@ -214,6 +216,13 @@ AUTO_LAM = {"at_use": 0.0, "prefetch": 3.0}
 #: capped, the token credit of the block's first use scored — a task that saves little — kept
 #: decode GEMMs off the PIMs at batch 4: dops-qwen-1.8b HP32 128/128/4 1.064 × PD, 0.984 uncapped).
 AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
+#: ρ of ``copy_cost: auto`` per ``load_timing`` (an extension beyond DOPS; problems.md §6 "The
+#: copy cost under at_use"): under ``at_use`` the copy's load already sits in the copying task's
+#: EFT (Eq. 3), and ρ = 1 on top kept a block on a busy PIM instead of copying it onto an idle
+#: one (llama-2-7b HP64 128/128/1: 1.028 × PD's makespan, 1.007 × with ρ = 0; over the
+#: dops-qwen-1.8b HP32 and llama-2-7b HP64 §6.2 grids ρ = 0 is never more than 1.1 % slower,
+#: geomean 0.998 × ρ = 1's makespan); under ``prefetch`` ρ = 1, where it was calibrated.
+AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
@@ -239,7 +248,7 @@ class BifocalParams:
     evict_cost: float = 0.0
     token_cap: bool | str = "auto"
     token_horizon: str = "auto"
-    copy_cost: float = 1.0
+    copy_cost: float | str = "auto"
     siblings: bool = True
 
     @classmethod
@@ -260,7 +269,7 @@ class BifocalParams:
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
-            elif name == "lam" and value == "auto":
+            elif name in ("lam", "copy_cost") and value == "auto":
                 out[name] = value
             elif name == "token_horizon":
                 if value not in TOKEN_HORIZONS:
@@ -623,6 +632,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
         recorded = asdict(p)
         recorded["lam"] = phase_weight(inst, p)  # the λ in effect (``auto``: the load rule's)
         recorded["token_cap"] = capped(inst, p)  # likewise
+        recorded["copy_cost"] = copy_weight(inst, p)  # likewise
         if recorded["token_horizon"] == "auto":
             del recorded["token_horizon"]
             if uses_horizon(inst, p):
@@ -656,12 +666,12 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
                   K: int) -> tuple[int, dict[str, int]]:
     """:func:`_run` on the compiled engine (``schedule_kernels.bifocal_loop``): the same
     terms, switches and counters over arrays; returns the same (ties, flips)."""
-    track_uses = p.evict_cost > 0 or bias.use_token or p.copy_cost > 0
+    track_uses = p.evict_cost > 0 or bias.use_token or copy_weight(inst, p) > 0
     ip = np.array([bias.use_phase, bias.use_token, capped(inst, p), look is not None,
                    look.H if look is not None else 0, bias.l_out or 0, track_uses,
                    uses_horizon(inst, p)], dtype=np.int64)
     fp = np.array([phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse,
-                   p.copy_cost], dtype=np.float64)
+                   copy_weight(inst, p)], dtype=np.float64)
     flips = np.zeros(5, dtype=np.int64)
     code, t, ties = _engine.kernels().bifocal_loop(
         order, cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
@@ -677,7 +687,7 @@ def _bias_arrays(inst: PlacementInstance, p: BifocalParams, bias: _Biases, dcls_
     class sizes, phase, step, θ, holds all, uses left, preferred class, homeless per class,
     copies per class and block [K, nb])."""
     i64, n, nd = np.int64, inst.n_tasks, inst.n_devices
-    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, p.copy_cost)
+    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, copy_weight(inst, p))
     class_devs = np.full((K, nd), -1, dtype=i64)
     class_n = np.zeros(K, dtype=i64)
     for d, c in enumerate(dcls_l):
@@ -795,7 +805,7 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
         l_out = int(inst.step[inst.phase == 1].max())
     # eviction cost (extension): victims still needed later are charged their reload time
     uses_left = [0] * nb
-    if (p.evict_cost > 0 or p.token or p.copy_cost > 0) and nb:
+    if (p.evict_cost > 0 or p.token or copy_weight(inst, p) > 0) and nb:
         used = inst.task_block[inst.task_block >= 0]
         uses_left = np.bincount(used, minlength=nb).tolist()
     return _Biases(phase_l, step_l, theta, holds_all, l_out, p.phase,
@@ -828,7 +838,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     H, type_w, type_best, hs_l, patterns = _window_lists(look)
     # the hint map: class and distance of the nearest committed ancestor's hint
     hint, hint_dist = [-1] * inst.n_tasks, [H + 1] * inst.n_tasks
-    rho = p.copy_cost
+    rho = copy_weight(inst, p)
     track_uses = kappa > 0 or use_token or rho > 0
     # copy cost: per class, how many devices hold each block and how many blocks that run
     # fastest on the class and are still used later are held by none of them
@@ -1049,6 +1059,11 @@ def capped(inst: PlacementInstance, p: BifocalParams) -> bool:
     """Whether the token credit is capped (``token_cap``; ``auto``: under ``prefetch`` only,
     :data:`AUTO_TOKEN_CAP`)."""
     return AUTO_TOKEN_CAP[inst.load_timing] if p.token_cap == "auto" else bool(p.token_cap)
+
+
+def copy_weight(inst: PlacementInstance, p: BifocalParams) -> float:
+    """ρ in effect: ``copy_cost``, or for ``auto`` :data:`AUTO_COPY_COST` of the load rule."""
+    return AUTO_COPY_COST[inst.load_timing] if p.copy_cost == "auto" else float(p.copy_cost)
 
 
 def phase_weight(inst: PlacementInstance, p: BifocalParams) -> float:

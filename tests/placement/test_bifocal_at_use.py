@@ -13,6 +13,10 @@ sit on the NPU since the prefill, and moving one costs its load in the moving ta
   dops-qwen-1.8b HP32, 4 layers, 128/128/4: capped, the credit of a block's first decode use
   (a task that gains little on a PIM at batch 4) × its remaining uses never repays the load,
   and the FFN stays on the NPU (1.04 × PD); uncapped, 0.99 × PD.
+* ``copy_cost: auto`` is 0 under ``at_use`` (an extension; the copy's load is already in the
+  copying task's EFT), on a third slice, Llama-2-7B HP64, 4 layers, 128/128/1, in DOPS'
+  precision: with ρ = 1 the decode q_proj stay on the PIM that took ``wq`` in the prefill, busy
+  with k/v, instead of copying it onto an idle PIM (1.023 × PD); with ρ = 0, 1.006 × PD.
 """
 
 from __future__ import annotations
@@ -21,18 +25,19 @@ import dataclasses
 
 import pytest
 
-from heuristics.placement.bifocal import AUTO_LAM, AUTO_TOKEN_CAP, bifocal_schedule
+from heuristics.placement.bifocal import AUTO_COPY_COST, AUTO_LAM, AUTO_TOKEN_CAP, bifocal_schedule
 from heuristics.placement.static_policies import static_schedule
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
+from opt.placement.build_options import paper_precision
 from opt.placement.builder import BuildOptions, Workload, build_placement
 from opt.placement.validator import validate_placement
 
 
-def _slice(model: str, batch: int):
+def _slice(model: str, batch: int, platform: str = "HP32", options: BuildOptions | None = None):
     cat = bundled_catalog()
-    inst = build_placement(bundled_cards()[model], cat.platform("HP32"), cat,
-                           Workload(128, 128, batch), BuildOptions(layers=4))
+    inst = build_placement(bundled_cards()[model], cat.platform(platform), cat,
+                           Workload(128, 128, batch), options or BuildOptions(layers=4))
     assert inst.load_timing == "at_use"
     return inst
 
@@ -92,3 +97,21 @@ def test_token_cap_auto_is_on_under_prefetch(decode_slice):
     span, stats = _span(inst, {})
     assert stats["params"]["token_cap"] is True
     assert span == _span(inst, {"token_cap": True})[0]
+
+
+def test_copy_cost_auto_is_zero_under_at_use_and_beats_one():
+    inst = _slice("llama-2-7b", 1, "HP64",
+                  BuildOptions(layers=4, precision=paper_precision("llama-2-7b")))
+    span, stats = _span(inst, {})
+    assert stats["params"]["copy_cost"] == AUTO_COPY_COST["at_use"] == 0.0
+    assert span == _span(inst, {"copy_cost": 0})[0]
+    pd = _pd(inst)
+    span1, _ = _span(inst, {"copy_cost": 1})
+    assert span < span1 and span1 > 1.02 * pd and span <= 1.01 * pd
+
+
+def test_copy_cost_auto_is_one_under_prefetch(decode_slice):
+    inst = dataclasses.replace(decode_slice, load_timing="prefetch")
+    span, stats = _span(inst, {})
+    assert stats["params"]["copy_cost"] == AUTO_COPY_COST["prefetch"] == 1.0
+    assert span == _span(inst, {"copy_cost": 1})[0]

@@ -130,8 +130,8 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
 
     first = sweep(SolveCall())
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
-    assert rec["settings"]["copy_cost"] == 1.0 and rec["settings"]["window"] is True
-    assert rec["settings"]["revision"] >= 2
+    assert rec["settings"]["copy_cost"] == "auto" and rec["settings"]["window"] is True
+    assert rec["settings"]["revision"] >= 5
     assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
     assert not any(cached for _, cached in first)
     assert all(cached for _, cached in sweep(SolveCall()))
@@ -158,7 +158,7 @@ def test_method_params_on_the_command_line(tmp_path, capsys):
         {"bifocal": False, "pd": False}
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
     assert rec["settings"]["lam"] == 0 and rec["settings"]["token_horizon"] == "steps"
-    assert rec["settings"]["copy_cost"] == 1.0 and rec["settings"]["gamma"] == 0.4  # defaults
+    assert rec["settings"]["copy_cost"] == "auto" and rec["settings"]["gamma"] == 0.4  # defaults
     assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
     assert cached("--param", "bifocal.token_horizon=steps", "--param", "bifocal.lam=0") == \
         {"bifocal": True, "pd": True}
