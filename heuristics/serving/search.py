@@ -21,8 +21,13 @@ the durations, hence non-decreasing in each of them. Hence
 
 - **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
   same transfer sizes and replica counts) keep those not dominated in (every op's duration,
-  price, GPUs); dropping a dominated choice never loses the optimum (swap it for its
-  dominator: the period, the cost rate and the GPU count stay or drop);
+  price, GPUs, and the network tables of every crossing it takes part in: a crossing's
+  network follows both endpoints' GPU types, problems.md §3.1); dropping a dominated choice
+  never loses the optimum (swap it for its dominator: the period, the cost rate and the GPU
+  count stay or drop);
+- with several networks a candidate's transfer terms are their minimum over the partner's
+  GPU type (a lower bound, used by the bounds below) and are made exact at the leaves, once
+  every owner's GPU type is known;
 - **bounds** (OpWeave App. C.1 in this model): with owners 1..d chosen,
   ``T_rtt ≥ Σ_chosen (busy + sent transfers) + Σ_rest min(busy + sent)`` (compute + network
   along the path), ``T_rtt ≥ μ·busy`` and ``μ·NIC load`` of each chosen owner, and
@@ -113,16 +118,55 @@ def sub_block_length(inst: ServingInstance, sub_block_layers: int) -> int:
 # ---- per-sequence owner data ---------------------------------------------------------------
 
 @dataclass
+class _Net:
+    """One owner's network terms per crossing network n (``[N, MB]`` ticks per token): the
+    boundary transfers it sends to the next owner (path duration, NIC-out busy), the token ids
+    it returns to the embedding owner (when it owns the LM head), the boundaries it receives
+    from the previous owner and the token ids it receives (embedding owner) — NIC-in busy at
+    its own b̂. Which network a crossing takes depends on both endpoints' GPU types
+    (problems.md §3.1 "Network model")."""
+
+    send_next: np.ndarray
+    out_next: np.ndarray
+    send_tok: np.ndarray
+    out_tok: np.ndarray
+    in_prev: np.ndarray
+    in_tok: np.ndarray
+
+    def exact(self, cross: np.ndarray, g, g_next, g_prev, g_first, g_last, mb
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """(path transfer durations sent, busier NIC direction) with the owner on GPU type
+        ``g`` at microbatch index ``mb`` and its partners on the given types (scalars or
+        arrays, vectorised)."""
+        nx, tf, pv, tl = cross[g, g_next], cross[g, g_first], cross[g_prev, g], cross[g_last, g]
+        send = self.send_next[nx, mb] + self.send_tok[tf, mb]
+        out = self.out_next[nx, mb] + self.out_tok[tf, mb]
+        inn = self.in_prev[pv, mb] + self.in_tok[tl, mb]
+        return send, np.maximum(out, inn)
+
+    def optimistic(self, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """([G, MB] send, [G, MB] busier NIC direction): lower bounds over every partner GPU
+        type for an owner on each GPU type (exact with one network)."""
+        def low(tab: np.ndarray, nets: np.ndarray) -> np.ndarray:  # [G, P] -> [G, MB]
+            return tab[nets].min(axis=1)
+        row, col = cross, cross.T   # row[g, p]: g sends to p; col[g, p]: p sends to g
+        send = low(self.send_next, row) + low(self.send_tok, row)
+        out = low(self.out_next, row) + low(self.out_tok, row)
+        inn = low(self.in_prev, col) + low(self.in_tok, col)
+        return send, np.maximum(out, inn)
+
+
+@dataclass
 class _Role:
     """One owner of a fixed owner sequence: its op mask and what its choices cost."""
 
     busy: np.ndarray      # [C, MB] ticks per token
-    send: np.ndarray      # [MB] transfer durations it sends along the path per token
-    out: np.ndarray       # [MB] NIC out serialisation per token
-    inn: np.ndarray       # [MB] NIC in serialisation per token (at its own b̂)
+    send: np.ndarray      # [G, MB] transfer durations it sends along the path per token
+    out: np.ndarray       # [G, MB] busier NIC direction (out / in at its own b̂) per token
     weights: float        # resident bytes per replica
     kv: float             # KV bytes per request
     times: np.ndarray     # [C, MB, n] its ops' durations (block order), heads appended
+    net: _Net             # its network terms per crossing network (exact at the leaves)
     _dominance: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def dominance(self) -> tuple[np.ndarray, np.ndarray]:
@@ -146,24 +190,25 @@ class _Seq:
 
 def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
     """Per owner of ``owner``: busy time for every (config, microbatch), the transfers it
-    sends and receives per microbatch size, and its resident bytes (``opt.serving.plan``'s
-    crossing and memory rules, vectorised over the tables)."""
+    sends and receives per network and microbatch size, and its resident bytes
+    (``opt.serving.plan``'s crossing and memory rules, vectorised over the tables)."""
     k = int(owner.max()) + 1
     first, last = int(owner[0]), int(owner[inst.last_op])
-    nmb = len(inst.microbatch_sizes)
-    send = np.zeros((k, nmb), dtype=np.int64)
-    out = np.zeros((k, nmb), dtype=np.int64)
-    inn = np.zeros((k, nmb), dtype=np.int64)
+    shape = (k, inst.n_networks, len(inst.microbatch_sizes))
+    send, out, inn = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    tsend, tout, tin = (np.zeros(shape, dtype=np.int64) for _ in range(3))
     if k > 1:
         for i, snd, rcv, occ in crossings(inst, owner):
-            send[snd] += occ * inst.transfer_duration[:, i]
-            out[snd] += occ * inst.transfer_busy[:, i]
-            inn[rcv] += occ * inst.transfer_busy[:, i]
+            assert rcv == (snd + 1) % k  # round robin: changes go to the next owner
+            send[snd] += occ * inst.transfer_duration[:, :, i]
+            out[snd] += occ * inst.transfer_busy[:, :, i]
+            inn[rcv] += occ * inst.transfer_busy[:, :, i]
         if last != first:
-            send[last] += inst.token_transfer_duration
-            out[last] += inst.token_transfer_busy
-            inn[first] += inst.token_transfer_busy
+            tsend[last] += inst.token_transfer_duration
+            tout[last] += inst.token_transfer_busy
+            tin[first] += inst.token_transfer_busy
     weights, kv = resident_bytes(inst, owner, k)
+    cross = inst.crossing_network
     roles = []
     for m in range(k):
         busy = dur_cnt[:, :, owner == m].sum(axis=2)
@@ -174,8 +219,10 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
         if m == last:
             busy = busy + inst.head_duration[:, :, 1]
             times.append(inst.head_duration[:, :, 1:2])
-        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m]),
-                           np.concatenate(times, axis=2)))
+        net = _Net(send[m], out[m], tsend[m], tout[m], inn[m], tin[m])
+        lb_send, lb_out = net.optimistic(cross)
+        roles.append(_Role(busy, lb_send, lb_out, float(weights[m]), float(kv[m]),
+                           np.concatenate(times, axis=2), net))
     return _Seq(owner, roles, owner.tobytes())
 
 
@@ -213,15 +260,19 @@ class _Configs:
     tp_le: np.ndarray
     tp_lt: np.ndarray
     earlier: np.ndarray
+    gpu: np.ndarray       # [C] GPU type index
+    net_le: np.ndarray    # [C, C] j's crossings never cost more than i's (problems.md §3.1)
 
     @classmethod
     def of(cls, inst: ServingInstance) -> _Configs:
         tp = np.array([c.tp for c in inst.configs])
         idx = np.arange(len(tp))
+        g = inst.config_gpu
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
                    np.array([inst.replica_memory_bytes(c) for c in inst.configs]), tp,
                    tp[:, None] <= tp[None, :], tp[:, None] < tp[None, :],
-                   idx[:, None] < idx[None, :])
+                   idx[:, None] < idx[None, :], g,
+                   inst.gpu_network_dominates[g[:, None], g[None, :]])
 
 
 def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
@@ -243,9 +294,10 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
     keep = _frontier_mask(cfgs, role, mb_arr, rate_bc, ok) if frontier else ok
     bi, ci = np.nonzero(keep)
     mb = mb_arr[bi]
+    g = cfgs.gpu[ci]
     cands = _Cands(ci.astype(np.int64), b_arr[bi], mb, role.busy[ci, mb].astype(np.int64),
-                   role.send[mb].astype(np.int64),
-                   np.maximum(role.out, role.inn)[mb].astype(np.int64), rate_bc[bi, ci],
+                   role.send[g, mb].astype(np.int64), role.out[g, mb].astype(np.int64),
+                   rate_bc[bi, ci],
                    cfgs.tp[ci].astype(np.int64), role.times[ci, mb].astype(np.int64))
     # cheapest-looking first, so good incumbents come early
     order = np.argsort(cands.rate * (cands.busy + cands.send), kind="stable")
@@ -255,14 +307,15 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
 def _frontier_mask(cfgs: _Configs, role: _Role, mb_arr: np.ndarray, rate_bc: np.ndarray,
                    ok: np.ndarray) -> np.ndarray:
     """bool [batch, config]: the feasible choices (``ok``) not dominated by another feasible
-    choice of the same batch in (every op's duration, rate, tp); of equal vectors the first
+    choice of the same batch in (every op's duration, rate, tp, and — configurations of
+    different GPU types — every crossing's network tables); of equal vectors the first
     configuration is kept. Per-op dominance (not just the total busy time) keeps the exact
     period safe: it is a maximum cycle mean, non-decreasing in every duration (problems.md
     §3.2)."""
     t_le, t_lt = role.dominance()
     r_j, r_i = rate_bc[:, :, None], rate_bc[:, None, :]
     # le[b, j, i]: j at least as good as i; lt: strictly better somewhere
-    le = t_le[mb_arr] & (r_j <= r_i) & cfgs.tp_le[None]
+    le = t_le[mb_arr] & (r_j <= r_i) & (cfgs.tp_le & cfgs.net_le)[None]
     lt = t_lt[mb_arr] | (r_j < r_i) | cfgs.tp_lt[None]
     dominated = (le & (lt | cfgs.earlier[None]) & ok[:, :, None]).any(axis=1)
     return ok & ~dominated
@@ -358,6 +411,7 @@ class _Searcher:
         self.stats = SearchStats()
         self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
         self.cfgs = _Configs.of(inst)
+        self.multi_net = inst.n_networks > 1
         self.periods: dict[tuple, Fraction] = {}
 
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -467,6 +521,8 @@ class _Searcher:
         busy_max = np.maximum(busy_max, last.busy)
         out_max = np.maximum(out_max, last.out)
         rate += last.rate
+        if self.multi_net:  # the candidates' network terms were lower bounds: make them exact
+            path, out_max = self._exact_network(seq, cands, chosen, path)
         t = np.maximum.reduce([path, mu * busy_max, mu * out_max])
         # replicas and GPUs with the global batch B = lcm of the owners' batches
         lcm = np.lcm(lcm_all(int(cands[m].batch[j]) for m, j in enumerate(chosen)),
@@ -506,6 +562,29 @@ class _Searcher:
                    else float(period))
             if val < self.best:
                 self._improve(seq, mu, cands, chosen, int(j), val, period)
+
+    def _exact_network(self, seq: _Seq, cands: list[_Cands], chosen: list[int],
+                       path: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(path, busier NIC) of every leaf with each crossing on the network of its two
+        endpoints' GPU types (problems.md §3.1): the optimistic network terms of the path
+        are replaced by the exact ones, and the NIC term is recomputed (vectorised over the
+        last owner's choices)."""
+        k = len(cands)
+        last = cands[k - 1]
+        gpu = self.cfgs.gpu
+        g = [int(gpu[cands[m].cfg[j]]) for m, j in enumerate(chosen)] + [gpu[last.cfg]]
+        mb = [int(cands[m].mb[j]) for m, j in enumerate(chosen)] + [last.mb]
+        lb_send = sum(int(cands[m].send[j]) for m, j in enumerate(chosen)) + last.send
+        first, end = int(seq.owner[0]), int(seq.owner[self.inst.last_op])
+        cross = self.inst.crossing_network
+        send_sum = np.zeros(len(last), dtype=np.int64)
+        nic = np.zeros(len(last), dtype=np.int64)
+        for m, role in enumerate(seq.roles):
+            send, busier = role.net.exact(cross, g[m], g[(m + 1) % k], g[(m - 1) % k],
+                                          g[first], g[end], mb[m])
+            send_sum = send_sum + send
+            nic = np.maximum(nic, busier)
+        return path - lb_send + send_sum, nic
 
     def _improve(self, seq: _Seq, mu: int, cands: list[_Cands], chosen: list[int], j: int,
                  value: float, period: Fraction) -> None:
