@@ -34,7 +34,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.opweave_summary import HEADERS, incomplete_searches, summary_rows
+from opt.app.runs.opweave_summary import (
+    HEADERS,
+    fig14_summary,
+    incomplete_searches,
+    summary_rows,
+)
 from opt.app.runs.opweave_tables import (
     TIGHT_SLO,
     _md,
@@ -192,16 +197,25 @@ def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = No
         print(_md(["GPUs", "variant", "same plan", "$ per M tokens", "candidates", "nodes",
                    "evaluations", "runtime s", "timed out"], ablation_rows(ablation, cells_)))
     if fig14:
-        print("\n### Fig. 14 (Gemma-3-27B, 8K, 60 ms): $ per M tokens, cheapest over mixes\n")
-        print(_md(["latency µs", "GB/s", *METHODS, "B&B cheapest", "best baseline / B&B",
-                   "B&B stages/token", "mixes"], fig14_rows(fig14)))
+        print_fig14(fig14)
+
+
+def print_fig14(fig14: str) -> None:
+    """The network sweep's table and its side-by-side rows (opweave_summary.fig14_summary)."""
+    points = fig14_rows(fig14)
+    print("\n### Fig. 14 (Gemma-3-27B, 8K, 60 ms): $ per M tokens, cheapest over mixes\n")
+    print(_md(["latency µs", "GB/s", *METHODS, "B&B cheapest", "best baseline / B&B",
+               "B&B stages/token", "mixes"], points))
+    print()
+    print(_md(HEADERS, fig14_summary(points)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("tables", help="print the side-by-side tables from sweep records")
-    t.add_argument("records", nargs="+", help="folders of hetopt sweep serving records")
+    t.add_argument("records", nargs="*", help="folders of hetopt sweep serving records "
+                                              "(none: only the --fig14 tables)")
     t.add_argument("--fig14", default=None, help="folder of the fig14 records")
     t.add_argument("--ablation", default=None, help="folder of the ablation records")
     t.add_argument("--mu1", default=None, help="folder for the μ = 1 AFD / CAD records "
@@ -225,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "fig14":
         run_fig14(Path(args.out), fig14_points(args.points), args.mixes, args.methods,
                   args.time_limit, args.gpu_cost)
+        return 0
+    if not args.records and args.fig14:
+        print_fig14(args.fig14)
         return 0
     print_tables(args.records, args.fig14, args.mu1, args.ablation)
     return 0
