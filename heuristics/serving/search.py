@@ -147,6 +147,13 @@ class _Net:
     def optimistic(self, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """([G, MB] send, [G, MB] busier NIC direction): lower bounds over every partner GPU
         type for an owner on each GPU type (exact with one network)."""
+        g = len(cross)
+        if len(self.send_next) == 1:  # one network: exact, the same for every GPU type
+            send = self.send_next[0] + self.send_tok[0]
+            busier = np.maximum(self.out_next[0] + self.out_tok[0], self.in_prev[0] + self.in_tok[0])
+            return (np.broadcast_to(send, (g, len(send))),
+                    np.broadcast_to(busier, (g, len(busier))))
+
         def low(tab: np.ndarray, nets: np.ndarray) -> np.ndarray:  # [G, P] -> [G, MB]
             return tab[nets].min(axis=1)
         row, col = cross, cross.T   # row[g, p]: g sends to p; col[g, p]: p sends to g
@@ -262,17 +269,19 @@ class _Configs:
     earlier: np.ndarray
     gpu: np.ndarray       # [C] GPU type index
     net_le: np.ndarray    # [C, C] j's crossings never cost more than i's (problems.md §3.1)
+    static_le: np.ndarray  # [C, C] tp_le & net_le (the choice-independent part of ``le``)
 
     @classmethod
     def of(cls, inst: ServingInstance) -> _Configs:
         tp = np.array([c.tp for c in inst.configs])
         idx = np.arange(len(tp))
         g = inst.config_gpu
+        tp_le = tp[:, None] <= tp[None, :]
+        net_le = inst.gpu_network_dominates[g[:, None], g[None, :]]
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
                    np.array([inst.replica_memory_bytes(c) for c in inst.configs]), tp,
-                   tp[:, None] <= tp[None, :], tp[:, None] < tp[None, :],
-                   idx[:, None] < idx[None, :], g,
-                   inst.gpu_network_dominates[g[:, None], g[None, :]])
+                   tp_le, tp[:, None] < tp[None, :], idx[:, None] < idx[None, :], g, net_le,
+                   tp_le & net_le)
 
 
 def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
@@ -315,7 +324,7 @@ def _frontier_mask(cfgs: _Configs, role: _Role, mb_arr: np.ndarray, rate_bc: np.
     t_le, t_lt = role.dominance()
     r_j, r_i = rate_bc[:, :, None], rate_bc[:, None, :]
     # le[b, j, i]: j at least as good as i; lt: strictly better somewhere
-    le = t_le[mb_arr] & (r_j <= r_i) & (cfgs.tp_le & cfgs.net_le)[None]
+    le = t_le[mb_arr] & (r_j <= r_i) & cfgs.static_le[None]
     lt = t_lt[mb_arr] | (r_j < r_i) | cfgs.tp_lt[None]
     dominated = (le & (lt | cfgs.earlier[None]) & ok[:, :, None]).any(axis=1)
     return ok & ~dominated
