@@ -151,6 +151,8 @@ class _Net:
         if len(self.send_next) == 1:  # one network: exact, the same for every GPU type
             send = self.send_next[0] + self.send_tok[0]
             busier = np.maximum(self.out_next[0] + self.out_tok[0], self.in_prev[0] + self.in_tok[0])
+            if g == 1:
+                return send[None], busier[None]
             return (np.broadcast_to(send, (g, len(send))),
                     np.broadcast_to(busier, (g, len(busier))))
 
@@ -303,10 +305,13 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
     keep = _frontier_mask(cfgs, role, mb_arr, rate_bc, ok) if frontier else ok
     bi, ci = np.nonzero(keep)
     mb = mb_arr[bi]
-    g = cfgs.gpu[ci]
+    if len(role.send) == 1:   # one GPU type
+        send, out = role.send[0][mb], role.out[0][mb]
+    else:
+        g = cfgs.gpu[ci]
+        send, out = role.send[g, mb], role.out[g, mb]
     cands = _Cands(ci.astype(np.int64), b_arr[bi], mb, role.busy[ci, mb].astype(np.int64),
-                   role.send[g, mb].astype(np.int64), role.out[g, mb].astype(np.int64),
-                   rate_bc[bi, ci],
+                   send.astype(np.int64), out.astype(np.int64), rate_bc[bi, ci],
                    cfgs.tp[ci].astype(np.int64), role.times[ci, mb].astype(np.int64))
     # cheapest-looking first, so good incumbents come early
     order = np.argsort(cands.rate * (cands.busy + cands.send), kind="stable")
