@@ -383,7 +383,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
         transfer_duration=busy + lat[:, None, None], transfer_busy=busy,
         token_transfer_duration=tok_busy + lat[:, None], token_transfer_busy=tok_busy,
         memory_fraction=memory_fraction, time_unit=time_unit,
-        networks=nets if len(nets) > 1 else (), crossing_network=cross if len(nets) > 1 else None,
+        networks=nets if len(nets) > 1 else (), crossing_network=cross,
         meta={"builder": "opt.serving.builder", "model": card.name,
               "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
               "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -149,17 +149,18 @@ class ServingInstance:
     time_unit: str = "ns"
     meta: dict[str, Any] = field(default_factory=dict)
     networks: tuple[Link, ...] = ()
-    crossing_network: np.ndarray | None = None
+    crossing_network: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
 
     problem = "serving"  # P3 (problems.md §3); files written before say "serving_plan"
 
     def __post_init__(self) -> None:
         """One network unless ``networks`` says otherwise: 2-D transfer tables become
-        ``[1, mb, i]`` and every crossing takes network 0."""
+        ``[1, mb, i]`` and every crossing (an empty ``crossing_network``) takes network 0."""
         nets = self.networks or (self.network,)
         g = len(self.gpus)
-        cross = (np.zeros((g, g), dtype=np.int64) if self.crossing_network is None
-                 else np.asarray(self.crossing_network, dtype=np.int64))
+        cross = np.asarray(self.crossing_network, dtype=np.int64)
+        if cross.size == 0:
+            cross = np.zeros((g, g), dtype=np.int64)
         if cross.shape != (g, g) or cross.min(initial=0) < 0 or cross.max(initial=0) >= len(nets):
             raise InputError(f"crossing_network must be a {g}×{g} matrix of indices into the "
                              f"{len(nets)} networks", field="hardware.crossing_network")
@@ -369,6 +370,7 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     m = f.sub("model")
     layers, block_layers, ops = _read_block(m)
     hw = f.sub("hardware")
+    assert hw is not None  # required: Fields.sub raised when it is missing
     gpus, network, frac = _read_hardware(hw)
     networks, cross = _read_networks(hw, len(gpus))
     nn = len(networks) or 1
@@ -476,14 +478,14 @@ def _read_hardware(h: Fields) -> tuple[dict[str, GpuType], Link, float]:
     return gpus, network, frac
 
 
-def _read_networks(h: Fields, n_gpus: int) -> tuple[tuple[Link, ...], np.ndarray | None]:
-    """(networks, crossing_network) of the ``hardware`` object; ``((), None)`` when it has
+def _read_networks(h: Fields, n_gpus: int) -> tuple[tuple[Link, ...], np.ndarray]:
+    """(networks, crossing_network) of the ``hardware`` object; ``((), empty)`` when it has
     one network (``network``) for every crossing."""
     if h.get("networks", None) is None:
         if h.get("crossing_network", None) is not None:
             raise h.error("crossing_network", "needs 'networks'")
-        return (), None
-    nets = tuple(_link(nf) for nf in h.items("networks"))
+        return (), np.zeros((0, 0), dtype=np.int64)
+    nets = tuple(_link(nf) for nf in cast("list[Fields]", h.items("networks")))
     raw = h.get("crossing_network", None)
     try:
         cross = np.asarray(raw, dtype=np.int64)

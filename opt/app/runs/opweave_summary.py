@@ -231,8 +231,8 @@ def fig14_summary(points: Sequence[Sequence[Any]], cause: str = "") -> list[list
             continue
         ratio = {}
         for col, m in ((2, "COL"), (3, "AFD"), (4, "CAD"), (5, "B&B")):
-            vals = [_num(p[col]) for p in sweep]
-            ratio[m] = (max(vals) / min(vals) if None not in vals else float("inf"))
+            vals = [v for p in sweep if (v := _num(p[col])) is not None]
+            ratio[m] = max(vals) / min(vals) if len(vals) == len(sweep) else float("inf")
         shown = " / ".join(f"{ratio[m]:.3f}" if ratio[m] != float("inf") else "no plan at some point"
                            for m in ("AFD", "CAD", "B&B"))
         ok = ratio["B&B"] < min(ratio["AFD"], ratio["CAD"])
