@@ -31,7 +31,7 @@ def serving_from_args(args: argparse.Namespace):
                               grid=grid_from_args(args), tp_degrees=int_csv(args.tp, "tp"),
                               expert_parallel=not args.no_ep,
                               memory_fraction=args.memory_fraction, gpu_cost=args.gpu_cost,
-                              unmeasured_gpu=getattr(args, "unmeasured_gpu", "transfer"),
+                              unmeasured_gpu=args.unmeasured_gpu,
                               calibrations=_calibrations(args, cat),
                               measurements=_measurements(args, cat))
 
