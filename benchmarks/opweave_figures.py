@@ -34,7 +34,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.opweave_summary import HEADERS, incomplete_searches, summary_rows
+from opt.app.runs.opweave_summary import (
+    HEADERS,
+    fig14_summary,
+    incomplete_searches,
+    summary_rows,
+)
 from opt.app.runs.opweave_tables import (
     TIGHT_SLO,
     _md,
@@ -84,18 +89,26 @@ def point_folder(out: Path, latency_us: float, bandwidth_gbps: float) -> Path:
     return Path(out) / f"lat{latency_us:g}us-bw{bandwidth_gbps:g}GBps"
 
 
-def with_network(cat: Catalog, latency_us: float, bandwidth_gbps: float) -> Catalog:
-    """``cat`` with every node type's network link set to the given latency (µs) and
-    bandwidth (GB/s, 10⁹ bytes/s)."""
-    link = Link(latency_us * 1e-6, bandwidth_gbps * 1e9,
+def fig14_link(latency_us: float, bandwidth_gbps: float) -> Link:
+    """The inter-node link of a Fig. 14 point (latency µs, bandwidth GB/s = 10⁹ bytes/s)."""
+    return Link(latency_us * 1e-6, bandwidth_gbps * 1e9,
                 f"OpWeave Fig. 14 point: {latency_us:g} us, {bandwidth_gbps:g} GB/s")
+
+
+def with_network(cat: Catalog, latency_us: float, bandwidth_gbps: float) -> Catalog:
+    """``cat`` with every node type's network link set to the point's (what the roofline
+    reads; the calibrated model's measured send/recv is overridden by the builder's
+    ``network`` option, which :func:`run_fig14` passes too)."""
+    link = fig14_link(latency_us, bandwidth_gbps)
     return replace(cat, node_types={k: replace(nt, network=link)
                                     for k, nt in cat.node_types.items()})
 
 
 def run_fig14(out: Path, points: Sequence[tuple[float, float]], mixes: Sequence[str],
-              methods: Sequence[str], time_limit: float) -> None:
-    """Solve every point × GPU mix × method (resumable; records under ``point_folder``)."""
+              methods: Sequence[str], time_limit: float, gpu_cost: str = "calibrated") -> None:
+    """Solve every point × GPU mix × method (resumable; records under ``point_folder``): every
+    GPU type's inter-node link is the point's — the catalog's and, under calibrated costs, the
+    measured send/recv of the calibrated GPUs alike."""
     from opt.app.runs.sweep_calls import SolveCall
 
     base, cards = load_catalog(), load_cards()
@@ -104,7 +117,8 @@ def run_fig14(out: Path, points: Sequence[tuple[float, float]], mixes: Sequence[
     progress = Progress(len(points) * len(todo) * len(methods), stream=sys.stderr)
     for lat, bw in points:
         run_serving_sweep(todo, methods, point_folder(out, lat, bw), solve,
-                          catalog=with_network(base, lat, bw), cards=cards, progress=progress)
+                          catalog=with_network(base, lat, bw), cards=cards, progress=progress,
+                          gpu_cost=gpu_cost, network=fig14_link(lat, bw))
 
 
 #: Planner ablation (OpWeave Table 3): B&B pruning switches off, one at a time and both.
@@ -183,16 +197,25 @@ def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = No
         print(_md(["GPUs", "variant", "same plan", "$ per M tokens", "candidates", "nodes",
                    "evaluations", "runtime s", "timed out"], ablation_rows(ablation, cells_)))
     if fig14:
-        print("\n### Fig. 14 (Gemma-3-27B, 8K, 60 ms): $ per M tokens, cheapest over mixes\n")
-        print(_md(["latency µs", "GB/s", *METHODS, "B&B cheapest", "best baseline / B&B",
-                   "B&B stages/token", "mixes"], fig14_rows(fig14)))
+        print_fig14(fig14)
+
+
+def print_fig14(fig14: str) -> None:
+    """The network sweep's table and its side-by-side rows (opweave_summary.fig14_summary)."""
+    points = fig14_rows(fig14)
+    print("\n### Fig. 14 (Gemma-3-27B, 8K, 60 ms): $ per M tokens, cheapest over mixes\n")
+    print(_md(["latency µs", "GB/s", *METHODS, "B&B cheapest", "best baseline / B&B",
+               "B&B stages/token", "mixes"], points))
+    print()
+    print(_md(HEADERS, fig14_summary(points)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("tables", help="print the side-by-side tables from sweep records")
-    t.add_argument("records", nargs="+", help="folders of hetopt sweep serving records")
+    t.add_argument("records", nargs="*", help="folders of hetopt sweep serving records "
+                                              "(none: only the --fig14 tables)")
     t.add_argument("--fig14", default=None, help="folder of the fig14 records")
     t.add_argument("--ablation", default=None, help="folder of the ablation records")
     t.add_argument("--mu1", default=None, help="folder for the μ = 1 AFD / CAD records "
@@ -203,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("--mixes", nargs="+", default=list(FIG14_MIXES))
     f.add_argument("--methods", nargs="+", default=list(METHODS))
     f.add_argument("--time-limit", type=float, default=600.0)
+    f.add_argument("--gpu-cost", default="calibrated", choices=["calibrated", "roofline"])
     a = sub.add_parser("ablation", help="run the planner ablation of Table 3 (resumable)")
     a.add_argument("--out", default="results/opweave-ablation")
     a.add_argument("--mixes", nargs="+", default=["H100"])
@@ -214,7 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.cmd == "fig14":
         run_fig14(Path(args.out), fig14_points(args.points), args.mixes, args.methods,
-                  args.time_limit)
+                  args.time_limit, args.gpu_cost)
+        return 0
+    if not args.records and args.fig14:
+        print_fig14(args.fig14)
         return 0
     print_tables(args.records, args.fig14, args.mu1, args.ablation)
     return 0

@@ -21,8 +21,13 @@ the durations, hence non-decreasing in each of them. Hence
 
 - **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
   same transfer sizes and replica counts) keep those not dominated in (every op's duration,
-  price, GPUs); dropping a dominated choice never loses the optimum (swap it for its
-  dominator: the period, the cost rate and the GPU count stay or drop);
+  price, GPUs, and the network tables of every crossing it takes part in: a crossing's
+  network follows both endpoints' GPU types, problems.md §3.1); dropping a dominated choice
+  never loses the optimum (swap it for its dominator: the period, the cost rate and the GPU
+  count stay or drop);
+- with several networks a candidate's transfer terms are their minimum over the partner's
+  GPU type (a lower bound, used by the bounds below) and are made exact at the leaves, once
+  every owner's GPU type is known;
 - **bounds** (OpWeave App. C.1 in this model): with owners 1..d chosen,
   ``T_rtt ≥ Σ_chosen (busy + sent transfers) + Σ_rest min(busy + sent)`` (compute + network
   along the path), ``T_rtt ≥ μ·busy`` and ``μ·NIC load`` of each chosen owner, and
@@ -49,6 +54,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from heuristics.serving.net_terms import NetTerms
 from opt.serving.chain import owner_chain
 from opt.serving.instance import ServingInstance, lcm_all
 from opt.serving.period import chain_period
@@ -117,12 +123,12 @@ class _Role:
     """One owner of a fixed owner sequence: its op mask and what its choices cost."""
 
     busy: np.ndarray      # [C, MB] ticks per token
-    send: np.ndarray      # [MB] transfer durations it sends along the path per token
-    out: np.ndarray       # [MB] NIC out serialisation per token
-    inn: np.ndarray       # [MB] NIC in serialisation per token (at its own b̂)
+    send: np.ndarray      # [G, MB] transfer durations it sends along the path per token
+    out: np.ndarray       # [G, MB] busier NIC direction (out / in at its own b̂) per token
     weights: float        # resident bytes per replica
     kv: float             # KV bytes per request
     times: np.ndarray     # [C, MB, n] its ops' durations (block order), heads appended
+    net: NetTerms             # its network terms per crossing network (exact at the leaves)
     _dominance: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def dominance(self) -> tuple[np.ndarray, np.ndarray]:
@@ -146,24 +152,25 @@ class _Seq:
 
 def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray) -> _Seq:
     """Per owner of ``owner``: busy time for every (config, microbatch), the transfers it
-    sends and receives per microbatch size, and its resident bytes (``opt.serving.plan``'s
-    crossing and memory rules, vectorised over the tables)."""
+    sends and receives per network and microbatch size, and its resident bytes
+    (``opt.serving.plan``'s crossing and memory rules, vectorised over the tables)."""
     k = int(owner.max()) + 1
     first, last = int(owner[0]), int(owner[inst.last_op])
-    nmb = len(inst.microbatch_sizes)
-    send = np.zeros((k, nmb), dtype=np.int64)
-    out = np.zeros((k, nmb), dtype=np.int64)
-    inn = np.zeros((k, nmb), dtype=np.int64)
+    shape = (k, inst.n_networks, len(inst.microbatch_sizes))
+    send, out, inn = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    tsend, tout, tin = (np.zeros(shape, dtype=np.int64) for _ in range(3))
     if k > 1:
         for i, snd, rcv, occ in crossings(inst, owner):
-            send[snd] += occ * inst.transfer_duration[:, i]
-            out[snd] += occ * inst.transfer_busy[:, i]
-            inn[rcv] += occ * inst.transfer_busy[:, i]
+            assert rcv == (snd + 1) % k  # round robin: changes go to the next owner
+            send[snd] += occ * inst.transfer_duration[:, :, i]
+            out[snd] += occ * inst.transfer_busy[:, :, i]
+            inn[rcv] += occ * inst.transfer_busy[:, :, i]
         if last != first:
-            send[last] += inst.token_transfer_duration
-            out[last] += inst.token_transfer_busy
-            inn[first] += inst.token_transfer_busy
+            tsend[last] += inst.token_transfer_duration
+            tout[last] += inst.token_transfer_busy
+            tin[first] += inst.token_transfer_busy
     weights, kv = resident_bytes(inst, owner, k)
+    cross = inst.crossing_network
     roles = []
     for m in range(k):
         busy = dur_cnt[:, :, owner == m].sum(axis=2)
@@ -174,8 +181,10 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
         if m == last:
             busy = busy + inst.head_duration[:, :, 1]
             times.append(inst.head_duration[:, :, 1:2])
-        roles.append(_Role(busy, send[m], out[m], inn[m], float(weights[m]), float(kv[m]),
-                           np.concatenate(times, axis=2)))
+        net = NetTerms(send[m], out[m], tsend[m], tout[m], inn[m], tin[m])
+        lb_send, lb_out = net.optimistic(cross)
+        roles.append(_Role(busy, lb_send, lb_out, float(weights[m]), float(kv[m]),
+                           np.concatenate(times, axis=2), net))
     return _Seq(owner, roles, owner.tobytes())
 
 
@@ -213,15 +222,21 @@ class _Configs:
     tp_le: np.ndarray
     tp_lt: np.ndarray
     earlier: np.ndarray
+    gpu: np.ndarray       # [C] GPU type index
+    net_le: np.ndarray    # [C, C] j's crossings never cost more than i's (problems.md §3.1)
+    static_le: np.ndarray  # [C, C] tp_le & net_le (the choice-independent part of ``le``)
 
     @classmethod
     def of(cls, inst: ServingInstance) -> _Configs:
         tp = np.array([c.tp for c in inst.configs])
         idx = np.arange(len(tp))
+        g = inst.config_gpu
+        tp_le = tp[:, None] <= tp[None, :]
+        net_le = inst.gpu_network_dominates[g[:, None], g[None, :]]
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
                    np.array([inst.replica_memory_bytes(c) for c in inst.configs]), tp,
-                   tp[:, None] <= tp[None, :], tp[:, None] < tp[None, :],
-                   idx[:, None] < idx[None, :])
+                   tp_le, tp[:, None] < tp[None, :], idx[:, None] < idx[None, :], g, net_le,
+                   tp_le & net_le)
 
 
 def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
@@ -243,9 +258,13 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
     keep = _frontier_mask(cfgs, role, mb_arr, rate_bc, ok) if frontier else ok
     bi, ci = np.nonzero(keep)
     mb = mb_arr[bi]
+    if len(role.send) == 1:   # one GPU type
+        send, out = role.send[0][mb], role.out[0][mb]
+    else:
+        g = cfgs.gpu[ci]
+        send, out = role.send[g, mb], role.out[g, mb]
     cands = _Cands(ci.astype(np.int64), b_arr[bi], mb, role.busy[ci, mb].astype(np.int64),
-                   role.send[mb].astype(np.int64),
-                   np.maximum(role.out, role.inn)[mb].astype(np.int64), rate_bc[bi, ci],
+                   send.astype(np.int64), out.astype(np.int64), rate_bc[bi, ci],
                    cfgs.tp[ci].astype(np.int64), role.times[ci, mb].astype(np.int64))
     # cheapest-looking first, so good incumbents come early
     order = np.argsort(cands.rate * (cands.busy + cands.send), kind="stable")
@@ -255,14 +274,15 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
 def _frontier_mask(cfgs: _Configs, role: _Role, mb_arr: np.ndarray, rate_bc: np.ndarray,
                    ok: np.ndarray) -> np.ndarray:
     """bool [batch, config]: the feasible choices (``ok``) not dominated by another feasible
-    choice of the same batch in (every op's duration, rate, tp); of equal vectors the first
+    choice of the same batch in (every op's duration, rate, tp, and — configurations of
+    different GPU types — every crossing's network tables); of equal vectors the first
     configuration is kept. Per-op dominance (not just the total busy time) keeps the exact
     period safe: it is a maximum cycle mean, non-decreasing in every duration (problems.md
     §3.2)."""
     t_le, t_lt = role.dominance()
     r_j, r_i = rate_bc[:, :, None], rate_bc[:, None, :]
     # le[b, j, i]: j at least as good as i; lt: strictly better somewhere
-    le = t_le[mb_arr] & (r_j <= r_i) & cfgs.tp_le[None]
+    le = t_le[mb_arr] & (r_j <= r_i) & cfgs.static_le[None]
     lt = t_lt[mb_arr] | (r_j < r_i) | cfgs.tp_lt[None]
     dominated = (le & (lt | cfgs.earlier[None]) & ok[:, :, None]).any(axis=1)
     return ok & ~dominated
@@ -358,6 +378,7 @@ class _Searcher:
         self.stats = SearchStats()
         self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
         self.cfgs = _Configs.of(inst)
+        self.multi_net = inst.n_networks > 1
         self.periods: dict[tuple, Fraction] = {}
 
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -467,6 +488,8 @@ class _Searcher:
         busy_max = np.maximum(busy_max, last.busy)
         out_max = np.maximum(out_max, last.out)
         rate += last.rate
+        if self.multi_net:  # the candidates' network terms were lower bounds: make them exact
+            path, out_max = self._exact_network(seq, cands, chosen, path)
         t = np.maximum.reduce([path, mu * busy_max, mu * out_max])
         # replicas and GPUs with the global batch B = lcm of the owners' batches
         lcm = np.lcm(lcm_all(int(cands[m].batch[j]) for m, j in enumerate(chosen)),
@@ -506,6 +529,29 @@ class _Searcher:
                    else float(period))
             if val < self.best:
                 self._improve(seq, mu, cands, chosen, int(j), val, period)
+
+    def _exact_network(self, seq: _Seq, cands: list[_Cands], chosen: list[int],
+                       path: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(path, busier NIC) of every leaf with each crossing on the network of its two
+        endpoints' GPU types (problems.md §3.1): the optimistic network terms of the path
+        are replaced by the exact ones, and the NIC term is recomputed (vectorised over the
+        last owner's choices)."""
+        k = len(cands)
+        last = cands[k - 1]
+        gpu = self.cfgs.gpu
+        g = [int(gpu[cands[m].cfg[j]]) for m, j in enumerate(chosen)] + [gpu[last.cfg]]
+        mb = [int(cands[m].mb[j]) for m, j in enumerate(chosen)] + [last.mb]
+        lb_send = sum(int(cands[m].send[j]) for m, j in enumerate(chosen)) + last.send
+        first, end = int(seq.owner[0]), int(seq.owner[self.inst.last_op])
+        cross = self.inst.crossing_network
+        send_sum = np.zeros(len(last), dtype=np.int64)
+        nic = np.zeros(len(last), dtype=np.int64)
+        for m, role in enumerate(seq.roles):
+            send, busier = role.net.exact(cross, g[m], g[(m + 1) % k], g[(m - 1) % k],
+                                          g[first], g[end], mb[m])
+            send_sum = send_sum + send
+            nic = np.maximum(nic, busier)
+        return path - lb_send + send_sum, nic
 
     def _improve(self, seq: _Seq, mu: int, cands: list[_Cands], chosen: list[int], j: int,
                  value: float, period: Fraction) -> None:

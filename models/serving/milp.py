@@ -53,7 +53,9 @@ for at least one op, tp_j·B/b_j ≤ max GPUs). Times are the instance's integer
   minimal T equals the true T_rtt; ``g[i,m,b]`` ≥ Σ_{j: b_j=b} x[i+1,m,j] − y[i,m] likewise
   marks owner m *receiving* that boundary at its own microbatch (NIC-in is charged per
   receiving replica), and ``h[b]`` ≥ Σ_{j: b_j=b} x[0,0,j] − y[last_op,0] the token ids
-  reaching owner 0 from another LM-head owner;
+  reaching owner 0 from another LM-head owner; with several networks (a crossing's network
+  follows its endpoints' GPU types, problems.md §3.1) each mark also carries the two
+  endpoints' GPU types (:mod:`models.serving.milp_networks`);
 - busy_m = Σ_j busy_mj, busy_mj = Σ_i op_count_i·op_duration[c_j, b_j/μ, i]·x[i,m,j] +
   embedding (owner 0, via z[0,j]) + LM head (via x[last_op, m, j]); the receiver of owner
   m's boundary transfers is m+1 mod K, the token ids go from the LM-head owner (m ≠ 0, via
@@ -87,6 +89,7 @@ import pyomo.environ as pyo
 
 from models.highs import count_binaries, run_highs
 from models.options import SolveOptions
+from models.serving.milp_networks import add_transfer_constraints_networks
 from models.serving.outer import Outer, outer_choices
 from opt.common.result import Result
 from opt.serving.checker import REPORT_RTOL, PlanMetrics, evaluate_plan, plan_solution
@@ -272,6 +275,8 @@ def add_transfer_constraints(md: pyo.ConcreteModel, co: _Coefficients) -> _Trans
                     [0 for _ in M])
     if k == 1:
         return tr
+    if inst.n_networks > 1:  # a crossing's network follows its endpoints' GPU types
+        return add_transfer_constraints_networks(md, co, tr)
     occ = [boundary_occurrences(inst, i) for i in range(n)]
     bidx = [i for i in I if occ[i] > 0]
     md.e = pyo.Var(bidx, M, batch_vals, bounds=(0, 1))
@@ -291,19 +296,19 @@ def add_transfer_constraints(md: pyo.ConcreteModel, co: _Coefficients) -> _Trans
         for b in batch_vals:
             mb = co.mb_of_b[b]
             tr.nic_in[mm] = tr.nic_in[mm] + sum(
-                ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.g[i, mm, b] for i in bidx)
+                ts * occ[i] * int(inst.transfer_busy[0, mb, i]) * md.g[i, mm, b] for i in bidx)
     for b in batch_vals:
-        tr.nic_in[0] = tr.nic_in[0] + ts * int(inst.token_transfer_busy[co.mb_of_b[b]]) * md.h[b]
+        tr.nic_in[0] = tr.nic_in[0] + ts * int(inst.token_transfer_busy[0, co.mb_of_b[b]]) * md.h[b]
     for mm in M:
         for b in batch_vals:
             mb = co.mb_of_b[b]
-            s_b = sum(ts * occ[i] * int(inst.transfer_duration[mb, i]) * md.e[i, mm, b]
+            s_b = sum(ts * occ[i] * int(inst.transfer_duration[0, mb, i]) * md.e[i, mm, b]
                       for i in bidx)
-            o_b = sum(ts * occ[i] * int(inst.transfer_busy[mb, i]) * md.e[i, mm, b]
+            o_b = sum(ts * occ[i] * int(inst.transfer_busy[0, mb, i]) * md.e[i, mm, b]
                       for i in bidx)
             if mm != 0:  # token ids from the LM-head owner back to owner 0
-                s_b = s_b + ts * int(inst.token_transfer_duration[mb]) * _xb(md, co, last, mm, b)
-                tok = ts * int(inst.token_transfer_busy[mb]) * _xb(md, co, last, mm, b)
+                s_b = s_b + ts * int(inst.token_transfer_duration[0, mb]) * _xb(md, co, last, mm, b)
+                tok = ts * int(inst.token_transfer_busy[0, mb]) * _xb(md, co, last, mm, b)
                 o_b = o_b + tok
             tr.send[mm] = tr.send[mm] + s_b
             tr.out_by_b[mm, b] = o_b

@@ -85,7 +85,8 @@ def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms
                   batches: str | Sequence[int] = "1,2,4,8,16,32,64,128,256",
                   max_gpus: int = 32, max_owners: int = 3, max_replicas: int = 4,
                   max_microbatches: int = 4, memory_fraction: float = 1.0,
-                  gpu_cost: str = "calibrated", gpu_calibration: str | None = None,
+                  gpu_cost: str = "calibrated", unmeasured_gpu: str = "transfer",
+                  gpu_calibration: str | None = None,
                   measurements: str | None = None,
                   catalog: str | None = None, models_file: str | None = None
                   ) -> ServingInstance:
@@ -93,8 +94,9 @@ def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms
     (types, e.g. ``"H100,L40S"`` or ``["H100", "L40S"]``) at mean context ``context`` tokens
     under a TPOT SLO of ``slo_ms`` milliseconds. GPU kernels are costed by ``gpu_cost``:
     ``calibrated`` (fitted to measured profiles, ``gpu_calibration`` a fit file replacing the
-    bundled one) or ``roofline``; ``measurements`` is a measured table used where it has
-    entries."""
+    bundled one) or ``roofline``; ``unmeasured_gpu`` (``transfer`` | ``roofline``) what
+    ``calibrated`` does for GPU types without measurements; ``measurements`` is a measured
+    table used where it has entries."""
     args = dict(locals())
     for key in ("gpus", "tp", "batches"):
         if not isinstance(args[key], str):

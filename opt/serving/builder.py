@@ -71,10 +71,14 @@ from opt.serving.instance import (
 )
 from opt.serving.kernel_cost import (
     DEFAULT_GPU_COST,
+    DEFAULT_UNMEASURED_GPU,
     KernelCoster,
     check_gpu_cost,
+    check_unmeasured_gpu,
     load_calibrations,
     measured_kind,
+    nearest_calibrated,
+    transferred_calibration,
 )
 from opt.serving.vllm_kernels import KERNEL_MODELS, Kernel, _k, vllm_kernels
 
@@ -312,7 +316,9 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                        time_unit: str = "ns", kernels: str = "vllm",
                        gpu_cost: str = DEFAULT_GPU_COST,
                        calibrations: Mapping[str, GpuCalibration] | None = None,
-                       measurements: MeasuredTable | None = None) -> ServingInstance:
+                       measurements: MeasuredTable | None = None,
+                       unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU,
+                       network: Link | None = None) -> ServingInstance:
     """The P3 instance for ``card`` on ``gpu_names`` (module docstring for the cost model).
 
     Configurations: every GPU type × TP degree ≤ its GPUs per node (and ≤ ``grid.max_gpus``);
@@ -320,11 +326,17 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     kernels as vLLM launches them) or ``"unfused"`` (the earlier per-operator model), recorded
     in ``meta["kernels"]``. ``gpu_cost``: ``"calibrated"`` (the per-class model fitted to
     measured kernels, collectives and send/recv: ``calibrations``, default the bundled file)
-    or ``"roofline"`` (opt.serving.kernel_cost); ``measurements``: a measured table whose
-    kernel rows replace the model's (provenance in ``meta.measurements``).
+    or ``"roofline"`` (opt.serving.kernel_cost); ``unmeasured_gpu``: under ``calibrated``,
+    ``"transfer"`` (the nearest measured GPU's fitted classes on the GPU's own peaks) or
+    ``"roofline"`` for GPU types the calibration does not cover (``meta.unmeasured_gpu``,
+    per GPU ``meta.gpu_models``); ``measurements``: a measured table whose kernel rows
+    replace the model's (provenance in ``meta.measurements``); ``network``: every GPU type's
+    inter-node link, overriding the catalog's and the calibration's measured send/recv
+    (OpWeave Fig. 14's network sweep; ``meta.network_override``).
     """
     _check_kernels(kernels)
     check_gpu_cost(gpu_cost)
+    check_unmeasured_gpu(unmeasured_gpu)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     grid = grid or ServingGrid()
     if not (isinstance(memory_fraction, (int, float)) and 0 < memory_fraction <= 1):
@@ -333,12 +345,14 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     if not gpu_names:
         raise InputError("at least one GPU type is needed", field="gpus")
     gpus, models, networks = _gpu_types(catalog, gpu_names)
-    coster = _coster(catalog, card, models, gpu_cost, calibrations, measurements)
+    coster = _coster(catalog, card, models, gpu_cost, calibrations, measurements,
+                     unmeasured_gpu)
     gpus = {k: replace(g, intra_node=coster.intra_link(k, g.intra_node)) for k, g in gpus.items()}
-    nets = [coster.network(k, net) for k, net in networks.items()]
-    network = Link(max(n.latency_s for n in nets), min(n.bandwidth_bytes_per_s for n in nets),
-                   "slowest network of the chosen node types" + (
-                       " (measured send/recv between nodes)" if coster.calibrations else ""))
+    own = {k: network or coster.network(k, net) for k, net in networks.items()}
+    nets, cross = crossing_networks(list(own.values()))
+    slowest = slowest_link(list(own.values()), "slowest network of the chosen node types" + (
+        " (measured send/recv between nodes)" if coster.calibrations and network is None
+        else ""))
     configs = _configs(card, gpus, tp_degrees, grid, expert_parallel)
     mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
     s = workload.context_tokens
@@ -348,44 +362,92 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
                                kernels)
 
     out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
-    mb_arr = np.array(mbs, dtype=np.float64)[:, None]
-    busy_s = mb_arr * out_b / network.bandwidth_bytes_per_s
-    tok_busy_s = np.array(mbs, dtype=np.float64) * TOKEN_ID_BYTES / network.bandwidth_bytes_per_s
+    mb_arr = np.array(mbs, dtype=np.float64)
 
     def ticks(x):
         return np.asarray(seconds_to_ticks(x, time_unit), dtype=np.int64)
 
-    busy = ticks(busy_s)
-    tok_busy = ticks(tok_busy_s)
-    lat = int(ticks(network.latency_s))
+    # per network n: [n, mb, i] (problems.md §3.1 "Network model")
+    bw = np.array([n.bandwidth_bytes_per_s for n in nets])
+    busy = ticks(mb_arr[None, :, None] * out_b[None, None, :] / bw[:, None, None])
+    tok_busy = ticks(mb_arr[None, :] * TOKEN_ID_BYTES / bw[:, None])
+    lat = ticks(np.array([n.latency_s for n in nets]))
     embed_w = card.vocab * card.hidden * p.w
     return ServingInstance(
         model=card.name, layers=card.layers, block_layers=period, ops=tuple(ops),
         embed_weight_bytes=int(embed_w), lm_head_weight_bytes=int(embed_w),
-        tied_embeddings=card.tied_embeddings, gpus=gpus, network=network,
+        tied_embeddings=card.tied_embeddings, gpus=gpus, network=slowest,
         configs=tuple(configs), context_tokens=s,
         tpot_slo=int(ticks(workload.tpot_slo_s)), grid=grid, microbatch_sizes=mbs,
         op_duration=ticks(dur_s), head_duration=ticks(head_s),
-        transfer_duration=busy + lat, transfer_busy=busy,
-        token_transfer_duration=tok_busy + lat, token_transfer_busy=tok_busy,
+        transfer_duration=busy + lat[:, None, None], transfer_busy=busy,
+        token_transfer_duration=tok_busy + lat[:, None], token_transfer_busy=tok_busy,
         memory_fraction=memory_fraction, time_unit=time_unit,
+        networks=nets if len(nets) > 1 else (), crossing_network=cross,
         meta={"builder": "opt.serving.builder", "model": card.name,
               "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
               "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
               "routing": "expected" if card.moe is not None else None, "kernels": kernels,
-              "network": network.to_dict(), **coster.provenance(),
+              "network": slowest.to_dict(),
+              **({"network_override": network.to_dict()} if network is not None else {}),
+              "gpu_networks": {k: link.to_dict() for k, link in own.items()},
+              "crossing_rule": CROSSING_RULE, "unmeasured_gpu": unmeasured_gpu,
+              **coster.provenance(),
               **({"measurements": coster.measurements_meta()} if measurements else {})})
+
+
+#: The network of a stage-boundary crossing (problems.md §3.1 "Network model"; OpWeave App.
+#: B.3 Eq. 39): the slower endpoint's, per crossing.
+CROSSING_RULE = "slower endpoint: latency max, bandwidth min of the two GPU types' networks"
+
+
+def slowest_link(links: Sequence[Link], source: str) -> Link:
+    """The componentwise slowest of ``links``: the largest latency, the smallest bandwidth."""
+    return Link(max(n.latency_s for n in links), min(n.bandwidth_bytes_per_s for n in links),
+                source)
+
+
+def crossing_networks(links: Sequence[Link]) -> tuple[tuple[Link, ...], np.ndarray]:
+    """(networks, crossing_network) for GPU types whose own inter-node links are ``links``
+    (in the instance's GPU order): a crossing between types a and b takes the slower endpoint's
+    link, componentwise (:data:`CROSSING_RULE`); equal links share one network, so a
+    single-type instance has one."""
+    nets: list[Link] = []
+    g = len(links)
+    cross = np.zeros((g, g), dtype=np.int64)
+    for a in range(g):
+        for b in range(g):
+            pair = (links[a], links[b])
+            key = (max(n.latency_s for n in pair), min(n.bandwidth_bytes_per_s for n in pair))
+            found = [k for k, n in enumerate(nets)
+                     if (n.latency_s, n.bandwidth_bytes_per_s) == key]
+            if found:
+                cross[a, b] = found[0]
+                continue
+            src = links[a].source if a == b else (
+                f"slower endpoint of {links[a].source or '?'} | {links[b].source or '?'}")
+            cross[a, b] = len(nets)
+            nets.append(Link(key[0], key[1], src))
+    return tuple(nets), cross
 
 
 def _coster(catalog: Catalog, card: ModelCard, models: dict[str, EfficiencyRoofline],
             gpu_cost: str, calibrations: Mapping[str, GpuCalibration] | None,
-            measurements: MeasuredTable | None) -> KernelCoster:
-    """The kernel cost model of a build (the bundled calibrations when none are given)."""
-    cals: Mapping[str, GpuCalibration] = {}
+            measurements: MeasuredTable | None, unmeasured_gpu: str) -> KernelCoster:
+    """The kernel cost model of a build (the bundled calibrations when none are given; GPU
+    types without one take ``unmeasured_gpu``'s rule, opt.serving.kernel_cost)."""
+    cals: dict[str, GpuCalibration] = {}
+    donors: dict[str, str] = {}
     if gpu_cost == "calibrated":
-        cals = load_calibrations(catalog) if calibrations is None else calibrations
-        cals = {k: v for k, v in cals.items() if k in models}
-    return KernelCoster(gpu_cost, models, cals, measurements, card.name)
+        every = load_calibrations(catalog) if calibrations is None else dict(calibrations)
+        cals = {k: v for k, v in every.items() if k in models}
+        if unmeasured_gpu == "transfer" and every:
+            for gpu in models:
+                if gpu not in cals:
+                    cals[gpu] = transferred_calibration(gpu, models[gpu], every)
+                    donors[gpu] = nearest_calibrated(models[gpu].peak_flops,
+                                                     models[gpu].mem_bw_bytes_per_s, every).gpu
+    return KernelCoster(gpu_cost, models, cals, measurements, card.name, transferred=donors)
 
 
 def _gpu_types(catalog: Catalog, gpu_names: Sequence[str]
@@ -505,16 +567,18 @@ def _head_s(card: ModelCard, coster: KernelCoster, cfg: ServingConfig, mb: int,
 
 def op_durations_s(card: ModelCard, catalog: Catalog, gpu: str, *, batch: int, context: int,
                    tp: int = 1, kernels: str = "vllm", precision: Precision | None = None,
-                   gpu_cost: str = DEFAULT_GPU_COST
+                   gpu_cost: str = DEFAULT_GPU_COST, unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU
                    ) -> tuple[dict[str, float], tuple[float, float]]:
     """(seconds of each op of one block by name ``L<layer>.<op>``, (embedding, LM head)
     seconds) of ``batch`` requests at ``context`` tokens on one replica of ``tp`` ``gpu``
-    GPUs, as the builder's op tables charge them (TP collectives included)."""
+    GPUs, as the builder's op tables charge them (TP collectives included; ``gpu_cost`` and
+    ``unmeasured_gpu`` as in :func:`build_serving_plan`)."""
     _check_kernels(kernels)
     check_gpu_cost(gpu_cost)
+    check_unmeasured_gpu(unmeasured_gpu)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     gpus, models, _ = _gpu_types(catalog, [gpu])
-    coster = _coster(catalog, card, models, gpu_cost, None, None)
+    coster = _coster(catalog, card, models, gpu_cost, None, None, unmeasured_gpu)
     gpus = {k: replace(g, intra_node=coster.intra_link(k, g.intra_node)) for k, g in gpus.items()}
     g = next(iter(gpus.values()))
     cfg = ServingConfig(f"{g.name}x{tp}", g.name, tp, 1)

@@ -4,10 +4,12 @@ in order (problems.md §3.2). The exact period (:mod:`opt.serving.period`) and t
 
 Maximal runs of consecutive ops (and heads) on one owner form a *segment*, duration = Σ
 ``op_duration[c, b̂, i]`` (+ ``head_duration``); between segments of different owners a
-transfer busies the sender's NIC-out for ``transfer_busy[b̂_sender, i]``, reaches the
+transfer busies the sender's NIC-out for ``transfer_busy[n, b̂_sender, i]``, reaches the
 receiver's NIC-in after the network latency (``transfer_duration − transfer_busy``), which is
 busy for ``transfer_busy`` at the *receiver's* b̂ (``nic="formula"``, the checker's
-accounting) or the sender's (``nic="sender"``). Times in ticks of the instance's time unit.
+accounting) or the sender's (``nic="sender"``); ``n`` is the network of the crossing,
+``inst.config_network[c_sender, c_receiver]`` (problems.md §3.1 "Network model"). Times in
+ticks of the instance's time unit.
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ def owner_chain(inst: ServingInstance, owner: np.ndarray, cfg: np.ndarray, mb: n
         b_in.append(0)
         lat.append(0)
 
+    net = inst.config_network  # the network of a crossing (problems.md §3.1)
     acc = int(inst.head_duration[cfg[first], mb[first], 0])
     for p in range(len(seq)):
         acc += int(dur[p])
@@ -141,14 +144,16 @@ def owner_chain(inst: ServingInstance, owner: np.ndarray, cfg: np.ndarray, mb: n
             acc = 0
             b = int(own[p + 1])
             i = int(seq[p])
-            add_transfer(a, b, int(inst.transfer_busy[mb[a], i]),
-                         int(inst.transfer_busy[mb[b], i]),
-                         int(inst.transfer_duration[mb[a], i]))
+            n_ = int(net[cfg[a], cfg[b]])
+            add_transfer(a, b, int(inst.transfer_busy[n_, mb[a], i]),
+                         int(inst.transfer_busy[n_, mb[b], i]),
+                         int(inst.transfer_duration[n_, mb[a], i]))
     acc += int(inst.head_duration[cfg[last], mb[last], 1])
     add_segment(last, acc)
     if last != first:
-        add_transfer(last, first, int(inst.token_transfer_busy[mb[last]]),
-                     int(inst.token_transfer_busy[mb[first]]),
-                     int(inst.token_transfer_duration[mb[last]]))
+        n_ = int(net[cfg[last], cfg[first]])
+        add_transfer(last, first, int(inst.token_transfer_busy[n_, mb[last]]),
+                     int(inst.token_transfer_busy[n_, mb[first]]),
+                     int(inst.token_transfer_duration[n_, mb[last]]))
     return TokenChain(tuple(kind), tuple(res), tuple(durs), tuple(src), tuple(dst),
                       tuple(b_out), tuple(b_in), tuple(lat), k)

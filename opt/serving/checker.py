@@ -119,15 +119,18 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
     net_out = np.zeros(k, dtype=np.int64)
     net_in = np.zeros(k, dtype=np.int64)
     if k > 1:
+        net = inst.config_network  # the network of a crossing between two configurations
         for i, snd, rcv, occ in crossings(inst, owner):
-            path += occ * int(inst.transfer_duration[mb_idx[snd], i])
-            net_out[snd] += occ * int(inst.transfer_busy[mb_idx[snd], i])
-            net_in[rcv] += occ * int(inst.transfer_busy[mb_idx[rcv], i])
+            n_ = int(net[cfg_idx[snd], cfg_idx[rcv]])
+            path += occ * int(inst.transfer_duration[n_, mb_idx[snd], i])
+            net_out[snd] += occ * int(inst.transfer_busy[n_, mb_idx[snd], i])
+            net_in[rcv] += occ * int(inst.transfer_busy[n_, mb_idx[rcv], i])
         if last != first:
             mb = mb_idx[last]
-            path += int(inst.token_transfer_duration[mb])
-            net_out[last] += int(inst.token_transfer_busy[mb])
-            net_in[first] += int(inst.token_transfer_busy[mb_idx[first]])
+            n_ = int(net[cfg_idx[last], cfg_idx[first]])
+            path += int(inst.token_transfer_duration[n_, mb])
+            net_out[last] += int(inst.token_transfer_busy[n_, mb])
+            net_in[first] += int(inst.token_transfer_busy[n_, mb_idx[first]])
     compute_terms = tuple(int(mu * b) for b in busy)
     formula = max(path, max(compute_terms), int(mu * net_out.max()), int(mu * net_in.max()))
     period = chain_period(token_chain(inst, plan), mu, inst.seconds(1))

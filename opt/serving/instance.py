@@ -12,19 +12,28 @@ Tables (``mb`` indexes ``microbatch_sizes``, ``c`` indexes ``configs``, ``i`` th
 - ``op_duration[c, mb, i]``: latency of op i of the block on one replica of config c at
   microbatch b̂ (incl. its tensor-parallel collectives);
 - ``head_duration[c, mb, 0|1]``: the token's embedding gather / final norm + LM head;
-- ``transfer_duration[mb, i]``: network latency + ceil(bytes / bandwidth) of the activation after
-  op i (i = N−1: the boundary into the next block); ``transfer_busy[mb, i]``: its serialisation
-  part ceil(bytes / bandwidth) only (what a NIC is busy for);
-- ``token_transfer_duration[mb]`` / ``token_transfer_busy[mb]``: the sampled token ids returning
-  from the LM-head owner to the embedding owner.
+- ``transfer_duration[n, mb, i]``: network latency + ceil(bytes / bandwidth) of the activation
+  after op i (i = N−1: the boundary into the next block) over network ``n``;
+  ``transfer_busy[n, mb, i]``: its serialisation part ceil(bytes / bandwidth) only (what a NIC is
+  busy for);
+- ``token_transfer_duration[n, mb]`` / ``token_transfer_busy[n, mb]``: the sampled token ids
+  returning from the LM-head owner to the embedding owner.
+
+Networks (problems.md §3.1 "Network model"): ``networks[n]`` are the links a stage-boundary
+crossing may take and ``crossing_network[a, b]`` the one a crossing from an owner on GPU type
+``a`` to one on type ``b`` takes (indices in ``gpus`` order; OpWeave App. B.3 Eq. 39: the
+transfer depends on the source and the destination device groups). An instance with one
+network (every file written before, and every single-type instance) stores the 2-D tables
+``[mb, i]`` and ``[mb]`` and no ``networks``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -139,8 +148,71 @@ class ServingInstance:
     memory_fraction: float = 1.0
     time_unit: str = "ns"
     meta: dict[str, Any] = field(default_factory=dict)
+    networks: tuple[Link, ...] = ()
+    crossing_network: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
 
     problem = "serving"  # P3 (problems.md §3); files written before say "serving_plan"
+
+    def __post_init__(self) -> None:
+        """One network unless ``networks`` says otherwise: 2-D transfer tables become
+        ``[1, mb, i]`` and every crossing (an empty ``crossing_network``) takes network 0."""
+        nets = self.networks or (self.network,)
+        g = len(self.gpus)
+        cross = np.asarray(self.crossing_network, dtype=np.int64)
+        if cross.size == 0:
+            cross = np.zeros((g, g), dtype=np.int64)
+        if cross.shape != (g, g) or cross.min(initial=0) < 0 or cross.max(initial=0) >= len(nets):
+            raise InputError(f"crossing_network must be a {g}×{g} matrix of indices into the "
+                             f"{len(nets)} networks", field="hardware.crossing_network")
+        object.__setattr__(self, "networks", tuple(nets))
+        object.__setattr__(self, "crossing_network", cross)
+        for name, nd in (("transfer_duration", 3), ("transfer_busy", 3),
+                         ("token_transfer_duration", 2), ("token_transfer_busy", 2)):
+            arr = np.asarray(getattr(self, name))
+            if arr.ndim == nd - 1:
+                arr = arr[None]
+            if arr.ndim != nd or arr.shape[0] != len(nets):
+                raise InputError(f"{name}: expected one table per network ({len(nets)}), got "
+                                 f"shape {list(arr.shape)}", field=f"latency.{name}")
+            object.__setattr__(self, name, arr)
+
+    # ---- networks ---------------------------------------------------------------------------
+    @property
+    def n_networks(self) -> int:
+        return len(self.networks)
+
+    @cached_property
+    def config_network(self) -> np.ndarray:
+        """int64 [c_sender, c_receiver]: the network a crossing between two configurations
+        takes (``crossing_network`` of their GPU types)."""
+        g = self.config_gpu
+        out = self.crossing_network[g[:, None], g[None, :]]
+        out.setflags(write=False)
+        return out
+
+    @cached_property
+    def config_gpu(self) -> np.ndarray:
+        """int64 [c]: the index (``gpus`` order) of each configuration's GPU type."""
+        gi = {name: k for k, name in enumerate(self.gpus)}
+        return np.array([gi[c.gpu] for c in self.configs], dtype=np.int64)
+
+    @cached_property
+    def gpu_network_dominates(self) -> np.ndarray:
+        """bool [a, b]: every crossing with an owner on GPU type a instead of b (either
+        direction, any partner type) costs at most as much in every table — what lets the
+        search's frontier compare configurations of different GPU types."""
+        g = len(self.gpus)
+        tabs = [np.concatenate([self.transfer_duration[n].ravel(), self.transfer_busy[n].ravel(),
+                                self.token_transfer_duration[n], self.token_transfer_busy[n]])
+                for n in range(self.n_networks)]
+        le = np.array([[all((tabs[na] <= tabs[nb]).all() for na, nb in
+                            ((self.crossing_network[a, p], self.crossing_network[b, p])
+                             for p in range(g)))
+                        and all((tabs[na] <= tabs[nb]).all() for na, nb in
+                                ((self.crossing_network[p, a], self.crossing_network[p, b])
+                                 for p in range(g)))
+                        for b in range(g)] for a in range(g)])
+        return le
 
     # ---- derived structure ----------------------------------------------------------------
     @property
@@ -216,6 +288,20 @@ class ServingInstance:
 
     # ---- JSON -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        one = self.n_networks == 1
+        lat = {"microbatch_sizes": list(self.microbatch_sizes),
+               "op_duration": self.op_duration.tolist(),
+               "head_duration": self.head_duration.tolist()}
+        for name in ("transfer_duration", "transfer_busy", "token_transfer_duration",
+                     "token_transfer_busy"):
+            arr = getattr(self, name)
+            lat[name] = (arr[0] if one else arr).tolist()
+        hardware: dict[str, Any] = {"gpus": [g.to_dict() for g in self.gpus.values()],
+                                    "network": self.network.to_dict()}
+        if not one:
+            hardware["networks"] = [n.to_dict() for n in self.networks]
+            hardware["crossing_network"] = self.crossing_network.tolist()
+        hardware["memory_fraction"] = self.memory_fraction
         return {
             "schema": SCHEMA, "problem": self.problem, "time_unit": self.time_unit,
             "model": {"name": self.model, "layers": self.layers,
@@ -224,19 +310,11 @@ class ServingInstance:
                       "embed_weight_bytes": self.embed_weight_bytes,
                       "lm_head_weight_bytes": self.lm_head_weight_bytes,
                       "tied_embeddings": self.tied_embeddings},
-            "hardware": {"gpus": [g.to_dict() for g in self.gpus.values()],
-                         "network": self.network.to_dict(),
-                         "memory_fraction": self.memory_fraction},
+            "hardware": hardware,
             "configs": [c.to_dict() for c in self.configs],
             "workload": {"context_tokens": self.context_tokens, "tpot_slo": self.tpot_slo},
             "grid": self.grid.to_dict(),
-            "latency": {"microbatch_sizes": list(self.microbatch_sizes),
-                        "op_duration": self.op_duration.tolist(),
-                        "head_duration": self.head_duration.tolist(),
-                        "transfer_duration": self.transfer_duration.tolist(),
-                        "transfer_busy": self.transfer_busy.tolist(),
-                        "token_transfer_duration": self.token_transfer_duration.tolist(),
-                        "token_transfer_busy": self.token_transfer_busy.tolist()},
+            "latency": lat,
             "meta": self.meta,
         }
 
@@ -291,7 +369,12 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
         raise f.error("time_unit", f"unknown unit '{unit}'; known: {', '.join(TIME_UNITS)}")
     m = f.sub("model")
     layers, block_layers, ops = _read_block(m)
-    gpus, network, frac = _read_hardware(f.sub("hardware"))
+    hw = f.sub("hardware")
+    assert hw is not None  # required: Fields.sub raised when it is missing
+    gpus, network, frac = _read_hardware(hw)
+    networks, cross = _read_networks(hw, len(gpus))
+    nn = len(networks) or 1
+    lead = (nn,) if networks else ()
     configs = _read_configs(f, gpus)
     w = f.sub("workload")
     w.check_keys({"context_tokens", "tpot_slo"})
@@ -313,11 +396,12 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
         tpot_slo=w.int("tpot_slo", minimum=1), grid=grid, microbatch_sizes=mbs,
         op_duration=_table(lat, "op_duration", (nc, nm, n)),
         head_duration=_table(lat, "head_duration", (nc, nm, 2)),
-        transfer_duration=_table(lat, "transfer_duration", (nm, n)),
-        transfer_busy=_table(lat, "transfer_busy", (nm, n)),
-        token_transfer_duration=_table(lat, "token_transfer_duration", (nm,)),
-        token_transfer_busy=_table(lat, "token_transfer_busy", (nm,)),
-        memory_fraction=frac, time_unit=unit, meta=_meta(f))
+        transfer_duration=_table(lat, "transfer_duration", (*lead, nm, n)),
+        transfer_busy=_table(lat, "transfer_busy", (*lead, nm, n)),
+        token_transfer_duration=_table(lat, "token_transfer_duration", (*lead, nm)),
+        token_transfer_busy=_table(lat, "token_transfer_busy", (*lead, nm)),
+        memory_fraction=frac, time_unit=unit, meta=_meta(f), networks=networks,
+        crossing_network=cross)
 
 
 def _meta(f: Fields) -> dict[str, Any]:
@@ -374,7 +458,7 @@ def _read_block(m: Fields) -> tuple[int, int, list[ServingOp]]:
 
 def _read_hardware(h: Fields) -> tuple[dict[str, GpuType], Link, float]:
     """(GPU types by name, network, memory fraction) of the ``hardware`` object."""
-    h.check_keys({"gpus", "network", "memory_fraction"})
+    h.check_keys({"gpus", "network", "networks", "crossing_network", "memory_fraction"})
     gpus: dict[str, GpuType] = {}
     for gf in h.items("gpus"):
         gf.check_keys({"name", "peak_flops", "mem_bw_bytes_per_s", "memory_bytes",
@@ -392,6 +476,27 @@ def _read_hardware(h: Fields) -> tuple[dict[str, GpuType], Link, float]:
     if frac > 1:
         raise h.error("memory_fraction", f"must be ≤ 1, got {frac}")
     return gpus, network, frac
+
+
+def _read_networks(h: Fields, n_gpus: int) -> tuple[tuple[Link, ...], np.ndarray]:
+    """(networks, crossing_network) of the ``hardware`` object; ``((), empty)`` when it has
+    one network (``network``) for every crossing."""
+    if h.get("networks", None) is None:
+        if h.get("crossing_network", None) is not None:
+            raise h.error("crossing_network", "needs 'networks'")
+        return (), np.zeros((0, 0), dtype=np.int64)
+    nets = tuple(_link(nf) for nf in cast("list[Fields]", h.items("networks")))
+    raw = h.get("crossing_network", None)
+    try:
+        cross = np.asarray(raw, dtype=np.int64)
+        ok = np.array_equal(cross, np.asarray(raw, dtype=np.float64))
+    except (TypeError, ValueError):
+        ok = False
+    if not nets or not ok or cross.shape != (n_gpus, n_gpus) or cross.min() < 0 \
+            or cross.max() >= len(nets):
+        raise h.error("crossing_network", f"expected a {n_gpus}×{n_gpus} matrix of indices "
+                                          f"into the {len(nets)} networks, got {raw!r}")
+    return nets, cross
 
 
 def _read_configs(f: Fields, gpus: dict[str, GpuType]) -> list[ServingConfig]:

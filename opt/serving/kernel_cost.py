@@ -5,8 +5,14 @@
 ``gpu_cost``:
 
 - ``"calibrated"`` (default: measured data beats constants): the per-class model fitted to
-  measured kernels (:mod:`opt.costlib.gpu_calib`) for every GPU the calibration covers; the
-  catalog roofline for the others (the provenance lists which);
+  measured kernels (:mod:`opt.costlib.gpu_calib`) for every GPU the calibration covers; for the
+  others ``unmeasured_gpu`` decides (the provenance lists which GPU got what):
+
+  - ``"transfer"`` (default): the fitted *dimensionless* parameters (per class t0, η_c, η_m,
+    u_half) of the nearest measured GPU (:func:`nearest_calibrated`) on the GPU's own
+    datasheet peaks (FLOP/s, memory bandwidth); its collectives and network stay the
+    catalog's (no measured links) — problems.md §5.3b "Unmeasured GPUs";
+  - ``"roofline"``: the catalog roofline (the model before this option);
 - ``"roofline"``: the catalog's ``t0 + max(f/(η_c·F), m/(η_m·β))`` (the model before issue 32).
 
 A measured table (``measurements``) replaces a kernel's modelled seconds when it has an exact
@@ -18,6 +24,7 @@ microbatch, share = the GPU's KV-head fraction); the counts by origin go to
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +36,9 @@ from opt.costlib.measured import EXACT, INTERPOLATED, NO_ENTRY, MeasuredTable
 
 GPU_COSTS = ("calibrated", "roofline")
 DEFAULT_GPU_COST = "calibrated"
+#: What ``calibrated`` does for a GPU type without measurements (module docstring).
+UNMEASURED_GPU = ("transfer", "roofline")
+DEFAULT_UNMEASURED_GPU = "transfer"
 #: Measured kernel kind of a kernel by its member operator kinds (opt.serving.builder.Kernel).
 _MEASURED_KIND = {frozenset({"q_proj", "k_proj", "v_proj"}): "qkv_proj",
                   frozenset({"gate_proj", "up_proj"}): "gate_up_proj",
@@ -43,6 +53,33 @@ def check_gpu_cost(gpu_cost: str) -> None:
     if gpu_cost not in GPU_COSTS:
         raise InputError(f"unknown GPU cost model '{gpu_cost}'; known: {', '.join(GPU_COSTS)}",
                          field="gpu_cost")
+
+
+def check_unmeasured_gpu(unmeasured_gpu: str) -> None:
+    """InputError naming ``unmeasured_gpu`` unless it is one of :data:`UNMEASURED_GPU`."""
+    if unmeasured_gpu not in UNMEASURED_GPU:
+        raise InputError(f"unknown unmeasured-GPU rule '{unmeasured_gpu}'; known: "
+                         f"{', '.join(UNMEASURED_GPU)}", field="unmeasured_gpu")
+
+
+def nearest_calibrated(peak_flops: float, mem_bw_bytes_per_s: float,
+                       cals: Mapping[str, GpuCalibration]) -> GpuCalibration:
+    """The measured GPU nearest in (ln peak FLOP/s, ln memory bandwidth) — the two datasheet
+    numbers the kernel model scales by (ties: the first by name)."""
+    def dist(c: GpuCalibration) -> float:
+        return math.hypot(math.log(c.peak_flops / peak_flops),
+                          math.log(c.mem_bw_bytes_per_s / mem_bw_bytes_per_s))
+    return min(sorted(cals.values(), key=lambda c: c.gpu), key=dist)
+
+
+def transferred_calibration(gpu: str, model: EfficiencyRoofline,
+                            cals: Mapping[str, GpuCalibration]) -> GpuCalibration:
+    """``gpu``'s model under ``unmeasured_gpu="transfer"``: the nearest measured GPU's classes
+    on ``gpu``'s own peaks, no measured collectives or links (the catalog's stay)."""
+    donor = nearest_calibrated(model.peak_flops, model.mem_bw_bytes_per_s, cals)
+    return GpuCalibration(gpu, model.peak_flops, model.mem_bw_bytes_per_s, donor.classes, {}, {},
+                          f"transferred: {donor.gpu}'s fitted classes ({donor.source}) on "
+                          f"{gpu}'s datasheet peaks; collectives and network from the catalog")
 
 
 def load_calibrations(catalog: Any, path: str | None = None) -> dict[str, GpuCalibration]:
@@ -67,6 +104,7 @@ class KernelCoster:
     calibrations: Mapping[str, GpuCalibration]
     table: MeasuredTable | None = None
     model: str = ""
+    transferred: Mapping[str, str] = field(default_factory=dict)  # GPU -> measured donor
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("exact", "interpolated", "model_no_entry", "model_outside_range"), 0))
     _memo: dict[tuple, tuple[float | None, str]] = field(default_factory=dict)
@@ -133,11 +171,16 @@ class KernelCoster:
 
     def provenance(self) -> dict[str, Any]:
         """``meta.gpu_cost`` and ``meta.gpu_models``: the model per GPU and its source."""
-        per_gpu = {}
+        per_gpu: dict[str, dict[str, str]] = {}
         for gpu, rf in self.roofline.items():
             cal = self.cal(gpu)
-            per_gpu[gpu] = ({"model": "calibrated", "source": cal.source} if cal else
-                            {"model": "roofline", "source": rf.source})
+            if cal is None:
+                per_gpu[gpu] = {"model": "roofline", "source": rf.source}
+            elif gpu in self.transferred:
+                per_gpu[gpu] = {"model": "transferred", "donor": self.transferred[gpu],
+                                "source": cal.source}
+            else:
+                per_gpu[gpu] = {"model": "calibrated", "source": cal.source}
         return {"gpu_cost": self.gpu_cost, "gpu_models": per_gpu}
 
     def measurements_meta(self) -> dict[str, Any] | None:

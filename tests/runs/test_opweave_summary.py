@@ -58,3 +58,21 @@ def test_fig10_means_over_the_h100_settings():
     rows = osum.summary_rows(cells)
     assert {r[0] for r in rows} >= {"Fig. 9", "Fig. 10", "Fig. 11"}
     assert all(len(r) == len(osum.HEADERS) for r in rows)
+
+
+def test_fig14_rows_count_ties_and_compare_sensitivities():
+    """Fig. 14 as §7.4 states it: cheapest at every point (ties apart), AFD / CAD without a
+    plan at 500 µs, and per sweep the dearest / cheapest cost of B&B against AFD and CAD."""
+    pts = [[5.0, 32.0, 1.0, 1.2, 1.3, 0.9, "yes", "1.111", 20, "H100+L40S"],
+           [20.0, 32.0, 1.0, 1.3, 1.4, 0.95, "yes", "1.053", 20, "H100+L40S"],
+           [500.0, 32.0, 1.0, "no plan", "no plan", 1.0, "tie", "1.000", 10, "H100+L40S"],
+           [20.0, 1.0, 1.0, 3.0, 5.0, 1.0, "tie", "1.000", 10, "H100+L40S"]]
+    rows = osum.fig14_summary(pts)
+    assert rows[0][4] == "2 strictly, 2 tied, 0 dearer of 4 run" and rows[0][6] == "differs"
+    assert rows[1][4] == "AFD no plan, CAD no plan" and rows[1][6] == "reproduced"
+    lat, bw = rows[2], rows[3]
+    assert "no plan at some point" in lat[4] and lat[6] == "reproduced"   # B&B 1.111
+    assert bw[4] == "2.308 / 3.571 / 1.053" and bw[6] == "reproduced"
+    pts[0][6] = pts[1][6] = pts[2][6] = pts[3][6] = "yes"
+    assert osum.fig14_summary(pts)[0][6] == "reproduced"
+    assert osum.fig14_summary([]) == []

@@ -39,11 +39,16 @@ def test_network_crossings_use_the_measured_send_recv_between_nodes():
     assert cal.network.bandwidth_bytes_per_s == pytest.approx(inter.bandwidth_bytes_per_s)
     assert roof.network.latency_s == pytest.approx(20e-6)
     assert inter.latency_s != pytest.approx(20e-6, rel=0.01)   # the option changes the result
-    # an uncalibrated GPU type in the mix keeps its catalog network (the slowest endpoint wins)
+    # an uncalibrated GPU type in the mix keeps its catalog network: its crossings take the
+    # slower endpoint's link, H100–H100 crossings the measured one (problems.md §3.1)
     mix = build_serving_plan(CARDS["llama-2-7b"], CAT, ["H100", "L40S"], W, grid=GRID,
                              tp_degrees=(1,))
-    assert mix.meta["gpu_models"]["L40S"]["model"] == "roofline"
+    assert mix.meta["gpu_models"]["L40S"]["model"] == "transferred"
     assert mix.network.latency_s == pytest.approx(max(20e-6, inter.latency_s))
+    lat = [[mix.networks[mix.crossing_network[a, b]].latency_s for b in range(2)]
+           for a in range(2)]
+    assert lat == [[pytest.approx(inter.latency_s), pytest.approx(20e-6)],
+                   [pytest.approx(20e-6), pytest.approx(20e-6)]]
 
 
 def test_a_measured_kernel_row_replaces_the_model(tmp_path):
@@ -91,7 +96,17 @@ def test_decode_attention_at_long_context_is_slower_than_the_roofline_says():
 
 def test_a_sweep_never_reuses_a_record_of_the_other_cost_model():
     from opt.app.runs.serving_sweep import _same_cost
+    measured = frozenset({"A100", "H100"})
+    roof, cal = ("roofline", "transfer", frozenset()), ("calibrated", "transfer", measured)
     old = {"cost_usd_per_mtok": 1.0}             # before issue 32: built on the roofline
-    assert _same_cost(old, "roofline") is old
-    assert _same_cost(old, "calibrated") is None
-    assert _same_cost({"gpu_cost": "calibrated"}, "calibrated") is not None
+    assert _same_cost(old, roof) is old
+    assert _same_cost(old, cal) is None
+    assert _same_cost({"gpu_cost": "calibrated", "gpus": ["H100"]}, cal) is not None
+    # an L40S cell of before the unmeasured-GPU rule (its L40S on the roofline) is rebuilt;
+    # so is a mixed cell of before the per-crossing network rule (problems.md §3.1)
+    assert _same_cost({"gpu_cost": "calibrated", "gpus": ["L40S"]}, cal) is None
+    assert _same_cost({"gpu_cost": "calibrated", "gpus": ["L40S"],
+                       "unmeasured_gpu": "transfer"}, cal) is not None
+    assert _same_cost({"gpu_cost": "calibrated", "gpus": ["H100", "A100"]}, cal) is None
+    assert _same_cost({"gpu_cost": "calibrated", "gpus": ["H100", "A100"],
+                       "network_rule": "per_crossing"}, cal) is not None

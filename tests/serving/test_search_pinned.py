@@ -84,8 +84,8 @@ def test_frontier_is_the_pairwise_definition(seed, mu, equal_times):
     cfgs = ss._Configs.of(inst)
     for role in seq.roles:
         if equal_times:  # ties in every duration: the tie rule decides
-            role = ss._Role(role.busy, role.send, role.out, role.inn, role.weights, role.kv,
-                            np.broadcast_to(role.times[:1], role.times.shape).copy())
+            role = ss._Role(role.busy, role.send, role.out, role.weights, role.kv,
+                            np.broadcast_to(role.times[:1], role.times.shape).copy(), role.net)
         got, _ = ss._candidates(inst, cfgs, role, mu, True)
         allc, _ = ss._candidates(inst, cfgs, role, mu, False)
         want = set()

@@ -330,6 +330,10 @@ def add_gpu_cost_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-cost", choices=("calibrated", "roofline"), default="calibrated",
                    help="GPU kernel/network cost model: fitted to measured profiles (default) "
                         "or the catalog roofline")
+    p.add_argument("--unmeasured-gpu", choices=("transfer", "roofline"), default="transfer",
+                   help="under --gpu-cost calibrated, a GPU type without measurements (L40S, "
+                        "H20, B200) takes the nearest measured GPU's fitted classes on its own "
+                        "peaks (transfer, default) or the catalog roofline")
 
 
 def add_grid_args(p: argparse.ArgumentParser) -> None:

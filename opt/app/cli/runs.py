@@ -127,7 +127,7 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
                                  cards=cards(args), grid=grid,
                                  tp_degrees=int_csv(args.tp, "tp"), resume=not args.fresh,
                                  progress=progress, executor=executor,
-                                 gpu_cost=args.gpu_cost)
+                                 gpu_cost=args.gpu_cost, unmeasured_gpu=args.unmeasured_gpu)
     records = [rec for rec, _ in done]
     if args.json:
         print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})

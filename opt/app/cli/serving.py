@@ -31,6 +31,7 @@ def serving_from_args(args: argparse.Namespace):
                               grid=grid_from_args(args), tp_degrees=int_csv(args.tp, "tp"),
                               expert_parallel=not args.no_ep,
                               memory_fraction=args.memory_fraction, gpu_cost=args.gpu_cost,
+                              unmeasured_gpu=args.unmeasured_gpu,
                               calibrations=_calibrations(args, cat),
                               measurements=_measurements(args, cat))
 
@@ -47,6 +48,7 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
             "block_layers": inst.block_layers, "blocks": inst.blocks_total,
             "configs": [c.id for c in inst.configs],
             "microbatch_sizes": list(inst.microbatch_sizes), "gpu_cost": inst.meta["gpu_cost"],
+            "gpu_models": {g: m["model"] for g, m in inst.meta["gpu_models"].items()},
             **({"measurements": inst.meta["measurements"]} if "measurements" in inst.meta
                else {})}
     if args.json:

@@ -19,6 +19,7 @@ from opt.app.runs.sweep import usable
 from opt.common.jsonio import read_json
 from opt.common.report import markdown_table
 from opt.costlib.hardware import Catalog, load_catalog
+from opt.costlib.latency import Link
 from opt.costlib.modelcard import load_cards
 from opt.serving.builder import ServingWorkload, build_serving_plan
 from opt.serving.checker import evaluate_plan
@@ -56,12 +57,19 @@ def load_records(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
+def _link_of(d: dict[str, Any] | None) -> Link | None:
+    return None if d is None else Link(float(d["latency_s"]), float(d["bandwidth_bytes_per_s"]),
+                                       str(d.get("source", "")))
+
+
 def instance_of(rec: dict[str, Any], catalog: Catalog, cards) -> ServingInstance:
     """The record's instance, built as ``hetopt sweep serving`` builds it (default grid and TP
     degrees)."""
     return build_serving_plan(cards[rec["model"]], catalog, rec["gpus"],
                               ServingWorkload(int(rec["context"]), float(rec["slo_ms"]) / 1e3),
-                              gpu_cost=rec.get("gpu_cost", "roofline"))
+                              gpu_cost=rec.get("gpu_cost", "roofline"),
+                              unmeasured_gpu=rec.get("unmeasured_gpu", "roofline"),
+                              network=_link_of(rec.get("network_override")))
 
 
 def figure_rows(records: Sequence[dict[str, Any]], catalog: Catalog | None = None
@@ -75,7 +83,8 @@ def figure_rows(records: Sequence[dict[str, Any]], catalog: Catalog | None = Non
         if rec.get("plan") is None or not usable(rec, "cost_usd_per_mtok"):
             rows.append(Row(rec, None))
             continue
-        key = (rec["model"], tuple(rec["gpus"]), rec["context"], rec["slo_ms"])
+        key = (rec["model"], tuple(rec["gpus"]), rec["context"], rec["slo_ms"],
+               rec.get("gpu_cost"), rec.get("unmeasured_gpu"), str(rec.get("network_override")))
         if key not in built:
             built[key] = instance_of(rec, cat, cards)
         inst = built[key]

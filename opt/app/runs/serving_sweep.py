@@ -30,9 +30,14 @@ from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.fingerprint import instance_fingerprint, seal
 from opt.common.report import table
+from opt.costlib.latency import Link
 from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
 from opt.serving.instance import ServingGrid
-from opt.serving.kernel_cost import DEFAULT_GPU_COST
+from opt.serving.kernel_cost import DEFAULT_GPU_COST, DEFAULT_UNMEASURED_GPU
+
+#: How this build costs a stage-boundary crossing (problems.md §3.1 "Network model"): records
+#: of mixed-GPU cells without it were built with the instance-wide slowest network.
+NETWORK_RULE = "per_crossing"
 
 BASELINES = ("col", "afd", "cad")
 
@@ -65,14 +70,17 @@ def cells(models: Sequence[str], gpu_mixes: Sequence[str], contexts: Sequence[in
 
 
 def make_record(cell: ServingCell, method: str, result: Any, wall_s: float,
-                fingerprint: str | None = None, gpu_cost: str = DEFAULT_GPU_COST
+                fingerprint: str | None = None, gpu_cost: str = DEFAULT_GPU_COST,
+                unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU, network: Link | None = None
                 ) -> dict[str, Any]:
     """The JSON record of one (cell, method) solve (``fingerprint``: of the cell's instance,
     when the result carries none)."""
     sol = result.solution
     return {"model": cell.model, "gpus": list(cell.gpus), "context": cell.context,
-            "slo_ms": cell.slo_ms, "gpu_cost": gpu_cost, "method": method,
-            "status": result.status,
+            "slo_ms": cell.slo_ms, "gpu_cost": gpu_cost, "unmeasured_gpu": unmeasured_gpu,
+            "network_rule": NETWORK_RULE,
+            **({"network_override": network.to_dict()} if network is not None else {}),
+            "method": method, "status": result.status,
             "cost_usd_per_mtok": result.objective, "lower_bound": result.lower_bound,
             "t_rtt_ms": result.stats.get("t_rtt_ms"),
             "tightest_t_rtt_ms": result.stats.get("tightest_t_rtt_ms"),
@@ -99,6 +107,8 @@ class ServingTask:
     tp_degrees: tuple[int, ...]
     solve: Callable[[Any, str], Any]
     gpu_cost: str = DEFAULT_GPU_COST
+    unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU
+    network: Link | None = None  # every GPU type's inter-node link (Fig. 14's sweep)
 
 
 _BUILT = LastBuilt()  # the last instance built in this worker (methods of one cell share it)
@@ -110,15 +120,17 @@ def run_serving_task(task: ServingTask) -> dict[str, Any]:
     cell = task.cell
     t0 = time.perf_counter()
     inst = _BUILT.get(("serving", cell, task.grid, task.tp_degrees, task.card, task.catalog,
-                       task.gpu_cost),
+                       task.gpu_cost, task.unmeasured_gpu, task.network),
                       lambda: build_serving_plan(task.card, task.catalog, cell.gpus,
                                                  ServingWorkload(cell.context, cell.slo_ms / 1e3),
                                                  grid=task.grid, tp_degrees=task.tp_degrees,
-                                                 gpu_cost=task.gpu_cost))
+                                                 gpu_cost=task.gpu_cost,
+                                                 unmeasured_gpu=task.unmeasured_gpu,
+                                                 network=task.network))
     result = task.solve(inst, task.method)
     fp = None if getattr(result, "instance_fingerprint", None) else instance_fingerprint(inst)
     return seal(make_record(cell, task.method, result, time.perf_counter() - t0, fp,
-                            task.gpu_cost))
+                            task.gpu_cost, task.unmeasured_gpu, task.network))
 
 
 def _reusable(rec: Any) -> bool:
@@ -143,7 +155,8 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
                       solve: Callable[[Any, str], Any] | None = None, *, catalog, cards,
                       grid: ServingGrid | None = None, tp_degrees: Sequence[int] = DEFAULT_TP,
                       resume: bool = True, progress: Progress | None = None,
-                      executor: Executor | None = None, gpu_cost: str = DEFAULT_GPU_COST
+                      executor: Executor | None = None, gpu_cost: str = DEFAULT_GPU_COST,
+                      unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU, network: Link | None = None
                       ) -> list[tuple[dict[str, Any], bool]]:
     """Solve every cell with every method; (record, was_cached) pairs in grid order.
 
@@ -159,24 +172,55 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
                              f"{cell.slo_ms} ms", field="contexts/slo")
     with aborting(progress):
         return _run(todo, list(dict.fromkeys(methods)), Path(out), solve, catalog, cards, grid,
-                    tuple(tp_degrees), resume, progress, executor or SerialExecutor(), gpu_cost)
+                    tuple(tp_degrees), resume, progress, executor or SerialExecutor(),
+                    (gpu_cost, unmeasured_gpu, _measured_gpus(catalog, gpu_cost)), network)
 
 
-def _same_cost(rec: dict[str, Any] | None, gpu_cost: str) -> dict[str, Any] | None:
-    """A cached record built on ``gpu_cost`` (records without the field: the roofline)."""
-    return rec if rec is not None and rec.get("gpu_cost", "roofline") == gpu_cost else None
+def _measured_gpus(catalog: Any, gpu_cost: str) -> frozenset[str]:
+    """GPU types the bundled calibration covers (none under the roofline)."""
+    if gpu_cost != "calibrated":
+        return frozenset()
+    from opt.serving.kernel_cost import load_calibrations
+    return frozenset(load_calibrations(catalog))
+
+
+def _same_cost(rec: dict[str, Any] | None, build: tuple[str, str, frozenset[str]]
+               ) -> dict[str, Any] | None:
+    """A cached record built on the same GPU costs: ``gpu_cost`` (records without the field:
+    the roofline), the same ``unmeasured_gpu`` rule when the cell has a GPU type without
+    measurements (records without it: the roofline), and, for a mixed cell under calibrated
+    costs, the per-crossing network rule."""
+    gpu_cost, unmeasured, measured = build
+    if rec is None or rec.get("gpu_cost", "roofline") != gpu_cost:
+        return None
+    gpus = set(rec.get("gpus", ()))
+    if gpu_cost == "calibrated" and not gpus <= measured \
+            and rec.get("unmeasured_gpu", "roofline") != unmeasured:
+        return None
+    if gpu_cost == "calibrated" and len(gpus) > 1 and rec.get("network_rule") != NETWORK_RULE:
+        return None
+    return rec
+
+
+def _same_network(rec: dict[str, Any] | None, network: Link | None) -> dict[str, Any] | None:
+    """A cached record built with the same network override (records without one: none)."""
+    want = None if network is None else network.to_dict()
+    return rec if rec is not None and rec.get("network_override") == want else None
 
 
 def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,
-         executor, gpu_cost):
+         executor, build, network):
+    gpu_cost, unmeasured_gpu, _ = build
     slots = [(cell, method) for cell in todo for method in methods]
     slot_of = {slot[0].folder(out) / f"{slot[1]}.json": serving_slot(*slot) for slot in slots}
     return run_records(
         slots, path_of=lambda slot: slot[0].folder(out) / f"{slot[1]}.json",
-        cached=lambda path: _same_cost(_cached(path, slot_of[path]), gpu_cost)
+        cached=lambda path: _same_network(_same_cost(_cached(path, slot_of[path]), build),
+                                          network)
         if resume else None,
         task_of=lambda slot: ServingTask(slot[0], slot[1], cards[slot[0].model], catalog, grid,
-                                         tp_degrees, solve, gpu_cost),
+                                         tp_degrees, solve, gpu_cost, unmeasured_gpu,
+                                         network),
         worker=run_serving_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
         progress=progress, executor=executor, group_of=lambda slot: slot[0],
         distrust=distrust)
