@@ -223,6 +223,9 @@ AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
 #: dops-qwen-1.8b HP32 and llama-2-7b HP64 §6.2 grids ρ = 0 is never more than 1.1 % slower,
 #: geomean 0.998 × ρ = 1's makespan); under ``prefetch`` ρ = 1, where it was calibrated.
 AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
+#: The parameters whose value may be ``auto`` (resolved per ``load_timing`` by
+#: :func:`phase_weight`, :func:`capped` and :func:`copy_weight`).
+AUTO_PARAMS = ("lam", "token_cap", "copy_cost")
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
@@ -262,15 +265,13 @@ class BifocalParams:
                                  f"{', '.join(known)}", field=f"params.{name}")
         out: dict[str, Any] = {}
         for name, value in params.items():
-            if name == "token_cap" and value == "auto":
+            if name in AUTO_PARAMS and value == "auto":
                 out[name] = value
             elif name in ("window", "phase", "token", "prior", "token_cap", "siblings"):
                 if not isinstance(value, (bool, np.bool_)):
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
-            elif name in ("lam", "copy_cost") and value == "auto":
-                out[name] = value
             elif name == "token_horizon":
                 if value not in TOKEN_HORIZONS:
                     raise InputError(f"Bifocal parameter 'token_horizon' must be one of "
