@@ -86,12 +86,14 @@ _METHODS: tuple[Method, ...] = (
            "(models.placement.milp_time), chosen per instance or by formulation=",
            P.MILP, warm_start=True, export=True, goals=True),
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
-           "HEFT list scheduling (Topcuoglu et al. 2002)", P.ENGINE),
+           "HEFT list scheduling (Topcuoglu et al. 2002)", P.DEVICE_CHOICE + P.ENGINE,
+           settings=f"{_PL}:list_settings"),
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
            "Bifocal list scheduling with weight-load lookahead (problems.md §6)",
            P.BIFOCAL + P.ENGINE, settings=f"{_PL}:bifocal_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
-             f"static policy {name.upper()} (DOPS Table 1): {text}", P.ENGINE)
+             f"static policy {name.upper()} (DOPS Table 1): {text}",
+             P.DEVICE_CHOICE + P.ENGINE, settings=f"{_PL}:list_settings")
       for name, text in _STATIC.items()),
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
            "search over static device-class policies, list-scheduled",

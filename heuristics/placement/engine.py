@@ -205,16 +205,20 @@ def order_array(inst: PlacementInstance, order: Any) -> np.ndarray:
 
 def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
                  *, insertion: bool, classes: tuple[np.ndarray, np.ndarray] | None = None,
-                 policy_name: str = "") -> dict:
+                 policy_name: str = "", fit_classes: np.ndarray | None = None) -> dict:
     """``list_schedule`` compiled: each task of ``order`` on the candidate device of earliest
-    finish (LRU eviction where a load does not fit); ``classes`` = (each task's class, −1
+    finish (LRU eviction where a load does not fit; with ``fit_classes``, each device's class
+    code, a device that would evict only when none of its class can take the task without:
+    ``device_choice`` ``fit_in_class``); ``classes`` = (each task's class, −1
     none: int64 [n]; class × device membership: uint8 [K, nd]), checked by
     ``DeviceClasses.arrays`` (the kernel does not check bounds), narrows the candidates."""
     state = compiled_state(inst, cost_types, insertion=insertion, evict=True)
     tcls, cmem = classes if classes is not None else \
         (np.zeros(0, np.int64), np.zeros((1, inst.n_devices), np.uint8))
     code, t = kernels().eft_loop(order_array(inst, order), state.ttype, state.type_dur, state.gr, state.bl,
-                                 state.stt, state.tls, state.tle, state.cf, tcls, cmem)
+                                 state.stt, state.tls, state.tle, state.cf, tcls, cmem,
+                                 np.zeros(0, np.int64) if fit_classes is None
+                                 else as_int64(fit_classes))
     raise_for(state, int(code), int(t), policy_name)
     return compiled_solution(state)
 

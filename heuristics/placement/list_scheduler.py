@@ -43,6 +43,11 @@ from opt.placement.instance import PlacementInstance
 from opt.placement.solution import make_solution
 
 _FIRST = itemgetter(0)
+#: How a list schedule picks among the devices able to run a task (problems.md §6, "Device
+#: choice under capacity"): ``fit_in_class`` passes over a device whose load would evict when
+#: a device of the same class runs the task without evicting, then takes the earliest finish
+#: (the default); ``eft`` takes the earliest finish whatever it evicts
+DEVICE_CHOICES = ("fit_in_class", "eft")
 
 
 class _Timeline:
@@ -270,6 +275,15 @@ class ScheduleState:
             return False
         return max(ls, latest + 1), victims
 
+    def evicts(self, t: int, d: int) -> bool:
+        """Whether running t on d evicts: t's block is not resident on d and does not fit
+        beside d's resident blocks."""
+        b = self.block[t]
+        if b < 0 or b in self.res_ready[d]:
+            return False
+        cap = self.cap[d]
+        return cap is not None and self.resident[d] + self.bbytes[b] > cap
+
     def evaluate(self, t: int, d: int, dur: int, info):
         """(start, finish, data_ready, ready) of t on d, or None if d is not eligible (its
         block does not fit). ``ready`` includes the block's load, ``data_ready`` only inputs."""
@@ -450,21 +464,61 @@ class DeviceClasses:
         return tcls, mem
 
 
+def check_device_choice(device_choice: str) -> bool:
+    """Whether ``device_choice`` (one of :data:`DEVICE_CHOICES`) is ``fit_in_class``."""
+    if device_choice not in DEVICE_CHOICES:
+        raise InputError(f"device_choice must be one of {', '.join(DEVICE_CHOICES)}, "
+                         f"not {device_choice!r}", field="device_choice")
+    return device_choice == "fit_in_class"
+
+
+def device_class_codes(inst: PlacementInstance) -> np.ndarray:
+    """int64 [nd]: each device's class (``Device.device_class``) as a code < nd."""
+    names = [d.device_class for d in inst.devices]
+    code = {c: i for i, c in enumerate(dict.fromkeys(names))}
+    return np.array([code[c] for c in names], dtype=np.int64)
+
+
+def _eft_choice(cands: list[int], finish, fit) -> int | None:
+    """The candidate of earliest finish (``finish(d)``: ``ScheduleState.evaluate``'s tuple or
+    None when d is not eligible; lowest index on ties); ``fit`` = (each device's class code,
+    ``evicts(d)``) or None: a device that would evict is passed over when a candidate of its
+    class would not."""
+    got = [(d, r[1]) for d in cands if (r := finish(d)) is not None]
+    if fit is not None:
+        codes, evicts = fit
+        ev = {d: evicts(d) for d, _ in got}
+        fits = {codes[d] for d, _ in got if not ev[d]}
+        got = [(d, f) for d, f in got if not (ev[d] and codes[d] in fits)]
+    best_d = best_f = None
+    for d, f in got:
+        if best_f is None or f < best_f:
+            best_d, best_f = d, f
+    return best_d
+
+
 def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: bool = True,
-                  classes: DeviceClasses | None = None, engine: str = "auto") -> dict:
+                  classes: DeviceClasses | None = None, engine: str = "auto",
+                  device_choice: str = "fit_in_class") -> dict:
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
-    finish time, evicting LRU blocks where a load does not fit. ``classes`` narrows each
+    finish time, evicting LRU blocks where a load does not fit. ``device_choice``
+    (:data:`DEVICE_CHOICES`, problems.md §6 "Device choice under capacity"): ``fit_in_class``
+    passes over a device whose load would evict when a candidate of the same device class
+    runs the task without evicting; ``eft`` takes the earliest finish whatever it evicts. ``classes`` narrows each
     task's candidates to its class (:class:`DeviceClasses`); when some are in the class but
     none is eligible (the block is larger than each), the policy cannot keep the task in its
     class: InputError. ``engine``: module docstring."""
+    fit_cls = device_class_codes(inst) if check_device_choice(device_choice) else None
     arrays = classes.arrays(inst) if classes is not None else None
     name = classes.name if classes is not None else ""
     if _engine.resolve_engine(engine, inst.n_tasks) == "compiled":
         return _engine.eft_schedule(inst, order, _engine.unique_rows(inst.cost),
-                                    insertion=insertion, classes=arrays, policy_name=name)
+                                    insertion=insertion, classes=arrays, policy_name=name,
+                                    fit_classes=fit_cls)
     st = ScheduleState(inst, insertion=insertion, evict=True)
     ttype, type_dur, type_legal = st.ttype, st.type_dur, st.type_legal
-    evaluate, commit, pred_info = st.evaluate, st.commit, st.pred_info
+    evaluate, commit, pred_info, evicts = st.evaluate, st.commit, st.pred_info, st.evicts
+    fit_cls = fit_cls.tolist() if fit_cls is not None else None
     tcls = arrays[0].tolist() if arrays is not None else [-1] * inst.n_tasks
     mem = arrays[1].tolist() if arrays is not None else []
     narrowed: dict[tuple[int, int], list[int]] = {}  # (task type, class) -> candidates
@@ -484,11 +538,8 @@ def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: b
             if got is None:
                 got = narrowed[ty, c] = [d for d in legal if mem[c][d]] or legal
             cands = got
-        best_f = best_d = None
-        for d in cands:
-            r = evaluate(t, d, durs[d], info)
-            if r is not None and (best_f is None or r[1] < best_f):
-                best_f, best_d = r[1], d
+        best_d = _eft_choice(cands, lambda d: evaluate(t, d, durs[d], info),
+                             None if fit_cls is None else (fit_cls, lambda d: evicts(t, d)))
         if best_d is None:
             if cands is not legal:
                 raise _engine.class_error(inst, t, name)
@@ -508,9 +559,10 @@ def heft_priority_order(inst: PlacementInstance, *,
     return priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
 
 
-def heft(inst: PlacementInstance, *, engine: str = "auto") -> dict:
-    """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice.
-    ``engine``: module docstring."""
+def heft(inst: PlacementInstance, *, engine: str = "auto",
+         device_choice: str = "fit_in_class") -> dict:
+    """HEFT (Topcuoglu et al. 2002): upward-rank order, insertion-based EFT device choice
+    (``device_choice``: :func:`list_schedule`). ``engine``: module docstring."""
     eng = _engine.resolve_engine(engine, inst.n_tasks)
     return list_schedule(inst, heft_priority_order(inst, engine=eng), insertion=True,
-                         engine=eng)
+                         engine=eng, device_choice=device_choice)

@@ -30,7 +30,12 @@ from typing import Any
 import numpy as np
 
 from heuristics.placement.engine import resolve_engine
-from heuristics.placement.list_scheduler import DeviceClasses, heft_priority_order, list_schedule
+from heuristics.placement.list_scheduler import (
+    DeviceClasses,
+    check_device_choice,
+    heft_priority_order,
+    list_schedule,
+)
 from heuristics.placement.static_policies import CLASSES, POLICIES, class_members, policy_classes
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
@@ -49,10 +54,12 @@ def kind_group(kind: str) -> str:
 
 @dataclass
 class PolicySearchParams:
-    """Budget of the search: schedule evaluations and seconds (None = unlimited)."""
+    """Budget of the search: schedule evaluations and seconds (None = unlimited); the list
+    scheduler's ``device_choice`` (:data:`heuristics.placement.list_scheduler.DEVICE_CHOICES`)."""
 
     max_evaluations: int = 200
     time_limit: float | None = 60.0
+    device_choice: str = "fit_in_class"
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> PolicySearchParams:
@@ -64,9 +71,12 @@ class PolicySearchParams:
                     raise InputError(f"max_evaluations must be an integer ≥ 1, got {value!r}",
                                      field="params.max_evaluations")
                 out.max_evaluations = value
+            elif key == "device_choice":
+                check_device_choice(value)
+                out.device_choice = value
             else:
                 raise InputError(f"unknown policy-search parameter '{key}'; known: "
-                                 f"max_evaluations", field=f"params.{key}")
+                                 f"max_evaluations, device_choice", field=f"params.{key}")
         return out
 
 
@@ -78,6 +88,7 @@ class _Search:
     key_code: np.ndarray  # int64 [n]: each task's position in keys (−1: none)
     members: np.ndarray  # bool [len(CLASSES), nd]
     engine: str = "auto"
+    device_choice: str = "fit_in_class"
     evaluations: int = 0
     trajectory: list[int] = field(default_factory=list)
 
@@ -92,7 +103,8 @@ class _Search:
         device of the class the mapping gives its task."""
         try:
             sol = list_schedule(self.inst, self.order, insertion=True,
-                                classes=self.classes(mapping), engine=self.engine)
+                                classes=self.classes(mapping), engine=self.engine,
+                                device_choice=self.device_choice)
         except InputError as exc:
             if exc.field != "policy":
                 raise
@@ -123,7 +135,7 @@ def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearch
     distinct = list(dict.fromkeys(k for k in keys if k is not None))
     pos = {k: i for i, k in enumerate(distinct)}
     key_code = np.array([-1 if k is None else pos[k] for k in keys], dtype=np.int64)
-    s = _Search(inst, order, distinct, key_code, class_members(inst), eng)
+    s = _Search(inst, order, distinct, key_code, class_members(inst), eng, p.device_choice)
     legal_cls = dict(zip(CLASSES, s.members))
 
     # variables: (kind group, phase) pairs with a choice (both classes present and legal)

@@ -234,6 +234,16 @@ def load_plan(b, d, rl, dv, bbytes, evict, victims):
 
 
 @njit(cache=True)
+def evicts(b, d, rl, dv, bbytes):
+    """Whether running a task of block b (−1 none) on d evicts: b is not resident on d and
+    does not fit beside d's resident blocks (``ScheduleState.evicts``)."""
+    if b < 0 or rl[0, d, b] >= 0:
+        return False
+    cap = dv[CAP, d]
+    return cap >= 0 and dv[RESIDENT, d] + bbytes[b] > cap
+
+
+@njit(cache=True)
 def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loadd, tls, tle,
              victims, cf):
     """(ok, start, finish, data ready, ready) of a task of block b (−1 none) on d, in ns; ok
@@ -334,9 +344,12 @@ def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, lo
 # ---- the EFT loop (HEFT, the static policies, policy search) -------------------------------------
 
 @njit(cache=True)
-def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, tcls, cmem):
+def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, tcls, cmem, fit_cls):
     """``list_schedule``: each task in ``order`` on the legal, eligible device of earliest
-    finish (lowest index on ties) among its candidates. (code, task). ``gr`` = (p_off, p_edge,
+    finish (lowest index on ties) among its candidates; with ``fit_cls`` (each device's class
+    code, < nd; empty: plain earliest finish) a candidate whose load would evict is passed
+    over when a candidate of its class runs the task without evicting (``list_schedule``'s
+    ``device_choice``). (code, task). ``gr`` = (p_off, p_edge,
     esrc, etype, etab, pchan), ``bl`` = (block, bbytes, loadd), ``stt`` = (sched, ev, cnt, dv,
     rl, chan, lm, tstart, w, victims). Candidates (``DeviceClasses``): task t's policy class
     ``tcls[t]`` (−1 or an empty ``tcls``: every legal device) and the members ``cmem[c, d]``
@@ -347,6 +360,11 @@ def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, tcls, cmem):
     sched, ev, cnt, dv, rl, chan, lm, tstart, w, victims = stt
     n, nd = len(ttype), cf[0]
     narrowing = len(tcls) > 0
+    fit = len(fit_cls) > 0
+    c_ok = np.zeros(nd, np.bool_)
+    c_ev = np.zeros(nd, np.bool_)
+    c_fit = np.zeros(nd, np.bool_)
+    c_f = np.zeros(nd, np.int64)
     seen = np.zeros(n, np.bool_)
     for t in order:
         if seen[t]:
@@ -364,16 +382,24 @@ def eft_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, tcls, cmem):
                     break
             if not narrow:
                 c = -1
-        best_f = -1
-        best_d = -1
         for d in range(nd):
+            c_ok[d] = False
+            c_fit[d] = False
             dur = type_dur[ty, d]
             if dur < 0 or (c >= 0 and cmem[c, d] == 0):
                 continue
             ok, _, f, _, _ = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv,
                                       bbytes, loadd, tls, tle, victims, cf)
-            if ok and (best_d < 0 or f < best_f):
-                best_f, best_d = f, d
+            c_ok[d], c_f[d] = ok, f
+            c_ev[d] = fit and ok and evicts(b, d, rl, dv, bbytes)
+            if ok and fit and not c_ev[d]:
+                c_fit[fit_cls[d]] = True
+        best_f = -1
+        best_d = -1
+        for d in range(nd):
+            if c_ok[d] and not (c_ev[d] and c_fit[fit_cls[d]]) and \
+                    (best_d < 0 or c_f[d] < best_f):
+                best_f, best_d = c_f[d], d
         if best_d < 0:
             return (NO_CLASS_DEVICE if c >= 0 else NO_DEVICE), t
         commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart, rl,

@@ -167,16 +167,17 @@ def policy_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> list[
 
 
 def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy, *,
-                    engine: str = "auto") -> dict:
+                    engine: str = "auto", device_choice: str = "fit_in_class") -> dict:
     """The schedule of ``policy``: HEFT order (upward rank), insertion-based EFT among the legal
     devices of each task's policy class (all legal devices when the class has none), LRU
     eviction where a load does not fit (problems.md §6; InputError when a block is larger
-    than every device of its task's class). ``engine``: ``auto``, ``python`` or ``compiled``,
-    as HEFT's (:mod:`heuristics.placement.engine`; the same schedule either way)."""
+    than every device of its task's class); ``device_choice``: ``list_schedule``'s.
+    ``engine``: ``auto``, ``python`` or ``compiled``, as HEFT's
+    (:mod:`heuristics.placement.engine`; the same schedule either way)."""
     classes = policy_device_classes(inst, policy)
     eng = resolve_engine(engine, inst.n_tasks)
     return list_schedule(inst, heft_priority_order(inst, engine=eng), insertion=True,
-                         classes=classes, engine=eng)
+                         classes=classes, engine=eng, device_choice=device_choice)
 
 
 def class_of_assignment(inst: PlacementInstance, solution: dict) -> np.ndarray:

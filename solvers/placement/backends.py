@@ -52,8 +52,10 @@ def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions
 def heft(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.list_scheduler import heft as heft_schedule
 
-    engine = parsed_params("heft", "placement", options.params).get("engine", "auto")
-    return heuristic_result(inst, "heft", options, lambda: heft_schedule(inst, engine=engine))
+    given = parsed_params("heft", "placement", options.params)
+    typed, engine = list_settings(given), given.get("engine", "auto")
+    return heuristic_result(inst, "heft", options,
+                            lambda: heft_schedule(inst, engine=engine, **typed))
 
 
 def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
@@ -67,6 +69,12 @@ def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
                               lambda: bifocal_schedule(inst, params, stats=stats, engine=engine))
     result.stats.update(stats)
     return result
+
+
+def list_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """HEFT's and the static policies' effective settings for ``params`` (typed): the list
+    scheduler's ``device_choice`` (default ``fit_in_class``); the engine changes no schedule."""
+    return {"device_choice": params.get("device_choice", "fit_in_class")}
 
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +122,8 @@ def static(inst: PlacementInstance, options: SolveOptions, *, policy: str) -> Re
     """Static policy ``policy`` (DOPS Table 1, heuristics.placement.static_policies)."""
     from heuristics.placement.static_policies import POLICIES, static_schedule
 
-    engine = parsed_params(policy, "placement", options.params).get("engine", "auto")
+    given = parsed_params(policy, "placement", options.params)
+    typed, engine = list_settings(given), given.get("engine", "auto")
     return heuristic_result(inst, policy, options,
-                            lambda: static_schedule(inst, policy, engine=engine),
+                            lambda: static_schedule(inst, policy, engine=engine, **typed),
                             policy=POLICIES[policy].description)

@@ -4,7 +4,9 @@ the HEFT and Bifocal schedules (default parameters) on small instances — bundl
 recorded with the code before the speed changes (``benchmarks/schedule_identity.py``;
 data/schedule_digests.json). HEFT's entries on the five capacity-bound builds were re-recorded
 when HEFT took the platform's LRU eviction (issue 35 item 2: they were rejections, or a
-schedule that skipped the full device); Bifocal's are unchanged."""
+schedule that skipped the full device), and again when the list scheduler's device choice
+became ``fit_in_class`` (problems.md §6 "Device choice under capacity": fewer evictions, makespan
+equal or lower on all five); Bifocal's are unchanged."""
 
 from __future__ import annotations
 
