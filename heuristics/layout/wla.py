@@ -4,9 +4,11 @@ observing where the scheduler loads it, re-scheduling with Bifocal after each ch
 A reimplementation from the paper's description; this docstring fixes the interpretation.
 
 Evaluation
-    One *evaluation* = a Bifocal schedule of the instance with blocks stored as φ
-    (:func:`opt.placement.layout.with_formats`; the task order is computed once and reused) and its
-    makespan. The trajectory (makespan per evaluation, DOPS Fig. 16(b)) is reported.
+    One *evaluation* = the Bifocal schedule of the instance with blocks stored as φ
+    (:func:`opt.placement.layout.with_formats`), exactly as ``bifocal/<format>`` would schedule
+    it (Bifocal's own default task order on that instance: HEFT's with sibling groups), and its
+    makespan; so WLA's all-linear start is Bifocal/Linear's schedule. The trajectory (makespan
+    per evaluation, DOPS Fig. 16(b)) is reported.
 
 Load pressure
     From the last accepted schedule, per block b and device class c: the total duration of b's
@@ -60,7 +62,6 @@ from typing import Any
 import numpy as np
 
 from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
-from heuristics.placement.list_scheduler import priority_order, upward_rank
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import (
@@ -163,7 +164,7 @@ def wla(inst: PlacementInstance, params: WlaParams | None = None,
     if p.wla_rule not in WLA_RULES:
         raise InputError(f"WLA parameter 'wla_rule' must be one of {', '.join(WLA_RULES)}, got "
                          f"{p.wla_rule!r}", field="params.wla_rule")
-    ev = _Evaluator(inst, bifocal or BifocalParams(), priority_order(inst, upward_rank(inst)))
+    ev = _Evaluator(inst, bifocal or BifocalParams())
     sol, ms = ev(phi, "start", 0)
     ev.trajectory[-1]["accepted"] = True
     search = _search_paper if p.wla_rule == "paper" else _search_incremental
@@ -239,15 +240,16 @@ def _search_incremental(inst: PlacementInstance, phi: dict[str, str], sol: dict,
 
 
 class _Evaluator:
-    """One evaluation = a Bifocal schedule of ``inst`` with the blocks stored as given (the
-    task order computed once); every evaluation is appended to ``trajectory``."""
+    """One evaluation = the Bifocal schedule of ``inst`` with the blocks stored as given
+    (Bifocal's default order on that instance, as a standalone run); every evaluation is
+    appended to ``trajectory``."""
 
-    def __init__(self, inst: PlacementInstance, bifocal: BifocalParams, order: list[int]):
-        self.inst, self.bifocal, self.order = inst, bifocal, order
+    def __init__(self, inst: PlacementInstance, bifocal: BifocalParams):
+        self.inst, self.bifocal = inst, bifocal
         self.trajectory: list[dict[str, Any]] = []
 
     def __call__(self, assign: dict[str, str], stage: str, changed: int) -> tuple[dict, int]:
-        sol = bifocal_schedule(with_formats(self.inst, assign), self.bifocal, order=self.order)
+        sol = bifocal_schedule(with_formats(self.inst, assign), self.bifocal)
         ms = max((c["end"] for c in sol["compute"]), default=0)
         self.trajectory.append({"evaluation": len(self.trajectory) + 1, "stage": stage,
                                 "changed": changed, "makespan": int(ms), "accepted": False})
