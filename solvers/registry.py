@@ -101,10 +101,11 @@ _METHODS: tuple[Method, ...] = (
     # P2 layout strategies on placement instances
     Method("pd/linear", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/linear",
                                               scheduler="pd", fmt="linear"),
-           "PD static policy, every block stored linear"),
+           "PD static policy, every block stored linear", settings=f"{_LA}:pd_layout_settings"),
     Method("pd/dual", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/dual",
                                             scheduler="pd", fmt="dual"),
-           "PD static policy, every block stored dual (storage ×2)"),
+           "PD static policy, every block stored dual (storage ×2)",
+           settings=f"{_LA}:pd_layout_settings"),
     Method("bifocal/linear", "layout", False,
            _ref(f"{_LA}:fixed_format", method="bifocal/linear", scheduler="bifocal",
                 fmt="linear"), "Bifocal, every block stored linear", P.BIFOCAL,

@@ -78,6 +78,12 @@ from opt.placement.layout import (
 WLA_RULES = ("paper", "incremental")
 
 
+#: Revision of WLA's evaluation, part of its recorded settings (a sweep record of an older one
+#: is recomputed): 2 = each evaluation is the standalone Bifocal schedule of the map (issue 35;
+#: 1 reused one HEFT order without sibling groups for every map)
+REVISION = 2
+
+
 @dataclass(frozen=True)
 class WlaParams:
     """share: max fraction of blocks changed per outer pass (``incremental`` rule only); eps:

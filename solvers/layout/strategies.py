@@ -68,17 +68,27 @@ def bifocal_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
     return bifocal_settings(params)
 
 
+def pd_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The effective settings of ``pd/linear`` and ``pd/dual``: the static policy's list
+    scheduler settings (:func:`solvers.placement.backends.list_settings`, defaults)."""
+    from solvers.placement.backends import list_settings
+
+    return list_settings(params)
+
+
 def wla_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The effective settings of the WLA strategies (typed ``params``): WLA's own fields
-    (:class:`heuristics.layout.wla.WlaParams`, defaults filled in) and Bifocal's."""
+    (:class:`heuristics.layout.wla.WlaParams`, defaults filled in), Bifocal's and WLA's
+    :data:`heuristics.layout.wla.REVISION` (a record of an older revision is recomputed)."""
     from dataclasses import asdict, fields
 
-    from heuristics.layout.wla import WlaParams
+    from heuristics.layout.wla import REVISION, WlaParams
     from solvers.placement.backends import bifocal_settings
 
     own = {f.name for f in fields(WlaParams)}
     return {"wla": asdict(WlaParams(**{k: v for k, v in params.items() if k in own})),
-            "bifocal": bifocal_settings({k: v for k, v in params.items() if k not in own})}
+            "bifocal": bifocal_settings({k: v for k, v in params.items() if k not in own}),
+            "revision": REVISION}
 
 
 def fixed_format(inst: PlacementInstance, options: SolveOptions, *, method: str,
