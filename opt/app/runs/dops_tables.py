@@ -62,7 +62,8 @@ CAUSES: dict[str, tuple[str, str]] = {
         "faster than the NPU's at batch 1 and grows with the batch (PIM/NPU per layer 0.16 / "
         "0.59 / 1.12 / 2.12), so at batches 1 and 4 PD's placement is already near the best and "
         "at 8 and 16 Bifocal gains what the NPU decode saves; the paper's 2.23 needs a PIM "
-        "relatively slower at every batch (old-rule sensitivity: PIM GEMV x 3-4)",
+        "relatively slower at every batch (sensitivity, docs §6.2: PIM GEMV x 3 gives 2.11-2.31 at "
+        "Fig. 7's batch-8 shapes; the authors' released AiM table gives 2.84-3.03 at batch 1)",
         "docs/dops_analyses.md §5 'Reading the verdicts', §6.2; benchmarks/dops_explain.py "
         "ratios --model dops-qwen-1.8b --platform HP32"),
     "llama-2-7b": (
@@ -109,7 +110,7 @@ FIG7_CAUSES: dict[str, tuple[str, str]] = {
         "below the paper: at batch 8 a decode GEMM costs about the same on PIM as on the NPU in "
         "our AiM roofline (PIM/NPU per layer 1.12), so PD's PIM decode is nearly as fast as "
         "Bifocal's, which is within -0.3 ... +5 % of HEFT; the paper's 1.89-2.43 implies a PIM "
-        "relatively slower at batch 8 (old-rule sensitivity: PIM GEMV x 3 gives 2.06-2.16)",
+        "relatively slower at batch 8 (sensitivity, docs §6.2: PIM GEMV x 3 gives 2.11-2.31)",
         "docs/dops_analyses.md §5 'Fig. 7', §6.2; benchmarks/dops_explain.py ratios"),
     "llama-2-7b": (
         "above the paper: Bifocal equals HEFT to the tick on all six, and PD's batch-16 decode "
