@@ -113,9 +113,10 @@ def test_summaries_without_pd():
 
 
 def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
-    """Bifocal records keep the effective settings (every default filled in); a rerun under
-    other settings (a changed default, other params) recomputes them, while the records of
-    methods without declared settings are reused."""
+    """Bifocal records keep the effective settings (every default filled in), PD its list
+    scheduler's; a rerun under other settings (a changed default, other params) recomputes
+    them, while the records of methods whose settings did not change are reused. Records count
+    their weight loads and evictions per device class."""
     from opt.app.runs.sweep import grid, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
     from opt.costlib.hardware import bundled_catalog
@@ -132,7 +133,9 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
     assert rec["settings"]["copy_cost"] == "auto" and rec["settings"]["window"] is True
     assert rec["settings"]["revision"] >= 5
-    assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
+    pd = read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
+    assert pd["settings"] == {"device_choice": "fit_in_class"}
+    assert set(pd["loads"]) <= {"NPU", "PIM"} and pd["evictions"] == {}
     assert not any(cached for _, cached in first)
     assert all(cached for _, cached in sweep(SolveCall()))
     other = sweep(SolveCall(params=(("copy_cost", 0.0),), params_prefix="bifocal"))
@@ -159,7 +162,9 @@ def test_method_params_on_the_command_line(tmp_path, capsys):
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
     assert rec["settings"]["lam"] == 0 and rec["settings"]["token_horizon"] == "steps"
     assert rec["settings"]["copy_cost"] == "auto" and rec["settings"]["gamma"] == 0.4  # defaults
-    assert "settings" not in read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
+    pd = read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
+    assert pd["settings"] == {"device_choice": "fit_in_class"}
+    assert set(pd["loads"]) <= {"NPU", "PIM"} and pd["evictions"] == {}
     assert cached("--param", "bifocal.token_horizon=steps", "--param", "bifocal.lam=0") == \
         {"bifocal": True, "pd": True}
     assert cached() == {"bifocal": False, "pd": True}
@@ -218,16 +223,20 @@ def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
 
 def test_settings_of_methods_with_and_without_params():
     """Resolved settings: every default for the methods that declare them (Bifocal, its layout
-    strategies, WLA, policy search); the given params for the exact solvers (their defaults are
-    the back end's); None only for methods without params — the engine, which changes no
-    schedule, does not count — whose records without settings stay reusable."""
+    strategies, WLA, policy search, HEFT and the static policies: the list scheduler's
+    ``device_choice``); the given params for the exact solvers (their defaults are the back
+    end's); the engine, which changes no schedule, does not count."""
     from solvers.registry import PROBLEMS, method_settings
 
-    assert method_settings("pd", PROBLEMS, {}) is None
-    assert method_settings("heft", PROBLEMS, {"engine": "python"}) is None
+    listed = {"device_choice": "fit_in_class"}
+    assert method_settings("pd", PROBLEMS, {}) == listed
+    assert method_settings("heft", PROBLEMS, {"engine": "python"}) == listed
+    assert method_settings("heft", PROBLEMS, {"device_choice": "eft"}) == {"device_choice": "eft"}
+    assert method_settings("pd/linear", PROBLEMS, {}) == listed
     assert method_settings("bifocal", PROBLEMS, {"engine": "python"}) == \
         method_settings("bifocal", PROBLEMS, {})
-    assert method_settings("policy-search", PROBLEMS, {}) == {"max_evaluations": 200}
+    assert method_settings("policy-search", PROBLEMS, {}) == {"max_evaluations": 200,
+                                                               **listed}
     assert method_settings("bifocal/linear", PROBLEMS, {"lam": 1}) == \
         method_settings("bifocal", PROBLEMS, {"lam": 1})
     wla = method_settings("bifocal/wla", PROBLEMS, {"budget": 5, "lam": 1})
