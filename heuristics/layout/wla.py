@@ -73,6 +73,7 @@ from opt.placement.layout import (
     storage_bytes,
     with_formats,
 )
+from opt.placement.solution import compute_end
 
 #: WLA's pass rules: the paper's (§5.2) and the former incremental one (a named deviation)
 WLA_RULES = ("paper", "incremental")
@@ -256,7 +257,7 @@ class _Evaluator:
 
     def __call__(self, assign: dict[str, str], stage: str, changed: int) -> tuple[dict, int]:
         sol = bifocal_schedule(with_formats(self.inst, assign), self.bifocal)
-        ms = max((c["end"] for c in sol["compute"]), default=0)
+        ms = compute_end(sol)
         self.trajectory.append({"evaluation": len(self.trajectory) + 1, "stage": stage,
                                 "changed": changed, "makespan": int(ms), "accepted": False})
         return sol, int(ms)
