@@ -83,9 +83,10 @@ CAUSES: dict[str, tuple[str, str]] = {
         "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV"),
     "dops-qwen-14b": (
         "below the paper (geomean 1.02 / 1.07 / 1.26 / 1.62 at batch 1 / 4 / 8 / 16): the same "
-        "PIM cost input as Qwen-1.8B/7B; PD has no PIM eviction here, so device_choice changes "
-        "nothing (HEFT, 0.046 x PD, reloads on the single NPU, where Eq. 3's reload in the EFT "
-        "still favours the NPU over a PIM's slower compute)",
+        "PIM cost input as Qwen-1.8B/7B; device_choice leaves PD's 64 records identical (it "
+        "changes PD+Linear on 27 workloads, 4.5-58 x faster); HEFT, 0.046 x PD, reloads on the "
+        "single NPU, where Eq. 3's reload in the EFT still favours the NPU over a PIM's slower "
+        "compute",
         "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV"),
     "llama-2-13b": (
         "within the tolerance since device_choice fit_in_class (1.08 / 1.13 / 1.30 / 1.80 at "
