@@ -313,9 +313,7 @@ DEVICE_CHOICE = _spec(Param("device_choice", choice("fit_in_class", "eft"),
                             "fit_in_class: a device that would evict only when none of its "
                             "class runs the task without evicting (default); eft: earliest "
                             "finish whatever it evicts"))
-POLICY_SEARCH = _spec(Param("max_evaluations", integer(1), "schedules evaluated"),
-                      Param("device_choice", choice("fit_in_class", "eft"),
-                            "the list scheduler's device choice (as heft's)"))
+POLICY_SEARCH = _spec(Param("max_evaluations", integer(1), "schedules evaluated")) + DEVICE_CHOICE
 #: WLA's own knobs (heuristics.layout.wla.WlaParams); the WLA strategies take Bifocal's too
 WLA = _spec(Param("share", number(0.0, 1.0, lo_open=True), "fraction of blocks per pass"),
            Param("eps", number(), "relative makespan drop"),

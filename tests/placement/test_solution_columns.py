@@ -315,3 +315,17 @@ def test_a_dict_made_from_a_columnar_solution_validates_as_its_rows():
     made["formats"] = {"no-such-block": "linear"}
     with pytest.raises(ScheduleError, match="unknown block"):
         V.validate_placement(inst, made)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
+def test_compute_end_is_the_validated_makespan(case):
+    """``compute_end`` reads the columns of an untouched columnar solution and the rows of an
+    edited one; both equal the validator's makespan, and the columns path builds no rows."""
+    from opt.placement.solution import compute_end
+
+    inst, sol = CASES[case]
+    sol = copy.deepcopy(sol)
+    makespan = V.validate_placement(inst, as_rows(sol)).makespan
+    if isinstance(sol, ColumnarSolution) and not sol.rows_built:
+        assert compute_end(sol) == makespan and not sol.rows_built
+    assert compute_end(as_rows(sol)) == makespan

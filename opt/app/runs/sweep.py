@@ -32,6 +32,7 @@ import itertools
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -214,7 +215,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
             "layers": layers, "tp": tp,
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
-            "precision": _precision_tag(inst), **_shares(inst, result), **_traffic(result),
+            "precision": _precision_tag(inst), **_shares(inst, result), **_traffic(inst, result),
             "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
             "instance_fingerprint": getattr(result, "instance_fingerprint", None)
             or instance_fingerprint(inst),
@@ -269,21 +270,16 @@ def _shares(inst: Any, result: Any) -> dict[str, float | None]:
     return class_shares(inst, result.solution, int(result.objective))
 
 
-def _traffic(result: Any) -> dict[str, dict[str, int]]:
-    """Weight loads and evictions of a solved record, per device class prefix of the device
-    name (``{"loads": {"NPU": 70, "PIM": 28}, "evictions": {...}}``): the evidence for a
-    schedule that reloads its weights."""
+def _traffic(inst: Any, result: Any) -> dict[str, dict[str, int]]:
+    """Weight loads and evictions of a solved record per device class, upper case
+    (``{"loads": {"NPU": 70, "PIM": 28}, "evictions": {...}}``): the evidence for a schedule
+    that reloads its weights."""
     sol = getattr(result, "solution", None)
     if sol is None or result.objective is None:
         return {}
-    out: dict[str, dict[str, int]] = {}
-    for key in ("loads", "evictions"):
-        counts: dict[str, int] = {}
-        for ev in sol.get(key) or ():
-            cls = str(ev["device"]).rstrip("0123456789")
-            counts[cls] = counts.get(cls, 0) + 1
-        out[key] = dict(sorted(counts.items()))
-    return out
+    cls = {d.name: d.device_class.upper() for d in inst.devices}
+    return {key: dict(sorted(Counter(cls[ev["device"]] for ev in sol.get(key) or ()).items()))
+            for key in ("loads", "evictions")}
 
 
 def _precision_tag(inst: Any) -> str:
