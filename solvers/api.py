@@ -137,7 +137,8 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
            else _solve_placement(instance, spec, options, warm_start, time.perf_counter(),
                                  bound_worker))
-    res.instance_fingerprint = instance_fingerprint(instance)  # opt.common.fingerprint
+    res.instance_fingerprint = (instance.fingerprint if isinstance(instance, PlacementInstance)
+                                else instance_fingerprint(instance))  # opt.common.fingerprint
     return _with_reason(res)
 
 

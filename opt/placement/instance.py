@@ -209,6 +209,14 @@ class PlacementInstance:
         return len(self.edge_src)
 
     @cached_property
+    def fingerprint(self) -> str:
+        """:func:`opt.common.fingerprint.instance_fingerprint` of this instance, computed once
+        (the data is immutable; seconds on a million-task instance, asked for by every solve)."""
+        from opt.common.fingerprint import instance_fingerprint
+
+        return instance_fingerprint(self)
+
+    @cached_property
     def task_index(self) -> dict[str, int]:
         return {t: i for i, t in enumerate(self.task_ids)}
 

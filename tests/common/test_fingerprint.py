@@ -84,3 +84,13 @@ def test_load_timing_changes_the_fingerprint_but_prefetch_keeps_the_former_one()
             _feed(h, getattr(pre, f.name))
     h.update(b")")
     assert instance_fingerprint(pre) == PREFIX + h.hexdigest()
+
+
+def test_cached_fingerprint_is_the_instances_own_and_follows_its_copies():
+    inst = instances.load("heft-topcuoglu-2002")
+    assert inst.fingerprint == instance_fingerprint(inst)
+    assert inst.fingerprint is inst.fingerprint  # computed once
+    cost = inst.cost.copy()
+    cost[0, 0] += 1
+    changed = dataclasses.replace(inst, cost=cost)
+    assert changed.fingerprint == instance_fingerprint(changed) != inst.fingerprint
