@@ -11,7 +11,7 @@ import opt.app.bench.dops as dops
 def _stand_in(speed: dict[str, float], drop: int = 0):
     """Records of every workload asked for (makespan 1000 / speed[method]); the last ``drop``
     workloads of a call are left unfinished (no Bifocal record)."""
-    def records(cache, workloads):
+    def records(cache, workloads, jobs=1):
         out = []
         for i, w in enumerate(workloads):
             for m in dops.METHODS:
@@ -60,3 +60,22 @@ def test_fig7_ranges_and_the_grid_table(monkeypatch, tmp_path):
     (claims,) = fig10.checks
     assert claims.ours == 3.0 and claims.verdict == "reproduced"
     assert [c.name for c in dops.dops_cases(Path("x"))][-3:] == ["fig7", "fig10", "grid-table"]
+
+
+def test_jobs_reach_the_sweeps_executor_and_a_bad_value_is_refused(monkeypatch):
+    import pytest
+
+    import opt.app.runs.sweep as sweep
+    from opt.app.bench.suites import suite_cases
+    from opt.app.runs.executor import ProcessExecutor, SerialExecutor
+    from opt.common.errors import InputError
+
+    seen = []
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, executor, **k: seen.append(executor) or [])
+    for jobs in (1, 2):
+        dops._records(Path("unused"), [], jobs)
+    assert [type(e) for e in seen] == [SerialExecutor, ProcessExecutor]
+    assert len(suite_cases("dops", Path("x"), 2)) == 10
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(InputError, match="jobs"):
+            suite_cases("dops", Path("x"), bad)

@@ -48,24 +48,33 @@ RULES = ("load_timing at_use (DOPS §5.1.1 Eq. 1, problems.md §1.2 rule 5), LRU
          "per-token top-2 routing, each model in DOPS' precision (--paper-precision)")
 
 
-def _records(cache: Path, workloads) -> list[dict]:
-    from opt.app.runs.sweep import run_sweep
+def _records(cache: Path, workloads, jobs: int = 1) -> list[dict]:
+    """The records of ``workloads`` × the seven methods in ``cache`` (finished ones reused,
+    the rest solved by ``jobs`` sweep workers: 1 in this process, more a process pool), with the
+    sweep's progress line on stderr."""
+    import sys
+
+    from opt.app.runs.executor import jobs_executor
+    from opt.app.runs.sweep import Progress, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
 
-    done = run_sweep(workloads, list(METHODS), cache, SolveCall(time_limit=60.0),
-                     catalog=bundled_catalog(), cards=bundled_cards(), paper_precision=True)
+    progress = Progress(len(workloads) * len(METHODS), stream=sys.stderr)
+    with jobs_executor(jobs) as executor:
+        done = run_sweep(workloads, list(METHODS), cache, SolveCall(time_limit=60.0),
+                         catalog=bundled_catalog(), cards=bundled_cards(), paper_precision=True,
+                         progress=progress, executor=executor)
     return [r for r, _ in done]
 
 
-def _grid_records(cache: Path) -> list[dict]:
+def _grid_records(cache: Path, jobs: int = 1) -> list[dict]:
     """Every model's grid on its platform (resumable) and Fig. 7's Llama-7B HP32 workloads."""
     from opt.app.runs.sweep import grid
 
     records = []
     for model, (platform, _) in PAPER_GEOMEAN.items():
-        records += _records(cache, grid([model], [platform], *FULL))
+        records += _records(cache, grid([model], [platform], *FULL), jobs)
     for model, batch, prefills, decodes, _ in PAPER_FIG7:
-        records += _records(cache, grid([model], ["HP32"], prefills, decodes, [batch]))
+        records += _records(cache, grid([model], ["HP32"], prefills, decodes, [batch]), jobs)
     return records
 
 
@@ -82,11 +91,11 @@ def geomean_checks(row: dict) -> list[Check]:
                       row["slower_2pct"] == 0, source="issue 35 must-show")]
 
 
-def _model_case(cache: Path, model: str) -> CaseResult:
+def _model_case(cache: Path, model: str, jobs: int = 1) -> CaseResult:
     from opt.app.runs.sweep import grid, speedups, workload_key
 
     platform, _ = PAPER_GEOMEAN[model]
-    records = _records(cache, grid([model], [platform], *FULL))
+    records = _records(cache, grid([model], [platform], *FULL), jobs)
     sp = speedups(records)
     keys = sorted({workload_key(r) for r in records})
     rows = [[*k[2:], *(sp.get((k, m)) for m in METHODS)] for k in keys]
@@ -97,12 +106,12 @@ def _model_case(cache: Path, model: str) -> CaseResult:
                             f"workloads > 2 % slower than PD: {geo['slower_2pct']}")
 
 
-def _fig7_case(cache: Path) -> CaseResult:
+def _fig7_case(cache: Path, jobs: int = 1) -> CaseResult:
     from opt.app.runs.sweep import grid
 
     records = []
     for model, batch, prefills, decodes, _ in PAPER_FIG7:
-        records += _records(cache, grid([model], ["HP32"], prefills, decodes, [batch]))
+        records += _records(cache, grid([model], ["HP32"], prefills, decodes, [batch]), jobs)
     rows, checks = [], []
     for f in fig7(records):
         rows += [[f["model"], f["batch"], p, d, v] for (p, d), v in f["speedups"].items()]
@@ -120,10 +129,10 @@ def _fig7_case(cache: Path) -> CaseResult:
                       ["model", "batch", "prefill", "decode", "Bifocal / PD"], rows, checks)
 
 
-def _fig10_case(cache: Path) -> CaseResult:
+def _fig10_case(cache: Path, jobs: int = 1) -> CaseResult:
     from opt.app.runs.sweep import grid
 
-    records = _records(cache, grid(["llama-2-7b"], ["HP64"], *FULL))
+    records = _records(cache, grid(["llama-2-7b"], ["HP64"], *FULL), jobs)
     found = fig10(records)
     rows = [[r["method"], r["workloads"], r["median"], r["p90"], r["u_npu"], r["u_pim"],
              r["u_co"]] for r in found]
@@ -143,9 +152,9 @@ def _fig10_case(cache: Path) -> CaseResult:
                                                 "; verdict pending (the grid is unfinished)"))
 
 
-def _grid_table_case(cache: Path, out: Path) -> CaseResult:
+def _grid_table_case(cache: Path, out: Path, jobs: int = 1) -> CaseResult:
     """The per-workload CSV of every finished grid workload and the geomean verdicts."""
-    records = _grid_records(cache)
+    records = _grid_records(cache, jobs)
     path = out / "dops" / "dops_grid_at_use.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(grid_csv(records, {
@@ -163,14 +172,17 @@ def _grid_table_case(cache: Path, out: Path) -> CaseResult:
                       artifacts={"per-workload grid (CSV)": str(path.relative_to(out))})
 
 
-def _model_runner(cache: Path, model: str) -> Callable[[], CaseResult]:
-    return lambda: _model_case(cache, model)
+def _model_runner(cache: Path, model: str, jobs: int) -> Callable[[], CaseResult]:
+    return lambda: _model_case(cache, model, jobs)
 
 
-def dops_cases(out: Path) -> list[BenchCase]:
+def dops_cases(out: Path, jobs: int = 1) -> list[BenchCase]:
+    """The suite's cases; ``jobs``: sweep workers (``hetopt bench --jobs``; 2 on a 2-core
+    machine halves the grid's wall time, docs/dops_analyses.md "Grid wall time")."""
     cache = Path(out) / CACHE
     cases: list[tuple[str, Callable[[], CaseResult]]] = [
-        (model, _model_runner(cache, model)) for model in PAPER_GEOMEAN]
-    cases += [("fig7", lambda: _fig7_case(cache)), ("fig10", lambda: _fig10_case(cache)),
-              ("grid-table", lambda: _grid_table_case(cache, Path(out)))]
+        (model, _model_runner(cache, model, jobs)) for model in PAPER_GEOMEAN]
+    cases += [("fig7", lambda: _fig7_case(cache, jobs)),
+              ("fig10", lambda: _fig10_case(cache, jobs)),
+              ("grid-table", lambda: _grid_table_case(cache, Path(out), jobs))]
     return [BenchCase("dops", name, run) for name, run in cases]

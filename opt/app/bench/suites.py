@@ -26,13 +26,14 @@ from pathlib import Path
 
 from opt.app.runs.bench import BenchCase, CaseResult
 from opt.app.runs.bench_checks import invariant
-from opt.common.errors import UnknownNameError
+from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 
 
-def default_suite(out: Path) -> list[BenchCase]:
-    """Core, placement and serving cases; the viewer pages go to ``<out>/viewer/``."""
+def default_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
+    """Core, placement and serving cases; the viewer pages go to ``<out>/viewer/``. Its cases
+    run in this process (``jobs`` is for the sweeps of the large suites)."""
     from opt.app.bench.placement import placement_cases
     from opt.app.bench.serving import serving_cases
     from opt.app.runs.bench_cases import core_cases
@@ -40,26 +41,29 @@ def default_suite(out: Path) -> list[BenchCase]:
     return core_cases() + placement_cases(out) + serving_cases(out)
 
 
-def _opweave_records(cache: Path) -> list[dict]:
-    """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table (resumable sweep)."""
+def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
+    """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table (resumable sweep, ``jobs``
+    workers)."""
+    from opt.app.runs.executor import jobs_executor
     from opt.app.runs.serving_sweep import cells, run_serving_sweep
     from opt.app.runs.sweep_calls import SolveCall
 
     records = []
     for model, slos in (("gemma-3-27b", (25.0, 60.0)), ("qwen3-next-80b-a3b", (40.0, 80.0))):
         todo = cells([model], ["H100", "H100,L40S", "H100,A100"], [8192, 32768, 131072], slos)
-        done = run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], cache / "serving",
-                                 SolveCall(time_limit=600.0), catalog=bundled_catalog(),
-                                 cards=bundled_cards())
+        with jobs_executor(jobs) as executor:
+            done = run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], cache / "serving",
+                                     SolveCall(time_limit=600.0), catalog=bundled_catalog(),
+                                     cards=bundled_cards(), executor=executor)
         records += [r for r, _ in done]
     return records
 
 
-def _opweave_table(cache: Path) -> CaseResult:
+def _opweave_table(cache: Path, jobs: int = 1) -> CaseResult:
     from opt.app.bench.opweave_figures import METHODS, Cells, opweave_checks
 
     by_cell: Cells = {}
-    for r in _opweave_records(cache):
+    for r in _opweave_records(cache, jobs):
         by_cell.setdefault((r["model"], "+".join(r["gpus"]), r["context"], r["slo_ms"]),
                            {})[r["method"]] = r
     rows, worse = [], []
@@ -95,13 +99,13 @@ def _theorems_detailed(cache: Path) -> CaseResult:
                       checks)
 
 
-def _opweave_figures(cache: Path) -> CaseResult:
+def _opweave_figures(cache: Path, jobs: int = 1) -> CaseResult:
     """Figs. 10, 11, 13 and Table 3 from the cost table's records (their plans re-evaluated;
     :mod:`opt.app.runs.opweave_tables`), one row per figure quantity with the paper's value, ours,
     the verdict and the evidence (docs/serving.md)."""
     from opt.app.runs import opweave_tables as ot
 
-    recs = [{**r, "_path": "bench"} for r in _opweave_records(cache)]
+    recs = [{**r, "_path": "bench"} for r in _opweave_records(cache, jobs)]
     cells_ = ot.by_cell(ot.figure_rows(recs))
     rows = [["Fig. 10", f"{r[0]}: {r[1]}", r[2], r[3], r[4], r[5]] for r in ot.fig10_rows(cells_)]
     rows += [["Fig. 11", f"{r[0]}: {r[1]}", r[2], r[4], r[5], r[6]]
@@ -146,28 +150,32 @@ def _fig10_checks(cells_) -> list:
     return checks
 
 
-def opweave_suite(out: Path) -> list[BenchCase]:
+def opweave_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
     cache = out / "opweave" / "cache"
-    return [BenchCase("opweave", "cost-table", lambda: _opweave_table(cache)),
-            BenchCase("opweave", "figures", lambda: _opweave_figures(cache)),
+    return [BenchCase("opweave", "cost-table", lambda: _opweave_table(cache, jobs)),
+            BenchCase("opweave", "figures", lambda: _opweave_figures(cache, jobs)),
             BenchCase("opweave", "theorems-detailed", lambda: _theorems_detailed(cache))]
 
 
-def dops_suite(out: Path) -> list[BenchCase]:
+def dops_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
     from opt.app.bench.dops import dops_cases
 
-    return dops_cases(out)
+    return dops_cases(out, jobs)
 
 
-SUITES: dict[str, Callable[[Path], list[BenchCase]]] = {
+SUITES: dict[str, Callable[[Path, int], list[BenchCase]]] = {
     "default": default_suite,
     "opweave": opweave_suite,
     "dops": dops_suite,
 }
 
 
-def suite_cases(name: str, out: Path) -> list[BenchCase]:
-    """The cases of suite ``name`` (:class:`UnknownNameError` listing the suites)."""
+def suite_cases(name: str, out: Path, jobs: int = 1) -> list[BenchCase]:
+    """The cases of suite ``name`` (:class:`UnknownNameError` listing the suites); ``jobs``:
+    workers of the opweave and dops suites' sweeps (1: this process; results do not depend on
+    it)."""
     if name not in SUITES:
         raise UnknownNameError("bench suite", name, SUITES)
-    return SUITES[name](Path(out))
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"jobs must be an integer ≥ 1, got {jobs!r}", field="jobs")
+    return SUITES[name](Path(out), jobs)

@@ -460,7 +460,10 @@ def _add_bench_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--suite", default="default",
                    help="default (about 10 min on 2 cores) | opweave (full OpWeave table + detailed "
-                        "theorem check) | dops (DOPS' seven-model sweep, hours; resumable)")
+                        "theorem check) | dops (DOPS' seven-model grid; resumable)")
+    s.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="sweep workers of the opweave and dops suites (default 1: this "
+                        "process; 2 on a 2-core machine; the results do not depend on it)")
     s.set_defaults(func=Handler("opt.app.cli.runs", "cmd_bench"))
 
 

@@ -147,7 +147,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from opt.app.runs.bench_report import write_reports
 
     out = Path(args.out)
-    cases = suite_cases(args.suite, out)
+    cases = suite_cases(args.suite, out, args.jobs)
     if args.case:
         wanted = set(args.case)
         unknown = wanted - {c.name for c in cases}
