@@ -174,3 +174,22 @@ def test_wla_table_needs_the_whole_sweep_and_states_the_paper():
     assert rows[("llama-2-7b", "bifocal/linear")]["verdict"] == "pending (0/75)"
     short = wla_table(recs[3:])  # one workload without its three records
     assert short[0]["verdict"] == "pending (74/75)" and short[0]["ours"] is None
+
+
+def test_a_differing_wla_row_names_its_own_models_breakdown():
+    import itertools
+
+    from opt.app.runs.dops_tables import WLA_AXES, wla_table
+
+    recs = []
+    for p, d, b in itertools.product(*WLA_AXES):
+        wla = 100 if b == 1 else 50  # WLA twice as fast at batch 4 and 8, same at batch 1
+        for m, t in (("pd/linear", 100), ("bifocal/linear", 100), ("bifocal/wla", wla)):
+            recs.append(_rec("dops-qwen-7b", "HP32", p, d, b, m, t,
+                             **({"evaluations": 2 if d == 8 else 5, "stop_reason": "x"}
+                                if m.endswith("wla") else {})))
+    (row,) = [r for r in wla_table(recs) if r["model"] == "dops-qwen-7b"]
+    assert row["verdict"] == "differs"  # geomean 2^(2/3) = 1.59 against 1.28-1.33
+    assert row["cause"].startswith("above the paper (dops-qwen-7b by decode 8 / 32 / 64 / 128 / "
+                                   "1024: 1.59 / 1.59 / 1.59 / 1.59 / 1.59; by batch 1 / 4 / 8: "
+                                   "1.00 / 2.00 / 2.00; 15 of 75 WLA runs stop after two")

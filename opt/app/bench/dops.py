@@ -10,8 +10,9 @@ DOPS Table 1, each model in DOPS' precision; then Fig. 7 (HP32), Fig. 10 (Llama-
 the file committed as docs/data/dops_grid_at_use.csv) and the geomean verdict table from the
 records. The records live in ``<out>/dops/cache/dops-at-use`` (a folder name no record of the
 former rules was ever written to); every finished record is kept, so a rerun continues, and a
-record of other method settings (e.g. a new Bifocal default) is recomputed. The full suite is
-hours of CPU on two cores. A model's verdict is given from its full grid only.
+record of other method settings (e.g. a new Bifocal default) is recomputed. The grids are 3,136
+solves over 293 M tasks: 92 minutes measured with two workers (``hetopt bench --jobs 2``) on
+two cores (the default, one worker, runs the same solves in one process). A model's verdict is given from its full grid only.
 """
 
 from __future__ import annotations

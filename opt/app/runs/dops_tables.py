@@ -520,17 +520,32 @@ PAPER_WLA: tuple[tuple[str, str, str, Any], ...] = (
     ("bifocal/linear", "bifocal/wla", "dops-qwen-14b", (1.28, 1.33)),
 )
 #: The named cause of a differing WLA row (under the current rules), with its evidence.
+#: Why a WLA geomean differs (the model's own breakdown is put in front by :func:`wla_cause`).
 WLA_CAUSE = (
-    "below the paper (Qwen-1.8B by decode 8 / 32 / 64 / 128 / 1024: 1.03 / 1.02 / 1.19 / 1.24 / "
-    "1.04; by batch 1 / 4 / 8: 1.19 / 1.08 / 1.03): a block's format changes only its loads and "
-    "conversions (problems.md §2 / §5.4), which under at_use a device pays once while the block "
-    "stays resident, so WLA gains where decode moves blocks onto PIM (batch 1, decode 64-128) "
-    "and little where Bifocal keeps decode on the NPU; 31 of Qwen-1.8B's 75 runs stop after two "
-    "evaluations (the first dominance pass is a fixed point: every block is then loaded only by "
-    "the side its format favours); over PD/Linear the gap adds our AiM roofline's fast PIM "
-    "decode, as for the grid geomeans",
+    "a block's format changes only its loads and conversions (problems.md §2 / §5.4), which "
+    "under at_use a device pays once while the block stays resident, so WLA gains where decode "
+    "moves blocks onto PIM and little where Bifocal keeps decode on the NPU; a run that stops "
+    "after two evaluations had a first dominance pass that was a fixed point (every block then "
+    "loaded only by the side its format favours); over PD/Linear the gap adds our AiM "
+    "roofline's fast PIM decode, as for the grid geomeans",
     "docs/dops_analyses.md §5 'WLA'; hetopt sweep layout records (evaluations, stop_reason, "
     "format_mix)")
+
+
+def wla_cause(model: str, ratios: dict[tuple[int, int, int], float], two_evals: int,
+              side: str) -> tuple[str, str]:
+    """:data:`WLA_CAUSE` with ``side`` (``below`` / ``above`` the paper), ``model``'s geomeans
+    by decode length and by batch over its §6.5 workloads (``ratios``: (prefill, decode,
+    batch) -> speedup) and the number of WLA runs that stopped after two evaluations in front."""
+    def by(axis: int, values: tuple[int, ...]) -> str:
+        return " / ".join(f"{geomean([r for k, r in ratios.items() if k[axis] == v]):.2f}"
+                          for v in values)
+
+    head = (f"{side} the paper ({model} by decode {' / '.join(map(str, WLA_AXES[1]))}: "
+            f"{by(1, WLA_AXES[1])}; by batch {' / '.join(map(str, WLA_AXES[2]))}: "
+            f"{by(2, WLA_AXES[2])}; {two_evals} of {len(ratios)} WLA runs stop after two "
+            "evaluations): ")
+    return head + WLA_CAUSE[0], WLA_CAUSE[1]
 
 
 def wla_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -556,7 +571,11 @@ def wla_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         stops = sorted({str(ms[k][method].get("stop_reason")) for k in done
                         if method.endswith("wla")})
         evals = [ms[k][method].get("evaluations") for k in done if method.endswith("wla")]
-        cause, evidence = WLA_CAUSE if verdict == "differs" else ("", "")
+        two = sum(1 for k in done if ms[k]["bifocal/wla"].get("evaluations") == 2
+                  ) if "bifocal/wla" in (over, method) else 0
+        cause, evidence = (wla_cause(model, dict(zip(done, ratios)), two,
+                                     "below" if g is not None and g < lo else "above")
+                           if verdict == "differs" else ("", ""))
         out.append({"model": model, "over": over, "method": method, "paper": paper,
                     "workloads": len(done), "total": len(keys), "ours": g,
                     "partial": None if full else geomean(ratios),
