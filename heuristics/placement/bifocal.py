@@ -1,7 +1,9 @@
 """Bifocal (DOPS §5.1, problems.md §6): a list scheduler over the ready set whose device choice looks
 both *near* (the task's own earliest finish) and *far* (a lookahead over its successors and
 the reuse of weights over phases and tokens). A reimplementation from the paper's description
-(no DOPS code is available); this docstring fixes the interpretation of every term.
+(the authors' released code, YIAI-02/TriForm at 8a64b06, has no Bifocal); this docstring fixes
+the interpretation of every term. The ready-set order below departs from DOPS §5.1.2 /
+Algorithm 1 (which commits the ready task of minimum score): problems.md §6 "Ready-set order".
 
 Ready-set order
     HEFT's: among ready tasks the highest upward rank first
