@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from models.options import SolveOptions
 from opt.common.errors import InputError, UnknownNameError
-from opt.common.fingerprint import instance_fingerprint
 from opt.common.result import Result
 from opt.placement.bound_process import start_bound
 from opt.placement.certified_bounds import certified_lower_bound
@@ -137,8 +136,7 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
            else _solve_placement(instance, spec, options, warm_start, time.perf_counter(),
                                  bound_worker))
-    res.instance_fingerprint = (instance.fingerprint if isinstance(instance, PlacementInstance)
-                                else instance_fingerprint(instance))  # opt.common.fingerprint
+    res.instance_fingerprint = instance.fingerprint  # opt.common.fingerprint, cached
     return _with_reason(res)
 
 

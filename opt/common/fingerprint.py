@@ -157,7 +157,7 @@ def fingerprint_error(reported: Any, inst: Any) -> str | None:
     the result carries none)."""
     if reported is None:
         return None
-    actual = instance_fingerprint(inst)
+    actual = inst.fingerprint  # the instance's cached instance_fingerprint
     if reported != actual:
         return (f"the result was computed on instance {str(reported)[:23]}…, not on this one "
                 f"({actual[:23]}…)")

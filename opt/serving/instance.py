@@ -153,6 +153,14 @@ class ServingInstance:
 
     problem = "serving"  # P3 (problems.md §3); files written before say "serving_plan"
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """:func:`opt.common.fingerprint.instance_fingerprint` of this instance, computed once
+        (as :attr:`opt.placement.instance.PlacementInstance.fingerprint`)."""
+        from opt.common.fingerprint import instance_fingerprint
+
+        return instance_fingerprint(self)
+
     def __post_init__(self) -> None:
         """One network unless ``networks`` says otherwise: 2-D transfer tables become
         ``[1, mb, i]`` and every crossing (an empty ``crossing_network``) takes network 0."""

@@ -12,7 +12,8 @@ records. The records live in ``<out>/dops/cache/dops-at-use`` (a folder name no 
 former rules was ever written to); every finished record is kept, so a rerun continues, and a
 record of other method settings (e.g. a new Bifocal default) is recomputed. The grids are 3,136
 solves over 293 M tasks: 92 minutes measured with two workers (``hetopt bench --jobs 2``) on
-two cores (the default, one worker, runs the same solves in one process). A model's verdict is given from its full grid only.
+two cores (the default, one worker, runs the same solves in one process). A model's verdict
+is given from its full grid only.
 """
 
 from __future__ import annotations
@@ -68,15 +69,21 @@ def _records(cache: Path, workloads, jobs: int = 1) -> list[dict]:
 
 
 def _grid_records(cache: Path, jobs: int = 1) -> list[dict]:
-    """Every model's grid on its platform (resumable) and Fig. 7's Llama-7B HP32 workloads."""
+    """Every model's grid on its platform (resumable) and Fig. 7's Llama-7B HP32 workloads, in
+    one sweep (one worker pool)."""
     from opt.app.runs.sweep import grid
 
-    records = []
-    for model, (platform, _) in PAPER_GEOMEAN.items():
-        records += _records(cache, grid([model], [platform], *FULL), jobs)
-    for model, batch, prefills, decodes, _ in PAPER_FIG7:
-        records += _records(cache, grid([model], ["HP32"], prefills, decodes, [batch]), jobs)
-    return records
+    workloads = [w for model, (platform, _) in PAPER_GEOMEAN.items()
+                 for w in grid([model], [platform], *FULL)]
+    return _records(cache, workloads + _fig7_workloads(), jobs)
+
+
+def _fig7_workloads() -> list:
+    """Fig. 7's workloads on HP32 (each model at its batch)."""
+    from opt.app.runs.sweep import grid
+
+    return [w for model, batch, prefills, decodes, _ in PAPER_FIG7
+            for w in grid([model], ["HP32"], prefills, decodes, [batch])]
 
 
 def geomean_checks(row: dict) -> list[Check]:
@@ -108,11 +115,7 @@ def _model_case(cache: Path, model: str, jobs: int = 1) -> CaseResult:
 
 
 def _fig7_case(cache: Path, jobs: int = 1) -> CaseResult:
-    from opt.app.runs.sweep import grid
-
-    records = []
-    for model, batch, prefills, decodes, _ in PAPER_FIG7:
-        records += _records(cache, grid([model], ["HP32"], prefills, decodes, [batch]), jobs)
+    records = _records(cache, _fig7_workloads(), jobs)
     rows, checks = [], []
     for f in fig7(records):
         rows += [[f["model"], f["batch"], p, d, v] for (p, d), v in f["speedups"].items()]
@@ -178,8 +181,8 @@ def _model_runner(cache: Path, model: str, jobs: int) -> Callable[[], CaseResult
 
 
 def dops_cases(out: Path, jobs: int = 1) -> list[BenchCase]:
-    """The suite's cases; ``jobs``: sweep workers (``hetopt bench --jobs``; 2 on a 2-core
-    machine halves the grid's wall time, docs/dops_analyses.md "Grid wall time")."""
+    """The suite's cases; ``jobs``: sweep workers (``hetopt bench --jobs``; the grid's wall time
+    with 2 on 2 cores: docs/dops_analyses.md "Grid wall time")."""
     cache = Path(out) / CACHE
     cases: list[tuple[str, Callable[[], CaseResult]]] = [
         (model, _model_runner(cache, model, jobs)) for model in PAPER_GEOMEAN]

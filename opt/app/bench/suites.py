@@ -49,13 +49,14 @@ def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
     from opt.app.runs.sweep_calls import SolveCall
 
     records = []
-    for model, slos in (("gemma-3-27b", (25.0, 60.0)), ("qwen3-next-80b-a3b", (40.0, 80.0))):
-        todo = cells([model], ["H100", "H100,L40S", "H100,A100"], [8192, 32768, 131072], slos)
-        with jobs_executor(jobs) as executor:
+    with jobs_executor(jobs) as executor:  # one pool for both models
+        for model, slos in (("gemma-3-27b", (25.0, 60.0)), ("qwen3-next-80b-a3b", (40.0, 80.0))):
+            todo = cells([model], ["H100", "H100,L40S", "H100,A100"], [8192, 32768, 131072],
+                         slos)
             done = run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], cache / "serving",
                                      SolveCall(time_limit=600.0), catalog=bundled_catalog(),
                                      cards=bundled_cards(), executor=executor)
-        records += [r for r, _ in done]
+            records += [r for r, _ in done]
     return records
 
 

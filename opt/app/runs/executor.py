@@ -281,10 +281,10 @@ def make_executor(kind: str | None = None, jobs: int | None = None,
     return DaskExecutor(distributed.Client(cluster), cluster)
 
 
-def jobs_executor(jobs: int, *, preload: Sequence[str] = ("solvers",)) -> Executor:
-    """``jobs`` workers: this process for 1 (serial), a local process pool for more
-    (``hetopt bench --jobs``)."""
-    return make_executor("serial" if jobs == 1 else "process", jobs, preload=preload)
+def jobs_executor(jobs: int) -> Executor:
+    """``jobs`` workers: this process for 1 (serial), a local process pool for more, its fork
+    server preloading the solvers (``hetopt bench --jobs``)."""
+    return make_executor("serial" if jobs == 1 else "process", jobs, preload=("solvers",))
 
 
 # ---- records -------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from opt.app.runs.executor import Executor, LastBuilt, SerialExecutor, run_recor
 from opt.app.runs.sweep import Progress, aborting, distrust, trusted_record, usable
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
-from opt.common.fingerprint import instance_fingerprint, seal
+from opt.common.fingerprint import seal
 from opt.common.report import table
 from opt.costlib.latency import Link
 from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
@@ -128,7 +128,7 @@ def run_serving_task(task: ServingTask) -> dict[str, Any]:
                                                  unmeasured_gpu=task.unmeasured_gpu,
                                                  network=task.network))
     result = task.solve(inst, task.method)
-    fp = None if getattr(result, "instance_fingerprint", None) else instance_fingerprint(inst)
+    fp = None if getattr(result, "instance_fingerprint", None) else inst.fingerprint
     return seal(make_record(cell, task.method, result, time.perf_counter() - t0, fp,
                             task.gpu_cost, task.unmeasured_gpu, task.network))
 

@@ -42,7 +42,7 @@ from typing import Any, TextIO
 from opt.app.runs.executor import Executor, LastBuilt, SerialExecutor, run_records
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
-from opt.common.fingerprint import instance_fingerprint, seal, seal_error, slot_error
+from opt.common.fingerprint import seal, seal_error, slot_error
 from opt.common.jsonio import read_json
 from opt.common.report import table
 from opt.common.result import STATUSES, claims_error
@@ -218,7 +218,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "precision": _precision_tag(inst), **_shares(inst, result), **_traffic(inst, result),
             "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
             "instance_fingerprint": getattr(result, "instance_fingerprint", None)
-            or instance_fingerprint(inst),
+            or inst.fingerprint,
             **({"settings": settings} if settings is not None else {}),
             **((result.stats or {}).get("sweep_record") or {})}  # e.g. a layout's format mix
 
