@@ -503,14 +503,19 @@ class PlacementCpSat:
         m, nd, loads = self.model, bound_inst.n_devices, bound_inst.load_duration
         tail_any, dev_tail = bounds["tail_any"], bounds["dev_tail"]
         # port energy: the loads on d's port run one at a time, and after the last one some
-        # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail
+        # user of its block runs with its tail: cmax ≥ Σ loads on d + the smallest such tail,
+        # when d loads anything (a device without a load owes no tail: the cut held
+        # unconditionally once and cut off a makespan-0 optimum, hypothesis)
         for d in range(nd):
             keys = [k for k in users if k[1] == d]
             if len(keys) < 2 or self.formats is not None:
                 continue
             q_min = min(int(dev_tail[t, d]) for k in keys for t in users[k])
+            loads_on_d = m.new_bool_var(f"loads_on{d}")
+            for k in keys:
+                m.add_implication(self.load_lit[k], loads_on_d)
             m.add(self.cmax >= sum(int(loads[b, d]) * self.load_lit[(b, d)]
-                                   for b, _ in keys) + q_min)
+                                   for b, _ in keys) + q_min).only_enforce_if(loads_on_d)
         for b in sorted({b for b, _ in users}):
             devs = [d for (bb, d) in users if bb == b]
             for d in devs:

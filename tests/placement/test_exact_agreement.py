@@ -66,3 +66,26 @@ def test_cpsat_and_milp_agree_on_twenty_random_instances():
     both = [seed for seed in ALL if check_agreement(seed, time_limit=120)]
     # agreement is asserted on every instance; most must be proven by both models
     assert len(both) >= 12, both
+
+
+def test_a_device_without_loads_owes_no_port_tail():
+    """The load-port energy cut (cmax ≥ the loads on d + the smallest tail of a user there)
+    holds only when d loads something: here every weight task runs at cost 0 on CPU1 and CPU0
+    loads nothing, so the optimum is 0 — the unconditional cut claimed 1 (hypothesis found it)."""
+    import numpy as np
+
+    from opt.placement.instance import Device, Links, PlacementInstance
+
+    cpu = [Device(name=f"CPU{i}", device_class="cpu", weight_capacity=None) for i in (0, 1)]
+    none = np.array([], dtype=np.int64)
+    inst = PlacementInstance(
+        time_unit="unit", devices=tuple(cpu),
+        links=Links(topology="full", contention=False, default_latency=0, default_bandwidth=1.0,
+                    pairs=(), latency=np.zeros((2, 2), np.int64), bandwidth=np.ones((2, 2))),
+        task_ids=("t0", "t1", "t2"), cost=np.array([[0, -1], [1, 0], [1, 0]]),
+        task_block=np.array([-1, 0, 1]), edge_src=none, edge_dst=none, edge_bytes=none,
+        block_ids=("B0", "B1"), block_bytes=np.array([1, 1]),
+        block_load={"linear": np.zeros((2, 2), np.int64)})
+    for method in ("cpsat", "milp"):
+        res = solve(inst, method, time_limit=10, warm_start=None)
+        assert (res.status, res.objective, res.lower_bound) == ("OPTIMAL", 0, 0.0), method
