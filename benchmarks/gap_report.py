@@ -51,7 +51,8 @@ ABLATION = (
     ("+window", {"window": True, "phase": False, "token": False, **EXTENSIONS_OFF}),
     ("+phase", {"window": True, "phase": True, "token": False, **EXTENSIONS_OFF}),
     ("+token", {"window": True, "phase": True, "token": True, **EXTENSIONS_OFF}),
-    ("+copy, siblings (extensions: the default)", {}),
+    ("+copy (extension: the default)", {}),
+    ("HEFT's order (ready_set rank, + siblings)", {"ready_set": "rank"}),
     ("+prior (extension)", {"prior": True}),
 )
 

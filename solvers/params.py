@@ -301,7 +301,11 @@ BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "toke
                      "auto (uses under load_timing at_use)"),
                Param("copy_cost", auto_or(number()), "weight ≥ 0 of a same-class copy's "
                      "port time, or auto (1 under load_timing prefetch, 0 under at_use)"),
-               Param("siblings", boolean, "sibling groups kept together in the order"))
+               Param("ready_set", choice("score", "rank"), "ready-set order: score (DOPS "
+                     "Algorithm 1: the ready task of least bifocal score first) or rank "
+                     "(HEFT's static upward-rank order)"),
+               Param("siblings", auto_or(boolean), "sibling groups kept together in the "
+                     "static order, or auto (on under ready_set rank; rank only)"))
 #: The list schedulers' engine (heuristics.placement.engine): the same schedule either way, so
 #: it is no part of a method's recorded settings
 ENGINE = _spec(Param("engine", choice("auto", "python", "compiled"),

@@ -2,14 +2,21 @@
 both *near* (the task's own earliest finish) and *far* (a lookahead over its successors and
 the reuse of weights over phases and tokens). A reimplementation from the paper's description
 (the authors' released code, YIAI-02/TriForm at 8a64b06, has no Bifocal); this docstring fixes
-the interpretation of every term. The ready-set order below departs from DOPS §5.1.2 /
-Algorithm 1 (which commits the ready task of minimum score): problems.md §6 "Ready-set order".
+the interpretation of every term.
 
-Ready-set order
-    HEFT's: among ready tasks the highest upward rank first
-    (:func:`heuristics.placement.list_scheduler.priority_order` with
-    :func:`~heuristics.placement.list_scheduler.upward_rank`) — a static topological order —
-    with one extension beyond DOPS (switch ``siblings``, default on): a *sibling* that can run
+Ready-set order (``ready_set``)
+    ``score`` (default; DOPS §5.1.2 and Algorithm 1): at each iteration every ready task (all
+    its predecessors committed) is scored on each of its legal devices under the current
+    partial schedule, and the ready task whose best placement has the least score is
+    committed there. Ties between ready tasks (the paper is silent): the task earlier in
+    HEFT's upward-rank order (:func:`heuristics.placement.list_scheduler.priority_order`).
+    The compiled engine keeps each ready task's per-device scores between iterations and
+    recomputes only those the last commit can have changed (``schedule_kernels.bifocal_loop``;
+    the same choices as re-scoring all, the Python engine's way).
+
+    ``rank`` (the order before revision 6, a named deviation): HEFT's static order — among
+    ready tasks the highest upward rank first — with one extension beyond DOPS (switch
+    ``siblings``, ``auto``: on under ``rank``, not applicable under ``score``): a *sibling* that can run
     side by side with the others of its group (:func:`sibling_groups`: the same predecessors,
     and together on their fastest device longer than one of them takes on another) is moved ahead of the pinned tasks listed since the group began
     (:func:`sibling_order`). In HEFT's order a successor of the first
@@ -159,8 +166,8 @@ Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, toke
     difference counts one flip. It measures how often a term decides, not what the schedule
     would be with the term off (later decisions differ once one has).
 
-"EFT only" (``window=phase=token=False``, ``copy_cost=0``, ``siblings=False``) is exactly the HEFT list schedule
-(insertion EFT in upward-rank order), except that devices whose capacity is exhausted evict
+"EFT only" (``window=phase=token=False``, ``copy_cost=0``, ``siblings=False``,
+``ready_set=rank``) is exactly the HEFT list schedule (insertion EFT in upward-rank order), except that devices whose capacity is exhausted evict
 instead of being skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted
 and reported).
 
@@ -199,8 +206,15 @@ from opt.placement.instance import PlacementInstance
 #: revision is part of Bifocal's recorded settings, so sweep records of an older revision are
 #: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
 #: 3: sibling groups kept together in the order; 4: λ = ``auto``, 0 under ``at_use``, and
-#: ``token_cap = auto``, off under ``at_use``; 5: ``copy_cost = auto``, 0 under ``at_use``).
-REVISION = 5
+#: ``token_cap = auto``, off under ``at_use``; 5: ``copy_cost = auto``, 0 under ``at_use``;
+#: 6: ``ready_set = score``, DOPS Algorithm 1's order, the default; HEFT's order is ``rank``).
+REVISION = 6
+#: The ready-set order (problems.md §6 "Ready-set order"): ``score`` (default; DOPS §5.1.2 and
+#: Algorithm 1) commits, at each iteration, the ready task whose best placement has the least
+#: bifocal score, all ready tasks re-scored under the current partial schedule (ties: the
+#: earlier in HEFT's order); ``rank`` commits in HEFT's static upward-rank order (the order
+#: before revision 6), the ``siblings`` extension on by default.
+READY_SETS = ("score", "rank")
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 #: The token term's horizon R_i: ``steps`` (the remaining decode steps, i.e. L_out − i + 1),
@@ -227,12 +241,14 @@ AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
 AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
 #: The parameters whose value may be ``auto`` (resolved per ``load_timing`` by
 #: :func:`phase_weight`, :func:`capped` and :func:`copy_weight`).
-AUTO_PARAMS = ("lam", "token_cap", "copy_cost")
+AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings")
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
-#: "EFT only" (module docstring): every far-focus term and extension off — HEFT's schedule.
-EFT_ONLY: dict[str, Any] = {"window": False, "phase": False, "token": False, **EXTENSIONS_OFF}
+#: "EFT only" (module docstring): every far-focus term and extension off, in HEFT's order —
+#: HEFT's schedule.
+EFT_ONLY: dict[str, Any] = {"window": False, "phase": False, "token": False, **EXTENSIONS_OFF,
+                            "ready_set": "rank"}
 
 
 @dataclass(frozen=True)
@@ -254,7 +270,8 @@ class BifocalParams:
     token_cap: bool | str = "auto"
     token_horizon: str = "auto"
     copy_cost: float | str = "auto"
-    siblings: bool = True
+    siblings: bool | str = "auto"
+    ready_set: str = "score"
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
@@ -274,6 +291,12 @@ class BifocalParams:
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
+            elif name == "ready_set":
+                if value not in READY_SETS:
+                    raise InputError(f"Bifocal parameter 'ready_set' must be one of "
+                                     f"{', '.join(READY_SETS)}, got {value!r}",
+                                     field="params.ready_set")
+                out[name] = value
             elif name == "token_horizon":
                 if value not in TOKEN_HORIZONS:
                     raise InputError(f"Bifocal parameter 'token_horizon' must be one of "
@@ -296,6 +319,12 @@ class BifocalParams:
                                      f"{value!r}", field="params.gamma")
                 out[name] = float(value)
         return cls(**out)
+
+    def __post_init__(self) -> None:
+        if self.siblings is True and self.ready_set == "score":
+            raise InputError("Bifocal parameter 'siblings' moves tasks in a static order and "
+                             "needs ready_set: rank (the score order has none)",
+                             field="params.siblings")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,7 +608,8 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     """The Bifocal schedule of ``inst`` (problems.md §1.2a solution dict); see the module docstring.
 
     params: a dict of :class:`BifocalParams` fields (unknown names raise InputError);
-    order: the task order (default: HEFT's upward-rank order); stats: filled with counters
+    order: a static task order to commit in (``ready_set`` then does not apply; default: the
+    ``ready_set`` parameter's order); stats: filled with counters
     and timings when given; engine: ``auto``, ``python`` or ``compiled``
     (:mod:`heuristics.placement.engine`; the same schedule and statistics, but for
     ``stats["engine"]``, the engine that ran)."""
@@ -601,22 +631,31 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
                            cost_types=look.cost_types if look is not None else None)
         n_types = len(st.type_dur)
     t_pre = time.perf_counter()
+    by_score = order is None and p.ready_set == "score"
+    prio = None  # by score: each task's position in HEFT's order (the ties' rule)
     if eng == "compiled":  # an int64 array throughout
-        order_a = _engine.order_array(inst, order) if order is not None else \
-            _compiled_order(inst, p)
+        if by_score:
+            prio = _positions(_engine.heft_order(inst))
+            order_a = None
+        else:
+            order_a = _engine.order_array(inst, order) if order is not None else \
+                _compiled_order(inst, p)
     elif order is None:
         order_l = priority_order(inst, upward_rank(inst, engine=eng), engine=eng)
-        if p.siblings:
+        if by_score:
+            prio, order_l = _positions(np.asarray(order_l, dtype=np.int64)), None
+        elif sibling_moves(p):
             order_l = sibling_order(inst, order_l, engine=eng)
     else:
         order_l = [int(x) for x in order]
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
     if eng == "compiled":
-        ties_by_hint, flips = _run_compiled(inst, cs, order_a, p, look, bias, dcls_l,
+        ties_by_hint, flips = _run_compiled(inst, cs, order_a, prio, p, look, bias, dcls_l,
                                             len(classes))
     else:
-        ties_by_hint, flips = _run(inst, st, order_l, p, look, bias, dcls_l, len(classes))
+        ties_by_hint, flips = _run(inst, st, order_l, p, look, bias, dcls_l, len(classes),
+                                   prio.tolist() if prio is not None else None)
     t_loop = time.perf_counter()
     if eng == "compiled":
         solution = _engine.compiled_solution(cs)
@@ -636,6 +675,9 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
         recorded["lam"] = phase_weight(inst, p)  # the λ in effect (``auto``: the load rule's)
         recorded["token_cap"] = capped(inst, p)  # likewise
         recorded["copy_cost"] = copy_weight(inst, p)  # likewise
+        recorded["siblings"] = sibling_moves(p)  # likewise
+        if order is not None:
+            recorded["ready_set"] = "order"  # the caller's static order
         if recorded["token_horizon"] == "auto":
             del recorded["token_horizon"]
             if uses_horizon(inst, p):
@@ -654,9 +696,23 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     return solution
 
 
+def sibling_moves(p: BifocalParams) -> bool:
+    """Whether siblings move up in the static order (``siblings``; ``auto``: under
+    ``ready_set: rank``, the only order it applies to)."""
+    return p.ready_set == "rank" if p.siblings == "auto" else bool(p.siblings)
+
+
+def _positions(order: np.ndarray) -> np.ndarray:
+    """int64 [n]: each task's position in ``order``."""
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order), dtype=np.int64)
+    return pos
+
+
 def _compiled_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
-    """The default task order (HEFT's, siblings moved up when on) on the compiled engine."""
-    if not p.siblings:
+    """The static task order of ``ready_set: rank`` (HEFT's, siblings moved up when on) on
+    the compiled engine."""
+    if not sibling_moves(p):
         return _engine.heft_order(inst)
     order, exact = _engine.bifocal_order(inst)
     if exact:
@@ -664,10 +720,11 @@ def _compiled_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
     return _engine.sibling_array(_engine.heft_order(inst), *_sibling_data(inst))
 
 
-def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.ndarray,
-                  p: BifocalParams, look: _Lookahead | None, bias: _Biases, dcls_l: list[int],
-                  K: int) -> tuple[int, dict[str, int]]:
-    """:func:`_run` on the compiled engine (``schedule_kernels.bifocal_loop``): the same
+def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.ndarray | None,
+                  prio: np.ndarray | None, p: BifocalParams, look: _Lookahead | None,
+                  bias: _Biases, dcls_l: list[int], K: int) -> tuple[int, dict[str, int]]:
+    """:func:`_run` on the compiled engine (``schedule_kernels.bifocal_loop``, in a static
+    ``order`` or, when it is None, by the score with ties to the lower ``prio``): the same
     terms, switches and counters over arrays; returns the same (ties, flips)."""
     track_uses = p.evict_cost > 0 or bias.use_token or copy_weight(inst, p) > 0
     ip = np.array([bias.use_phase, bias.use_token, capped(inst, p), look is not None,
@@ -676,10 +733,17 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     fp = np.array([phase_weight(inst, p), p.eta, p.alpha, p.evict_cost, p.r_min, p.p_reuse,
                    copy_weight(inst, p)], dtype=np.float64)
     flips = np.zeros(5, dtype=np.int64)
-    code, t, ties = _engine.kernels().bifocal_loop(
-        order, cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt,
-        cs.tls, cs.tle, cs.cf, _bias_arrays(inst, p, bias, dcls_l, K),
-        _look_arrays(inst, look, K), ip, fp, flips)
+    args = (cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt, cs.tls, cs.tle, cs.cf,
+            _bias_arrays(inst, p, bias, dcls_l, K), _look_arrays(inst, look, K), ip, fp, flips)
+    none = np.zeros(0, dtype=np.int64)
+    if order is not None:
+        rs = (none, none, none, none, none)
+    else:
+        s_off, s_idx = inst.successors
+        rs = (prio, np.diff(inst.predecessors[0]).astype(np.int64), as_int64(s_off),
+              as_int64(s_idx), as_int64(inst.edge_dst))
+    code, t, ties = _engine.kernels().bifocal_loop(order if order is not None else none, rs,
+                                                   *args)
     _engine.raise_for(cs, int(code), int(t))
     return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
 
@@ -818,12 +882,15 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
 # ---------------------------------------------------------------------------------------------
 # the list-scheduling loop: score the devices, commit the best, update θ and the hints
 
-def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: BifocalParams,
-         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int
-         ) -> tuple[int, dict[str, int]]:
-    """Schedule ``order``: per task, the device with the lowest score EFT + γ·tail + B_phase +
+def _run(inst: PlacementInstance, st: ScheduleState, order: list[int] | None, p: BifocalParams,
+         look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int,
+         prio: Sequence[int] | None = None) -> tuple[int, dict[str, int]]:
+    """Schedule the tasks: per task, the device with the lowest score EFT + γ·tail + B_phase +
     B_token (+ the eviction and copy costs; module docstring), ties to the hinted class;
-    commit it and update θ and the hints. Returns how many ties the hint broke and, per term,
+    commit it and update θ and the hints. ``order`` given: the tasks in that static order
+    (``ready_set: rank``); None: by the bifocal score (``ready_set: score``, DOPS Algorithm 1:
+    each iteration scores every ready task and commits the one of least score, ties to the
+    lower ``prio``). Returns how many ties the hint broke and, per term,
     how many decisions it flipped (the device the same score without that term — and, for
     the window, without its hint — would have chosen in the same partial schedule differs).
     The hot loop: state bound to locals, no call per task beyond the state's own."""
@@ -852,15 +919,13 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
     amort: dict[int, float] = {}  # step -> 1 / max(1, r_eff)
     inf, token_cap = math.inf, capped(inst, p)
     by_uses = uses_horizon(inst, p)
-    seen = [False] * inst.n_tasks
     ties_by_hint = 0
     flips = [0, 0, 0, 0, 0]  # decisions each term changed: window, phase, token, evict, copy
-    for t in order:
-        if seen[t]:
-            raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice",
-                             field="order")
-        seen[t] = True
-        info = pred_info(t)
+
+    def score(t: int, info: Any) -> tuple[Any, Any, int, list, bool, Any]:
+        """(best score, best device (None: none), ties the hint broke, rows, any term beyond
+        EFT and the window, the device of least EFT) of t in the current partial schedule."""
+        ties = 0
         ty, b, ph = ttype[t], block[t], phase_l[t]
         durs = type_dur[ty]
         inv_r = -1.0
@@ -923,27 +988,30 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                         if x != d and b in res_ready[x]:
                             cc = rho * loadd[b][d]
                             break
-            score = f + cw + penalty + bt + ce + cc
+            sc = f + cw + penalty + bt + ce + cc
             on_hint = dcls_l[d] == h
-            if best_s is None or score < best_s:
-                best_s, best_d, best_h = score, d, on_hint
-            elif score == best_s and not best_h and on_hint:
+            if best_s is None or sc < best_s:
+                best_s, best_d, best_h = sc, d, on_hint
+            elif sc == best_s and not best_h and on_hint:
                 best_d, best_h = d, True
-                ties_by_hint += 1
+                ties += 1
             rows.append((d, f, cw, penalty, bt, bt0, ce, cc, on_hint))
             if penalty or bt or bt0 or ce or cc:
                 extra = True
             fl = float(f)
             if eft_s is None or fl < eft_s:
                 eft_s, eft_d = fl, d
+        return best_s, best_d, ties, rows, extra, eft_d
+
+    def place(t: int, info: Any, best_d: int, rows: list, extra: bool, eft_d: Any) -> None:
+        """Count the flips from t's rows, commit t on ``best_d``, update θ, hints, copies."""
+        b = block[t]
         # without extra terms every choice leaving one out is the score's own, but the
         # window's (EFT alone, no hint); else each is recomputed from the terms
         alt = _alternatives(rows) if extra else (eft_d, best_d, best_d, best_d, best_d)
         for j in range(5):
             if alt[j] != best_d:
                 flips[j] += 1
-        if best_d is None:
-            raise st.no_device_error(t)
         n_ev, n_ld = len(evictions), len(load_events)
         commit(t, best_d, info)
         if rho > 0 and b >= 0 and (n_ld != len(load_events) or n_ev != len(evictions)
@@ -958,7 +1026,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
         if b >= 0:
             theta[b] = c
         if window:  # the best pattern's classes become hints along the heaviest chain
-            pat = patterns[type_best[ty][c]]
+            pat = patterns[type_best[ttype[t]][c]]
             u = hs_l[t]
             k = 0
             while u >= 0 and k < H:
@@ -967,6 +1035,45 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int], p: Bifoca
                     hint_dist[u] = k + 1
                 u = hs_l[u]
                 k += 1
+
+    if order is not None:
+        seen = [False] * inst.n_tasks
+        for t in order:
+            if seen[t]:
+                raise InputError(f"priority order lists task '{inst.task_ids[t]}' twice",
+                                 field="order")
+            seen[t] = True
+            info = pred_info(t)
+            _, best_d, ties, rows, extra, eft_d = score(t, info)
+            ties_by_hint += ties
+            if best_d is None:
+                raise st.no_device_error(t)
+            place(t, info, best_d, rows, extra, eft_d)
+        return ties_by_hint, dict(zip(FLIP_TERMS, flips))
+    assert prio is not None
+    s_off, s_idx = inst.successors
+    edst = inst.edge_dst
+    indeg = np.diff(inst.predecessors[0]).tolist()
+    ready = [t for t in range(inst.n_tasks) if indeg[t] == 0]
+    while ready:
+        best = None
+        for t in ready:  # Algorithm 1, lines 8-17: every ready task re-scored
+            got = score(t, pred_info(t))
+            if got[1] is None:
+                raise st.no_device_error(t)
+            if best is None or got[0] < best[0] or (got[0] == best[0] and prio[t] < prio[best[1]]):
+                best = (got[0], t)
+        t = best[1]
+        ready.remove(t)
+        info = pred_info(t)
+        _, best_d, ties, rows, extra, eft_d = score(t, info)
+        ties_by_hint += ties
+        place(t, info, best_d, rows, extra, eft_d)
+        for j in range(s_off[t], s_off[t + 1]):
+            v = int(edst[s_idx[j]])
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
     return ties_by_hint, dict(zip(FLIP_TERMS, flips))
 
 

@@ -696,16 +696,137 @@ def score_terms(d, b, ph, f, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd,
 
 
 @njit(cache=True)
-def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip, fp, flips):
-    """Bifocal's ``_run``: per task the legal eligible device of lowest score (ties to the
-    hinted class, then the lowest index), committed; θ, the hints and the copy counts updated.
+def best_row(nr, rd, rf, rx, rh):
+    """(best score, best device (−1 none), ties the hint broke, whether any row has a term
+    beyond EFT and the window, the device of least EFT) of the ``nr`` rows in device order:
+    the lowest score, ties to a device on the hint, then the first."""
+    best_s, best_d, best_h, ties = 0.0, -1, False, 0
+    eft_s, eft_d = 0.0, -1
+    extra = False
+    for i in range(nr):
+        d, f = rd[i], rf[i]
+        cw, penalty, bt, bt0, ce, cc = rx[i, 0], rx[i, 1], rx[i, 2], rx[i, 3], rx[i, 4], rx[i, 5]
+        score = float(f) + cw + penalty + bt + ce + cc
+        if best_d < 0 or score < best_s:
+            best_s, best_d, best_h = score, d, rh[i]
+        elif score == best_s and not best_h and rh[i]:
+            best_d, best_h = d, True
+            ties += 1
+        if penalty != 0 or bt != 0 or bt0 != 0 or ce != 0 or cc != 0:
+            extra = True
+        if eft_d < 0 or float(f) < eft_s:
+            eft_s, eft_d = float(f), d
+    return best_s, best_d, ties, extra, eft_d
+
+
+@njit(cache=True)
+def _rows(nd):
+    """Scratch rows of :func:`device_row` for ``nd`` devices, and the alternatives' array."""
+    return (np.empty(nd, np.int64), np.empty(nd, np.int64), np.empty((nd, 6)),
+            np.empty(nd, np.bool_), np.empty(5, np.int64))
+
+
+@njit(cache=True)
+def channel_targets(pchan, nd):
+    """int64 [channels]: per channel, the bit mask of the devices a route over it ends on
+    (all bits when there are more than 62 devices)."""
+    nch = 1
+    for q in range(nd * nd):
+        for h in range(1, pchan[q, 0] + 1):
+            if pchan[q, h] + 1 > nch:
+                nch = pchan[q, h] + 1
+    out = np.zeros(nch, np.int64)
+    for q in range(nd * nd):
+        for h in range(1, pchan[q, 0] + 1):
+            out[pchan[q, h]] |= (np.int64(1) << (q % nd)) if nd <= 62 else np.int64(-1)
+    return out
+
+
+@njit(cache=True)
+def _stale_columns(d, k, b, gr, stt, cf, ba, ip, ctarget, homeless0):
+    """After a commit of a task of block b on d (its k inputs in ``w``): (the bit mask of the
+    devices on which every ready task's row may have changed, whether every row is stale):
+    d itself (its timeline, port, residency, LRU), the targets of the channels its
+    transfers booked, the holders of b when its last use passed (it no longer counts
+    as a needed victim). The blocks loaded, evicted or used (θ, uses left, warm duration,
+    copies) make their own tasks' rows stale on every device (the caller's block stamps).
+    All rows are stale when a class's count of blocks waiting for a copy changed (ρ > 0)."""
+    nd = cf[0]
+    pchan, etab = gr[5], gr[4]
+    rl, w = stt[4], stt[8]
+    mask = np.int64(1) << d if nd <= 62 else np.int64(-1)
+    all_stale = nd > 62
+    if cf[1] != 0:
+        for i in range(k):
+            du = w[1, i]
+            if du != d and etab[w[3, i], du * nd + d] > 0:
+                q = du * nd + d
+                for h in range(1, pchan[q, 0] + 1):
+                    mask |= ctarget[pchan[q, h]]
+    uses_left = ba[7]
+    if ip[6] != 0 and b >= 0 and uses_left[b] == 0:
+        for x in range(nd):
+            if rl[0, x, b] >= 0:
+                mask |= np.int64(1) << x if nd <= 62 else np.int64(-1)
+    homeless = ba[9]
+    for c in range(len(homeless)):
+        if homeless[c] != homeless0[c]:
+            all_stale = True
+    return mask, all_stale
+
+
+@njit(cache=True)
+def _compact(i, nd, cfin, cx, dcls, h, rd, rf, rx, rh):
+    """The eligible rows of ready slot i in device order into (rd, rf, rx, rh); their count."""
+    nr = 0
+    for d in range(nd):
+        if cfin[i, d] < 0:
+            continue
+        rd[nr], rf[nr], rh[nr] = d, cfin[i, d], dcls[d] == h
+        for j in range(6):
+            rx[nr, j] = cx[i * nd + d, j]
+        nr += 1
+    return nr
+
+
+@njit(cache=True)
+def _grown_rows(rt, cv, cfin, cx, cap):
+    """The ready slots' arrays at twice the capacity."""
+    c2 = 2 * cap
+    rt2 = np.empty(c2, np.int64)
+    cv2 = np.zeros((c2, cv.shape[1]), np.bool_)
+    cf2 = np.empty((c2, cv.shape[1]), np.int64)
+    cx2 = np.empty((c2 * cv.shape[1], 6))
+    rt2[:cap] = rt
+    cv2[:cap] = cv
+    cf2[:cap] = cfin
+    cx2[:len(cx)] = cx
+    return rt2, cv2, cf2, cx2, c2
+
+
+@njit(cache=True)
+def bifocal_loop(order, rs, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip, fp, flips):
+    """Bifocal's ``_run``: per committed task the legal eligible device of lowest score (ties to
+    the hinted class, then the lowest index); θ, the hints and the copy counts updated. The
+    tasks come from ``order`` (a static order, ``ready_set: rank``) when it is not empty, else
+    by the bifocal score (``ready_set: score``, DOPS Algorithm 1): every iteration finds each
+    ready task's best placement under the current partial schedule and commits the ready task
+    of least score (ties: the lower ``prio``, its position in HEFT's order).
+    ``rs`` = (prio, in-degree, successor offsets, successor edges, edge targets);
     ``gr``, ``bl``, ``stt`` as :func:`eft_loop`; ``ba`` = (class, class devices, class sizes,
     phase, step, θ, holds all, uses left, preferred class, homeless, copies per class);
     ``look`` = (γ·tail per type and device, best pattern, heaviest successor, hint, hint
     distance, patterns); ``ip`` = (phase, token, token_cap, window, H, L_out, track uses,
-    horizon by uses);
-    ``fp`` = (λ, η, α, κ, r_min, p_reuse, ρ). Returns (code, task, ties broken by the hint);
-    ``flips`` counted."""
+    horizon by uses); ``fp`` = (λ, η, α, κ, r_min, p_reuse, ρ). Returns (code, task, ties
+    broken by the hint); ``flips`` counted.
+
+    By the score, each ready task's rows (per device: EFT and terms) are kept between
+    iterations, and a row is recomputed only when the last commit may have changed it
+    (:func:`_stale_columns`: the committed device, the devices its transfers' channels lead
+    to, every row of a task whose block was loaded, evicted or used); no other input of a row
+    changes with a commit, so the rows — and the choice — are a full re-scoring's (the Python
+    engine re-scores every ready task; the tests compare the engines' schedules)."""
+    prio, indeg, s_off, s_idx, edst = rs
     p_off, p_edge, esrc, etype, etab, pchan = gr
     block, bbytes, loadd = bl
     sched, ev, cnt, dv, rl, chan, lm, tstart, w, victims = stt
@@ -717,63 +838,100 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
     fl = (fp[0], fp[1], fp[2], fp[3], fp[6])
     r_min, p_reuse, rho = fp[4], fp[5], fp[6]
     n, nd = len(ttype), cf[0]
-    rd = np.empty(nd, np.int64)
-    rf = np.empty(nd, np.int64)
-    rx = np.empty((nd, 6))
-    rh = np.empty(nd, np.bool_)
-    alt = np.empty(5, np.int64)
+    by_score = len(order) == 0
+    rd, rf, rx, rh, alt = _rows(nd)
     seen = np.zeros(n, np.bool_)
+    ctarget = channel_targets(pchan, nd)
+    cap = 64
+    rt = np.empty(cap, np.int64)  # the ready tasks (by the score; else the one task in order)
+    cv = np.zeros((cap, nd), np.bool_)  # row valid
+    cfin = np.empty((cap, nd), np.int64)  # EFT, −1: not legal or not eligible
+    cx = np.empty((cap * nd, 6))  # terms, row i·nd + d
+    bstale = np.zeros(max(len(bbytes), 1), np.int64)  # block -> the iteration it changed
+    homeless0 = homeless.copy()
+    size = 0
+    if by_score:
+        for t in range(n):
+            if indeg[t] == 0:
+                if size == cap:
+                    rt, cv, cfin, cx, cap = _grown_rows(rt, cv, cfin, cx, cap)
+                rt[size] = t
+                cv[size, :] = False
+                size += 1
     ties = 0
-    for t in order:
-        if seen[t]:
-            return TWICE, t, ties
-        seen[t] = True
-        k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
-        if k < 0:
-            return NOT_TOPOLOGICAL, t, ties
-        ty, b, ph = ttype[t], block[t], phase[t]
-        inv_r = -1.0
-        if use_token and b >= 0 and ph == 1:
-            if by_uses:  # the block's remaining uses (token_horizon)
-                inv_r = 1.0 / _fmax(1.0, _fmax(r_min, float(uses_left[b]) * p_reuse))
-            else:
-                inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
-        warm = -1 if inv_r < 0 or not token_cap else warm_duration(b, ty, type_dur, rl)
-        h = hint[t] if window else -1
-        best_s, best_d, best_h = 0.0, -1, False
-        eft_s, eft_d = 0.0, -1
-        nr = 0
-        extra = False
-        for d in range(nd):
-            dur = type_dur[ty, d]
-            if dur < 0:
-                continue
-            ok, _, f, data, rdy = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl,
-                                           dv, bbytes, loadd, tls, tle, victims, cf)
-            if not ok:
-                continue
-            cw = type_w[ty, d] if window else 0.0
-            penalty = bt = bt0 = ce = cc = 0.0
-            if b >= 0 and rl[0, d, b] < 0:
-                penalty, bt, bt0, ce, cc = score_terms(
-                    d, b, ph, f, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd, tls, tle,
-                    victims, dcls, class_devs, class_n, theta, holds_all, uses_left, homeless,
-                    cf, fl, use_phase, track_uses)
-            score = float(f) + cw + penalty + bt + ce + cc
-            on_hint = dcls[d] == h
-            if best_d < 0 or score < best_s:
-                best_s, best_d, best_h = score, d, on_hint
-            elif score == best_s and not best_h and on_hint:
-                best_d, best_h = d, True
-                ties += 1
-            rd[nr], rf[nr], rh[nr] = d, f, on_hint
-            rx[nr, 0], rx[nr, 1], rx[nr, 2], rx[nr, 3], rx[nr, 4], rx[nr, 5] = \
-                cw, penalty, bt, bt0, ce, cc
-            nr += 1
-            if penalty != 0 or bt != 0 or bt0 != 0 or ce != 0 or cc != 0:
-                extra = True
-            if eft_d < 0 or float(f) < eft_s:
-                eft_s, eft_d = float(f), d
+    it = 0
+    k = 0
+    while True:
+        if by_score:
+            if size == 0:
+                break
+        else:
+            if it == len(order):
+                break
+            t = order[it]
+            if seen[t]:
+                return TWICE, t, ties
+            seen[t] = True
+            k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
+            if k < 0:
+                return NOT_TOPOLOGICAL, t, ties
+            rt[0] = t
+            cv[0, :] = False
+            size = 1
+        it += 1
+        bi, bs = -1, 0.0
+        for i in range(size):
+            t = rt[i]
+            ty, b, ph = ttype[t], block[t], phase[t]
+            first = True
+            inv_r = -1.0
+            warm = -1
+            for d in range(nd):
+                if cv[i, d]:
+                    continue
+                cv[i, d] = True
+                if first:
+                    first = False
+                    if by_score:
+                        k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
+                    if use_token and b >= 0 and ph == 1:
+                        if by_uses:  # the block's remaining uses (token_horizon)
+                            inv_r = 1.0 / _fmax(1.0, _fmax(r_min, float(uses_left[b]) * p_reuse))
+                        else:
+                            inv_r = inverse_reuse(step[t], l_out, r_min, p_reuse)
+                    warm = -1 if inv_r < 0 or not token_cap else \
+                        warm_duration(b, ty, type_dur, rl)
+                dur = type_dur[ty, d]
+                cfin[i, d] = -1
+                if dur < 0:
+                    continue
+                ok, _, f, data, rdy = evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart,
+                                               rl, dv, bbytes, loadd, tls, tle, victims, cf)
+                if not ok:
+                    continue
+                cfin[i, d] = f
+                j = i * nd + d
+                cx[j, 0] = type_w[ty, d] if window else 0.0
+                cx[j, 1] = cx[j, 2] = cx[j, 3] = cx[j, 4] = cx[j, 5] = 0.0
+                if b >= 0 and rl[0, d, b] < 0:
+                    cx[j, 1], cx[j, 2], cx[j, 3], cx[j, 4], cx[j, 5] = score_terms(
+                        d, b, ph, f, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd, tls,
+                        tle, victims, dcls, class_devs, class_n, theta, holds_all, uses_left,
+                        homeless, cf, fl, use_phase, track_uses)
+            if not by_score:
+                bi = 0
+                break
+            nr = _compact(i, nd, cfin, cx, dcls, hint[t] if window else -1, rd, rf, rx, rh)
+            s, d, _, _, _ = best_row(nr, rd, rf, rx, rh)
+            if d < 0:
+                return NO_DEVICE, t, ties
+            if bi < 0 or s < bs or (s == bs and prio[t] < prio[rt[bi]]):
+                bi, bs = i, s
+        t = rt[bi]
+        ty, b = ttype[t], block[t]
+        nr = _compact(bi, nd, cfin, cx, dcls, hint[t] if window else -1, rd, rf, rx, rh)
+        _, best_d, nt, extra, eft_d = best_row(nr, rd, rf, rx, rh)
+        ties += nt
         if extra:
             alternatives(nr, rd, rf, rx, rh, alt)
         else:
@@ -784,6 +942,15 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
                 flips[j] += 1
         if best_d < 0:
             return NO_DEVICE, t, ties
+        size -= 1
+        if bi != size:
+            rt[bi] = rt[size]
+            cv[bi, :] = cv[size, :]
+            cfin[bi, :] = cfin[size, :]
+            cx[bi * nd:(bi + 1) * nd, :] = cx[size * nd:(size + 1) * nd, :]
+        if by_score:
+            k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
+            homeless0[:] = homeless
         n_ev0, n_ld0 = cnt[1], cnt[0]
         if not commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart,
                       rl, dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf):
@@ -799,6 +966,32 @@ def bifocal_loop(order, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look, ip
             theta[b] = c
         if window:
             update_hints(t, c, ty, H, type_best, hs, hint, hint_dist, patterns)
+        if not by_score:
+            continue
+        mask, all_stale = _stale_columns(best_d, k, b, gr, stt, cf, ba, ip, ctarget, homeless0)
+        if b >= 0:
+            bstale[b] = it
+        for j in range(n_ld0, cnt[0]):
+            bstale[ev[0, j, 0]] = it
+        for j in range(n_ev0, cnt[1]):
+            bstale[ev[1, j, 0]] = it
+        for i in range(size):
+            bt_ = block[rt[i]]
+            if all_stale or (bt_ >= 0 and bstale[bt_] == it):
+                cv[i, :] = False
+            else:
+                for d in range(nd):
+                    if (mask >> d) & 1:
+                        cv[i, d] = False
+        for j in range(s_off[t], s_off[t + 1]):
+            v = edst[s_idx[j]]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                if size == cap:
+                    rt, cv, cfin, cx, cap = _grown_rows(rt, cv, cfin, cx, cap)
+                rt[size] = v
+                cv[size, :] = False
+                size += 1
     return OK, -1, ties
 
 

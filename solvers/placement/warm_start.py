@@ -2,7 +2,7 @@
 eviction-free schedule among a few heuristics (the exact models model no evictions).
 
 One picker (:func:`pick_start`) with two candidate lists: :func:`warm_start_schedule` (P1:
-HEFT and/or Bifocal, or policy search; ``solvers.solve`` seeds ``cpsat``, ``cpsat-blocks`` and
+HEFT and/or Bifocal (also in HEFT's order), or policy search; ``solvers.solve`` seeds ``cpsat``, ``cpsat-blocks`` and
 ``milp`` with it, and ``cpsat-blocks``' configuration search runs it on each restricted
 instance) and :func:`layout_warm_start` (P2: Bifocal/WLA, HEFT/Linear, Bifocal/Dual within the
 allowed formats and the memory budget; ``cpsat-layout`` starts from it). A given
@@ -21,8 +21,9 @@ from opt.placement.schedule_error import ScheduleError
 from opt.placement.validator import validate_placement
 from solvers.registry import get_method
 
-#: heuristics an exact solve may start from ("best": the shorter of heft and bifocal;
-#: "policy-search" is slower — up to 200 schedules — and often shorter on large slices)
+#: heuristics an exact solve may start from ("best": the shortest of heft, bifocal and Bifocal in
+#: HEFT's order, ``ready_set: rank``; "policy-search" is slower — up to 200 schedules — and
+#: often shorter on large slices)
 WARM_STARTS = ("heft", "bifocal", "best", "policy-search")
 
 
@@ -55,10 +56,17 @@ def pick_start(inst: PlacementInstance,
 
 
 def warm_start_schedule(inst: PlacementInstance, name: str) -> Start | None:
-    """The schedule of heuristic ``name`` (one of :data:`WARM_STARTS`; "best": the shorter
-    of HEFT's and Bifocal's) that the exact P1 models can take, or None."""
+    """The schedule of heuristic ``name`` (one of :data:`WARM_STARTS`; "best": the shortest of
+    HEFT's, Bifocal's and Bifocal's in HEFT's order) that the exact P1 models can take, or
+    None."""
     keys = ("heft", "bifocal") if name == "best" else (name,)
-    return pick_start(inst, [(key, _registered(inst, key)) for key in keys])
+    cands = [(key, _registered(inst, key)) for key in keys]
+    if name == "best":  # the order before Bifocal revision 6: often shorter (a start only)
+        from heuristics.placement.bifocal import bifocal_schedule
+
+        cands.append(("bifocal (ready_set rank)",
+                      lambda: bifocal_schedule(inst, {"ready_set": "rank"})))
+    return pick_start(inst, cands)
 
 
 def _registered(inst: PlacementInstance, name: str) -> Callable[[], dict[str, Any]]:

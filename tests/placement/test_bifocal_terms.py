@@ -157,10 +157,11 @@ def transient_advantage_between_equal_devices(steps: int = 30) -> PlacementInsta
 
 def test_token_credit_is_capped_by_the_recurring_saving():
     """Without the cap (``token_cap`` off, the literal reading) the token term duplicates b onto
-    PIM1 and exposes its load (250); with it the schedule is EFT's (225)."""
+    PIM1 and exposes its load (250); with it the schedule is EFT's (225). In HEFT's order (the
+    instance is built around u's rank; by the score, x1 precedes u and both give 375)."""
     inst = transient_advantage_between_equal_devices()
-    span_on, flips_on, sol_on = _run(inst, {})
-    span_off, flips_off, sol_off = _run(inst, {"token_cap": False})
+    span_on, flips_on, sol_on = _run(inst, {"ready_set": "rank"})
+    span_off, flips_off, sol_off = _run(inst, {"token_cap": False, "ready_set": "rank"})
     assert (span_on, span_off) == (225, 250)
     assert flips_off["token"] == 1 and flips_on["token"] == 0
     assert [ld["device"] for ld in sol_on["loads"]] == ["PIM0"]
@@ -223,9 +224,12 @@ def sibling_behind_a_pinned_successor() -> PlacementInstance:
 
 
 def test_siblings_kept_together_find_the_idle_device():
+    """The siblings' extension of HEFT's order (``ready_set: rank``, where ``auto`` turns it on);
+    the score order, which has no static order to move tasks in, gives 49 here."""
     inst = sibling_behind_a_pinned_successor()
-    span_on, _, sol_on = _run(inst, {})
-    span_off, _, sol_off = _run(inst, {"siblings": False})
+    span_on, _, sol_on = _run(inst, {"ready_set": "rank"})
+    span_off, _, sol_off = _run(inst, {"ready_set": "rank", "siblings": False})
+    assert _run(inst, {})[0] == 49
     assert (span_on, span_off) == (46, 49)
     assert sol_on["assignment"]["c"] == "PIM0" and sol_off["assignment"]["c"] == "NPU0"
 

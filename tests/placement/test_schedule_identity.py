@@ -6,7 +6,10 @@ data/schedule_digests.json). HEFT's entries on the five capacity-bound builds we
 when HEFT took the platform's LRU eviction (issue 35 item 2: they were rejections, or a
 schedule that skipped the full device), and again when the list scheduler's device choice
 became ``fit_in_class`` (problems.md §6 "Device choice under capacity": fewer evictions, makespan
-equal or lower on all five); Bifocal's are unchanged."""
+equal or lower on all five). Bifocal's were re-recorded at its revision 6, when the ready set
+by score (DOPS Algorithm 1) became its default; ``bifocal-rank`` (HEFT's order, the default
+before) has the solutions recorded before, byte for byte, on every case (its statistics carry
+the new ``ready_set`` and resolved ``siblings``)."""
 
 from __future__ import annotations
 
