@@ -53,11 +53,12 @@ SLOWER_THAN_PD = 1.02
 SOURCE_GEOMEAN = "DOPS §6.2 text (geomean over the 4x4x4 grid)"
 #: Model → (named cause of a differing geomean, evidence: doc section and command). Written
 #: from measurements under the current rules (``load_timing: at_use``, LRU for every policy);
-#: a model without an entry shows "cause not yet established".
+#: a model without an entry shows "cause not yet established". ``{batches}`` is filled with the
+#: per-batch geomeans of the records the table is made from (:func:`by_batch`).
 CAUSES: dict[str, tuple[str, str]] = {
     "dops-qwen-1.8b": (
-        "below the paper at every batch (geomean 1.02 / 1.10 / 1.30 / 1.80 at batch 1 / 4 / 8 / "
-        "16): the ratio is set by how fast PD's PIM decode is against the NPU, and on our AiM "
+        "below the paper at every batch ({batches}): "
+        "the ratio is set by how fast PD's PIM decode is against the NPU, and on our AiM "
         "roofline (SPEC 5.2, not Table 2's profiled operator model) a PIM decode GEMM is 6 x "
         "faster than the NPU's at batch 1 and grows with the batch (PIM/NPU per layer 0.16 / "
         "0.59 / 1.12 / 2.12), so at batches 1 and 4 PD's placement is already near the best and "
@@ -67,8 +68,8 @@ CAUSES: dict[str, tuple[str, str]] = {
         "docs/dops_analyses.md §5 'Reading the verdicts', §6.2; benchmarks/dops_explain.py "
         "ratios --model dops-qwen-1.8b --platform HP32"),
     "llama-2-7b": (
-        "above the paper, from batch 8 on (geomean 1.08 / 1.14 / 1.37 / 1.84 at batch 1 / 4 / "
-        "8 / 16): PD runs every decode GEMM on PIM (Table 1), which our AiM roofline makes "
+        "above the paper, from batch 8 on ({batches}): "
+        "PD runs every decode GEMM on PIM (Table 1), which our AiM roofline makes "
         "compute-bound and linear in the batch (PIM/NPU per layer 2.39 at batch 16), while "
         "Bifocal keeps large-batch decode on the NPU; the paper's 1.20 needs a PIM relatively "
         "faster at large batch (a cost-model input: SPEC 5.2 roofline, not Table 2's operator "
@@ -76,28 +77,28 @@ CAUSES: dict[str, tuple[str, str]] = {
         "docs/dops_analyses.md §5 'Reading the verdicts'; benchmarks/dops_explain.py ratios "
         "--model llama-2-7b --platform HP64"),
     "dops-qwen-7b": (
-        "below the paper (geomean 1.02 / 1.07 / 1.30 / 1.84 at batch 1 / 4 / 8 / 16): as for "
+        "below the paper ({batches}): as for "
         "Qwen-1.8B, on our AiM roofline PD's PIM decode is near the best placement at batches 1 "
         "and 4 and Bifocal's gain comes at 8 and 16, where the NPU decode saves; the paper's "
         "1.36 is reached by the large batches alone here, the small ones give ~1.0",
         "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV"),
     "dops-qwen-14b": (
-        "below the paper (geomean 1.02 / 1.07 / 1.26 / 1.62 at batch 1 / 4 / 8 / 16): the same "
+        "below the paper ({batches}): the same "
         "PIM cost input as Qwen-1.8B/7B; device_choice leaves PD's 64 records identical (it "
         "changes PD+Linear on 27 workloads, 4.5-58 x faster); HEFT, 0.046 x PD, reloads on the "
         "single NPU, where Eq. 3's reload in the EFT still favours the NPU over a PIM's slower "
         "compute",
         "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV"),
     "llama-2-13b": (
-        "within the tolerance since device_choice fit_in_class (1.08 / 1.13 / 1.30 / 1.80 at "
-        "batch 1 / 4 / 8 / 16); under plain EFT inside PD's class (device_choice=eft) PD kept "
+        "within the tolerance since device_choice fit_in_class ({batches}); "
+        "under plain EFT inside PD's class (device_choice=eft) PD kept "
         "decode on PIM0 and PIM1, whose 12.4 GB each could not hold the 25.4 GB of blocks, and "
         "LRU reloaded half of them every step (2048/128/8: 3,813 PIM evictions, 168.8 s against "
         "9.43 s now): geomean 2.71",
         "docs/problems.md §6 'Device choice under capacity'; docs/dops_analyses.md §5 'Reading "
         "the verdicts'; the records' loads / evictions"),
     "mixtral-8x7b": (
-        "below the paper (geomean 1.34 / 1.10 / 1.18 / 1.20 at batch 1 / 4 / 8 / 16; Bifocal's "
+        "below the paper ({batches}; Bifocal's "
         "decode 1.10-1.26 x PD's, its TTFT 1.04-1.58 x): with per-token top-2 routing over eight "
         "experts an expert sees about batch / 4 tokens per step, so most decode GEMMs stay in "
         "the small-batch regime where our AiM roofline's PIM is as fast as the NPU or faster and "
@@ -105,7 +106,7 @@ CAUSES: dict[str, tuple[str, str]] = {
         "prefill, as HEFT's, ends 290 ms after PD's all-NPU prefill)",
         "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV (ttft, decode_time)"),
     "llama-2-70b": (
-        "below the paper by 6 % (1.02 / 1.09 / 1.17 / 1.25 at batch 1 / 4 / 8 / 16; PD's TTFT "
+        "below the paper by 6 % ({batches}; PD's TTFT "
         "equals Bifocal's, its decode 1.02-1.29 x): PD's INT8 decode on HP128's eight PIMs is "
         "near the best placement at small batch on our AiM roofline (the Qwen models' cost "
         "input); under plain EFT inside PD's class (device_choice=eft) PD reloaded its PIM "
@@ -224,6 +225,11 @@ def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         g = geomean(bif) if full else None
         verdict = verdict_value(model, paper, g).verdict if full else pending(len(keys))
         cause, evidence = cause_of(model) if verdict == "differs" else ("", "")
+        if "{batches}" in cause:  # the per-batch geomeans of these records, not a copy
+            per = by_batch(records, model, platform)
+            cause = cause.replace("{batches}", "geomean " + " / ".join(
+                f"{per[b]:.2f}" if per[b] is not None else "–" for b in GRID_AXES[2])
+                + " at batch " + " / ".join(map(str, GRID_AXES[2])))
         slower = [k for k, s in zip(keys, bif) if s < 1 / SLOWER_THAN_PD]
         every_full = len(every) == GRID_SIZE
         rows.append({"model": model, "platform": platform, "workloads": len(keys),
