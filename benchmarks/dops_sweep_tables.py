@@ -146,11 +146,13 @@ def wla_rows(layout: list[dict]) -> list[list]:
 
 
 def load_layout(folder: str | None) -> list[dict]:
-    """The records of a ``hetopt sweep layout`` folder (KV reserved)."""
+    """The records of a ``hetopt sweep layout`` folder of the current build (KV reserved, the
+    method's current settings: a WLA record of an older Bifocal revision is left out)."""
     if not folder:
         return []
     recs = [read_json(p) for p in sorted(Path(folder).rglob("*.json"))]
-    return [r for r in recs if isinstance(r, dict) and "method" in r and r.get("kv_reserved")]
+    settings: dict[str, dict | None] = {}
+    return [r for r in recs if isinstance(r, dict) and "method" in r and current(r, settings)]
 
 
 def main(records: list[dict], stale: int, scaling: str | None = None,

@@ -95,7 +95,9 @@ def test_default_warm_start_is_the_shorter_heuristic_schedule(catalog, cards):
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,
                            Workload(64, 1, 1), BuildOptions(layers=4))
     spans = {"heft": validate_placement(inst, heft(inst)).makespan,
-             "bifocal": validate_placement(inst, bifocal_schedule(inst)).makespan}
+             "bifocal": validate_placement(inst, bifocal_schedule(inst)).makespan,
+             "bifocal (ready_set rank)": validate_placement(
+                 inst, bifocal_schedule(inst, {"ready_set": "rank"})).makespan}
     res = solve(inst, "cpsat", time_limit=1.0, num_workers=1)
     assert res.stats["warm_start"] == min(spans, key=spans.get)
     assert res.objective <= min(spans.values())
