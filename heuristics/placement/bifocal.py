@@ -239,6 +239,8 @@ AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
 #: dops-qwen-1.8b HP32 and llama-2-7b HP64 §6.2 grids ρ = 0 is never more than 1.1 % slower,
 #: geomean 0.998 × ρ = 1's makespan); under ``prefetch`` ρ = 1, where it was calibrated.
 AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
+#: The parameters whose value is one of a few names.
+_CHOICES = {"ready_set": READY_SETS, "token_horizon": TOKEN_HORIZONS}
 #: The parameters whose value may be ``auto`` (resolved per ``load_timing`` by
 #: :func:`phase_weight`, :func:`capped` and :func:`copy_weight`).
 AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings")
@@ -291,17 +293,11 @@ class BifocalParams:
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
                 out[name] = bool(value)
-            elif name == "ready_set":
-                if value not in READY_SETS:
-                    raise InputError(f"Bifocal parameter 'ready_set' must be one of "
-                                     f"{', '.join(READY_SETS)}, got {value!r}",
-                                     field="params.ready_set")
-                out[name] = value
-            elif name == "token_horizon":
-                if value not in TOKEN_HORIZONS:
-                    raise InputError(f"Bifocal parameter 'token_horizon' must be one of "
-                                     f"{', '.join(TOKEN_HORIZONS)}, got {value!r}",
-                                     field="params.token_horizon")
+            elif name in _CHOICES:
+                if value not in _CHOICES[name]:
+                    raise InputError(f"Bifocal parameter '{name}' must be one of "
+                                     f"{', '.join(_CHOICES[name])}, got {value!r}",
+                                     field=f"params.{name}")
                 out[name] = value
             elif name == "H":
                 if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
@@ -633,6 +629,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
     t_pre = time.perf_counter()
     by_score = order is None and p.ready_set == "score"
     prio = None  # by score: each task's position in HEFT's order (the ties' rule)
+    order_l: list[int] | None = None
     if eng == "compiled":  # an int64 array throughout
         if by_score:
             prio = _positions(_engine.heft_order(inst))
@@ -736,9 +733,11 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     args = (cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt, cs.tls, cs.tle, cs.cf,
             _bias_arrays(inst, p, bias, dcls_l, K), _look_arrays(inst, look, K), ip, fp, flips)
     none = np.zeros(0, dtype=np.int64)
+    rs: tuple[np.ndarray, ...]
     if order is not None:
         rs = (none, none, none, none, none)
     else:
+        assert prio is not None
         s_off, s_idx = inst.successors
         rs = (prio, np.diff(inst.predecessors[0]).astype(np.int64), as_int64(s_off),
               as_int64(s_idx), as_int64(inst.edge_dst))
@@ -1063,6 +1062,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int] | None, p:
                 raise st.no_device_error(t)
             if best is None or got[0] < best[0] or (got[0] == best[0] and prio[t] < prio[best[1]]):
                 best = (got[0], t)
+        assert best is not None
         t = best[1]
         ready.remove(t)
         info = pred_info(t)

@@ -790,6 +790,17 @@ def _compact(i, nd, cfin, cx, dcls, h, rd, rf, rx, rh):
 
 
 @njit(cache=True)
+def _push_ready(t, rt, cv, cfin, cx, cap, size):
+    """Add ready task t with no valid row (the arrays grown when full); the arrays, capacity
+    and size after."""
+    if size == cap:
+        rt, cv, cfin, cx, cap = _grown_rows(rt, cv, cfin, cx, cap)
+    rt[size] = t
+    cv[size, :] = False
+    return rt, cv, cfin, cx, cap, size + 1
+
+
+@njit(cache=True)
 def _grown_rows(rt, cv, cfin, cx, cap):
     """The ready slots' arrays at twice the capacity."""
     c2 = 2 * cap
@@ -853,11 +864,7 @@ def bifocal_loop(order, rs, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look
     if by_score:
         for t in range(n):
             if indeg[t] == 0:
-                if size == cap:
-                    rt, cv, cfin, cx, cap = _grown_rows(rt, cv, cfin, cx, cap)
-                rt[size] = t
-                cv[size, :] = False
-                size += 1
+                rt, cv, cfin, cx, cap, size = _push_ready(t, rt, cv, cfin, cx, cap, size)
     ties = 0
     it = 0
     k = 0
@@ -987,11 +994,7 @@ def bifocal_loop(order, rs, ttype, type_dur, gr, bl, stt, tls, tle, cf, ba, look
             v = edst[s_idx[j]]
             indeg[v] -= 1
             if indeg[v] == 0:
-                if size == cap:
-                    rt, cv, cfin, cx, cap = _grown_rows(rt, cv, cfin, cx, cap)
-                rt[size] = v
-                cv[size, :] = False
-                size += 1
+                rt, cv, cfin, cx, cap, size = _push_ready(v, rt, cv, cfin, cx, cap, size)
     return OK, -1, ties
 
 
