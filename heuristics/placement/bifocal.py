@@ -1055,18 +1055,18 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int] | None, p:
     indeg = np.diff(inst.predecessors[0]).tolist()
     ready = [t for t in range(inst.n_tasks) if indeg[t] == 0]
     while ready:
-        best = None
+        best = None  # (score, task, its inputs, its scoring)
         for t in ready:  # Algorithm 1, lines 8-17: every ready task re-scored
-            got = score(t, pred_info(t))
+            info = pred_info(t)
+            got = score(t, info)
             if got[1] is None:
                 raise st.no_device_error(t)
-            if best is None or got[0] < best[0] or (got[0] == best[0] and prio[t] < prio[best[1]]):
-                best = (got[0], t)
+            if best is None or got[0] < best[0] or (got[0] == best[0]
+                                                    and prio[t] < prio[best[1]]):
+                best = (got[0], t, info, got)
         assert best is not None
-        t = best[1]
+        _, t, info, (_, best_d, ties, rows, extra, eft_d) = best
         ready.remove(t)
-        info = pred_info(t)
-        _, best_d, ties, rows, extra, eft_d = score(t, info)
         ties_by_hint += ties
         place(t, info, best_d, rows, extra, eft_d)
         for j in range(s_off[t], s_off[t + 1]):

@@ -59,20 +59,27 @@ def warm_start_schedule(inst: PlacementInstance, name: str) -> Start | None:
     """The schedule of heuristic ``name`` (one of :data:`WARM_STARTS`; "best": the shortest of
     HEFT's, Bifocal's and Bifocal's in HEFT's order) that the exact P1 models can take, or
     None."""
-    keys = ("heft", "bifocal") if name == "best" else (name,)
-    cands = [(key, _registered(inst, key)) for key in keys]
-    if name == "best":  # the order before Bifocal revision 6: often shorter (a start only)
-        from heuristics.placement.bifocal import bifocal_schedule
-
-        cands.append(("bifocal (ready_set rank)",
-                      lambda: bifocal_schedule(inst, {"ready_set": "rank"})))
-    return pick_start(inst, cands)
+    keys = (("heft", {}), ("bifocal", {}), ("bifocal", RANK)) if name == "best" else \
+        ((name, {}),)
+    return pick_start(inst, [(_label(key, params), _registered(inst, key, params))
+                             for key, params in keys])
 
 
-def _registered(inst: PlacementInstance, name: str) -> Callable[[], dict[str, Any]]:
-    """The schedule of registered placement heuristic ``name`` at its defaults (no limit)."""
+#: Bifocal in HEFT's order (the order before its revision 6; often shorter, so a candidate start)
+RANK = {"ready_set": "rank"}
+
+
+def _label(name: str, params: dict[str, Any]) -> str:
+    """``name``, with its parameters when it has any (``bifocal (ready_set rank)``)."""
+    return name + (" (" + ", ".join(f"{k} {v}" for k, v in params.items()) + ")"
+                   if params else "")
+
+
+def _registered(inst: PlacementInstance, name: str, params: dict[str, Any]
+                ) -> Callable[[], dict[str, Any]]:
+    """The schedule of registered placement heuristic ``name`` with ``params`` (no limit)."""
     spec = get_method(name, "placement")
-    return lambda: spec.backend(inst, SolveOptions(time_limit=None)).solution
+    return lambda: spec.backend(inst, SolveOptions(time_limit=None, params=params)).solution
 
 
 def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]) -> Start | None:
