@@ -56,7 +56,9 @@ from opt.app.runs.dops_tables import (
 )
 from opt.app.runs.sweep import same_settings, speedups, workload_key
 from opt.app.runs.sweep_calls import SolveCall
+from opt.common.errors import InputError
 from opt.common.jsonio import read_json
+from opt.common.outpath import FOLDER, check_output
 from opt.common.report import markdown_table
 
 BEGIN, END = "<!-- dops-sweep-tables:begin -->", "<!-- dops-sweep-tables:end -->"
@@ -267,6 +269,24 @@ def _commit() -> str:
         return "unknown"
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every path the command writes, checked before any work (opt.common.outpath): the
+    record folder of ``--run``, the CSV (its folder is created), the doc with its markers."""
+    if args.run:
+        check_output(args.folders[0], "folders", FOLDER)
+    if args.csv:
+        check_output(args.csv.parent, "--csv", FOLDER)
+        if args.csv.is_dir():
+            raise InputError(f"cannot write file '{args.csv}': it is a folder",
+                             source="<argument>", field="--csv")
+    if args.docs:
+        check_output(args.docs, "--docs")
+        text = args.docs.read_text() if args.docs.is_file() else ""
+        if BEGIN not in text or END not in text:
+            raise InputError(f"'{args.docs}' has no {BEGIN} … {END} section to rewrite",
+                             source=str(args.docs), field="--docs")
+
+
 def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="*", default=[DEFAULT])
@@ -280,6 +300,11 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--scaling", help="records of `hetopt scaling` for Insights 1-4")
     ap.add_argument("--wla", help="records of `hetopt sweep layout` (§6.5) for the WLA rows")
     args = ap.parse_args(argv)
+    try:
+        check_outputs(args)
+    except InputError as exc:
+        print(f"dops_sweep_tables: error: {exc}", file=sys.stderr)
+        return 2
     command = "python benchmarks/dops_sweep_tables.py " + shlex.join(
         sys.argv[1:] if argv is None else argv)
     if args.run:

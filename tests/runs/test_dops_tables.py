@@ -72,6 +72,22 @@ def test_geomean_differs_with_cause_and_counts_slower_workloads():
     assert row["max_bifocal"] == 1.5
 
 
+def test_cause_quotes_the_per_batch_geomeans_of_the_records():
+    """A cause's ``{batches}`` is filled from the records it explains, not a copied number:
+    Bifocal 1.5 × PD everywhere but batch 1, where it is 1.2 ×."""
+    from opt.app.runs.dops_tables import by_batch
+
+    recs = _grid("dops-qwen-1.8b", "HP32", {"bifocal": 1.5})
+    for r in recs:
+        if r["method"] == "bifocal" and r["batch"] == 1:
+            r["makespan"] = 1000 / 1.2
+    row = {r["model"]: r for r in geomean_table(recs)}["dops-qwen-1.8b"]
+    per = by_batch(recs, "dops-qwen-1.8b", "HP32")
+    assert abs(per[1] - 1.2) < 1e-12 and abs(per[16] - 1.5) < 1e-12
+    assert "{batches}" not in row["cause"]
+    assert "geomean 1.20 / 1.50 / 1.50 / 1.50 at batch 1 / 4 / 8 / 16" in row["cause"]
+
+
 def test_static_winners():
     recs = []
     for (p, d), (pd, af) in {(128, 128): (100, 120), (2048, 1024): (100, 90)}.items():
