@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from heuristics.placement.bifocal import FLIP_TERMS, REVISION, bifocal_schedule
+from opt.common.outpath import FOLDER, output_error
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.build_options import BuildOptions, Workload
@@ -179,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     if not args.table:
+        why = output_error(args.out.parent, FOLDER) or (
+            "it is a folder" if args.out.is_dir() else None)
+        if why:  # checked before any work (opt.common.outpath)
+            ap.error(f"--out: cannot write '{args.out}': {why}")
         run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS, variants)
     print(table(args.out))
     return 0
