@@ -4,18 +4,16 @@ tables — a §6.5 WLA record made by an older Bifocal revision is left out, as 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 from opt.app.runs.sweep_calls import SolveCall
 
-_ROOT = Path(__file__).parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "dops_sweep_tables", _ROOT / "benchmarks" / "dops_sweep_tables.py")
-assert _spec and _spec.loader
-tables = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tables)
+#: the script's functions (run as a module, not as __main__)
+tables = SimpleNamespace(**runpy.run_path(
+    str(Path(__file__).parents[2] / "benchmarks" / "dops_sweep_tables.py")))
 
 
 def test_layout_records_of_another_bifocal_revision_are_left_out(tmp_path):
