@@ -40,7 +40,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
-    """``rows`` under ``headers`` as a Markdown table (cells as :func:`fmt` renders them)."""
+    """``rows`` under ``headers`` as a Markdown table (cells as :func:`fmt` renders them, then
+    :func:`md_text`: a cell's text, e.g. from a record file, stays text in the page)."""
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(fmt(v, digits) for v in row) + " |" for row in rows]
+    out += ["| " + " | ".join(md_text(fmt(v, digits)) for v in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def md_text(text: str) -> str:
+    """``text`` as one Markdown table cell that renders as the text itself: a line break
+    becomes a space, ``|`` (which would end the cell) is escaped and ``<`` (which would open
+    an HTML tag) written as ``&lt;``."""
+    return " ".join(text.splitlines()).replace("|", "\\|").replace("<", "&lt;")
