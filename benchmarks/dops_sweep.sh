@@ -17,7 +17,7 @@ PY=${PY:-python}
 $PY benchmarks/dops_sweep_tables.py --run --jobs "$JOBS" "$OUT/grid" \
     --csv docs/data/dops_grid_at_use.csv --docs docs/dops_analyses.md
 nice -n 10 $PY benchmarks/bifocal_ablation.py --out "$OUT/ablation_at_use.jsonl" \
-    --variants=all,eft,-window,-phase,-token,-copy,rank
+    --variants=all,eft,-window,-phase,-token,-copy,rank,insertion
 nice -n 10 hetopt sweep layout --models dops-qwen-1.8b llama-2-7b dops-qwen-7b dops-qwen-14b \
     --platforms HP32 --prefill 8 32 64 128 1024 --decode 8 32 64 128 1024 --batch 1 4 8 \
     --methods bifocal/linear bifocal/wla pd/linear --out "$OUT/wla" --jobs "$JOBS"

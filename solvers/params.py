@@ -305,7 +305,10 @@ BIFOCAL = _spec(*(Param(n, boolean, "switch") for n in ("window", "phase", "toke
                      "Algorithm 1: the ready task of least bifocal score first) or rank "
                      "(HEFT's static upward-rank order)"),
                Param("siblings", auto_or(boolean), "sibling groups kept together in the "
-                     "static order, or auto (on under ready_set rank; rank only)"))
+                     "static order, or auto (on under ready_set rank; rank only)"),
+               Param("insertion", auto_or(boolean), "a task may start in an idle gap before "
+                     "its device's free time (HEFT), or auto (off under ready_set score, DOPS "
+                     "Eq. 1 and 3; on in a static order)"))
 #: The list schedulers' engine (heuristics.placement.engine): the same schedule either way, so
 #: it is no part of a method's recorded settings
 ENGINE = _spec(Param("engine", choice("auto", "python", "compiled"),

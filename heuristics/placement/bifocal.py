@@ -41,8 +41,19 @@ EFT(t, d)
     Earliest finish of t on d in the current partial schedule, with every rule of problems.md §1.2:
     inputs and their transfers (booked against channel contention, ``full``/``star``), the
     block's load on d's load port (or its existing residency), evictions when the load does
-    not fit (below), and insertion into idle gaps of d
+    not fit (below), and d's availability
     (:class:`heuristics.placement.list_scheduler.ScheduleState`, shared with HEFT).
+
+Start times (``insertion``; ``auto``, the default: off under ``ready_set: score``, on in a
+static order)
+    Off — DOPS Eq. 1 (τ_vs ≥ a_σ(v)(v), "the value of avail(k) when v is evaluated") and Eq. 3
+    (EST = max(avail(k), arrivals)): t starts no earlier than the end of the last task
+    committed on d. On — HEFT's rule, a named deviation under the score order: t may start in
+    an idle gap of d's timeline that fits it. In HEFT's order (``rank``, and a caller's
+    ``order``) ``auto`` keeps HEFT's insertion, so ``rank`` gives revision 6's schedules.
+    Measured (problems.md §6 "Start times"): by score the two differ little — the committed
+    task is the one finishing first, so gaps are rare —, in HEFT's order a static order leaves
+    gaps that insertion fills.
 
 T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
     From t follow the *heaviest-payload chain*: c₁ = the successor of t over t's outgoing edge
@@ -207,8 +218,10 @@ from opt.placement.instance import PlacementInstance
 #: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
 #: 3: sibling groups kept together in the order; 4: λ = ``auto``, 0 under ``at_use``, and
 #: ``token_cap = auto``, off under ``at_use``; 5: ``copy_cost = auto``, 0 under ``at_use``;
-#: 6: ``ready_set = score``, DOPS Algorithm 1's order, the default; HEFT's order is ``rank``).
-REVISION = 6
+#: 6: ``ready_set = score``, DOPS Algorithm 1's order, the default; HEFT's order is ``rank``;
+#: 7: ``insertion = auto``, off under the score order: a task starts no earlier than its
+#: device's free time, DOPS Eq. 1 and 3's avail(k)).
+REVISION = 7
 #: The ready-set order (problems.md §6 "Ready-set order"): ``score`` (default; DOPS §5.1.2 and
 #: Algorithm 1) commits, at each iteration, the ready task whose best placement has the least
 #: bifocal score, all ready tasks re-scored under the current partial schedule (ties: the
@@ -243,7 +256,7 @@ AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
 _CHOICES = {"ready_set": READY_SETS, "token_horizon": TOKEN_HORIZONS}
 #: The parameters whose value may be ``auto`` (resolved per ``load_timing`` by
 #: :func:`phase_weight`, :func:`capped` and :func:`copy_weight`).
-AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings")
+AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings", "insertion")
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
@@ -274,6 +287,7 @@ class BifocalParams:
     copy_cost: float | str = "auto"
     siblings: bool | str = "auto"
     ready_set: str = "score"
+    insertion: bool | str = "auto"
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
@@ -288,7 +302,8 @@ class BifocalParams:
         for name, value in params.items():
             if name in AUTO_PARAMS and value == "auto":
                 out[name] = value
-            elif name in ("window", "phase", "token", "prior", "token_cap", "siblings"):
+            elif name in ("window", "phase", "token", "prior", "token_cap", "siblings",
+                          "insertion"):
                 if not isinstance(value, (bool, np.bool_)):
                     raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
                                      f"{value!r}", field=f"params.{name}")
@@ -618,16 +633,17 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             classes.append(dv.device_class)
     dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
     look = _lookahead(inst, p, dcls_l, len(classes), compiled=eng == "compiled")
+    by_score = order is None and p.ready_set == "score"
+    gaps = inserts(p, by_score)
     if eng == "compiled":
         cost_types = look.cost_types if look is not None else _engine.unique_rows(inst.cost)
-        cs = _engine.compiled_state(inst, cost_types, insertion=True, evict=True)
+        cs = _engine.compiled_state(inst, cost_types, insertion=gaps, evict=True)
         n_types = len(cost_types[0])
     else:
-        st = ScheduleState(inst, insertion=True, evict=True,
+        st = ScheduleState(inst, insertion=gaps, evict=True,
                            cost_types=look.cost_types if look is not None else None)
         n_types = len(st.type_dur)
     t_pre = time.perf_counter()
-    by_score = order is None and p.ready_set == "score"
     prio = None  # by score: each task's position in HEFT's order (the ties' rule)
     order_l: list[int] | None = None
     if eng == "compiled":  # an int64 array throughout
@@ -673,6 +689,7 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
         recorded["token_cap"] = capped(inst, p)  # likewise
         recorded["copy_cost"] = copy_weight(inst, p)  # likewise
         recorded["siblings"] = sibling_moves(p)  # likewise
+        recorded["insertion"] = gaps  # likewise
         if order is not None:
             recorded["ready_set"] = "order"  # the caller's static order
         if recorded["token_horizon"] == "auto":
@@ -697,6 +714,13 @@ def sibling_moves(p: BifocalParams) -> bool:
     """Whether siblings move up in the static order (``siblings``; ``auto``: under
     ``ready_set: rank``, the only order it applies to)."""
     return p.ready_set == "rank" if p.siblings == "auto" else bool(p.siblings)
+
+
+def inserts(p: BifocalParams, by_score: bool) -> bool:
+    """Whether a task may start in an idle gap before its device's free time (``insertion``;
+    ``auto``: not under the score order, where DOPS Eq. 1 and 3 start it no earlier than
+    avail(k); in a static order — ``rank`` or a caller's —, HEFT's insertion)."""
+    return not by_score if p.insertion == "auto" else bool(p.insertion)
 
 
 def _positions(order: np.ndarray) -> np.ndarray:

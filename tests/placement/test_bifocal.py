@@ -20,7 +20,13 @@ from heuristics.placement.bifocal import (
     heaviest_successor,
     window_tails,
 )
-from heuristics.placement.list_scheduler import heft, list_schedule, priority_order, upward_rank
+from heuristics.placement.list_scheduler import (
+    ScheduleState,
+    heft,
+    list_schedule,
+    priority_order,
+    upward_rank,
+)
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -406,3 +412,55 @@ def test_ready_set_order_changes_schedules_and_is_recorded():
     assert spans == {"score": 40, "rank": 29}
     assert min(spans.values()) >= instances.info("sinnen-Nodes_7_OutTree-p2").optimum
     assert recorded == {"score": ("score", False), "rank": ("rank", True)}
+
+
+def _commits(inst: PlacementInstance, params: dict, monkeypatch) -> tuple[list[int], dict, dict]:
+    """Bifocal's commit order (task indices), its solution and statistics (Python engine)."""
+    order: list[int] = []
+    commit = ScheduleState.commit
+
+    def recorded(self, t, d, info):
+        order.append(t)
+        return commit(self, t, d, info)
+
+    with monkeypatch.context() as m:
+        m.setattr(ScheduleState, "commit", recorded)
+        stats: dict = {}
+        sol = bifocal_schedule(inst, params, stats=stats, engine="python")
+    return order, sol, stats
+
+
+def _gap_starts(inst: PlacementInstance, order: list[int], sol) -> int:
+    """How many tasks start before the end of a task committed earlier on the same device (a
+    start in an idle gap, which DOPS Eq. 1's τ_vs ≥ avail(k) forbids)."""
+    row = {r["task"]: r for r in sol["compute"]}
+    busy: dict[str, int] = {}
+    gaps = 0
+    for t in order:
+        r = row[inst.task_ids[t]]
+        if r["end"] > r["start"] and r["start"] < busy.get(r["device"], 0):
+            gaps += 1
+        busy[r["device"]] = max(busy.get(r["device"], 0), r["end"])
+    return gaps
+
+
+def test_score_order_starts_no_task_before_its_devices_free_time(catalog, cards, monkeypatch):
+    """DOPS Eq. 1 and 3 (τ_vs ≥ avail(k)): in the score order, by default (``insertion: auto``),
+    no task starts before the end of one committed earlier on its device; ``insertion: true``
+    (HEFT's rule) starts tasks in idle gaps on this instance, 0.01 % shorter here, and the
+    compiled engine gives the same schedules under both; HEFT's order keeps its insertion."""
+    inst = build_placement(cards["llama-2-7b"], catalog.platform("HP64"), catalog,
+                           Workload(prefill=64, decode=4, batch=8), BuildOptions(layers=1))
+    spans, gaps = {}, {}
+    for insertion in ("auto", True):
+        order, sol, stats = _commits(inst, {"insertion": insertion}, monkeypatch)
+        assert stats["params"]["insertion"] is (insertion is True)
+        gaps[insertion] = _gap_starts(inst, order, sol)
+        spans[insertion] = validate_placement(inst, sol).makespan
+        compiled = bifocal_schedule(inst, {"insertion": insertion}, engine="compiled")
+        assert list(compiled["compute"]) == list(sol["compute"])
+    assert gaps["auto"] == 0 and gaps[True] > 0
+    assert spans == {"auto": 18_676_292, True: 18_674_492}
+    rank: dict = {}
+    bifocal_schedule(inst, {"ready_set": "rank"}, stats=rank)
+    assert rank["params"]["insertion"] is True

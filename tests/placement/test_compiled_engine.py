@@ -116,7 +116,8 @@ def bifocal_outcome(inst, params: dict[str, Any], engine: str) -> tuple[str, Any
 
 VARIANTS = [{}, EFT_ONLY, {"copy_cost": 0.0}, {"evict_cost": 1.0}, {"prior": True}, {"H": 1},
             {"token_cap": False, "eta": 0.5}, {"window": False}, {"ready_set": "rank"},
-            {"copy_cost": 1.0, "evict_cost": 0.5}]
+            {"copy_cost": 1.0, "evict_cost": 0.5}, {"insertion": True},
+            {"ready_set": "rank", "insertion": False}]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
