@@ -96,7 +96,41 @@ def _open(path: str | Path, source: str) -> Any:
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise InputError("cannot read: not a NumPy .npz archive (no zip entry at its start)",
                          source=source)
+    try:
+        _check_contiguous(path, archive.zip, source)
+    except InputError:
+        archive.close()
+        raise
     return archive
+
+
+def _check_contiguous(path: str | Path, zf: zipfile.ZipFile, source: str) -> None:
+    """The listed members follow one another from the file's first byte up to the central
+    directory, with nothing between them: a member dropped from the directory by a damaged
+    entry count or offset (which ``zipfile`` would read as an archive without that member —
+    a different instance, an optional column silently defaulted) is an error."""
+    pos = 0
+    with open(path, "rb") as fh:
+        for info in sorted(zf.infolist(), key=lambda i: i.header_offset):
+            fh.seek(info.header_offset)
+            head = fh.read(30)
+            if info.header_offset != pos or len(head) < 30 or head[:4] != b"PK\x03\x04":
+                raise _error(source, info.filename, f"cannot read: member at byte "
+                             f"{info.header_offset}, expected at byte {pos} (a damaged "
+                             f"zip directory)")
+            pos += 30 + int.from_bytes(head[26:28], "little") \
+                + int.from_bytes(head[28:30], "little") + info.compress_size
+            if info.flag_bits & 0x08:  # a data descriptor: 12 to 24 bytes after the data
+                nxt = min((j.header_offset for j in zf.infolist() if j.header_offset >= pos),
+                          default=zf.start_dir)
+                if not 12 <= nxt - pos <= 24:
+                    raise _error(source, info.filename, "cannot read: a damaged data "
+                                 "descriptor")
+                pos = nxt
+    if pos != zf.start_dir:
+        raise InputError(f"cannot read: {zf.start_dir - pos} bytes between the last listed "
+                         f"member and the zip directory (a member missing from the directory)",
+                         source=source)
 
 
 def _member(archive: Any, name: str, source: str) -> np.ndarray:
