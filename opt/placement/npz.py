@@ -97,6 +97,8 @@ def _open(path: str | Path, source: str) -> Any:
         raise InputError("cannot read: not a NumPy .npz archive (no zip entry at its start)",
                          source=source)
     try:
+        if archive.zip is None:  # numpy closes it only on close(); never None here
+            raise InputError("cannot read: the archive is closed", source=source)
         _check_contiguous(path, archive.zip, source)
     except InputError:
         archive.close()
