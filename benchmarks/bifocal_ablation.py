@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from heuristics.placement.bifocal import FLIP_TERMS, REVISION, bifocal_schedule
-from opt.common.outpath import FOLDER, output_error
+from opt.common.outpath import NEW_FILE, output_error
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 from opt.placement.build_options import BuildOptions, Workload
@@ -61,11 +61,13 @@ VARIANTS = {
 #: DOPS Fig. 13: latency increase when the term is removed (HP32, five Qwen-1.8B and Llama-7B
 #: workloads; the paper gives ranges, not per-workload values).
 PAPER_REMOVED = {"window": (6.4, 11.8), "phase": (7.0, 10.0), "token": (16.0, 25.6)}
-#: The summary row of the ``rank`` variant (all terms, HEFT's order instead of Algorithm 1's).
-RANK_ROW = "order: HEFT's (ready_set rank) instead of the score's"
-#: The summary rows of the variants that are not terms: variant -> row label.
-NOT_TERMS = {"rank": RANK_ROW,
-             "insertion": "start: HEFT's insertion into idle gaps instead of avail(k) (Eq. 1, 3)"}
+#: The summary rows of the variants that are not terms: variant -> (row label, paper cell).
+NOT_TERMS = {
+    "rank": ("order: HEFT's (ready_set rank) instead of the score's",
+             "– (Algorithm 1's order is the paper's)"),
+    "insertion": ("start: HEFT's insertion into idle gaps instead of avail(k) (Eq. 1, 3)",
+                  "– (Eq. 1 and 3's start rule is the paper's)"),
+}
 
 
 def _timing(rec: dict) -> str:
@@ -137,7 +139,7 @@ def table(out: Path) -> str:
         for t in _OFF:
             if f"-{t}" in v:
                 group[t].append(100.0 * (v[f"-{t}"]["makespan"] / base - 1))
-        for variant, row in NOT_TERMS.items():  # not terms: the order or start rule replaced
+        for variant, (row, _) in NOT_TERMS.items():  # not terms: order or start rule replaced
             if variant in v:
                 group.setdefault(row, []).append(100.0 * (v[variant]["makespan"] / base - 1))
     flips: dict[str, dict[str, list[int]]] = {}  # batch set -> term -> flips (all terms on)
@@ -155,10 +157,9 @@ def table(out: Path) -> str:
         g = math.exp(sum(math.log(1 + x / 100) for x in xs) / len(xs))
         fl = flips.get(name, {}).get(t)
         flip_cell = f"{sum(fl)} ({sum(1 for f in fl if f)})" if fl is not None else "– (not a term)"
-        if t == RANK_ROW:
-            paper, verdict = "– (Algorithm 1's order is the paper's)", "–"
-        elif t in NOT_TERMS.values():
-            paper, verdict = "– (Eq. 1 and 3's start rule is the paper's)", "–"
+        not_term = {row: cell for row, cell in NOT_TERMS.values()}
+        if t in not_term:
+            paper, verdict = not_term[t], "–"
         elif t in PAPER_REMOVED:
             lo, hi = PAPER_REMOVED[t]
             paper = f"+{lo}–{hi} %"
@@ -190,8 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     if not args.table:
-        why = output_error(args.out.parent, FOLDER) or (
-            "it is a folder" if args.out.is_dir() else None)
+        why = output_error(args.out, NEW_FILE)
         if why:  # checked before any work (opt.common.outpath)
             ap.error(f"--out: cannot write '{args.out}': {why}")
         run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS, variants)

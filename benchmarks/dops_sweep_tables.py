@@ -58,7 +58,7 @@ from opt.app.runs.sweep import same_settings, speedups, workload_key
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
-from opt.common.outpath import FOLDER, check_output
+from opt.common.outpath import FOLDER, NEW_FILE, check_output
 from opt.common.report import markdown_table
 
 BEGIN, END = "<!-- dops-sweep-tables:begin -->", "<!-- dops-sweep-tables:end -->"
@@ -275,10 +275,7 @@ def check_outputs(args: argparse.Namespace) -> None:
     if args.run:
         check_output(args.folders[0], "folders", FOLDER)
     if args.csv:
-        check_output(args.csv.parent, "--csv", FOLDER)
-        if args.csv.is_dir():
-            raise InputError(f"cannot write file '{args.csv}': it is a folder",
-                             source="<argument>", field="--csv")
+        check_output(args.csv, "--csv", NEW_FILE)
     if args.docs:
         check_output(args.docs, "--docs")
         text = args.docs.read_text() if args.docs.is_file() else ""

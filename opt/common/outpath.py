@@ -2,7 +2,8 @@
 checks the path first, so a bad path costs one line and exit 2, never a finished result.
 
 A **file** path (``-o FILE``) needs an existing parent folder that can be written, and must not
-be a folder itself. A **folder** path (``--out DIR``) may not exist yet (it is created with
+be a folder itself; a **new file** path is a file whose folder the writer creates (with its
+parents) first, so its folder is checked as a folder path. A **folder** path (``--out DIR``) may not exist yet (it is created with
 its parents), but no part of it may be a file, and the nearest existing folder must be
 writable. "Writable" is tested by creating and removing a probe file (``O_CREAT | O_EXCL``):
 ``os.access`` alone says yes to root on a read-only mount or a pseudo file system.
@@ -16,8 +17,9 @@ from pathlib import Path
 
 from opt.common.errors import InputError
 
-#: The two kinds of output path.
-FILE, FOLDER = "file", "folder"
+#: The kinds of output path: a file in an existing folder, a folder, a file whose folder is
+#: created first.
+FILE, FOLDER, NEW_FILE = "file", "folder", "new file"
 
 
 def _probe_error(folder: Path) -> str | None:
@@ -47,8 +49,8 @@ def _existing_file_error(path: Path) -> str | None:
 
 
 def output_error(path: str | os.PathLike[str], kind: str = FILE) -> str | None:
-    """Why ``path`` cannot be written as a ``kind`` (:data:`FILE` or :data:`FOLDER`); None when
-    it can. Nothing is created but a probe file, removed at once."""
+    """Why ``path`` cannot be written as a ``kind`` (:data:`FILE`, :data:`FOLDER` or
+    :data:`NEW_FILE`); None when it can. Nothing is created but a probe file, removed at once."""
     p = Path(path)
     if str(path) == "":
         return "the path is empty"
@@ -64,8 +66,10 @@ def output_error(path: str | os.PathLike[str], kind: str = FILE) -> str | None:
             return _existing_file_error(p)
         why = _probe_error(parent)
         return None if why is None else f"its folder '{parent}' is not writable ({why})"
+    if kind == NEW_FILE:
+        return "is a folder, not a file" if p.is_dir() else output_error(p.parent, FOLDER)
     if kind != FOLDER:
-        raise ValueError(f"kind must be {FILE!r} or {FOLDER!r}, got {kind!r}")
+        raise ValueError(f"kind must be {FILE!r}, {FOLDER!r} or {NEW_FILE!r}, got {kind!r}")
     existing = p
     while not existing.exists():
         if existing.parent == existing:

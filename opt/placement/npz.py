@@ -96,9 +96,8 @@ def _open(path: str | Path, source: str) -> Any:
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise InputError("cannot read: not a NumPy .npz archive (no zip entry at its start)",
                          source=source)
+    assert archive.zip is not None  # numpy drops it only on close()
     try:
-        if archive.zip is None:  # numpy closes it only on close(); never None here
-            raise InputError("cannot read: the archive is closed", source=source)
         _check_contiguous(path, archive.zip, source)
     except InputError:
         archive.close()
@@ -111,9 +110,11 @@ def _check_contiguous(path: str | Path, zf: zipfile.ZipFile, source: str) -> Non
     directory, with nothing between them: a member dropped from the directory by a damaged
     entry count or offset (which ``zipfile`` would read as an archive without that member —
     a different instance, an optional column silently defaulted) is an error."""
+    members = sorted(zf.infolist(), key=lambda i: i.header_offset)
+    starts = [i.header_offset for i in members[1:]] + [zf.start_dir]  # where each one must end
     pos = 0
     with open(path, "rb") as fh:
-        for info in sorted(zf.infolist(), key=lambda i: i.header_offset):
+        for info, nxt in zip(members, starts):
             fh.seek(info.header_offset)
             head = fh.read(30)
             if info.header_offset != pos or len(head) < 30 or head[:4] != b"PK\x03\x04":
@@ -123,8 +124,6 @@ def _check_contiguous(path: str | Path, zf: zipfile.ZipFile, source: str) -> Non
             pos += 30 + int.from_bytes(head[26:28], "little") \
                 + int.from_bytes(head[28:30], "little") + info.compress_size
             if info.flag_bits & 0x08:  # a data descriptor: 12 to 24 bytes after the data
-                nxt = min((j.header_offset for j in zf.infolist() if j.header_offset >= pos),
-                          default=zf.start_dir)
                 if not 12 <= nxt - pos <= 24:
                     raise _error(source, info.filename, "cannot read: a damaged data "
                                  "descriptor")

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opt.app.cli import main
-from opt.common.outpath import FILE, FOLDER, output_error
+from opt.common.outpath import FILE, FOLDER, NEW_FILE, output_error
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ["--model", "llama-2-7b", "--platform", "HP32", "--prefill", "16", "--decode", "1",
@@ -123,6 +123,16 @@ def test_the_check_knows_the_kinds(spots):
     assert "not writable" in output_error(Path("/sys/x.json"), FILE)
     assert "not writable" in output_error(Path("/sys/a/b"), FOLDER)
     assert not list(d.glob(".hetopt-probe-*"))                    # the probe is removed
+
+
+def test_a_new_file_has_its_folder_checked_as_a_folder(spots):
+    """NEW_FILE: a file whose folder the writer creates (benchmarks' --out and --csv)."""
+    d = spots["dir"]
+    assert output_error(d / "a" / "b" / "new.json", NEW_FILE) is None  # folders created later
+    assert output_error(d / "a" / "b" / "new.json", FILE) is not None
+    assert "is a folder" in output_error(d / "folder", NEW_FILE)
+    assert "is a file" in output_error(d / "file.json" / "new.json", NEW_FILE)
+    assert "not writable" in output_error(Path("/sys/a/new.json"), NEW_FILE)
 
 
 def test_theory_verify_out_only_matters_with_detailed(spots):
