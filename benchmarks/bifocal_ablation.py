@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from heuristics.placement.bifocal import FLIP_TERMS, REVISION, bifocal_schedule
+from opt.common.errors import InputError
 from opt.common.outpath import NEW_FILE, output_error
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -76,6 +77,42 @@ def _timing(rec: dict) -> str:
     return rec.get("load_timing", "prefetch")
 
 
+#: A record's fields and the check each value must pass (the file may come from anyone).
+_FIELDS = {
+    "model": lambda v: v in {m for m, _ in MODELS + MODELS_BATCH1},
+    "prefill": lambda v: v in {s[0] for s in SHAPES},
+    "decode": lambda v: v in {s[1] for s in SHAPES},
+    "batch": lambda v: v in {b for _, b in MODELS + MODELS_BATCH1},
+    "variant": lambda v: v in VARIANTS,
+    "makespan": lambda v: type(v) is int and v > 0,
+    "flips": lambda v: isinstance(v, dict) and all(
+        k in FLIP_TERMS and type(n) is int and n >= 0 for k, n in v.items()),
+}
+
+
+def records(out: Path) -> list[dict]:
+    """The records of ``out`` (JSON lines), each checked: :class:`InputError` naming the file,
+    the line and the field of the first bad one (a record is never trusted unchecked, for a
+    resume or a table)."""
+    if not out.is_file():
+        raise InputError("file not found", source=str(out))
+    recs = []
+    for i, line in enumerate(out.read_text().splitlines(), start=1):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON ({exc.msg})", source=str(out), field=f"line {i}") \
+                from None
+        if not isinstance(r, dict):
+            raise InputError("not a JSON object", source=str(out), field=f"line {i}")
+        for name, ok in _FIELDS.items():
+            if type(r.get(name)) is bool or not ok(r.get(name)):
+                raise InputError(f"{r.get(name)!r} is not a value of this ablation",
+                                 source=str(out), field=f"line {i}.{name}")
+        recs.append(r)
+    return recs
+
+
 def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS,
         variants: tuple[str, ...] = tuple(VARIANTS)) -> None:
     """Every (workload, variant) of ``models`` and ``variants`` not yet in ``out`` (a record of
@@ -83,8 +120,7 @@ def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS,
     cat, cards = bundled_catalog(), bundled_cards()
     done = set()
     if out.exists():
-        for line in out.read_text().splitlines():
-            r = json.loads(line)
+        for r in records(out):
             if r.get("revision", 2) == REVISION and _timing(r) == BuildOptions().load_timing:
                 done.add((r["model"], r["prefill"], r["decode"], r["batch"], r["variant"]))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -115,8 +151,8 @@ def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS,
 
 def table(out: Path) -> str:
     """The per-workload table and the per-term summary (markdown)."""
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
-    by = {}
+    recs = records(out)
+    by: dict[tuple, dict[str, dict]] = {}
     for r in recs:
         by.setdefault((r["model"], r["prefill"], r["decode"], r["batch"]), {})[r["variant"]] = r
     lines = ["| model | B | prefill | decode | " + " | ".join(f"{v} / all" for v in VARIANTS
@@ -194,8 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         why = output_error(args.out, NEW_FILE)
         if why:  # checked before any work (opt.common.outpath)
             ap.error(f"--out: cannot write '{args.out}': {why}")
-        run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS, variants)
-    print(table(args.out))
+    try:
+        if not args.table:
+            run(args.out, MODELS + MODELS_BATCH1 if args.batch1 else MODELS, variants)
+        print(table(args.out))
+    except InputError as exc:
+        print(f"bifocal_ablation: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
