@@ -115,9 +115,11 @@ def _check_contiguous(path: str | Path, zf: zipfile.ZipFile, source: str) -> Non
     pos = 0
     with open(path, "rb") as fh:
         for info, nxt in zip(members, starts):
-            fh.seek(info.header_offset)
-            head = fh.read(30)
-            if info.header_offset != pos or len(head) < 30 or head[:4] != b"PK\x03\x04":
+            head = b""
+            if info.header_offset == pos:  # else (a negative one too) not read at all
+                fh.seek(pos)
+                head = fh.read(30)
+            if len(head) < 30 or head[:4] != b"PK\x03\x04":
                 raise _error(source, info.filename, f"cannot read: member at byte "
                              f"{info.header_offset}, expected at byte {pos} (a damaged "
                              f"zip directory)")

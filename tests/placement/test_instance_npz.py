@@ -303,12 +303,14 @@ def test_an_entry_out_of_range_is_named(data, tmp_path_factory):
 @given(flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1,
                       max_size=4))
 @example(flips=[(31658, 61)])
+@example(flips=[(2882, 1)])
 def test_damaged_bytes_give_an_input_error_or_the_instance(flips, tmp_path_factory):
     """Bytes of a good file changed: an InputError naming the file, or (a byte the archive
     does not check) the same instance — never another exception. The example is one hypothesis
     found: a byte of the zip directory that drops its last entry (``edges.bytes``, an
     optional member), which read as an instance without edge payloads until the reader
-    checked that the members fill the file up to the directory."""
+    checked that the members fill the file up to the directory; the second, a damaged member
+    offset (negative), made that check seek before the file's start."""
     folder = tmp_path_factory.mktemp("flip")
     good = _save(folder / "good.npz", CHAIN_MEMBERS).read_bytes()
     data = bytearray(good)
