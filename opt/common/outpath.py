@@ -21,6 +21,13 @@ from opt.common.errors import InputError
 #: created first.
 FILE, FOLDER, NEW_FILE = "file", "folder", "new file"
 
+#: The names a JSON document (a result, a serving instance) is written under: what its readers
+#: read as JSON (``.gz`` gzip-compressed).
+JSON_SUFFIXES = (".json", ".json.gz")
+#: The names a placement (or layout) instance is written under: JSON, or the binary column
+#: container (docs/problems.md §1.2c), which the readers tell by ``.npz``.
+PLACEMENT_SUFFIXES = (*JSON_SUFFIXES, ".npz")
+
 
 def _probe_error(folder: Path) -> str | None:
     """Why a new file cannot be created in ``folder`` (None when it can): the probe file is
@@ -83,6 +90,33 @@ def output_error(path: str | os.PathLike[str], kind: str = FILE) -> str | None:
         return None
     return ("is not writable" if existing == p else f"'{existing}' is not writable") \
         + f" ({why})"
+
+
+def suffix_error(path: str | os.PathLike[str], suffixes: tuple[str, ...], what: str
+                 ) -> str | None:
+    """Why ``what`` (e.g. "a result") cannot be written under the name ``path``: its name
+    does not end in one of ``suffixes`` (case matters, as it does to the readers). None when
+    it does."""
+    name = str(os.fspath(path))
+    if name.endswith(suffixes):
+        return None
+    npz = " (the .npz container holds placement instances only)" \
+        if name.endswith(".npz") else ""
+    return f"{what} is written as {_or(suffixes)}, so its file name must end in one of " \
+           f"these{npz}"
+
+
+def check_suffix(path: str | os.PathLike[str], suffixes: tuple[str, ...], what: str) -> None:
+    """:class:`InputError` naming ``path`` and ``suffixes`` unless ``path`` ends in one of
+    them (:func:`suffix_error`): a writer's check before it writes anything."""
+    why = suffix_error(path, suffixes, what)
+    if why is not None:
+        raise InputError(why, source=str(path))
+
+
+def _or(items: tuple[str, ...]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
 def check_output(path: str | os.PathLike[str], option: str, kind: str = FILE) -> None:

@@ -86,7 +86,10 @@ class Result:
         :data:`LARGE_EVENTS` compute events is written compact, and a placement one as column
         tables (problems.md §1.2a) when columns hold it
         (:func:`~opt.placement.solution_tables.solution_tables`); smaller ones as indented
-        rows."""
+        rows. The name must end in ``.json`` or ``.json.gz`` (InputError naming it)."""
+        from opt.common.outpath import JSON_SUFFIXES, check_suffix
+
+        check_suffix(path, JSON_SUFFIXES, "a result")
         body = self.body()
         big = _big(self.solution)
         if big and self.problem in ("placement", "layout"):

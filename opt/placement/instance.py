@@ -392,7 +392,11 @@ class PlacementInstance:
         are column tables (problems.md §1.2b), else rows (§1.2a); True / False force columns /
         rows (:meth:`writes_columns`). A name ending in ``.npz`` is the binary column
         container instead (§1.2c, :meth:`npz_members`, :func:`write_npz`; ``columns``
-        does not apply; read by :mod:`opt.placement.npz`)."""
+        does not apply; read by :mod:`opt.placement.npz`). Any other name is refused
+        (InputError naming it and the allowed suffixes)."""
+        from opt.common.outpath import PLACEMENT_SUFFIXES, check_suffix
+
+        check_suffix(path, PLACEMENT_SUFFIXES, "a placement instance")
         if str(path).endswith(".npz"):
             write_npz(path, self.npz_members())
             return

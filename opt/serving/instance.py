@@ -327,6 +327,11 @@ class ServingInstance:
         }
 
     def write(self, path: str | Path) -> None:
+        """Write as JSON (gzip when the name ends in ``.gz``); the name must end in ``.json``
+        or ``.json.gz`` (InputError naming it)."""
+        from opt.common.outpath import JSON_SUFFIXES, check_suffix
+
+        check_suffix(path, JSON_SUFFIXES, "a serving instance")
         write_json(self.to_dict(), path)
 
 

@@ -276,12 +276,27 @@ EXIT_CODES_HELP = """exit codes:
 OUTPUT_OPTIONS = MappingProxyType({"output": ("--output", "file"), "export": ("--export", "file"),
                                    "out": ("--out", "folder"), "plot": ("--plot", "folder")})
 PLOT_FILE = frozenset({"cmd_compare"})
+#: What ``--output`` holds, by handler: (the document, "json" or "placement"); its name must
+#: end in a suffix its reader reads as that document (opt.common.outpath.JSON_SUFFIXES,
+#: PLACEMENT_SUFFIXES).
+OUTPUT_DOCUMENTS = MappingProxyType({
+    "cmd_solve": ("a result", "json"), "cmd_build_serving": ("a serving instance", "json"),
+    "cmd_build_placement": ("a placement instance", "placement"),
+    "cmd_import_dot": ("a placement instance", "placement")})
 
 
 def check_output_args(args: argparse.Namespace) -> None:
     """Check every output path of the parsed command before any work
-    (:func:`opt.common.outpath.check_output`: one InputError naming the option and path)."""
-    from opt.common.outpath import FILE, check_output
+    (:func:`opt.common.outpath.check_output`, and for the commands of
+    :data:`OUTPUT_DOCUMENTS` the suffix of ``--output``: one InputError naming the option and
+    path)."""
+    from opt.common.outpath import (
+        FILE,
+        JSON_SUFFIXES,
+        PLACEMENT_SUFFIXES,
+        check_output,
+        suffix_error,
+    )
 
     name = getattr(args.func, "function_name", "")
     for dest, (option, kind) in OUTPUT_OPTIONS.items():
@@ -290,6 +305,14 @@ def check_output_args(args: argparse.Namespace) -> None:
                                          and not getattr(args, "detailed", False)):
             continue
         check_output(path, option, FILE if dest == "plot" and name in PLOT_FILE else kind)
+    path = getattr(args, "output", None)
+    if isinstance(path, str) and name in OUTPUT_DOCUMENTS:
+        what, kind = OUTPUT_DOCUMENTS[name]
+        why = suffix_error(path, PLACEMENT_SUFFIXES if kind == "placement" else JSON_SUFFIXES,
+                           what)
+        if why is not None:
+            raise InputError(f"cannot write '{path}': {why}", source="<argument>",
+                             field="--output")
 
 
 def write_or_rescue(write, path: str) -> str | None:
