@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance",
            "read_instance", "write_instance", "read_result", "write_result",
            "build_placement", "build_layout", "build_serving", "instance_names",
-           "load_instance", "solve", "validate", "lower_bound", "methods"]
+           "load_instance", "solve", "validate", "lower_bound", "methods", "InputError"]
 
 #: where each name lives
 _HOMES = {"Problem": "opt.problems", "Status": "opt.common.result",
           "Result": "opt.common.result", "PlacementInstance": "opt.placement.instance",
-          "ServingInstance": "opt.serving.instance", "read_result": "opt.common.result",
+          "ServingInstance": "opt.serving.instance", "InputError": "opt.common.errors",
           **{name: "opt.app.facade" for name in
-             ("read_instance", "write_instance", "write_result", "build_placement",
+             ("read_instance", "write_instance", "read_result", "write_result",
+              "build_placement",
               "build_layout", "build_serving", "instance_names", "load_instance", "solve",
               "validate", "lower_bound", "methods")}}
 
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
         lower_bound,
         methods,
         read_instance,
+        read_result,
         solve,
         validate,
         write_instance,
         write_result,
     )
-    from opt.common.result import Result, Status, read_result
+    from opt.common.errors import InputError
+    from opt.common.result import Result, Status
     from opt.placement.instance import PlacementInstance
     from opt.problems import Problem
     from opt.serving.instance import ServingInstance

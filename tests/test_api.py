@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "api.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 
-NAMES = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance",
+NAMES = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance", "InputError",
          "read_instance", "write_instance", "read_result", "write_result",
          "build_placement", "build_layout", "build_serving", "instance_names",
          "load_instance", "solve", "validate", "lower_bound", "methods"]
@@ -75,3 +75,81 @@ def test_the_page_has_an_example_per_problem():
     assert len(EXAMPLES) == 4  # the import, then P1, P2 and P3
     for heading in ("## P1: placement", "## P2: weight layout", "## P3: serving plans"):
         assert heading in PAGE.read_text()
+
+
+# ---- wrong types and values: an InputError naming the argument ------------------------------
+
+P1 = "heft-topcuoglu-2002"
+PLACE = dict(model="llama-2-7b", platform="HP32", prefill=8, decode=1, layers=1)
+SERVE = dict(model="llama-2-7b", gpus="H100", context=1024, slo_ms=50, batches=[1],
+             max_gpus=2, max_owners=1, max_replicas=1)
+
+
+def _refuses(call, field: str, *shown: str) -> hetopt.InputError:
+    with pytest.raises(hetopt.InputError) as info:
+        call()
+    assert info.value.field == field, str(info.value)
+    for text in shown:
+        assert text in str(info.value), str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize("call, field, shown", [
+    (lambda: hetopt.build_placement(**{**PLACE, "model": None}), "model", "None"),
+    (lambda: hetopt.build_placement(**{**PLACE, "platform": ["HP32"]}), "platform", "['HP32']"),
+    (lambda: hetopt.build_placement(**{**PLACE, "prefill": 8.0}), "prefill", "8.0"),
+    (lambda: hetopt.build_placement(**{**PLACE, "prefill": True}), "prefill", "True"),
+    (lambda: hetopt.build_placement(**PLACE, budget_gb=float("nan")), "budget_gb", "nan"),
+    (lambda: hetopt.build_placement(**PLACE, formats="linear"), "formats", "'linear'"),
+    (lambda: hetopt.build_placement(**PLACE, no_such_option=1), "no_such_option", ""),
+    (lambda: hetopt.build_layout(**PLACE, budget_factor="2"), "budget_factor", "'2'"),
+    (lambda: hetopt.build_serving(**{**SERVE, "gpus": None}), "gpus", "None"),
+    (lambda: hetopt.build_serving(**{**SERVE, "slo_ms": "60"}), "slo_ms", "'60'"),
+    (lambda: hetopt.build_serving(**{**SERVE, "batches": [1, "4"]}), "batches", "'4'"),
+    (lambda: hetopt.build_serving(**{**SERVE, "context": 10 ** 30}), "context", ""),
+    (lambda: hetopt.validate(hetopt.load_instance(P1), "r.json"), "result", "'r.json'"),
+    (lambda: hetopt.lower_bound("i.json"), "instance", "'i.json'"),
+    (lambda: hetopt.write_instance(hetopt.Result("placement", "heft", "ERROR"), "x.json"),
+     "instance", "Result"),
+    (lambda: hetopt.write_result(hetopt.load_instance(P1), "x.json"), "result", ""),
+    (lambda: hetopt.read_instance(None), "path", "None"),
+    (lambda: hetopt.read_instance("a\0b.json"), "path", "NUL"),
+    (lambda: hetopt.read_result(3), "path", "3"),
+    (lambda: hetopt.load_instance(["x"]), "name", "['x']"),
+    (lambda: hetopt.solve(hetopt.load_instance(P1), "heft", seed=1.5), "seed", "1.5"),
+    (lambda: hetopt.solve(hetopt.load_instance(P1), "heft", time_limit=float("inf")),
+     "time_limit", "inf"),
+    (lambda: hetopt.methods(3), "problem", "3"),
+    (lambda: hetopt.instance_names([]), "problem", "[]"),
+])
+def test_a_wrong_type_is_an_input_error_naming_the_argument(call, field, shown):
+    err = _refuses(call, field, shown)
+    assert err.source.startswith("opt.api.")
+
+
+def test_act_sparsity_takes_one_fraction_as_a_number():
+    as_text = hetopt.build_placement(**PLACE, act_sparsity="0.5")
+    assert hetopt.build_placement(**PLACE, act_sparsity=0.5).fingerprint == as_text.fingerprint
+
+
+def test_numbers_of_other_numeric_types_are_accepted():
+    import numpy as np
+
+    inst = hetopt.build_placement(**{**PLACE, "prefill": np.int64(8)}, budget_gb=np.float64(9))
+    assert inst.problem == "layout"
+    assert hetopt.build_serving(**{**SERVE, "slo_ms": 50.0}).problem == "serving"
+
+
+def test_a_path_where_an_instance_belongs_says_how_to_read_it():
+    err = _refuses(lambda: hetopt.lower_bound("i.json"), "instance", "read_instance(path)")
+    assert "str" in str(err)
+
+
+def test_every_public_function_checks_its_arguments():
+    """Each function of opt.api is wrapped by the façade's argument check."""
+    import inspect
+
+    functions = [n for n in hetopt.__all__ if inspect.isfunction(getattr(hetopt, n))]
+    assert len(functions) == 13
+    for name in functions:
+        assert getattr(getattr(hetopt, name), "checks_arguments", False), name

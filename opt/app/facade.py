@@ -8,15 +8,25 @@ the same code as the command.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import functools
+import inspect
+import math
+import numbers
+import os
+import re
+import reprlib
+import types
+import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, Union
 
 import instances
 from opt.app.cli.placement import placement_from_args
 from opt.app.cli.serving import serving_from_args
 from opt.common.errors import InputError, UnknownNameError
-from opt.common.result import Result, Status, read_result
+from opt.common.result import Result, Status
+from opt.common.result import read_result as _read_result
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import relaxed_instance
@@ -29,30 +39,186 @@ from solvers.registry import Method
 from solvers.registry import methods as _methods
 
 Instance = PlacementInstance | ServingInstance
+_INSTANCES = (PlacementInstance, ServingInstance)
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Largest magnitude of an ``int`` argument: a machine integer (int64), as every count and
+#: seed ends up in NumPy or a solver.
+MAX_INT = 2 ** 63 - 1
+#: What an argument annotated with each type is described as in an error.
+_DESCRIBED = {int: "an integer", float: "a finite number", str: "a string", bool: "True or False",
+              Path: "a path", type(None): "None"}
+#: Types a value may be shown as (reprlib shortens them); any other object by its type.
+_SHOWN = (str, bytes, numbers.Number, list, tuple, dict, set, frozenset, os.PathLike,
+          type(None))
 
 
+# ---- the argument check of every public function ---------------------------------------------
+
+def checked(fn: F) -> F:
+    """``fn`` with each argument checked against its annotation at call time: a value of
+    another type, a non-finite or out-of-range number, or a string holding a NUL character is
+    an :class:`InputError` naming the argument (``field``) and the value, raised before ``fn``
+    runs; so is an argument ``fn`` does not take or a required one left out. Annotations
+    understood: classes, ``X | None``, ``Sequence[X]``, ``Any``; ``int`` (not ``bool``, within
+    ±:data:`MAX_INT`), ``float`` (any finite real, ``int`` too), ``Path`` (any ``os.PathLike``
+    of a ``str``). ``*args`` / ``**kwargs`` pass unchecked."""
+    sig = inspect.signature(fn)
+    hints = {k: v for k, v in typing.get_type_hints(fn).items() if k != "return"}
+    where = f"opt.api.{fn.__name__}"
+    for hint in hints.values():
+        _accepts(None, hint)  # an annotation the check does not understand fails at import
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            name = re.search(r"'(\w+)'", str(exc))
+            raise InputError(str(exc), source=where,
+                             field=name.group(1) if name else None) from None
+        for name, value in bound.arguments.items():
+            if sig.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL,
+                                             inspect.Parameter.VAR_KEYWORD):
+                continue
+            why = _fault(value, hints.get(name, Any))
+            if why is not None:
+                raise InputError(why, source=where, field=name)
+        return fn(*bound.args, **bound.kwargs)
+
+    call.checks_arguments = True  # type: ignore[attr-defined]
+    return typing.cast(F, call)
+
+
+def _fault(value: Any, hint: Any) -> str | None:
+    """Why ``value`` is not a value of ``hint`` (None when it is)."""
+    if _accepts(value, hint):
+        return None
+    if _has_nul(value):
+        return f"contains a NUL character: {_show(value)}"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+            and _accepts(0, hint) and not _accepts(0.5, hint):
+        return f"{_show(value)} is beyond a 64-bit integer (±{MAX_INT})"
+    why = f"expected {_describe(hint)}, got {_show(value)}"
+    if isinstance(value, (str, os.PathLike)):
+        if _accepts_class(hint, _INSTANCES):
+            why += "; read_instance(path) reads an instance file"
+        elif _accepts_class(hint, (Result,)):
+            why += "; read_result(path) reads a result file"
+    return why
+
+
+def _accepts(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is a value of the annotation ``hint``."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_accepts(value, h) for h in typing.get_args(hint))
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                and -MAX_INT <= value <= MAX_INT)
+    if hint is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and _finite(value))
+    if hint is str:
+        return isinstance(value, str) and "\0" not in value
+    if hint is Path:
+        return (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)
+                and "\0" not in os.fspath(value))
+    if origin is Sequence:
+        (item,) = typing.get_args(hint)
+        return (isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+                and all(_accepts(v, item) for v in value))
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    raise TypeError(f"checked: annotation {hint!r} is not understood")
+
+
+def _finite(value: numbers.Real) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _has_nul(value: Any) -> bool:
+    """Whether ``value`` (a string, a path or a list of strings) holds a NUL character."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str):
+        return "\0" in value
+    return isinstance(value, (list, tuple)) and any(_has_nul(v) for v in value)
+
+
+def _accepts_class(hint: Any, classes: tuple[type, ...]) -> bool:
+    """Whether ``hint`` is (or unites) one of ``classes``."""
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return any(_accepts_class(h, classes) for h in typing.get_args(hint))
+    return hint in classes
+
+
+def _describe(hint: Any) -> str:
+    """The annotation ``hint`` in words: "an integer", "a string or None", "a list of
+    integers"."""
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        words = dict.fromkeys(_describe(h) for h in typing.get_args(hint))
+        return " or ".join([w for w in words if w != "None"] + ["None"] * ("None" in words))
+    if typing.get_origin(hint) is Sequence:
+        (item,) = typing.get_args(hint)
+        return f"a list of {_describe(item).split(' ', 1)[1]}s"
+    if hint in _DESCRIBED:
+        return _DESCRIBED[hint]
+    name = getattr(hint, "__name__", str(hint))
+    return f"an {name}" if name[:1] in "AEIOU" else f"a {name}"
+
+
+def _show(value: Any) -> str:
+    """``value`` for an error message: a short repr of a plain value, else its type."""
+    if isinstance(value, _SHOWN):
+        return f"{reprlib.repr(value)} ({type(value).__name__})"
+    return f"a {type(value).__name__}"
+
+
+# ---- the public functions --------------------------------------------------------------------
+
+@checked
 def read_instance(path: str | Path) -> Instance:
     """The instance in the file at ``path`` (``.json``, ``.json.gz`` or ``.npz``), of any
     problem (its ``problem`` field)."""
     return read_problem_instance(path)
 
 
+@checked
+def read_result(path: str | Path) -> Result:
+    """The result file at ``path`` (``.json`` or ``.json.gz``), checked field by field."""
+    return _read_result(path)
+
+
+@checked
 def write_instance(instance: Instance, path: str | Path) -> None:
     """Write ``instance`` to ``path`` (``.json``, ``.json.gz``; ``.npz`` for placement)."""
     instance.write(path)
 
 
+@checked
 def write_result(result: Result, path: str | Path) -> None:
     """Write ``result`` to ``path`` (``.json`` or ``.json.gz``)."""
     result.write(path)
 
 
+@checked
 def build_placement(*, model: str, platform: str, prefill: int, decode: int, batch: int = 1,
                     layers: int | None = None, tp: int = 1, block_span: int = 4,
                     kv_layout: str = "heads", dtype: str = "fp16",
                     weight_dtype: str | None = None, act_dtype: str | None = None,
                     kv_dtype: str | None = None, paper_precision: bool = False,
-                    weight_sparsity: float | None = None, act_sparsity: str | None = None,
+                    weight_sparsity: float | None = None,
+                    act_sparsity: str | float | None = None,
                     attn_sparsity: float | None = None, time_unit: str = "ns",
                     load_timing: str = "at_use",
                     formats: Sequence[str] | None = None, budget_gb: float | None = None,
@@ -65,12 +231,16 @@ def build_placement(*, model: str, platform: str, prefill: int, decode: int, bat
     ``budget_factor`` is given): ``model`` on ``platform`` for ``prefill`` input tokens,
     ``decode`` steps and ``batch`` requests. Durations in ticks of ``time_unit``; weight loads
     follow ``load_timing`` (problems.md §1.2 rule 5: ``at_use``, DOPS Eq. 1, or
-    ``prefetch``)."""
+    ``prefetch``). ``act_sparsity``: ``"prefill=R,decode=R"`` or one fraction R (a number
+    or its text) for both phases."""
     if budget_gb is not None and budget_factor is not None:
         raise InputError("give budget_gb or budget_factor, not both", field="budget")
+    if isinstance(act_sparsity, numbers.Real):
+        act_sparsity = repr(float(act_sparsity))
     return placement_from_args(argparse.Namespace(**locals()))
 
 
+@checked
 def build_layout(*, budget_gb: float | None = None, budget_factor: float | None = None,
                  **options: Any) -> PlacementInstance:
     """A P2 layout instance (``hetopt build layout``): :func:`build_placement` with a memory
@@ -80,6 +250,7 @@ def build_layout(*, budget_gb: float | None = None, budget_factor: float | None 
     return build_placement(budget_gb=budget_gb, budget_factor=budget_factor, **options)
 
 
+@checked
 def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms: float,
                   tp: str | Sequence[int] = "1,2,4,8", no_ep: bool = False,
                   batches: str | Sequence[int] = "1,2,4,8,16,32,64,128,256",
@@ -104,19 +275,31 @@ def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms
     return serving_from_args(argparse.Namespace(**args))
 
 
+@checked
 def instance_names(problem: str | None = None) -> list[str]:
     """Names of every bundled instance (of ``problem``: a :class:`Problem` or its name), the
     STG graphs included."""
     return instances.bundled_names(None if problem is None else _problem(problem))
 
 
-def load_instance(name: str) -> Instance:
+@checked
+def load_instance(name: str | Path) -> Instance:
     """The bundled instance ``name`` (:func:`instance_names`), or an instance file's path."""
-    if Path(name).exists():
+    if isinstance(name, Path) or _exists(name):
         return read_problem_instance(name)
     return instances.load(name)
 
 
+def _exists(path: str) -> bool:
+    """Whether something is at ``path`` (False for a name no file system holds, e.g. one too
+    long)."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+@checked
 def solve(instance: Instance, method: str | None = None, *, time_limit: float | None = None,
           num_workers: int | None = None, seed: int = 0, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: its problem's default, :func:`methods`) and
@@ -130,12 +313,14 @@ def solve(instance: Instance, method: str | None = None, *, time_limit: float | 
     return res
 
 
+@checked
 def validate(instance: Instance, result: Result) -> Validation:
     """Check ``result`` against ``instance``: a :class:`solvers.certify.Validation` (valid,
     recomputed objective, violations)."""
     return _validate(instance, result)
 
 
+@checked
 def lower_bound(instance: Instance) -> float:
     """A certified lower bound on the instance's optimum: the makespan bound of
     :mod:`opt.placement.certified_bounds` in ticks (for a layout instance, of its
@@ -147,6 +332,7 @@ def lower_bound(instance: Instance) -> float:
     return float(certified_lower_bound(inst).value)
 
 
+@checked
 def methods(problem: str | None = None) -> list[Method]:
     """The registered methods (of ``problem``): name, problem, exact, default params."""
     return list(_methods(None if problem is None else _problem(problem)))
