@@ -399,10 +399,22 @@ def default_shapes(card: ModelCard, batches: Sequence[int] = (1, 8),
     return shapes
 
 
+#: largest lognormal σ of :func:`synthetic_rows` (a factor of e^10 ≈ 22,000 at one σ)
+MAX_SYNTH_NOISE = 10.0
+
+
 def synthetic_rows(spec: DeviceSpec, card: ModelCard, shapes: Sequence[Shape],
                    *, rel_noise: float, seed: int, source: str) -> tuple[Measurement, ...]:
     """Measurements of ``spec``'s own model at ``shapes``, each × a lognormal factor of
-    σ = ``rel_noise`` (seeded): what a profiler of that device would report."""
+    σ = ``rel_noise`` (seeded): what a profiler of that device would report. ``rel_noise``
+    is a finite number in [0, MAX_SYNTH_NOISE], ``seed`` an integer ≥ 0 (InputError naming
+    ``noise`` / ``seed``)."""
+    if isinstance(rel_noise, bool) or not isinstance(rel_noise, (int, float)) \
+            or not 0 <= rel_noise <= MAX_SYNTH_NOISE:
+        raise InputError(f"noise must be a lognormal σ in [0, {MAX_SYNTH_NOISE:g}], got "
+                         f"{rel_noise!r}", field="noise")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be an integer ≥ 0, got {seed!r}", field="seed")
     rng = np.random.default_rng(seed)
     rows = []
     for i, (kind, tokens, context, batch, share) in enumerate(shapes):

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from opt.common.errors import InputError
-from opt.placement.instance import LAYOUT_FORMATS, Layout, PlacementInstance
+from opt.placement.instance import LAYOUT_FORMATS, MAX_BYTES, Layout, PlacementInstance
 
 #: Each device class's own optimised format (the format it loads without conversion).
 NATIVE_FORMAT = {"npu": "npu_opt", "gpu": "npu_opt", "pim": "pim_opt"}
@@ -185,19 +185,29 @@ def with_budget(inst: PlacementInstance, budget_bytes: int | None) -> PlacementI
 
 def budget_from(inst: PlacementInstance, *, gb: float | None = None,
                 factor: float | None = None) -> int | None:
-    """A budget in bytes from ``gb`` (10⁹ bytes) or ``factor`` × the blocks' linear bytes."""
+    """A budget in bytes from ``gb`` (10⁹ bytes) or ``factor`` × the blocks' linear bytes;
+    at most the instance's largest byte count, ``MAX_BYTES`` (InputError naming the option)."""
     if gb is not None and factor is not None:
         raise InputError("give a memory budget in GB or as a factor, not both",
                          field="memory_budget")
     if gb is not None:
         if not math.isfinite(gb) or gb < 0:
             raise InputError(f"memory budget must be ≥ 0 GB, got {gb}", field="budget_gb")
-        return int(gb * 1e9)
+        return _budget_bytes(gb * 1e9, "budget_gb", gb)
     if factor is not None:
         if not math.isfinite(factor) or factor < 0:
             raise InputError(f"budget factor must be ≥ 0, got {factor}", field="budget_factor")
-        return int(math.floor(factor * int(inst.block_bytes.sum())))
+        return _budget_bytes(factor * int(inst.block_bytes.sum()), "budget_factor", factor)
     return None
+
+
+def _budget_bytes(nbytes: float, field: str, given: float) -> int:
+    """``nbytes`` rounded down to an integer, refused above ``MAX_BYTES`` (InputError naming
+    ``field`` and the ``given`` value)."""
+    if not nbytes <= MAX_BYTES:
+        raise InputError(f"{given!r} gives a budget above 2^53 bytes, the largest byte count "
+                         f"of an instance", field=field)
+    return int(math.floor(nbytes))
 
 
 def format_mix(assignment: Mapping[str, str]) -> dict[str, int]:

@@ -18,6 +18,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
+from opt.app.cli.argtypes import (
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    RATIO,
+    SEED,
+    BoundedInt,
+    BoundedReal,
+    OneLineParser,
+)
 from opt.app.cli.common import (
     EXIT_CODES_HELP,
     TABLES,
@@ -28,6 +40,16 @@ from opt.app.cli.common import (
     common_parser,
     run_command,
 )
+
+#: ``theory verify --samples``: at most 10 million random draws
+MAX_SAMPLES = BoundedInt(1, 10_000_000)
+#: ``--jobs``: at most 1,024 parallel workers
+JOBS = BoundedInt(1, 1024)
+#: ``plot gantt --resolution``: at most 100,000 pixel columns
+RESOLUTION = BoundedInt(1, 100_000)
+#: ``synth-measurements --noise``: a lognormal σ in [0, 10] (e^10 ≈ 22,000: beyond any
+#: meaningful perturbation, and exp() stays finite)
+NOISE = BoundedReal(0.0, 10.0)
 
 
 class Handler:
@@ -54,7 +76,7 @@ class Handler:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``hetopt`` parser; every leaf command sets ``func``, its :class:`Handler`."""
-    p = argparse.ArgumentParser(prog="hetopt",
+    p = OneLineParser(prog="hetopt",
                                 description="The hetopt command line (also python -m opt).",
                                 epilog=EXIT_CODES_HELP,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,10 +132,10 @@ def _add_het_parser(tsub: argparse._SubParsersAction, common: argparse.ArgumentP
     h = tsub.add_parser("het", parents=[common], help="two GPU types: eta, bound, crossing/peak")
     h.add_argument("--gpu1", required=True)
     h.add_argument("--gpu2", required=True)
-    h.add_argument("--price1", type=float, help="$ per GPU-hour of gpu1 (default: catalog)")
-    h.add_argument("--price2", type=float, help="$ per GPU-hour of gpu2 (default: catalog)")
+    h.add_argument("--price1", type=POSITIVE, help="$ per GPU-hour of gpu1 (default: catalog)")
+    h.add_argument("--price2", type=POSITIVE, help="$ per GPU-hour of gpu2 (default: catalog)")
     h.add_argument("--model")
-    h.add_argument("--context", type=float, help="mean context length s, tokens")
+    h.add_argument("--context", type=POSITIVE, help="mean context length s, tokens")
     h.add_argument("--kv-dtype", help="KV cache dtype (default: the card's)")
     h.set_defaults(func=Handler("opt.app.cli.theory", "cmd_het"))
 
@@ -121,11 +143,11 @@ def _add_het_parser(tsub: argparse._SubParsersAction, common: argparse.ArgumentP
 def _add_hom_parser(tsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     o = tsub.add_parser("hom", parents=[common], help="one GPU type: colocated vs disaggregated")
     o.add_argument("--gpu", required=True)
-    o.add_argument("--group-size", type=int, metavar="N",
+    o.add_argument("--group-size", type=COUNT, metavar="N",
                    help="GPUs per group (default: fewest that hold weights)")
-    o.add_argument("--price", type=float, help="$ per GPU-hour (default: catalog)")
+    o.add_argument("--price", type=POSITIVE, help="$ per GPU-hour (default: catalog)")
     o.add_argument("--model", required=True)
-    o.add_argument("--context", type=float, required=True, help="mean context length s, tokens")
+    o.add_argument("--context", type=POSITIVE, required=True, help="mean context length s, tokens")
     o.add_argument("--kv-dtype", help="KV cache dtype (default: the card's)")
     o.set_defaults(func=Handler("opt.app.cli.theory", "cmd_hom"))
 
@@ -134,17 +156,17 @@ def _add_verify_parser(tsub: argparse._SubParsersAction,
                        common: argparse.ArgumentParser) -> None:
     s = tsub.add_parser("verify", parents=[common],
                         help="check Theorems 3.1/3.2 and CAD numerically (exit 1 if any fails)")
-    s.add_argument("--samples", type=int, default=2000,
+    s.add_argument("--samples", type=MAX_SAMPLES, default=2000,
                    help="random GPU types / pairs (default %(default)s)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--detailed", action="store_true",
                    help="re-check the claims with the detailed cost model (P3 plans)")
     s.add_argument("--models", nargs="+", metavar="M", help="--detailed: models (default all)")
     s.add_argument("--gpu-types", nargs="+", default=["H100", "A100", "L40S"], metavar="GPU",
                    help="--detailed: GPU types; pairs of them for G_het")
-    s.add_argument("--contexts", type=int, nargs="+", default=[4096, 16384, 65536, 262144],
+    s.add_argument("--contexts", type=COUNT, nargs="+", default=[4096, 16384, 65536, 262144],
                    metavar="S", help="--detailed: contexts in tokens")
-    s.add_argument("--slo-ms", type=float, default=10000.0,
+    s.add_argument("--slo-ms", type=POSITIVE, default=10000.0,
                    help="--detailed: TPOT SLO (default loose: the theorems have none)")
     s.add_argument("--out", default="results/verify-detailed",
                    help="--detailed: results folder (resumable)")
@@ -159,8 +181,8 @@ def _add_theory_plot_parser(tsub: argparse._SubParsersAction,
     s.add_argument("--out", required=True, metavar="DIR", help="directory for the three PNGs")
     s.add_argument("--gpu1", default="H100", help="GPU of the G_hom plot and first G_het type")
     s.add_argument("--gpu2", default="H20", help="second G_het type (default %(default)s)")
-    s.add_argument("--price1", type=float, help="$ per GPU-hour of gpu1 (default: catalog)")
-    s.add_argument("--price2", type=float,
+    s.add_argument("--price1", type=POSITIVE, help="$ per GPU-hour of gpu1 (default: catalog)")
+    s.add_argument("--price2", type=POSITIVE,
                    help="$ per GPU-hour of gpu2 (default: catalog, else the tight price "
                         "c1/c2 = sqrt(b1 F1/(b2 F2)))")
     s.add_argument("--model", default="qwen3-235b-a22b", help="model of the G_het plot")
@@ -180,12 +202,12 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
                                        help="P1 operator-placement instance (P2 with a budget)")
     pl.add_argument("--model", required=True)
     pl.add_argument("--platform", required=True)
-    pl.add_argument("--prefill", type=int, required=True, help="input tokens L_in")
-    pl.add_argument("--decode", type=int, required=True, help="decode steps L_out")
-    pl.add_argument("--batch", type=int, default=1)
-    pl.add_argument("--layers", type=int, help="use only the first N layers")
-    pl.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
-    pl.add_argument("--block-span", type=int, default=4, help="layers per weight block")
+    pl.add_argument("--prefill", type=COUNT, required=True, help="input tokens L_in")
+    pl.add_argument("--decode", type=NON_NEGATIVE_INT, required=True, help="decode steps L_out")
+    pl.add_argument("--batch", type=COUNT, default=1)
+    pl.add_argument("--layers", type=COUNT, help="use only the first N layers")
+    pl.add_argument("--tp", type=COUNT, default=1, help="tensor-parallel shards")
+    pl.add_argument("--block-span", type=COUNT, default=4, help="layers per weight block")
     pl.add_argument("--kv-layout", default="heads", choices=["heads", "single"],
                     help="KV cache: 'heads' = head groups over every PIM device (default, "
                          "problems.md 1.4); 'single' = one home per TP shard (the former layout)")
@@ -199,11 +221,11 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
     pl.add_argument("--kv-dtype", help="KV-cache precision (default fp16)")
     pl.add_argument("--paper-precision", action="store_true",
                     help="DOPS' precision for the model (int8 for mixtral-8x7b, llama-2-70b)")
-    pl.add_argument("--weight-sparsity", type=float, metavar="R",
+    pl.add_argument("--weight-sparsity", type=RATIO, metavar="R",
                     help="fraction of zero weights of the linear projections")
     pl.add_argument("--act-sparsity", metavar="prefill=R,decode=R",
                     help="fraction of zero GEMM input activations per phase (or one R)")
-    pl.add_argument("--attn-sparsity", type=float, metavar="R",
+    pl.add_argument("--attn-sparsity", type=RATIO, metavar="R",
                     help="fraction of (query, key) pairs skipped")
     pl.add_argument("--time-unit", default="ns", choices=["ns", "us", "ms", "s"])
     pl.add_argument("--formats", nargs="+", metavar="FMT",
@@ -217,7 +239,7 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
                     help="what the instance minimises (default makespan)")
     for name, what in (("ttft", "time to first token"), ("tpot", "mean time per output token"),
                        ("e2e", "end-to-end latency (makespan)")):
-        pl.add_argument(f"--slo-{name}-ms", type=float, metavar="MS",
+        pl.add_argument(f"--slo-{name}-ms", type=POSITIVE, metavar="MS",
                         help=f"service-level limit on the {what}, ms (a hard constraint; "
                              f"docs/problems.md §1.5)")
     pl.add_argument("-o", "--output", required=True,
@@ -238,7 +260,7 @@ def add_placement_parsers(sub: argparse._SubParsersAction, common: argparse.Argu
     isub = ip.add_subparsers(dest="format", required=True)
     dp = isub.add_parser("dot", parents=[common], help="DOT task graph (Weight on nodes/edges)")
     dp.add_argument("graph")
-    dp.add_argument("--processors", type=int, required=True)
+    dp.add_argument("--processors", type=COUNT, required=True)
     dp.add_argument("-o", "--output", required=True)
     dp.set_defaults(func=Handler("opt.app.cli.placement", "cmd_import_dot"))
 
@@ -254,9 +276,9 @@ def add_placement_parsers(sub: argparse._SubParsersAction, common: argparse.Argu
                        help="certified makespan lower bound of a placement instance "
                             "(each component)")
     s.add_argument("instance", help="instance file or bundled instance name")
-    s.add_argument("--max-assignments", type=int, default=20_000,
+    s.add_argument("--max-assignments", type=COUNT, default=20_000,
                    help="device assignments enumerated per segment (default %(default)s)")
-    s.add_argument("--max-evaluations", type=int, default=128,
+    s.add_argument("--max-evaluations", type=COUNT, default=128,
                    help="segment evaluations per shape before bucketing (default %(default)s)")
     s.set_defaults(func=Handler("opt.app.cli.placement", "cmd_lower_bound"))
 
@@ -308,12 +330,12 @@ def add_build_serving_parser(bsub: argparse._SubParsersAction,
     sp.add_argument("--model", required=True)
     sp.add_argument("--gpus", required=True,
                     help="the GPU mix: comma-separated GPU types, e.g. H100,L40S")
-    sp.add_argument("--context", type=int, required=True, help="mean context s (tokens)")
-    sp.add_argument("--slo-ms", type=float, required=True, help="TPOT SLO in milliseconds")
+    sp.add_argument("--context", type=COUNT, required=True, help="mean context s (tokens)")
+    sp.add_argument("--slo-ms", type=POSITIVE, required=True, help="TPOT SLO in milliseconds")
     sp.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
     sp.add_argument("--no-ep", action="store_true", help="MoE: no expert-parallel configs")
     add_grid_args(sp)
-    sp.add_argument("--memory-fraction", type=float, default=1.0,
+    sp.add_argument("--memory-fraction", type=FRACTION, default=1.0,
                     help="usable share of GPU memory (default %(default)s)")
     add_gpu_cost_arg(sp)
     sp.add_argument("--gpu-calibration", metavar="FILE",
@@ -340,10 +362,10 @@ def add_grid_args(p: argparse.ArgumentParser) -> None:
     """The plan grid of ``build serving-plan`` and ``sweep serving``."""
     p.add_argument("--batches", default="1,2,4,8,16,32,64,128,256",
                    help="per-replica batch values (default %(default)s)")
-    p.add_argument("--max-gpus", type=int, default=32)
-    p.add_argument("--max-owners", type=int, default=3, help="device-group types K")
-    p.add_argument("--max-replicas", type=int, default=4, help="replicas per owner")
-    p.add_argument("--max-microbatches", type=int, default=4)
+    p.add_argument("--max-gpus", type=COUNT, default=32)
+    p.add_argument("--max-owners", type=COUNT, default=3, help="device-group types K")
+    p.add_argument("--max-replicas", type=COUNT, default=4, help="replicas per owner")
+    p.add_argument("--max-microbatches", type=COUNT, default=4)
 
 
 
@@ -365,7 +387,7 @@ def _add_executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=["serial", "process", "dask"], default=None,
                    help="where work items run: serial (this process), process (a local pool, "
                         "the default), dask (--scheduler, or a local Dask cluster)")
-    p.add_argument("--jobs", type=int, metavar="N",
+    p.add_argument("--jobs", type=JOBS, metavar="N",
                    help="parallel workers of the process pool / local Dask cluster "
                         "(default: the CPU count)")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -379,18 +401,18 @@ def _add_sweep_placement_parser(swsub: argparse._SubParsersAction,
                          help="P1 placement: every model x platform x workload x method")
     s.add_argument("--models", nargs="+", required=True, metavar="M")
     s.add_argument("--platforms", nargs="+", required=True, metavar="P")
-    s.add_argument("--prefill", type=int, nargs="+", required=True, metavar="L_IN",
+    s.add_argument("--prefill", type=COUNT, nargs="+", required=True, metavar="L_IN",
                    help="input tokens (one or more)")
-    s.add_argument("--decode", type=int, nargs="+", required=True, metavar="L_OUT",
+    s.add_argument("--decode", type=NON_NEGATIVE_INT, nargs="+", required=True, metavar="L_OUT",
                    help="decode steps (one or more)")
-    s.add_argument("--batch", type=int, nargs="+", default=[1], metavar="B",
+    s.add_argument("--batch", type=COUNT, nargs="+", default=[1], metavar="B",
                    help="batch sizes (default 1)")
     s.add_argument("--methods", nargs="+", required=True, metavar="METHOD",
                    action=PlacementMethodsHelp,
                    help="placement methods: {methods}; speedups are over pd when it is among "
                         "them")
-    s.add_argument("--layers", type=int, help="use only the first N layers")
-    s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    s.add_argument("--layers", type=COUNT, help="use only the first N layers")
+    s.add_argument("--tp", type=COUNT, default=1, help="tensor-parallel shards")
     s.add_argument("--paper-precision", action="store_true",
                    help="build each model in DOPS' precision (INT8 W8A8KV8 for Mixtral-8x7B and "
                         "Llama-2-70B, fp16 otherwise)")
@@ -412,8 +434,8 @@ def _add_sweep_serving_parser(swsub: argparse._SubParsersAction,
     s.add_argument("--gpus", nargs="+", required=True, metavar="MIX",
                    help="GPU mixes, each comma-separated GPU types as in build serving "
                         "(H100 H100,L40S H100,A100)")
-    s.add_argument("--contexts", type=int, nargs="+", required=True, metavar="S")
-    s.add_argument("--slo-ms", type=float, nargs="+", required=True, metavar="MS")
+    s.add_argument("--contexts", type=COUNT, nargs="+", required=True, metavar="S")
+    s.add_argument("--slo-ms", type=POSITIVE, nargs="+", required=True, metavar="MS")
     s.add_argument("--methods", nargs="+", default=["col", "afd", "cad", "bnb"],
                    metavar="METHOD", help="bnb | milp | col | afd | cad (default: all but milp)")
     s.add_argument("--tp", default="1,2,4,8", help="TP degrees (default %(default)s)")
@@ -434,17 +456,17 @@ def _add_sweep_layout_parser(swsub: argparse._SubParsersAction,
                          help="P2 weight layout: layout strategies over a workload grid")
     s.add_argument("--models", nargs="+", default=["dops-qwen-1.8b"], metavar="M")
     s.add_argument("--platforms", nargs="+", default=["HP32"], metavar="P")
-    s.add_argument("--prefill", type=int, nargs="+", default=[8, 32, 64, 128, 1024],
+    s.add_argument("--prefill", type=COUNT, nargs="+", default=[8, 32, 64, 128, 1024],
                    metavar="L_IN")
-    s.add_argument("--decode", type=int, nargs="+", default=[8, 32, 64, 128, 1024],
+    s.add_argument("--decode", type=NON_NEGATIVE_INT, nargs="+", default=[8, 32, 64, 128, 1024],
                    metavar="L_OUT")
-    s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8], metavar="B")
+    s.add_argument("--batch", type=COUNT, nargs="+", default=[1, 4, 8], metavar="B")
     s.add_argument("--methods", nargs="+", metavar="METHOD",
                    default=["pd/linear", "pd/dual", "bifocal/linear", "bifocal/dual",
                             "bifocal/wla"],
                    help="layout strategies (default: the five of DOPS §6.5)")
-    s.add_argument("--layers", type=int, help="use only the first N layers")
-    s.add_argument("--tp", type=int, default=1, help="tensor-parallel shards")
+    s.add_argument("--layers", type=COUNT, help="use only the first N layers")
+    s.add_argument("--tp", type=COUNT, default=1, help="tensor-parallel shards")
     add_budget_args(s)
     s.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="passed to the WLA strategies (e.g. budget=20 evaluations)")
@@ -461,7 +483,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     s.add_argument("--suite", default="default",
                    help="default (about 10 min on 2 cores) | opweave (full OpWeave table + detailed "
                         "theorem check) | dops (DOPS' seven-model grid; resumable)")
-    s.add_argument("--jobs", type=int, default=1, metavar="N",
+    s.add_argument("--jobs", type=JOBS, default=1, metavar="N",
                    help="sweep workers of the opweave and dops suites (default 1: this "
                         "process; 2 on a 2-core machine; the results do not depend on it)")
     s.set_defaults(func=Handler("opt.app.cli.runs", "cmd_bench"))
@@ -474,25 +496,25 @@ def _add_replay_parser(sub: argparse._SubParsersAction, common: argparse.Argumen
     s.add_argument("--platform", required=True)
     s.add_argument("--trace", metavar="CSV", help="BurstGPT-layout CSV (default: generate)")
     s.add_argument("--trace-model", help="CSV: keep only rows of this Model")
-    s.add_argument("--requests", type=int, metavar="N",
+    s.add_argument("--requests", type=COUNT, metavar="N",
                    help="generated requests (default 500) / first N rows of the CSV")
-    s.add_argument("--mean-input", type=float, default=708.0, help="generated mean input tokens")
-    s.add_argument("--mean-output", type=float, default=286.0,
+    s.add_argument("--mean-input", type=POSITIVE, default=708.0, help="generated mean input tokens")
+    s.add_argument("--mean-output", type=POSITIVE, default=286.0,
                    help="generated mean output tokens")
-    s.add_argument("--rate", type=float, default=1.0, help="generated mean arrivals per second")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--time-scale", type=float, default=1.0,
+    s.add_argument("--rate", type=POSITIVE, default=1.0, help="generated mean arrivals per second")
+    s.add_argument("--seed", type=SEED, default=0)
+    s.add_argument("--time-scale", type=POSITIVE, default=1.0,
                    help="multiply arrival times (< 1: more back-pressure)")
-    s.add_argument("--max-batch", type=int, default=4)
-    s.add_argument("--timeout-ms", type=float, default=10.0, help="batch timeout")
-    s.add_argument("--input-buckets", type=int, nargs="+", metavar="T",
+    s.add_argument("--max-batch", type=COUNT, default=4)
+    s.add_argument("--timeout-ms", type=NON_NEGATIVE, default=10.0, help="batch timeout")
+    s.add_argument("--input-buckets", type=COUNT, nargs="+", metavar="T",
                    default=[64, 128, 256, 512, 1024, 2048], help="padded prefill lengths")
-    s.add_argument("--output-buckets", type=int, nargs="+", metavar="T",
+    s.add_argument("--output-buckets", type=COUNT, nargs="+", metavar="T",
                    default=[32, 64, 128, 256, 512, 1024], help="padded decode steps")
     s.add_argument("--methods", nargs="+", metavar="METHOD",
                    default=["bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"],
                    help="bifocal (no token term), pd, af, pd+linear, pd+attn, pd+ffn, heft")
-    s.add_argument("--layers", type=int, help="build with only the first N layers")
+    s.add_argument("--layers", type=COUNT, help="build with only the first N layers")
     add_out_args(s, "results/replay")
     s.set_defaults(func=Handler("opt.app.cli.runs", "cmd_replay"))
 
@@ -503,11 +525,11 @@ def _add_scaling_parser(sub: argparse._SubParsersAction, common: argparse.Argume
     s.add_argument("--models", nargs="+", default=["llama-2-7b", "llama-2-13b"], metavar="M")
     s.add_argument("--platforms", nargs="+", default=["HP0", "HP32", "HP64", "HP128"],
                    metavar="P", help="the ladder, smallest first (default %(default)s)")
-    s.add_argument("--prefill", type=int, nargs="+", default=[128, 512, 1024, 2048])
-    s.add_argument("--decode", type=int, nargs="+", default=[128, 256, 512, 1024])
-    s.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16])
+    s.add_argument("--prefill", type=COUNT, nargs="+", default=[128, 512, 1024, 2048])
+    s.add_argument("--decode", type=NON_NEGATIVE_INT, nargs="+", default=[128, 256, 512, 1024])
+    s.add_argument("--batch", type=COUNT, nargs="+", default=[1, 4, 8, 16])
     s.add_argument("--method", default="bifocal", help="placement heuristic (default bifocal)")
-    s.add_argument("--layers", type=int, help="use only the first N layers (reduced run)")
+    s.add_argument("--layers", type=COUNT, help="use only the first N layers (reduced run)")
     s.add_argument("--paper-precision", action="store_true",
                    help="build each model in DOPS' precision (INT8 for Mixtral-8x7B and "
                         "Llama-2-70B)")
@@ -532,7 +554,7 @@ def add_plot_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentP
         s.add_argument("result", help="result file with a schedule")
         s.add_argument("--window", metavar="START:END",
                        help="time window in the instance's time unit (default: whole schedule)")
-        s.add_argument("--resolution", type=int, default=2000,
+        s.add_argument("--resolution", type=RESOLUTION, default=2000,
                        help="gantt: pixel columns; closer events are merged (default 2000)")
         s.add_argument("-o", "--output", required=True, help="PNG file")
         s.set_defaults(func=Handler("opt.app.cli.plots", "cmd_plot"))
@@ -564,7 +586,7 @@ def add_view_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
     s.add_argument("-o", "--output", default="schedule.html", metavar="FILE",
                    help="the HTML file to write (default: schedule.html)")
     s.add_argument("--title", help="page title (default: the instance's name or path)")
-    s.add_argument("--periods", type=int, default=3,
+    s.add_argument("--periods", type=COUNT, default=3,
                    help="serving plans: periods of the steady state drawn (default 3)")
     s.add_argument("--no-compress", action="store_true",
                    help="store the data uncompressed (for browsers without DecompressionStream)")
@@ -602,12 +624,12 @@ def add_measure_parsers(sub: argparse._SubParsersAction, common: argparse.Argume
     s.add_argument("--model", required=True, help="model card")
     s.add_argument("--set", action="append", default=[], metavar="DEVICE:PARAM=VALUE",
                    help="perturbed parameter, e.g. AiM:slowdown.softmax=500 (repeatable)")
-    s.add_argument("--noise", type=float, default=0.02, help="lognormal σ (default 0.02)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--batch", type=int, action="append", help="batch sizes (default 1 and 8)")
-    s.add_argument("--share", type=float, action="append",
+    s.add_argument("--noise", type=NOISE, default=0.02, help="lognormal σ (default 0.02)")
+    s.add_argument("--seed", type=SEED, default=0)
+    s.add_argument("--batch", type=COUNT, action="append", help="batch sizes (default 1 and 8)")
+    s.add_argument("--share", type=FRACTION, action="append",
                    help="shares of every op (default 1; e.g. 0.5 for tp = 2; repeatable)")
-    s.add_argument("--cell-share", type=float, action="append", default=[],
+    s.add_argument("--cell-share", type=FRACTION, action="append", default=[],
                    help="extra share of the attention-cell ops (e.g. 0.5 for 2 PIMs)")
     s.add_argument("--end-to-end", metavar="INSTANCE:RESULT", action="append", default=[],
                    help="add an end_to_end row: the makespan of RESULT on INSTANCE")

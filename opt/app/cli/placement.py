@@ -22,6 +22,7 @@ from opt.app.cli.common import (
     print_json,
     write_or_rescue,
 )
+from opt.app.cli.output import write_output
 from opt.common.errors import InputError
 from opt.common.report import table
 from solvers import solve
@@ -62,7 +63,7 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
     inst = placement_from_args(args)
     t1 = time.perf_counter()
     columns = inst.writes_columns(TABLES[args.tables])
-    inst.write(args.output, columns=columns)
+    write_output(lambda path: inst.write(path, columns=columns), args.output)
     info = {**instance_summary(inst), "build_s": t1 - t0, "write_s": time.perf_counter() - t1,
             "output": args.output,
             "tables": "npz" if npz else "columns" if columns else "rows"}
@@ -161,7 +162,7 @@ def cmd_import_dot(args: argparse.Namespace) -> int:
     from opt.placement.dot import dot_to_instance, read_dot
 
     inst = dot_to_instance(read_dot(args.graph), args.processors, source=args.graph)
-    inst.write(args.output)
+    write_output(inst.write, args.output)
     if args.json:
         print_json({**instance_summary(inst), "output": args.output})
     else:

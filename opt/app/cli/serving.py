@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from opt.app.cli.common import cards, catalog, int_csv, print_json
+from opt.app.cli.output import write_output
 from opt.common.errors import InputError
 from opt.common.report import table
 
@@ -43,7 +44,7 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
                          "container holds placement instances only", source="<argument>",
                          field="output")
     inst = serving_from_args(args)
-    inst.write(args.output)
+    write_output(inst.write, args.output)
     info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
             "block_layers": inst.block_layers, "blocks": inst.blocks_total,
             "configs": [c.id for c in inst.configs],

@@ -17,6 +17,7 @@ validated first (an invalid one raises :class:`opt.placement.schedule_error.Sche
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.common.units import TIME_UNITS
-from opt.placement.instance import PlacementInstance
+from opt.placement.instance import MAX_TICKS, PlacementInstance
 from opt.placement.utilisation import compute_events, utilisation
 from opt.placement.validator import validate_placement
 
@@ -41,15 +42,32 @@ def parse_window(text: str | None) -> tuple[int, int] | None:
         return None
     lo, sep, hi = str(text).partition(":")
     try:
-        start = int(float(lo)) if lo.strip() else 0
-        end = int(float(hi)) if hi.strip() else -1
+        start = float(lo) if lo.strip() else 0.0
+        end = float(hi) if hi.strip() else -1.0
     except ValueError:
         raise InputError(f"expected START:END in the instance's time unit, got {text!r}",
                          field="window") from None
-    if not sep or start < 0 or (end >= 0 and end <= start):
-        raise InputError(f"expected START:END with 0 ≤ START < END, got {text!r}",
-                         field="window")
-    return start, end
+    if not (sep and math.isfinite(start) and math.isfinite(end)):
+        raise InputError(f"expected START:END, finite numbers in the instance's time unit, "
+                         f"got {text!r}", field="window")
+    return check_window((int(start), int(end)))
+
+
+def check_window(window: tuple[int, int] | None) -> tuple[int, int] | None:
+    """``window`` = (start, end) in ticks (end < 0: the makespan) when it is two integers with
+    0 ≤ start < end ≤ MAX_TICKS (or end < 0); else InputError naming ``window``."""
+    if window is None:
+        return None
+    try:
+        start, end = window
+    except (TypeError, ValueError):
+        raise InputError(f"expected (start, end), got {window!r}", field="window") from None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+               for v in (start, end)) or not 0 <= start <= MAX_TICKS or end > MAX_TICKS \
+            or (end >= 0 and end <= start):
+        raise InputError(f"expected integers 0 ≤ START < END ≤ 2^53 ticks (END < 0: the "
+                         f"makespan), got {window!r}", field="window")
+    return int(start), int(end)
 
 
 def merge_close(start: np.ndarray, end: np.ndarray, gap: float
@@ -111,6 +129,7 @@ def figure_gantt(inst: PlacementInstance, solution: dict[str, Any], *,
     utilisation."""
     from opt.app.plots.common import _pyplot
 
+    window = check_window(window)
     metrics = validate_placement(inst, solution)
     plt = _pyplot()
     makespan = metrics.makespan
@@ -179,6 +198,7 @@ def figure_utilisation(inst: PlacementInstance, solution: dict[str, Any], *, bin
     from opt.app.plots.common import _pyplot
     from opt.placement.utilisation import busy_profile
 
+    window = check_window(window)
     rep = utilisation(inst, solution)
     plt = _pyplot()
     if window is not None and window[1] < 0:

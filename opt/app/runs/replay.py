@@ -161,6 +161,8 @@ def generate_trace(n: int = PAPER_REQUESTS, *, mean_input: float = PAPER_MEAN_IN
         if not isinstance(value, (int, float)) or not 1 <= value <= cap:
             raise InputError(f"{name} must be in [1, {cap}], got {value!r}", field=name)
     _check_scale(time_scale)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be an integer ≥ 0, got {seed!r}", field="seed")
     rng = np.random.default_rng(seed)
     gaps = rng.gamma(burstiness, 1.0 / (rate_per_s * burstiness), size=n)
     gaps[0] = 0.0
