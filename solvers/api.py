@@ -32,6 +32,9 @@ if TYPE_CHECKING:  # imported when a serving instance is solved (issue 20 item 5
 
 #: largest seed: CP-SAT's and HiGHS' random seeds are 31-bit non-negative integers
 MAX_SEED = 2**31 - 1
+#: most solver threads of one solve: far beyond the cores of any machine the tools run on
+#: (CP-SAT refuses some larger counts as MODEL_INVALID; HiGHS caps its own threads)
+MAX_WORKERS = 256
 
 
 
@@ -50,8 +53,8 @@ def instance_problems(instance: Any) -> tuple[str, ...]:
 
 def check_options(time_limit: Any, num_workers: Any, seed: Any) -> None:
     """The common arguments: time_limit a finite number > 0 seconds or None (no limit),
-    num_workers an integer ≥ 1, seed an integer in 0..MAX_SEED (InputError naming the
-    argument)."""
+    num_workers an integer in 1..MAX_WORKERS, seed an integer in 0..MAX_SEED (InputError
+    naming the argument)."""
     def is_int(v: Any) -> bool:
         return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
@@ -60,9 +63,9 @@ def check_options(time_limit: Any, num_workers: Any, seed: Any) -> None:
                                    or not math.isfinite(time_limit) or not time_limit > 0):
         raise InputError(f"time_limit must be a finite number > 0 seconds or None (no "
                          f"limit), got {time_limit!r}", field="time_limit")
-    if not is_int(num_workers) or num_workers < 1:
-        raise InputError(f"num_workers must be an integer ≥ 1, got {num_workers!r}",
-                         field="num_workers")
+    if not is_int(num_workers) or not 1 <= num_workers <= MAX_WORKERS:
+        raise InputError(f"num_workers must be an integer in 1..{MAX_WORKERS}, got "
+                         f"{num_workers!r}", field="num_workers")
     if not is_int(seed) or not 0 <= seed <= MAX_SEED:
         raise InputError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}",
                          field="seed")

@@ -125,16 +125,28 @@ def check_size(tasks_per_step: int, workload: Workload) -> None:
                          f"use at most {most:,} decode steps or fewer layers", field="decode")
 
 
+def check_tp(card: ModelCard, tp: int) -> None:
+    """``tp`` an integer in 1..the card's attention heads (a shard holds at least one head);
+    InputError naming ``tp``. Checked before anything is built."""
+    if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
+        raise InputError(f"tp must be an integer ≥ 1, got {tp!r}", field="tp")
+    if tp > card.heads:
+        raise InputError(f"tp must be at most the {card.heads} attention heads of model "
+                         f"'{card.name}' (a shard holds at least one head), got {tp}",
+                         field="tp")
+
+
 def check_options(card: ModelCard, opt: BuildOptions
                    ) -> tuple[int, Precision, tuple[str, ...]]:
     """(layers used, resolved precision, formats offered); raises InputError on a bad option."""
     n_layers = card.layers if opt.layers is None else opt.layers
     if not 1 <= n_layers <= card.layers:
         raise InputError(f"layers must be in 1..{card.layers}, got {opt.layers}", field="layers")
-    if opt.tp < 1:
-        raise InputError(f"tp must be ≥ 1, got {opt.tp}", field="tp")
-    if opt.block_span < 1:
-        raise InputError(f"block_span must be ≥ 1, got {opt.block_span}", field="block_span")
+    check_tp(card, opt.tp)
+    if isinstance(opt.block_span, bool) or not isinstance(opt.block_span, (int, np.integer)) \
+            or opt.block_span < 1:
+        raise InputError(f"block_span must be an integer ≥ 1, got {opt.block_span!r}",
+                         field="block_span")
     if opt.time_unit not in TIME_UNITS or opt.time_unit == "unit":
         raise InputError(f"time_unit must be one of ns, us, ms, s; got '{opt.time_unit}'",
                          field="time_unit")

@@ -26,6 +26,7 @@ import math
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -183,20 +184,31 @@ def with_budget(inst: PlacementInstance, budget_bytes: int | None) -> PlacementI
     return _view(inst, layout=dataclasses.replace(inst.layout, memory_budget=budget_bytes))
 
 
-def budget_from(inst: PlacementInstance, *, gb: float | None = None,
-                factor: float | None = None) -> int | None:
-    """A budget in bytes from ``gb`` (10⁹ bytes) or ``factor`` × the blocks' linear bytes;
-    at most the instance's largest byte count, ``MAX_BYTES`` (InputError naming the option)."""
+def check_budget(gb: float | None = None, factor: float | None = None) -> None:
+    """The memory-budget options on their own, before any instance is built: at most one of
+    ``gb`` (a finite number of 10⁹ bytes in [0, 2^53 bytes]) and ``factor`` (a finite number
+    ≥ 0); InputError naming ``budget_gb`` / ``budget_factor``."""
     if gb is not None and factor is not None:
         raise InputError("give a memory budget in GB or as a factor, not both",
                          field="memory_budget")
+    for field, value, what in (("budget_gb", gb, "memory budget must be ≥ 0 GB"),
+                               ("budget_factor", factor, "budget factor must be ≥ 0")):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Real)
+                                  or not math.isfinite(value) or value < 0):
+            raise InputError(f"{what}, got {value!r}", field=field)
     if gb is not None:
-        if not math.isfinite(gb) or gb < 0:
-            raise InputError(f"memory budget must be ≥ 0 GB, got {gb}", field="budget_gb")
+        _budget_bytes(gb * 1e9, "budget_gb", gb)
+
+
+def budget_from(inst: PlacementInstance, *, gb: float | None = None,
+                factor: float | None = None) -> int | None:
+    """A budget in bytes from ``gb`` (10⁹ bytes) or ``factor`` × the blocks' linear bytes
+    (:func:`check_budget`); at most the instance's largest byte count, ``MAX_BYTES``
+    (InputError naming the option)."""
+    check_budget(gb, factor)
+    if gb is not None:
         return _budget_bytes(gb * 1e9, "budget_gb", gb)
     if factor is not None:
-        if not math.isfinite(factor) or factor < 0:
-            raise InputError(f"budget factor must be ≥ 0, got {factor}", field="budget_factor")
         return _budget_bytes(factor * int(inst.block_bytes.sum()), "budget_factor", factor)
     return None
 

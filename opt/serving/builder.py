@@ -47,6 +47,7 @@ state), attributed to the ``attn`` op that reads it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,6 +55,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from opt.common.errors import InputError
+from opt.common.jsonio import json_bytes
 from opt.common.units import dtype_bytes, seconds_to_ticks
 from opt.costlib.gpu_calib import GpuCalibration
 from opt.costlib.hardware import Catalog
@@ -68,6 +70,7 @@ from opt.serving.instance import (
     ServingInstance,
     ServingOp,
     microbatch_sizes_for,
+    serving_instance_from_dict,
 )
 from opt.serving.kernel_cost import (
     DEFAULT_GPU_COST,
@@ -373,7 +376,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     tok_busy = ticks(mb_arr[None, :] * TOKEN_ID_BYTES / bw[:, None])
     lat = ticks(np.array([n.latency_s for n in nets]))
     embed_w = card.vocab * card.hidden * p.w
-    return ServingInstance(
+    return as_read(ServingInstance(
         model=card.name, layers=card.layers, block_layers=period, ops=tuple(ops),
         embed_weight_bytes=int(embed_w), lm_head_weight_bytes=int(embed_w),
         tied_embeddings=card.tied_embeddings, gpus=gpus, network=slowest,
@@ -393,7 +396,19 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
               "gpu_networks": {k: link.to_dict() for k, link in own.items()},
               "crossing_rule": CROSSING_RULE, "unmeasured_gpu": unmeasured_gpu,
               **coster.provenance(),
-              **({"measurements": coster.measurements_meta()} if measurements else {})})
+              **({"measurements": coster.measurements_meta()} if measurements else {})}))
+
+
+def as_read(inst: ServingInstance) -> ServingInstance:
+    """``inst`` as its file reads back (:func:`serving_instance_from_dict` on its JSON): the
+    builder never returns an instance its reader refuses (InputError naming the field the
+    reader names, prefixed by what was built)."""
+    try:
+        return serving_instance_from_dict(json.loads(json_bytes(inst.to_dict())),
+                                          source="<built serving instance>")
+    except InputError as exc:
+        raise InputError(f"the built instance is not a valid serving instance: {exc.detail}",
+                         field=exc.field) from None
 
 
 #: The network of a stage-boundary crossing (problems.md §3.1 "Network model"; OpWeave App.

@@ -104,6 +104,21 @@ class ServingOp:
                 "out_bytes_per_request": self.out_bytes_per_request}
 
 
+#: largest GPU / owner / replica / microbatch limit of a search grid
+MAX_GRID_LIMIT = 2 ** 31 - 1
+#: largest per-replica batch value of a search grid (requests): durations of a microbatch stay
+#: far inside the latency tables' 2^48 ticks
+MAX_GRID_BATCH = 1 << 20
+
+
+def _check_grid_int(name: str, value: Any, high: int) -> None:
+    """InputError naming ``name`` unless ``value`` is an integer in 1..``high``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not 1 <= value <= high:
+        raise InputError(f"{name} must be an integer in 1..{high:,}, got {value!r}",
+                         field=name)
+
+
 @dataclass(frozen=True)
 class ServingGrid:
     """Search limits (OpWeave §6): GPUs in total, owners (device-group types) K, replicas per
@@ -114,6 +129,21 @@ class ServingGrid:
     max_replicas: int = 4
     max_microbatches: int = 4
     batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+    def __post_init__(self) -> None:
+        """Every limit an integer in 1..MAX_GRID_LIMIT, ``batches`` one or more integers in
+        1..MAX_GRID_BATCH (stored as a tuple): the rule of the builder and of the reader alike
+        (InputError naming the field, e.g. ``max_owners`` or ``batches[2]``)."""
+        for name in ("max_gpus", "max_owners", "max_replicas", "max_microbatches"):
+            _check_grid_int(name, getattr(self, name), MAX_GRID_LIMIT)
+        batches = self.batches
+        if isinstance(batches, (str, bytes)) or not hasattr(batches, "__len__") \
+                or not len(batches):
+            raise InputError(f"batches must be one or more integers in 1..{MAX_GRID_BATCH:,}, "
+                             f"got {batches!r}", field="batches")
+        for i, b in enumerate(batches):
+            _check_grid_int(f"batches[{i}]", b, MAX_GRID_BATCH)
+        object.__setattr__(self, "batches", tuple(int(b) for b in batches))
 
     def to_dict(self) -> dict[str, Any]:
         return {"max_gpus": self.max_gpus, "max_owners": self.max_owners,
@@ -539,9 +569,14 @@ def _read_grid(g: Fields) -> ServingGrid:
     batches = _int_list(g, "batches", list(ServingGrid.batches))
     if not batches or any(b < 1 for b in batches):
         raise g.error("batches", f"expected positive batch sizes, got {list(batches)}")
-    return ServingGrid(g.int("max_gpus", 32, minimum=1), g.int("max_owners", 3, minimum=1),
-                       g.int("max_replicas", 4, minimum=1),
-                       g.int("max_microbatches", 4, minimum=1), tuple(sorted(set(batches))))
+    try:  # the builder's rule (ServingGrid.__post_init__), errors naming this file's field
+        return ServingGrid(g.int("max_gpus", 32, minimum=1), g.int("max_owners", 3, minimum=1),
+                           g.int("max_replicas", 4, minimum=1),
+                           g.int("max_microbatches", 4, minimum=1), tuple(sorted(set(batches))))
+    except InputError as exc:
+        if exc.source is not None:
+            raise
+        raise g.error(exc.field or "", exc.detail) from None
 
 
 def read_serving_instance(path: str | Path) -> ServingInstance:

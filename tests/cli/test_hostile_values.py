@@ -220,3 +220,107 @@ def test_a_symlinked_output_is_written_through(capsys, tmp_path):
     link.symlink_to(real)
     assert run(capsys, *BUILD, "-o", link)[0] == 0
     assert link.is_symlink() and json.loads(real.read_text())["problem"] == "placement"
+
+
+# ---- row: builders validate their options with the readers' rules -----------------------------
+
+@pytest.mark.parametrize("option", ["--max-owners", "--max-microbatches", "--max-gpus",
+                                    "--max-replicas"])
+def test_serving_grid_limits_are_refused_before_writing(capsys, tmp_path, option):
+    out = tmp_path / "s.json"
+    one_line_error(*run(capsys, *SERVING, option, "0", "-o", out)[::2], option, "'0'")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("field,value", [("max_owners", 0), ("max_microbatches", 0),
+                                         ("max_gpus", -1), ("max_replicas", 2 ** 40),
+                                         ("batches", ()), ("batches", (1, 2 ** 21))])
+def test_serving_grid_is_checked_alike_by_builder_and_reader(field, value):
+    from opt.serving.instance import ServingGrid, serving_instance_from_dict
+
+    with pytest.raises(InputError) as exc:
+        ServingGrid(**{field: value})
+    assert exc.value.field.startswith(field)
+    import instances
+
+    doc = instances.load("p3-tiny-gemma-a100-l40s").to_dict()
+    doc["grid"][field] = list(value) if isinstance(value, tuple) else value
+    with pytest.raises(InputError) as exc:
+        serving_instance_from_dict(json.loads(json.dumps(doc)), source="x.json")
+    assert exc.value.source == "x.json" and exc.value.field.startswith(f"grid.{field}")
+
+
+def test_api_build_serving_names_the_grid_field():
+    from opt.api import build_serving
+
+    for field, value in (("max_gpus", -1), ("max_owners", 0), ("max_microbatches", 0)):
+        with pytest.raises(InputError) as exc:
+            build_serving(model="llama-2-7b", gpus="H100", context=1024, slo_ms=60,
+                          **{field: value})
+        assert exc.value.field == field, exc.value
+
+
+def test_the_serving_builder_returns_what_its_reader_reads(monkeypatch):
+    from opt.costlib.hardware import load_catalog
+    from opt.costlib.modelcard import load_cards
+    from opt.serving import builder
+    from opt.serving.builder import ServingWorkload, build_serving_plan
+
+    monkeypatch.setattr(builder, "microbatch_sizes_for", lambda *_a: ())  # a broken table
+    with pytest.raises(InputError, match="microbatch_sizes|model.ops"):
+        build_serving_plan(load_cards()["llama-2-7b"], load_catalog(), ["H100"],
+                           ServingWorkload(1024, 0.06), gpu_cost="roofline")
+
+
+def test_tp_is_checked_against_the_model_before_building(capsys, tmp_path, monkeypatch):
+    from opt.placement import builder
+
+    def no_build(*_a, **_k):
+        raise AssertionError("built before checking tp")
+
+    monkeypatch.setattr(builder, "platform_devices", no_build)
+    line = one_line_error(*run(capsys, *BUILD, "--tp", "1024", "-o", tmp_path / "t.json")[::2],
+                          "tp", "1024", "heads")
+    assert "time_unit" not in line
+
+
+def test_num_workers_is_capped(capsys):
+    from solvers.api import MAX_WORKERS, check_options
+
+    one_line_error(*run(capsys, "solve", "sinnen-Nodes_10_Random-p2", "--method", "heft",
+                        "--num-workers", "100000")[::2], "num_workers", "100000")
+    with pytest.raises(InputError, match="num_workers"):
+        check_options(1.0, MAX_WORKERS + 1, 0)
+    check_options(1.0, MAX_WORKERS, 0)
+
+
+# ---- row: sweeps check their options first, and an all-ERROR sweep is not a success ---------
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--budget-gb", "-1"], "budget_gb"), (["--budget-factor", "nan"], "budget_factor"),
+    (["--budget-gb", "1e300"], "budget_gb"), (["--time-limit", "inf"], "time_limit"),
+    (["--num-workers", "0"], "num_workers"), (["--seed", "-1"], "seed"),
+    (["--tp", "4096"], "tp"),
+])
+def test_sweep_layout_refuses_bad_options_before_any_work(capsys, tmp_path, monkeypatch, argv,
+                                                          needle):
+    from opt.app.runs import sweep
+
+    monkeypatch.setattr(sweep, "_run", lambda *a, **k: pytest.fail("sweep started"))
+    one_line_error(*run(capsys, "sweep", "layout", "--out", tmp_path, *argv)[::2], needle)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_sweep_of_only_errors_exits_1(capsys, tmp_path, monkeypatch):
+    from opt.app.runs import sweep_calls
+    from opt.common.result import Result
+
+    monkeypatch.setattr(sweep_calls, "solve", lambda *a, **k: Result(
+        "placement", "pd", "ERROR", stats={"message": "it broke"}))
+    argv = ["sweep", "placement", "--models", MODEL, "--platforms", PLATFORM, "--prefill", "8",
+            "--decode", "1", "--layers", "1", "--methods", "pd", "--executor", "serial",
+            "--out", tmp_path]
+    code, _, err = run(capsys, *argv)
+    assert code == 1 and "every one of the 1 records is ERROR" in err, err
+    monkeypatch.undo()
+    assert run(capsys, *argv)[0] == 0  # ERROR records are retried: now solved

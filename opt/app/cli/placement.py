@@ -35,7 +35,9 @@ def placement_from_args(args: argparse.Namespace):
     ``opt.api.build_placement``'s keywords)."""
     from opt.placement.build_options import BuildOptions, Workload
     from opt.placement.builder import build_placement
+    from opt.placement.layout import check_budget
 
+    check_budget(getattr(args, "budget_gb", None), getattr(args, "budget_factor", None))
     cat, crds = catalog(args), cards(args)
     inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
                            Workload(args.prefill, args.decode, args.batch),

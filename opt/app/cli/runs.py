@@ -36,6 +36,18 @@ def _print_sweep_footer(done, out: Path) -> None:
           f"(rerun resumes; --fresh recomputes)")
 
 
+def sweep_exit(records: list[dict], out: Path) -> int:
+    """The exit code of a sweep: 1, with one line on stderr, when it has records and every one
+    is ERROR (nothing was solved: never a silent success); else 0."""
+    if not records or any(r.get("status") != "ERROR" for r in records):
+        return 0
+    first = next((r.get("error") or r.get("message") for r in records
+                  if r.get("error") or r.get("message")), None)
+    print(f"hetopt: every one of the {len(records)} records is ERROR"
+          f"{f' (the first: {first})' if first else ''}; records in {out}/", file=sys.stderr)
+    return 1
+
+
 def _run_grid_sweep(args: argparse.Namespace, out: Path, solve_one, cat, crds):
     """``run_sweep`` over the workload grid × methods of a placement / layout sweep."""
     from opt.app.runs.sweep import Progress, grid, run_sweep
@@ -72,7 +84,7 @@ def cmd_sweep_placement(args: argparse.Namespace) -> int:
     else:
         print(render(records))
         _print_sweep_footer(done, out)
-    return 0
+    return sweep_exit(records, out)
 
 
 def cmd_sweep_layout(args: argparse.Namespace) -> int:
@@ -102,7 +114,7 @@ def cmd_sweep_layout(args: argparse.Namespace) -> int:
     else:
         print(render_layout(records))
         _print_sweep_footer(done, out)
-    return 0
+    return sweep_exit(records, out)
 
 
 def cmd_sweep_serving(args: argparse.Namespace) -> int:
@@ -134,7 +146,7 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
     else:
         print(render(records))
         _print_sweep_footer(done, out)
-    return 0
+    return sweep_exit(records, out)
 
 
 # ---- bench / replay / scaling ---------------------------------------------------------------

@@ -368,10 +368,10 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
 
 
 def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
-                    layers: int | None) -> None:
-    """Fail on a bad model, platform, workload or ``layers`` before hours of solving, not in
-    the middle (:class:`InputError` naming it)."""
-    from opt.placement.build_options import Workload
+                    layers: int | None, tp: int = 1) -> None:
+    """Fail on a bad model, platform, workload, ``layers`` or ``tp`` before hours of solving,
+    not in the middle (:class:`InputError` naming it)."""
+    from opt.placement.build_options import Workload, check_tp
 
     for wl in workloads:
         card = cards[wl.model]
@@ -380,6 +380,7 @@ def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
         if layers is not None and not 1 <= layers <= card.layers:
             raise InputError(f"layers must be in 1..{card.layers} for model '{card.name}', "
                              f"got {layers}", field="layers")
+        check_tp(card, tp)
 
 
 def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
@@ -397,9 +398,7 @@ def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: P
     Llama-2-70B, :data:`opt.placement.build_options.PAPER_PRECISION`), fp16 otherwise."""
     methods = _unique(methods)
     solve = SolveCall() if solve is None else solve
-    check_workloads(workloads, catalog=catalog, cards=cards, layers=layers)
-    if tp < 1:
-        raise InputError(f"tp must be ≥ 1, got {tp}", field="tp")
+    check_workloads(workloads, catalog=catalog, cards=cards, layers=layers, tp=tp)
     with aborting(progress):
         return _run(workloads, methods, Path(out), solve, catalog, cards, layers, tp, resume,
                     progress, executor or SerialExecutor(), paper_precision)

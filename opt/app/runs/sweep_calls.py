@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opt.common.result import Result
-from solvers.api import solve
+from solvers.api import check_options, solve
 from solvers.registry import PROBLEMS, method_settings
 
 
@@ -36,6 +36,15 @@ class SolveCall:
     method_params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     budget_gb: float | None = None
     budget_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        """The options checked on construction, before a sweep solves anything
+        (:func:`solvers.api.check_options`, :func:`opt.placement.layout.check_budget`:
+        InputError naming the option)."""
+        from opt.placement.layout import check_budget
+
+        check_options(self.time_limit, self.num_workers, self.seed)
+        check_budget(self.budget_gb, self.budget_factor)
 
     def __call__(self, instance: Any, method: str) -> Result:
 
