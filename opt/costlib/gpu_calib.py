@@ -25,6 +25,7 @@ network topology, every other attention batch / prefill chunk) for the out-of-sa
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
+from scipy.stats import f as f_dist
 
 from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.latency import EfficiencyRoofline, Link
@@ -180,6 +182,32 @@ def split_held_out(rows: Sequence[Measurement]) -> tuple[list[Measurement], list
     return cal, held
 
 
+#: Parameters a class may leave out, and the value each is held at when the data do not
+#: determine it: ``eta_c = 1`` (the compute term binds nowhere it would not bind at the peak)
+#: and ``u_half = 0`` (no parallelism curve: ``g = 1``).
+NULL_VALUES = {"eta_c": 1.0, "u_half": 0.0}
+#: A parameter beyond ``t0_s`` and ``eta_m`` is fitted only when freeing it lowers the sum of
+#: squared log residuals significantly: the nested-model F-test at this level.
+F_TEST_LEVEL = 0.01
+#: The floor of the F-test's residual variance: no measured latency is more precise than
+#: 0.01 % (a noiseless table would make any floating-point gain look significant).
+MIN_LOG_NOISE = 1e-4
+#: A fit whose root-mean-square log residual exceeds this (a typical factor e ≈ 2.7 between
+#: model and measurement) is refused: the table is not this GPU's latencies (units?).
+MAX_RMS_LOG_RESIDUAL = 1.0
+#: A free parameter within this relative distance of a bound "ends at the bound": refused.
+BOUND_RTOL = 1e-3
+#: Box bounds of the class parameters (seconds, fractions of peak, work units) and the fixed
+#: multi-start grid (every combination is a start; the lowest cost wins, ties by grid order).
+CLASS_BOUNDS = {"t0_s": (1e-7, 1e-3), "eta_c": (1e-3, 1.0), "eta_m": (1e-3, 1.0),
+                "u_half": (1e-3, 1e4)}
+CLASS_STARTS = {"t0_s": (0.5,), "eta_c": (0.9, 0.3, 0.05), "eta_m": (0.8, 0.3),
+                "u_half": (0.5, 4.0, 32.0)}   # t0_s: × the smallest measured latency
+LINK_BOUNDS = {"latency_s": (1e-7, 1e-2), "bandwidth_bytes_per_s": (1e8, 1e13)}
+#: Optimiser tolerances: tight, so that the answer does not depend on the start.
+_TOL = {"ftol": 1e-12, "xtol": 1e-12, "gtol": 1e-12, "max_nfev": 2000}
+
+
 def _class_arrays(rows: Sequence[Measurement]) -> tuple[np.ndarray, ...]:
     f = np.array([m.flops or 0.0 for m in rows])
     b = np.array([m.bytes or 0.0 for m in rows])
@@ -190,7 +218,8 @@ def _class_arrays(rows: Sequence[Measurement]) -> tuple[np.ndarray, ...]:
 
 @dataclass(frozen=True)
 class ParamFit:
-    """A fitted parameter: value, relative standard error, bounds."""
+    """A parameter of a fit: value, relative standard error (None: held), bounds, whether
+    the data determine it (fitted) and, for a held one, why."""
 
     name: str
     value: float
@@ -198,62 +227,209 @@ class ParamFit:
     lower: float
     upper: float
     determined: bool = True
+    note: str = ""
 
 
-def _fit(resid: Callable[[np.ndarray], np.ndarray], x0: Sequence[float], lo: Sequence[float],
-         hi: Sequence[float]) -> tuple[np.ndarray, list[float | None]]:
-    """Least squares in log parameters; (values, relative standard errors)."""
-    lx0 = np.log(np.clip(x0, lo, hi))
-    run = least_squares(lambda lx: resid(np.exp(lx)), lx0, bounds=(np.log(lo), np.log(hi)),
-                        method="trf")
-    n, p = len(run.fun), len(lx0)
-    errs: list[float | None] = [None] * p
-    if n > p:
-        s2 = float(np.sum(run.fun ** 2)) / (n - p)
-        cov = s2 * np.linalg.pinv(run.jac.T @ run.jac)
-        errs = [float(math.sqrt(max(cov[i, i], 0.0))) for i in range(p)]  # d ln x = dx/x
-    for i in range(p):   # a term that binds at no point: the points do not determine it
-        if float(np.linalg.norm(run.jac[:, i])) < 1e-9:
-            errs[i] = None
-    return np.exp(run.x), errs
+@dataclass(frozen=True)
+class ClassFit:
+    """One fitted class: its parameters, each :class:`ParamFit`, the condition number of the
+    Jacobian of the log residuals in the log of the free parameters, the root-mean-square
+    log residual and the number of rows."""
+
+    params: ClassParams
+    fits: tuple[ParamFit, ...]
+    condition: float
+    rms_log_residual: float
+    n: int
+
+    def identifiability(self) -> dict[str, Any]:
+        """The JSON record of which parameters the data determine (docs/measurements.md)."""
+        return {"n": self.n, "condition": self.condition,
+                "rms_log_residual": self.rms_log_residual,
+                "free": [p.name for p in self.fits if p.determined],
+                "held": {p.name: {"value": p.value, "why": p.note}
+                         for p in self.fits if not p.determined}}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One least-squares solution: free names, values (all parameters), cost, Jacobian."""
+
+    free: tuple[str, ...]
+    values: dict[str, float]
+    ssr: float
+    jac: np.ndarray
+    resid: np.ndarray
+
+
+def _solve(resid: Callable[[dict[str, float]], np.ndarray], free: Sequence[str],
+           fixed: Mapping[str, float], bounds: Mapping[str, tuple[float, float]],
+           starts: Sequence[Sequence[float]]) -> _Run:
+    """The lowest-cost least-squares run (in the log of the free parameters) over ``starts``
+    (in grid order; a later start wins only by a cost lower by more than 1e-12 relative)."""
+    lo = np.log([bounds[n][0] for n in free])
+    hi = np.log([bounds[n][1] for n in free])
+
+    def values(lx: np.ndarray) -> dict[str, float]:
+        return {**fixed, **{n: float(v) for n, v in zip(free, np.exp(lx))}}
+
+    best = None
+    for x0 in starts:
+        lx0 = np.clip(np.log(np.asarray(x0, dtype=np.float64)), lo, hi)
+        run = least_squares(lambda lx: resid(values(lx)), lx0, bounds=(lo, hi), method="trf",
+                            **_TOL)
+        if best is None or run.cost < best.cost * (1.0 - 1e-12):
+            best = run
+    assert best is not None
+    return _Run(tuple(free), values(best.x), float(np.sum(best.fun ** 2)),
+                np.asarray(best.jac, dtype=np.float64), np.asarray(best.fun))
+
+
+def _grid(free: Sequence[str], t0_scale: float) -> list[list[float]]:
+    """The fixed multi-start grid of ``free`` (:data:`CLASS_STARTS`)."""
+    axes = [[s * t0_scale for s in CLASS_STARTS[n]] if n == "t0_s" else list(CLASS_STARTS[n])
+            for n in free]
+    return [list(x) for x in itertools.product(*axes)]
+
+
+def _condition(jac: np.ndarray) -> float:
+    """The 2-norm condition number of ``jac`` (inf when a column is zero)."""
+    s = np.linalg.svd(jac, compute_uv=False)
+    return float(s[0] / s[-1]) if s.size and s[-1] > 0 else math.inf
+
+
+def _rel_std_errs(run: _Run) -> list[float]:
+    """Standard errors of the log of the free parameters (= relative standard errors):
+    cov = s²·(JᵀJ)⁻¹, s² = Σ r² / (n − p)."""
+    n, p = run.jac.shape
+    if n <= p:
+        return [math.inf] * p
+    cov = run.ssr / (n - p) * np.linalg.pinv(run.jac.T @ run.jac)
+    return [float(math.sqrt(max(cov[i, i], 0.0))) for i in range(p)]
+
+
+def _f_test(small: _Run, big: _Run, n: int) -> tuple[float, float]:
+    """(F statistic, critical value at :data:`F_TEST_LEVEL`) of ``big`` (one more free
+    parameter) against ``small``."""
+    dof = n - len(big.free)
+    if dof <= 0:
+        return 0.0, math.inf
+    drop = max(small.ssr - big.ssr, 0.0)
+    stat = drop / max(big.ssr / dof, MIN_LOG_NOISE ** 2)
+    return stat, float(f_dist.ppf(1.0 - F_TEST_LEVEL, 1, dof))
+
+
+def _select(resid: Callable[[dict[str, float]], np.ndarray], optional: Sequence[str],
+            n: int, t0_scale: float) -> tuple[_Run, dict[str, str]]:
+    """Forward selection: start from ``t0_s``, ``eta_m``; add the optional parameter that
+    lowers the residual most while its F-test passes. Returns the run and, for each optional
+    parameter left out, why."""
+    free = ["t0_s", "eta_m"]
+    held = {k: NULL_VALUES[k] for k in optional}
+
+    def fit(names: list[str]) -> _Run:
+        return _solve(resid, names, {k: v for k, v in held.items() if k not in names},
+                      CLASS_BOUNDS, _grid(names, t0_scale))
+
+    run = fit(free)
+    why: dict[str, str] = {}
+    while True:
+        left = [k for k in optional if k not in free]
+        if not left:
+            break
+        trials = [(fit(free + [k]), k) for k in left]
+        best, name = min(trials, key=lambda t: t[0].ssr)
+        stat, crit = _f_test(run, best, n)
+        if stat <= crit:
+            for trial, k in trials:
+                s, c = _f_test(run, trial, n)
+                drop = 100.0 * max(run.ssr - trial.ssr, 0.0) / max(run.ssr, 1e-300)
+                what = ("its term binds at no row" if drop < 1e-6 else
+                        f"freeing it lowers the squared log residual by {drop:.2g} %")
+                why[k] = (f"not determined by the data: {what} (F = {s:.3g} ≤ {c:.3g}, "
+                          f"{F_TEST_LEVEL:g} level); held at {NULL_VALUES[k]:g}")
+            break
+        free.append(name)
+        held.pop(name)
+        run = best
+    return run, why
+
+
+def _check_fit(run: _Run, bounds: Mapping[str, tuple[float, float]], where: str) -> None:
+    """Refuse a fit that ends at a bound of a free parameter or whose residual exceeds
+    :data:`MAX_RMS_LOG_RESIDUAL` (a held parameter is not "at a bound")."""
+    for name in run.free:
+        lo, hi = bounds[name]
+        v = run.values[name]
+        for side, b in (("lower", lo), ("upper", hi)):
+            if abs(math.log(v / b)) <= BOUND_RTOL:
+                raise InputError(
+                    f"the fit ends at the {side} bound {name} = {b:g}: the measured latencies "
+                    "are not this GPU's (their unit? the device?); refused", field=where)
+    rms = math.sqrt(run.ssr / max(len(run.resid), 1))
+    if rms > MAX_RMS_LOG_RESIDUAL:
+        raise InputError(
+            f"the fit misses the measured latencies by a factor {math.exp(rms):.3g} (rms log "
+            f"residual {rms:.3g} > {MAX_RMS_LOG_RESIDUAL:g}): the table is not this GPU's "
+            "(their unit? the device?); refused", field=where)
+
+
+def fit_class_detail(rows: Sequence[Measurement], op_class: str, peak: float, bw: float,
+                     where: str = "") -> ClassFit:
+    """Fit one class: ``t0_s`` and ``eta_m`` always; ``eta_c`` (and ``u_half`` for the
+    attention classes) only where the data determine them (:func:`_select`), else held at
+    :data:`NULL_VALUES` with the reason. Deterministic: a fixed multi-start grid, tight
+    tolerances. :class:`InputError` (field ``where``) when the fit ends at a bound or misses
+    the rows (:func:`_check_fit`)."""
+    f, b, u, y = _class_arrays(rows)
+    curve = op_class in ("attention", "attention_decode")
+    optional = ["eta_c"] + (["u_half"] if curve else [])
+    log_y = np.log(y)
+
+    def resid(v: dict[str, float]) -> np.ndarray:
+        p = ClassParams(v["t0_s"], v["eta_c"], v["eta_m"], v.get("u_half", 0.0))
+        return np.log(p.latency_s(f, b, u, peak, bw)) - log_y
+
+    run, why = _select(resid, optional, len(rows), float(np.min(y)))
+    _check_fit(run, CLASS_BOUNDS, where or op_class)
+    errs = dict(zip(run.free, _rel_std_errs(run)))
+    fits = []
+    for name in ["t0_s", "eta_c", "eta_m"] + (["u_half"] if curve else []):
+        lo, hi = CLASS_BOUNDS[name]
+        if name in run.free:
+            fits.append(ParamFit(name, run.values[name], errs[name], lo, hi))
+        else:
+            fits.append(ParamFit(name, NULL_VALUES[name], None, lo, hi, False, why[name]))
+    v = run.values
+    params = ClassParams(v["t0_s"], v["eta_c"], v["eta_m"], v.get("u_half", 0.0))
+    return ClassFit(params, tuple(fits), _condition(run.jac),
+                    math.sqrt(run.ssr / len(rows)), len(rows))
 
 
 def fit_class(rows: Sequence[Measurement], op_class: str, peak: float, bw: float
               ) -> tuple[ClassParams, list[ParamFit]]:
-    """Fit one class: t0, η_c, η_m (and u_half for the attention classes)."""
-    f, b, u, y = _class_arrays(rows)
-    curve = op_class in ("attention", "attention_decode")
-    names = ["t0_s", "eta_c", "eta_m"] + (["u_half"] if curve else [])
-    lo = [1e-7, 1e-3, 1e-3] + ([1e-3] if curve else [])
-    hi = [1e-3, 1.0, 1.0] + ([1e4] if curve else [])
-    x0 = [5e-6, 0.6, 0.7] + ([4.0] if curve else [])
-
-    def model(x: np.ndarray) -> ClassParams:
-        return ClassParams(x[0], x[1], x[2], x[3] if curve else 0.0)
-
-    def resid(x: np.ndarray) -> np.ndarray:
-        return np.log(model(x).latency_s(f, b, u, peak, bw)) - np.log(y)
-
-    x, errs = _fit(resid, x0, lo, hi)
-    if errs[1] is None:   # the compute term binds at no point: held at 1 (never binding)
-        x[1] = 1.0
-    return model(x), [ParamFit(n, float(v), e, a, z, e is not None)
-                      for n, v, e, a, z in zip(names, x, errs, lo, hi)]
+    """:func:`fit_class_detail`'s parameters and per-parameter fits."""
+    cf = fit_class_detail(rows, op_class, peak, bw)
+    return cf.params, list(cf.fits)
 
 
-def fit_link(rows: Sequence[Measurement]) -> tuple[Link, list[ParamFit]]:
-    """``latency + bytes / bandwidth`` fitted to collective rows of one group."""
+def fit_link(rows: Sequence[Measurement], where: str = "") -> tuple[Link, list[ParamFit]]:
+    """``latency + bytes / bandwidth`` fitted to collective rows of one group (log residuals;
+    a fixed start grid); :class:`InputError` as :func:`fit_class_detail`."""
     b = np.array([m.bytes for m in rows], dtype=np.float64)
-    y = np.array([m.latency_s for m in rows])
+    log_y = np.log(np.array([m.latency_s for m in rows]))
 
-    def resid(x: np.ndarray) -> np.ndarray:
-        return np.log(x[0] + b / x[1]) - np.log(y)
+    def resid(v: dict[str, float]) -> np.ndarray:
+        return np.log(v["latency_s"] + b / v["bandwidth_bytes_per_s"]) - log_y
 
-    lo, hi = [1e-7, 1e8], [1e-2, 1e13]
-    x, errs = _fit(resid, [1e-5, 1e11], lo, hi)
-    link = Link(float(x[0]), float(x[1]), f"fitted to {len(rows)} measured sizes")
-    return link, [ParamFit(n, float(v), e, a, z)
-                  for n, v, e, a, z in zip(("latency_s", "bandwidth_bytes_per_s"), x, errs, lo, hi)]
+    names = ("latency_s", "bandwidth_bytes_per_s")
+    starts = list(itertools.product((1e-6, 1e-4), (1e10, 1e12)))
+    run = _solve(resid, names, {}, LINK_BOUNDS, starts)
+    _check_fit(run, LINK_BOUNDS, where or "link")
+    errs = _rel_std_errs(run)
+    link = Link(run.values[names[0]], run.values[names[1]],
+                f"fitted to {len(rows)} measured sizes")
+    return link, [ParamFit(n, run.values[n], e, *LINK_BOUNDS[n]) for n, e in zip(names, errs)]
 
 
 def collective_groups(rows: Sequence[Measurement], device: str

@@ -10,9 +10,9 @@ calibration's ``source`` say so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from opt.costlib.gpu_calib import (
     GpuCalibration,
     collective_groups,
     errors_pct,
-    fit_class,
+    fit_class_detail,
     fit_link,
     kernel_class,
     roofline_kernel_s,
@@ -32,6 +32,8 @@ from opt.costlib.gpu_calib import (
 )
 from opt.costlib.latency import EfficiencyRoofline, Link, ring_allreduce_s
 from opt.costlib.measured import MeasuredTable, Measurement
+
+_T = TypeVar("_T")
 
 
 def _err_row(name: str, n: int, before: tuple[float, float], after: tuple[float, float]
@@ -80,11 +82,23 @@ def _collective_errors(cal: GpuCalibration, rows: Sequence[Measurement], intra: 
     return out
 
 
+def _refit_in(table: MeasuredTable, fit: Callable[[], _T]) -> _T:
+    """``fit()``, its :class:`InputError` (a refused fit) naming the table."""
+    try:
+        return fit()
+    except InputError as exc:
+        raise InputError(exc.detail, source=table.path, field=exc.field) from None
+
+
 def calibrate_gpus(table: MeasuredTable, catalog: Any, gpus: Sequence[str] | None = None
                    ) -> tuple[list[GpuCalibration], dict[str, Any]]:
     """Fit every GPU of ``table`` (or ``gpus``) on the calibration rows; the report has the
     parameters with standard errors and the errors per class on both sets."""
     rows = table_of(table)
+    if not any(kernel_class(m) is not None for m in rows):
+        raise InputError("no GPU kernel rows (gemm, attention, norm, activation or element-wise "
+                         "kinds with flops and bytes) to calibrate", source=table.path,
+                         field="op_kind")
     cal_rows, held_rows = split_held_out(rows)
     names = sorted({m.device for m in rows}) if gpus is None else list(gpus)
     fitted: dict[str, dict[str, ClassParams]] = {}
@@ -98,9 +112,11 @@ def calibrate_gpus(table: MeasuredTable, catalog: Any, gpus: Sequence[str] | Non
             sel = [m for m in cal_rows if m.device == dev.name and kernel_class(m) == c]
             if len(sel) < 6:
                 continue
-            p, fits = fit_class(sel, c, dev.peak_flops, dev.mem_bw_bytes_per_s)
-            fitted[dev.name][c] = p
-            params[dev.name][c] = {"n": len(sel), "params": [asdict(f) for f in fits]}
+            cf = _refit_in(table, lambda: fit_class_detail(
+                sel, c, dev.peak_flops, dev.mem_bw_bytes_per_s, f"{dev.name}.{c}"))
+            fitted[dev.name][c] = cf.params
+            params[dev.name][c] = {"n": len(sel), "params": [asdict(f) for f in cf.fits],
+                                   "identifiability": cf.identifiability()}
     donor = next((g for g in fitted if "attention_decode" in fitted[g]), None)
     cals: list[GpuCalibration] = []
     gpus_report: dict[str, Any] = {}
@@ -119,7 +135,7 @@ def calibrate_gpus(table: MeasuredTable, catalog: Any, gpus: Sequence[str] | Non
         links: dict[str, Link] = {}
         ar: dict[int, Link] = {}
         for (kind, key), sel in sorted(collective_groups(cal_rows, dev.name).items()):
-            link, fits = fit_link(sel)
+            link, fits = _refit_in(table, lambda: fit_link(sel, f"{name}.{kind} {key}"))
             params[name][f"{kind} {key}"] = {"n": len(sel), "params": [asdict(f) for f in fits]}
             if kind == "all_reduce":
                 ar[int(key[1:])] = link
@@ -145,10 +161,16 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"== {gpu}" + (f" ({'; '.join(r['notes'])})" if r["notes"] else ""))
         for c, p in r["params"].items():
             vals = "  ".join(f"{q['name']}={q['value']:.4g}"
-                             + (" (not determined: binds at no point; held)" if q["rel_std_err"]
-                                is None else f" (±{q['rel_std_err'] * 100:.1f} %)")
+                             + (" (held)" if q["rel_std_err"] is None
+                                else f" (±{q['rel_std_err'] * 100:.1f} %)")
                              for q in p["params"])
-            lines.append(f"  {c:18s} n={p['n']:<5d} {vals}")
+            ident = p.get("identifiability")
+            extra = (f"  cond {ident['condition']:.3g}, rms log residual "
+                     f"{ident['rms_log_residual']:.3f}" if ident else "")
+            lines.append(f"  {c:18s} n={p['n']:<5d} {vals}{extra}")
+            for q in p["params"]:
+                if q.get("note"):
+                    lines.append(f"  {'':18s}   {q['name']}: {q['note']}")
         lines.append(f"  {'set':11s} {'class':18s} {'n':>5s}  |Δ| % before: median   max"
                      "   after: median   max")
         for label in ("calibration", "held_out"):

@@ -42,8 +42,10 @@ def test_the_donor_is_the_nearest_measured_gpu():
 
 
 def test_transfer_changes_the_l40s_kernels_and_the_optimum():
-    """Decode attention on the L40S at the A100's measured class (η_m 0.589 × the work-unit
-    curve) instead of the roofline's 0.80: slower, and the cheapest colocated plan costs more;
+    """Decode attention on the L40S at the A100's measured class (η_m 0.58) instead of the
+    roofline's 0.80: slower wherever the KV-cache read dominates (microbatches ≥ 32; at 16 on
+    TP 8 the launch costs weigh as much and the two agree within 1 %), and the cheapest
+    colocated plan costs more;
     the provenance names the model and the donor; under ``roofline`` costs the option is
     inert."""
     tr, rf = _l40s("transfer"), _l40s("roofline")
@@ -53,7 +55,8 @@ def test_transfer_changes_the_l40s_kernels_and_the_optimum():
     assert rf.meta["gpu_models"]["L40S"]["model"] == "roofline"
     assert tr.meta["unmeasured_gpu"] == "transfer" and rf.meta["unmeasured_gpu"] == "roofline"
     attn = [o.kind for o in tr.ops].index("attn")
-    assert (tr.op_duration[:, :, attn] > rf.op_duration[:, :, attn]).all()
+    t_tr, t_rf = tr.op_duration[:, :, attn], rf.op_duration[:, :, attn]
+    assert (t_tr[:, 1:] > t_rf[:, 1:]).all() and (t_tr > 0.99 * t_rf).all()
     a = search(tr, baseline_sequences(tr, "col"))
     b = search(rf, baseline_sequences(rf, "col"))
     assert a.cost_usd_per_token > b.cost_usd_per_token * 1.01
