@@ -7,9 +7,13 @@ Placement and layout schedules are checked by the independent validator
 layout's memory budget, the SLO), serving plans by the plan checker
 (:func:`opt.serving.checker.check_plan`). The objective is always recomputed: makespan (or the
 instance's objective) in ticks of its time unit, or dollars per million output tokens. A report
-is *invalid* when the solution breaks the instance, or when the result's own numbers — reported
+is *invalid* when the solution breaks the instance, when the result's own numbers — reported
 objective, gap, status against its lower bound (:func:`opt.common.result.claims_error`) — do
-not agree with the recomputed objective.
+not agree with the recomputed objective, when its status contradicts what it carries
+(:func:`opt.common.result.status_error`: OPTIMAL needs a solution and a lower bound equal to its
+objective, FEASIBLE a solution, INFEASIBLE and TIME_LIMIT_NO_SOLUTION none; an ERROR result is
+never valid), or when its problem does not fit its method or its schedule (a method the
+registry files under another problem; a ``placement`` result that changes a block's format).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from opt.common.errors import InputError
 from opt.common.fingerprint import fingerprint_error
-from opt.common.result import Result, Status, claims_error, gap_of
+from opt.common.result import Result, Status, claims_error, gap_of, status_error
 from opt.placement.instance import PlacementInstance
 from opt.placement.schedule_error import ScheduleError
 from opt.placement.slo import objective_value, violations
@@ -70,8 +74,11 @@ def validate(instance: Any, result: Result) -> Validation:
     if mismatch:
         raise InputError(mismatch, field="instance_fingerprint")
     try:
+        _content(result)
         if result.solution is None:
             raise Invalid(f"no solution to validate (status {result.status})")
+        if result.problem == "placement":
+            _fixed_formats(instance, result.solution)
         objective, metrics, text = (_serving(instance, result, result.solution)
                                     if kind == "serving"
                                     else _placement(instance, result, result.solution))
@@ -88,6 +95,12 @@ def certify(instance: Any, result: Result) -> Result:
     ``stats["message"]`` (and ``stats["invalid"]`` True). A result without a solution keeps
     its status with objective and gap None. The status becomes a :class:`Status`."""
     result = replace(result, status=Status(result.status))
+    wrong = status_error(result.status, result.solution is not None, result.lower_bound) \
+        if result.status != Status.ERROR else None
+    if wrong:  # a back end's bug: say so rather than pass a result validate refuses
+        return replace(result, status=Status.ERROR, objective=None, gap=None,
+                       stats={**result.stats, "message": f"invalid result: {wrong}",
+                              "invalid": True})
     if result.lower_bound is not None and result.lower_bound < 0:
         # every objective is a duration or a cost ≥ 0, so 0 is the better bound (CP-SAT
         # reported −8.3e7 for decode_time on a model without decode steps)
@@ -149,6 +162,37 @@ def _certify_serving(inst: Any, result: Result, solution: dict[str, Any]
     return value, {**result.stats, "t_rtt_ms": met.t_rtt_s * 1e3, "bottleneck": met.bottleneck,
                    "gpus": met.gpus, "stages_per_token": met.stages_per_token,
                    "checker": "valid"}
+
+
+def _content(res: Result) -> None:
+    """The status against what the result carries (:func:`opt.common.result.status_error`;
+    an ERROR result is never valid) and the method against the problem (a method the registry
+    knows solves that problem)."""
+    if res.status == Status.ERROR:
+        raise Invalid(f"status ERROR: {res.stats.get('message') or 'the method failed'}")
+    wrong = status_error(res.status, res.solution is not None, res.lower_bound)
+    if wrong:
+        raise Invalid(wrong)
+    from solvers.registry import methods
+
+    known = sorted({m.problem for m in methods() if m.name == res.method})
+    if known and res.problem not in known:
+        raise Invalid(f"method '{res.method}' solves {' or '.join(known)}, not {res.problem}: "
+                      f"the result's problem or method is wrong")
+
+
+def _fixed_formats(inst: PlacementInstance, solution: dict[str, Any]) -> None:
+    """A ``placement`` (P1) result stores every block in its instance format: choosing the
+    formats is the layout problem."""
+    formats = solution.get("formats") or {}
+    if not isinstance(formats, dict):
+        return  # the validator names the malformed field
+    index = inst.block_index
+    for bid, fmt in formats.items():
+        if bid in index and fmt != inst.block_format[index[bid]]:
+            raise Invalid(f"a placement result keeps each block's format, but block "
+                          f"'{bid}' is in {fmt!r} (its format is "
+                          f"'{inst.block_format[index[bid]]}'): this is a layout result")
 
 
 def _family(problem: str) -> str:

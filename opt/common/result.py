@@ -3,7 +3,8 @@
 ``objective`` is always recomputed from ``solution`` by the validator (never copied from a
 solver); ``lower_bound`` is a proven bound or None; ``gap = (objective − lower_bound)/objective``;
 ``instance_fingerprint`` (:mod:`opt.common.fingerprint`) names the instance the result was
-computed on. :func:`claims_error` is the one status/bound consistency rule every reader applies.
+computed on. :func:`claims_error` is the one status/bound consistency rule every reader applies;
+:func:`status_error` the rule of a status against the result's content.
 """
 
 from __future__ import annotations
@@ -147,6 +148,29 @@ def claims_error(status: str, objective: float | None, lower_bound: float | None
     if status == "OPTIMAL" and objective - lower_bound > OPTIMAL_RTOL * scale:
         return (f"status OPTIMAL but the lower bound {lower_bound:g} is below the objective "
                 f"{objective:g} (gap {gap_of(objective, lower_bound):.3g})")
+    return None
+
+
+#: What each status says about a result's content (problems.md §0); :func:`status_error`
+#: applies it. ``OPTIMAL``: a solution and a lower bound equal to its objective;
+#: ``FEASIBLE``: a solution; ``INFEASIBLE`` / ``TIME_LIMIT_NO_SOLUTION``: no solution;
+#: ``ERROR``: the method failed, nothing it carries holds.
+WITH_SOLUTION = ("OPTIMAL", "FEASIBLE")
+WITHOUT_SOLUTION = ("INFEASIBLE", "TIME_LIMIT_NO_SOLUTION")
+
+
+def status_error(status: str, has_solution: bool, lower_bound: float | None) -> str | None:
+    """Why a result's status contradicts what it carries (None when they agree): OPTIMAL and
+    FEASIBLE need a solution, INFEASIBLE and TIME_LIMIT_NO_SOLUTION must carry none, OPTIMAL
+    needs a lower bound (:func:`claims_error` then checks it equals the objective)."""
+    if status in WITH_SOLUTION and not has_solution:
+        return f"status {status} but no solution"
+    if status in WITHOUT_SOLUTION and has_solution:
+        return (f"status {status} but the result carries a solution (a result with one is "
+                f"FEASIBLE or OPTIMAL)")
+    if status == "OPTIMAL" and lower_bound is None:
+        return ("status OPTIMAL but no lower bound: optimality is a proven lower bound equal "
+                "to the objective")
     return None
 
 

@@ -120,3 +120,68 @@ def test_claims_error_rules():
     assert "exceeds" in claims_error("FEASIBLE", 10.0, 10.1)
     assert "no objective" in claims_error("FEASIBLE", None, None)
     assert "finite" in claims_error("FEASIBLE", float("nan"), None)
+
+
+@pytest.fixture(scope="module")
+def pd_result(tmp_path_factory):
+    """A PD (static heuristic) schedule as written by solve: FEASIBLE with a certified bound
+    below its makespan."""
+    path = tmp_path_factory.mktemp("pd") / "pd.json"
+    solve(instances.load(PLACEMENT), "pd", time_limit=10).write(path)
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"status": "OPTIMAL", "lower_bound": None, "gap": None},
+     "status OPTIMAL but no lower bound"),
+    ({"status": "INFEASIBLE"}, "status INFEASIBLE but the result carries a solution"),
+    ({"status": "TIME_LIMIT_NO_SOLUTION"},
+     "status TIME_LIMIT_NO_SOLUTION but the result carries a solution"),
+    ({"status": "ERROR", "stats": {"message": "out of memory"}}, "status ERROR: out of memory"),
+    ({"problem": "layout"}, "method 'pd' solves placement, not layout"),
+])
+def test_status_and_problem_must_match_the_content(capsys, tmp_path, pd_result, edit, message):
+    data = {**pd_result, **edit}
+    code, out, err = _run(capsys, tmp_path, PLACEMENT, data)
+    assert code == 1 and out == "" and err.count("\n") == 1 and message in err, err
+    code, out, _ = _run(capsys, tmp_path, PLACEMENT, data, "--json")
+    verdict = json.loads(out)
+    assert code == 1 and verdict["valid"] is False and message in verdict["error"]
+
+
+def test_a_placement_result_keeps_the_fixed_formats(capsys, tmp_path):
+    """A layout method's schedule (formats chosen) relabelled as a P1 result is invalid."""
+    name = "p1-llama-2-7b-hp32-p64-d2-l2"
+    path = tmp_path / "wla.json"
+    solve(instances.load(name), "bifocal/wla", time_limit=10).write(path)
+    data = json.loads(path.read_text())
+    assert _run(capsys, tmp_path, name, data)[0] == 0
+    relabelled = {**data, "problem": "placement", "method": "heft"}
+    code, _, err = _run(capsys, tmp_path, name, relabelled)
+    assert code == 1 and "a placement result keeps each block's format" in err, err
+
+
+def test_library_validate_reports_the_status_rule(pd_result):
+    from opt.common.result import result_from_dict
+    from solvers.certify import validate
+
+    res = result_from_dict({**pd_result, "status": "OPTIMAL", "lower_bound": None,
+                            "gap": None})
+    report = validate(instances.load(PLACEMENT), res)
+    assert report.valid is False and "no lower bound" in report.violations[0]
+
+
+@pytest.mark.parametrize("name, method", [
+    (PLACEMENT, "cpsat"), (PLACEMENT, "pd"), (PLACEMENT, "bifocal/wla"),
+    (PLACEMENT, "cpsat-layout"), ("p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", "cpsat"),
+    ("p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5", "bifocal/wla+dual"),
+    (SERVING, "enum"), (SERVING, "milp"), (SERVING, "afd"),
+])
+def test_what_solve_returns_validates(name, method):
+    from solvers.certify import validate
+
+    inst = instances.load(name)
+    res = solve(inst, method, time_limit=20)
+    assert res.status in ("OPTIMAL", "FEASIBLE")
+    report = validate(inst, res)
+    assert report.valid, report.violations

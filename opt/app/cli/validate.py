@@ -3,8 +3,10 @@
 Bad input — unreadable files, a result of the other problem kind, a result computed on another
 instance (its ``instance_fingerprint``) — is one line and exit 2. A result that reads but does
 not hold — a broken schedule or plan, a reported number that is not the recomputed one, a status
-or lower bound that contradicts the objective (:func:`opt.common.result.claims_error`) — is
-``invalid`` and exit 1. With ``--json`` the verdict is always JSON (``valid``, ``error``).
+or lower bound that contradicts the objective (:func:`opt.common.result.claims_error`), a status
+that contradicts the content (:func:`opt.common.result.status_error`; an ERROR result), a
+problem its method does not solve or a ``placement`` result that changes a block's format — is
+``invalid`` and exit 1, the rule in one line. With ``--json`` the verdict is always JSON (``valid``, ``error``).
 """
 
 from __future__ import annotations
