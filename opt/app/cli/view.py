@@ -80,8 +80,14 @@ def cmd_view(args: Any) -> int:
         if getattr(inst, "problem", "placement") == "serving":
             from opt.app.viewer.serving import serving_payload
 
-            header, blob = serving_payload(inst, res.solution, periods=args.periods,
-                                           title=args.title or f"{inst.model} · {res.method} plan")
+            try:
+                header, blob = serving_payload(inst, res.solution, periods=args.periods,
+                                               title=args.title
+                                               or f"{inst.model} · {res.method} plan")
+            except InputError as exc:  # the drawn periods' cap: name the option
+                if exc.field != "periods":
+                    raise
+                raise InputError(f"view: argument --periods: {exc.detail}") from None
         else:
             from opt.app.viewer.placement import placement_payload
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from opt.app.viewer.payload import Blob, segments
+from opt.common.errors import InputError
 from opt.serving.chain import token_chain
 from opt.serving.instance import ServingInstance
 from opt.serving.period import steady_round
@@ -64,14 +65,35 @@ def step_labels(inst: ServingInstance, plan: ServingPlan) -> tuple[list[str], li
     return short, long_
 
 
+#: The most periods a page draws (each adds ``cycle`` period markers and a copy of the jobs).
+MAX_PERIODS = 1000
+#: The most jobs a page draws over all its periods (about 50 bytes each in the page, a few
+#: hundred while it is built): the periods of a plan with many jobs per period are fewer.
+MAX_DRAWN_JOBS = 1_000_000
+
+
+def max_periods(jobs_per_period: int) -> int:
+    """The most periods drawn of a plan with ``jobs_per_period`` jobs in one period:
+    :data:`MAX_PERIODS`, fewer when they would draw more than :data:`MAX_DRAWN_JOBS` jobs
+    (at least 1)."""
+    return max(1, min(MAX_PERIODS, MAX_DRAWN_JOBS // max(1, jobs_per_period)))
+
+
 def serving_payload(inst: ServingInstance, solution: dict[str, Any] | ServingPlan, *,
                     periods: int = 3, title: str | None = None) -> tuple[dict[str, Any], Blob]:
     """Header and blob of a plan's steady-state pipeline view (module docstring). Raises
-    :class:`opt.serving.plan.PlanError` on a structurally invalid plan."""
+    :class:`opt.serving.plan.PlanError` on a structurally invalid plan, InputError (field
+    ``periods``) when ``periods`` is above :func:`max_periods` of the plan."""
     plan = plan_from_solution(inst, solution) if isinstance(solution, dict) else solution
     sr = steady_round(inst, plan)
     span = float(sr.cycle * sr.t_rtt)
     jobs = np.array(sr.jobs, dtype=np.int64).reshape(-1, 5)
+    cap = max_periods(len(jobs))
+    if int(periods) > cap:
+        raise InputError(f"{periods} periods: at most {cap:,} periods are drawn of this plan "
+                         f"({len(jobs):,} jobs per period; a page draws at most "
+                         f"{MAX_PERIODS:,} periods and {MAX_DRAWN_JOBS:,} jobs)",
+                         field="periods")
     reps = max(1, int(periods))
     res = np.tile(jobs[:, 0], reps)
     shift = np.repeat(np.arange(reps, dtype=np.float64) * span, len(jobs))
