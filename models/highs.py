@@ -10,6 +10,8 @@ from typing import Any
 
 import pyomo.environ as pyo
 
+from models.interrupt import interruptible
+
 #: HiGHS' complaint when a run asks for another thread count than the OS thread's pool has.
 SCHEDULER_CLASH = "scheduler has already been initialized"
 _LOG = logging.getLogger(__name__)
@@ -37,6 +39,18 @@ class LogCapture(logging.Handler):
         if msg.strip():
             self.lines.append(msg)
             _LOG.debug("highs: %s", msg)
+
+
+#: Pyomo's appsi HiGHS logger: it warns of the status HiGHS ends with when it was stopped
+APPSI_LOGGER = "pyomo.contrib.appsi.solvers.highs"
+
+
+class DropInterrupted(logging.Filter):
+    """Drops appsi's warning about HiGHS' ``kInterrupt`` status: a stop asked for by Ctrl-C
+    (:func:`models.interrupt.interruptible`), which is then raised as KeyboardInterrupt."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "kInterrupt" not in record.getMessage()
 
 
 def run_highs_once(model: pyo.ConcreteModel, highs_options: dict[str, Any],
@@ -69,7 +83,16 @@ def run_highs_once(model: pyo.ConcreteModel, highs_options: dict[str, Any],
         cfg.time_limit = max(0.0, deadline - time.perf_counter())
     cfg.warmstart = warmstart
     solver.highs_options = dict(highs_options)
-    res = solver.solve(model)
+    highs = solver._solver_model  # highspy.Highs: its interrupt callback polls cancelSolve
+    highs.HandleUserInterrupt = True
+    appsi_log = logging.getLogger(APPSI_LOGGER)
+    quiet = DropInterrupted()
+    appsi_log.addFilter(quiet)
+    try:
+        with interruptible(highs.cancelSolve):  # Ctrl-C: KeyboardInterrupt, not a result
+            res = solver.solve(model)
+    finally:
+        appsi_log.removeFilter(quiet)
     return solver, res, capture.lines
 
 

@@ -219,14 +219,14 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     pending = (start_bound(instance, worker=bound_worker)
                if not spec.exact and spec.problem == "placement"
                and instance.objective == "makespan" else None)
-    try:
+    try:  # Ctrl-C (KeyboardInterrupt, models.interrupt) while solving or waiting for the bound
         result = spec.backend(instance, options)
-    except BaseException:
+        if pending is not None:
+            _attach_pending_bound(result, pending)
+    except BaseException:  # no bound child outlives the call
         if pending is not None:
             pending.cancel()
         raise
-    if pending is not None:
-        _attach_pending_bound(result, pending)
     if limit is not None and "time_limit" in result.params:
         result.params["time_limit"] = limit  # the caller's limit, not what was left of it
     result.stats["warm_start"] = warm_name

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from models.interrupt import interruptible
 from models.options import SolveOptions
 from models.placement.formats import add_storage_budget, format_literals, storage_milli
 from opt.common.result import Result
@@ -717,6 +718,9 @@ def make_solver(params: dict[str, Any], options: SolveOptions, time_limit: float
             field.extend(value)
         else:
             setattr(sp, key, value)
+    # Ctrl-C is ours, not CP-SAT's: its own handler would end the search as if the time ran
+    # out (FEASIBLE); models.interrupt stops it and raises KeyboardInterrupt instead
+    sp.catch_sigint_signal = False
     return solver
 
 
@@ -740,7 +744,8 @@ def run_cpsat(cp: cp_model.CpModel, params: dict[str, Any], options: SolveOption
     if remaining is not None and not options.deterministic:
         remaining = max(1e-3, remaining - build_s)
     solver = make_solver(params, options, remaining)
-    code = solver.solve(cp)
+    with interruptible(solver.stop_search):  # Ctrl-C: KeyboardInterrupt, not a result
+        code = solver.solve(cp)
     status = _STATUS.get(code, "ERROR")
     solution = extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     lb = None

@@ -53,10 +53,12 @@ Parameters (``params``): the time limits above (seconds), ``config_search``, ``p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import itertools
 import math
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -65,6 +67,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from models.interrupt import interruptible
 from models.options import SolveOptions
 from models.placement.cpsat import PlacementCpSat, make_solver, ortools_version
 from opt.common.errors import InputError
@@ -219,6 +222,10 @@ class BlockBranching:
         self.stats = {"nodes": 0, "refuted": 0, "solved": 0, "retries": 0, "incumbents": 0,
                       "build_s": 0.0, "solve_s": 0.0,
                       "by_depth": {}, "incumbent_trace": []}  # [s, makespan, nodes]
+        # the node solvers running in the pool's threads, stopped together at Ctrl-C
+        self.running: set[cp_model.CpSolver] = set()
+        self.halted = False
+        self.running_lock = threading.Lock()
         initial = options.initial_solution
         if initial is not None and not initial.get("evictions"):
             self._offer(initial, from_search=False)  # (the search is eviction-free)
@@ -316,7 +323,15 @@ class BlockBranching:
         if deadline is not None:
             time_limit = max(0.0, min(deadline - t1, time_limit or math.inf))
         solver = make_solver(self.cp_params, options or self.node_options, time_limit)
-        code = solver.solve(model.model)
+        with self.running_lock:
+            if self.halted:  # the search was interrupted while this node was being built
+                raise KeyboardInterrupt
+            self.running.add(solver)
+        try:
+            code = solver.solve(model.model)
+        finally:
+            with self.running_lock:
+                self.running.discard(solver)
         if code == cp_model.MODEL_INVALID:
             raise RuntimeError(f"CP-SAT rejected a node model: {model.model.validate()}")
         solution = model.extract(solver) if code in (cp_model.OPTIMAL, cp_model.FEASIBLE) \
@@ -344,6 +359,16 @@ class BlockBranching:
         row[outcome] = row.get(outcome, 0) + 1
         return outcome, res.bound
 
+    def halt(self) -> None:
+        """Ctrl-C (called by :func:`models.interrupt.interruptible`'s watcher, again and again
+        until the search returns): no node starts any more, every running node solver and the
+        whole model stop."""
+        with self.running_lock:
+            self.halted = True
+            solvers = list(self.running)
+        for solver in solvers:
+            solver.stop_search()
+
     # ---- the whole model, alongside the tree -------------------------------------------------
     def _start_whole(self, pool: ThreadPoolExecutor, deadline: float | None):
         """Start the whole model (capped below the incumbent, one worker) in ``pool`` for the
@@ -355,6 +380,8 @@ class BlockBranching:
         left = None if deadline is None else max(0.0, deadline - time.perf_counter())
         solver = make_solver(self.cp_params, dataclasses.replace(self.options, num_workers=1),
                              left)
+        with self.running_lock:
+            self.running.add(solver)  # (never removed: a finished solver ignores a stop)
         return pool.submit(solver.solve, model.model), solver, model, cap
 
     def _finish_whole(self, whole) -> bool:
@@ -434,7 +461,11 @@ class BlockBranching:
             return None
 
         settled = False  # the whole model, solved alongside the tree, settled everything
-        with ThreadPoolExecutor(max_workers=self.parallel + 1) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.parallel + 1)
+        # Ctrl-C: the solvers stop, the loop ends, KeyboardInterrupt after the pool is done
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(interruptible(self.halt))
+            stack.callback(pool.shutdown, wait=True)  # (first out: the watcher still stops)
             whole = self._start_whole(pool, deadline) if self.portfolio and self.order \
                 else None
             while True:
@@ -444,7 +475,7 @@ class BlockBranching:
                     if settled:
                         heap.clear()
                         dive.clear()
-                while not stopped and not settled and len(inflight) < self.parallel:
+                while not (stopped or settled or self.halted) and len(inflight) < self.parallel:
                     picked = next_node()
                     if picked is None:
                         break
