@@ -227,14 +227,19 @@ def _solve_and_report(args: argparse.Namespace, worker) -> int:
                 **params)
     if args.simulate:
         serving.attach_simulation(inst, res)
-    failed = write_or_rescue(res.write, args.output) if args.output else None
     _print_result(res, args, is_serving)
-    if failed:
-        print(f"hetopt: error: {failed}", file=sys.stderr)
-        return 2
-    if res.status == "ERROR":
-        print(f"hetopt: {res.method}: ERROR: {res.stats.get('message')}", file=sys.stderr)
-    return STATUS_EXIT[res.status]
+    from models.interrupt import finishing
+
+    # Ctrl-C until here: exit 130, the output file untouched; from here on it comes too late:
+    # the file is written whole and the command ends as the result says
+    with finishing():
+        failed = write_or_rescue(res.write, args.output) if args.output else None
+        if failed:
+            print(f"hetopt: error: {failed}", file=sys.stderr)
+            return 2
+        if res.status == "ERROR":
+            print(f"hetopt: {res.method}: ERROR: {res.stats.get('message')}", file=sys.stderr)
+        return STATUS_EXIT[res.status]
 
 
 def _print_result(res, args: argparse.Namespace, is_serving: bool) -> None:
