@@ -46,6 +46,12 @@ REFERENCE_CLASS = "gemm"
 #: A fitted parameter whose relative standard error exceeds this is reported as weakly
 #: determined by the points.
 WEAK_REL_ERR = 0.05
+#: A fit whose root-mean-square log residual exceeds this (a typical factor e ≈ 2.7 between
+#: model and measurement) is refused: the table is not this device's latencies (units?).
+MAX_RMS_LOG_RESIDUAL = 1.0
+#: A fitted coordinate within this fraction of its range from a bound "ends at the bound" and
+#: the fit is refused (a launch cost at its lower bound 0 is a value, not an edge).
+BOUND_FRACTION = 1e-6
 HEAD_KINDS = ("embed", "final_norm", "lm_head")
 
 
@@ -346,8 +352,29 @@ def _best_run(model: LatencyModel, coords: Sequence[_Coord], points: Sequence[Fi
     return min(runs, key=lambda r: float(r.cost))
 
 
+def _check_fit(coords: Sequence[_Coord], run: Any, device: str, source: str) -> None:
+    """Refuse a fit that ends at a bound of a fitted coordinate or misses the points by more
+    than :data:`MAX_RMS_LOG_RESIDUAL` (:class:`InputError` naming the table and the device)."""
+    for c, x in zip(coords, run.x):
+        span = (c.upper - c.lower) * BOUND_FRACTION
+        for side, b in (("lower", c.lower), ("upper", c.upper)):
+            zero_cost = c.name.startswith("kernel_overhead_s") and side == "lower"
+            if abs(float(x) - b) <= span and not zero_cost:
+                raise InputError(
+                    f"the fit ends at the {side} bound {c.name} = {c.from_x(b):g}: the measured "
+                    "latencies are not this device's (their unit? the device?); refused",
+                    source=source or None, field=device)
+    rms = math.sqrt(float(np.mean(np.asarray(run.fun) ** 2)))
+    if rms > MAX_RMS_LOG_RESIDUAL:
+        raise InputError(
+            f"the fit misses the measured latencies by a factor {math.exp(rms):.3g} (rms log "
+            f"residual {rms:.3g} > {MAX_RMS_LOG_RESIDUAL:g}): the table is not this device's "
+            "(their unit? the device?); refused", source=source or None, field=device)
+
+
 def fit_device(spec: DeviceSpec, points: Sequence[FitPoint], source: str = "") -> FitReport:
-    """Fit ``spec``'s latency model to ``points`` (see the module docstring)."""
+    """Fit ``spec``'s latency model to ``points`` (see the module docstring);
+    :class:`InputError` when the fit ends at a bound or misses the points (:func:`_check_fit`)."""
     model = spec.latency_model
     if model is None:
         raise InputError(f"device '{spec.name}' has no latency model to fit", field="device")
@@ -356,6 +383,7 @@ def fit_device(spec: DeviceSpec, points: Sequence[FitPoint], source: str = "") -
         return FitReport(spec, tuple(held), _errors(model, model, points), len(points), 0.0,
                          "nothing to fit")
     best = _best_run(model, coords, points)
+    _check_fit(coords, best, spec.name, source)
     values = {c.name: c.from_x(v) for c, v in zip(coords, best.x)}
     if isinstance(model, LogisticRoofline) and "u_min" in values:
         values["u_min"] = min(values["u_min"], values["u_max"])

@@ -110,3 +110,57 @@ def test_standard_errors_flag_what_the_points_do_not_determine():
             assert p.rel_std_err is not None and p.rel_std_err < 0.05, p.name
             want = get_param(true.latency_model, p.name)
             assert abs(p.value / want - 1) < 4 * p.rel_std_err + 0.002, p.name
+
+
+@pytest.mark.parametrize("device", ["Ascend-910B", "A100"])
+def test_a_table_the_model_cannot_fit_is_refused_not_fitted_at_a_bound(device):
+    """Latencies × 1000 (ms read as µs): the fit would end at its bounds with a large error;
+    it is refused with the reason, naming the table and the device."""
+    spec, _, train, _ = _split(device, {})
+    scaled = [replace(p, latency_s=p.latency_s * 1000.0) for p in train]
+    with pytest.raises(InputError, match="bound|misses") as exc:
+        fit_device(spec, scaled, "x1000.csv")
+    assert exc.value.source == "x1000.csv" and exc.value.field == device
+    assert fit_device(spec, train, "ok.csv").n_points == len(train)   # the unscaled one fits
+
+
+def _scaled_table(tmp_path, src, factor: float):
+    lines = src.read_text(encoding="utf-8").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("device,"))
+    k = lines[header].split(",").index("latency_us")
+    out = lines[:header + 1]
+    for line in lines[header + 1:]:
+        cells = line.split(",")
+        cells[k] = repr(float(cells[k]) * factor)
+        out.append(",".join(cells))
+    path = tmp_path / f"x{factor:g}.csv"
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("flags,table", [
+    (("--gpu",), "vidur_gpu.csv"), (("--device", "Ascend-910B"), "example.csv")])
+def test_calibrate_refuses_a_table_x1000_in_one_line(tmp_path, capsys, flags, table):
+    from pathlib import Path
+
+    from opt.app.cli.parser import main
+    src = Path(__file__).resolve().parents[2] / "opt" / "costlib" / "data" / "measurements"
+    bad = _scaled_table(tmp_path, src / table, 1000.0)
+    out = tmp_path / "c.json"
+    code = main(["calibrate", *flags, "--measurements", str(bad), "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and str(bad) in err[0] and "refused" in err[0]
+    assert not out.exists()
+
+
+def test_calibrate_gpu_refuses_a_table_without_gpu_rows(tmp_path, capsys):
+    from pathlib import Path
+
+    from opt.app.cli.parser import main
+    table = Path(__file__).resolve().parents[2] / "opt" / "costlib" / "data" / "measurements" \
+        / "example.csv"
+    out = tmp_path / "c.json"
+    code = main(["calibrate", "--gpu", "--measurements", str(table), "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no GPU kernel rows" in err[0] and str(table) in err[0]
+    assert not out.exists()
