@@ -59,13 +59,71 @@ def test_each_case_is_shown_before_the_next_runs(tmp_path: Path) -> None:
     assert summary(done) == ("bench: 2 cases; invariants: 1 passed, 1 failed; "
                              "paper figures: 2 reproduced, 0 differ")
     assert any_failed(done)
-    # a rerun resumes from the files: nothing runs, the callback still shows every case
+    # a rerun resumes from the files: the passing case is not run again, the callback still
+    # shows every case; the failed one was written (for the report) but is recomputed
+    assert (tmp_path / "t" / "two.json").exists()
     log.clear()
     again = run_cases(cases, tmp_path, echo=log.append,
                       on_done=lambda c, r, cached: log.append(f"shown {c.name} {cached}"))
-    assert log == ["shown one True", "shown two True"]
+    assert log[0] == "shown one True" and log[-1] == "shown two False"
+    assert "run two" in log and "run one" not in log
+    assert any(x.startswith("note: recomputing t/two") and "failed check" in x for x in log)
     assert [c.verdict for c in again[1][1].checks] == ["fail", "reproduced"]
     assert render(again).endswith(summary(again))
+
+
+def _raising(name: str, log: list[str], exc: BaseException) -> BenchCase:
+    def run() -> CaseResult:
+        log.append(f"run {name}")
+        raise exc
+    return BenchCase("t", name, run)
+
+
+def test_a_case_that_raises_is_a_failure_and_never_cached(tmp_path: Path) -> None:
+    log: list[str] = []
+    cases = [_raising("bad", log, ValueError("solver said no\nsecond line")),
+             _case("good", log)]
+    done = run_cases(cases, tmp_path, echo=log.append)
+    assert log.count("run good") == 1  # the next case still runs
+    (_, bad, cached), _ = done
+    assert not cached and any_failed(done)
+    assert [(c.name, c.ours, c.verdict) for c in bad.checks] == [
+        ("the case ran to completion", "ValueError: solver said no", "fail")]
+    assert "error: t/bad: ValueError: solver said no" in log
+    assert not (tmp_path / "t" / "bad.json").exists()
+    assert "[FAIL] the case ran to completion" in render(done)
+    write_reports(done, tmp_path)  # an errored case has no table: the report still renders
+    log.clear()
+    run_cases(cases, tmp_path, echo=log.append)
+    assert log.count("run bad") == 1 and "run good" not in log
+
+
+def test_an_interrupted_case_is_not_cached_and_finished_ones_are_kept(tmp_path: Path) -> None:
+    log: list[str] = []
+    cases = [_case("first", log), _raising("stopped", log, KeyboardInterrupt())]
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(cases, tmp_path, echo=log.append)
+    assert (tmp_path / "t" / "first.json").exists()
+    assert not (tmp_path / "t" / "stopped.json").exists()
+    log.clear()
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(cases, tmp_path, echo=log.append)
+    assert "run first" not in log and "run stopped" in log
+
+
+def test_cli_bench_interrupted_exits_130_with_one_line(tmp_path: Path, monkeypatch,
+                                                       capsys) -> None:
+    from opt.app.bench import suites
+    from opt.app.cli import main
+
+    log: list[str] = []
+    monkeypatch.setattr(suites, "suite_cases", lambda name, out, jobs=1: [
+        _case("first", log), _raising("stopped", log, KeyboardInterrupt())])
+    assert main(["bench", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert [x for x in err if x.startswith("hetopt")] == [
+        f"hetopt: interrupted; finished records are kept in {tmp_path}/"]
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["first.json"]
 
 
 # ---- checks ------------------------------------------------------------------------------------

@@ -10,6 +10,11 @@ A cached case file is trusted only when it is a complete file of this format for
 its digest holds (sealed like the sweep records, :mod:`opt.common.fingerprint`), and every
 check's verdict is recomputed from its numbers when it is read: a torn, foreign, old-format or
 edited file is recomputed with a one-line note, never a crash and never a stale verdict.
+
+Only verdicts are cached, never failures: a case that raised or was interrupted (Ctrl-C) writes
+no file; a case with a failed invariant writes its file (the report shows it) but a rerun
+recomputes it rather than replaying the failure. A case that raised is reported as a failed
+invariant "ran to completion" naming the error, and the other cases still run.
 """
 
 from __future__ import annotations
@@ -21,7 +26,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.bench_checks import DIFFERS, FAIL, PASS, REPRODUCED, VERDICTS, Check, paper_text
+from opt.app.runs.bench_checks import (
+    DIFFERS,
+    FAIL,
+    PASS,
+    REPRODUCED,
+    VERDICTS,
+    Check,
+    invariant,
+    paper_text,
+)
 from opt.common.errors import InputError
 from opt.common.fingerprint import DIGEST_KEY, seal, seal_error
 from opt.common.jsonio import read_json, write_json_atomic
@@ -103,19 +117,34 @@ def result_from_file(d: Any, case: BenchCase) -> CaseResult:
 
 def load_cached(path: Path, case: BenchCase) -> tuple[CaseResult | None, str]:
     """The cached result of ``case`` at ``path`` and ``""``, or None and why it cannot be
-    trusted (unreadable, torn, foreign or old-format file)."""
+    trusted (unreadable, torn, foreign or old-format file, or a failed check: a failure is
+    always recomputed, never replayed)."""
     try:
-        return result_from_file(read_json(path), case), ""
+        result = result_from_file(read_json(path), case)
     except InputError as exc:
         return None, str(exc)
     except (ValueError, TypeError, KeyError) as exc:
         return None, f"{path}: {exc}"
+    failed = [c.name for c in result.checks if c.failed]
+    if failed:
+        return None, f"{path}: it records {len(failed)} failed check(s) ({failed[0]}" \
+                     f"{', ...' if len(failed) > 1 else ''}); a failure is recomputed"
+    return result, ""
 
 
 def write_case(path: Path, case: BenchCase, result: CaseResult) -> None:
     """Write ``result`` as ``case``'s file (atomically: a killed run leaves no torn file)."""
     write_json_atomic(seal({"format": CASE_FORMAT, "suite": case.suite, "case": case.name,
                             **result.to_dict()}), path)
+
+
+def errored(case: BenchCase, exc: Exception, runtime_s: float) -> CaseResult:
+    """What a case that raised reports: one failed invariant naming the error (never
+    written to the cache)."""
+    what = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return CaseResult(f"{case.suite}/{case.name} raised an error", [], [],
+                      [invariant("the case ran to completion", what, "no error", False)],
+                      notes="not cached: the next run recomputes it", runtime_s=runtime_s)
 
 
 def _run_timed(case: BenchCase, echo: Callable[[str], None], heartbeat_s: float) -> CaseResult:
@@ -143,9 +172,10 @@ def run_cases(cases: Sequence[BenchCase], out_dir: Path, *, resume: bool = True,
               echo: Callable[[str], None] = print,
               on_done: Callable[[BenchCase, CaseResult, bool], None] | None = None,
               heartbeat_s: float = HEARTBEAT_S) -> list[tuple[BenchCase, CaseResult, bool]]:
-    """Run ``cases`` writing ``out_dir/<suite>/<name>.json`` after each; with ``resume`` a case
-    whose file is a trusted cache (:func:`load_cached`) is loaded instead of rerun, any other
-    file is recomputed with a note; ``on_done(case, result, cached)`` is called as each
+    """Run ``cases`` writing ``out_dir/<suite>/<name>.json`` after each (not after one that
+    raised: :func:`errored`; Ctrl-C propagates, the case unwritten); with ``resume`` a case
+    whose file is a trusted cache (:func:`load_cached`: no failed check) is loaded instead of
+    rerun, any other file is recomputed with a note; ``on_done(case, result, cached)`` is called as each
     finishes (e.g. to print its table at once). Returns (case, result, was_cached) triples."""
     done = []
     for i, case in enumerate(cases, 1):
@@ -159,8 +189,14 @@ def run_cases(cases: Sequence[BenchCase], out_dir: Path, *, resume: bool = True,
         cached = result is not None
         if result is None:
             echo(f"[{i}/{len(cases)}] {case.suite}/{case.name} ...")
-            result = _run_timed(case, echo, heartbeat_s)
-            write_case(path, case, result)
+            t0 = time.perf_counter()
+            try:  # Ctrl-C (KeyboardInterrupt) goes up: the case writes nothing
+                result = _run_timed(case, echo, heartbeat_s)
+            except Exception as exc:  # an error is reported, never cached
+                result = errored(case, exc, time.perf_counter() - t0)
+                echo(f"error: {case.suite}/{case.name}: {result.checks[0].ours}")
+            else:
+                write_case(path, case, result)
         done.append((case, result, cached))
         if on_done is not None:
             on_done(case, result, cached)
