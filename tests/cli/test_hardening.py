@@ -20,7 +20,10 @@ PROOF_LIMIT_S = 120
 
 
 def run(capsys, *argv):
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # refused by the parser (argparse)
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
