@@ -38,6 +38,7 @@ from scipy.optimize import least_squares
 from scipy.stats import f as f_dist
 
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.jsonio import read_json
 from opt.costlib.latency import EfficiencyRoofline, Link
 from opt.costlib.measured import MeasuredTable, Measurement
 
@@ -133,16 +134,16 @@ def calibration_from_dict(d: Mapping[str, Any], peak_flops: float, mem_bw: float
 
 
 def read_calibrations(path: str | Path, catalog: Any) -> dict[str, GpuCalibration]:
-    """Calibrations by GPU name from a file written by ``hetopt calibrate --gpu``."""
+    """Calibrations by GPU name from a file written by ``hetopt calibrate --gpu`` (``.json``
+    or ``.json.gz``); :class:`InputError` naming the file for a missing, unreadable, non-JSON
+    (binary, not UTF-8) file or one that calibrates no GPU."""
     p = str(path)
-    if not Path(p).exists():
-        raise InputError("no such file", source=p)
-    try:
-        obj = json.loads(Path(p).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", source=p) from None
+    obj = read_json(p)
     if not isinstance(obj, dict) or not isinstance(obj.get("gpus"), list):
         raise InputError("expected an object with a 'gpus' list", source=p, field="gpus")
+    if not obj["gpus"]:
+        raise InputError("the calibration has no GPU (an empty 'gpus' list)", source=p,
+                         field="gpus")
     out = {}
     for i, d in enumerate(obj["gpus"]):
         if not isinstance(d, dict):

@@ -455,6 +455,10 @@ def _coster(catalog: Catalog, card: ModelCard, models: dict[str, EfficiencyRoofl
     donors: dict[str, str] = {}
     if gpu_cost == "calibrated":
         every = load_calibrations(catalog) if calibrations is None else dict(calibrations)
+        if not every:
+            raise InputError("the GPU calibration covers no GPU type (give a file written "
+                             "by 'hetopt calibrate --gpu', or gpu_cost 'roofline')",
+                             field="gpu_calibration")
         cals = {k: v for k, v in every.items() if k in models}
         if unmeasured_gpu == "transfer" and every:
             for gpu in models:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from dataclasses import replace
@@ -286,3 +287,60 @@ def test_the_operator_calibration_points_gpu_kernel_rows_to_calibrate_gpu():
     from opt.costlib.modelcard import bundled_cards
     with pytest.raises(InputError, match="calibrate --gpu"):
         fit_points(_table(), "H100", bundled_cards())
+
+
+def test_a_gzip_calibration_reads_like_the_plain_file(tmp_path):
+    gz = tmp_path / "c.json.gz"
+    gz.write_bytes(gzip.compress(BUNDLED_CALIBRATION.read_bytes()))
+    assert read_calibrations(gz, CAT) == read_calibrations(BUNDLED_CALIBRATION, CAT)
+
+
+@pytest.mark.parametrize("name,data", [
+    ("bin.json", bytes(range(256)) * 4),          # binary, not UTF-8
+    ("c.json", "{\"gpus\": [é]}".encode("latin-1")),
+    ("c.json.gz", b"\x1f\x8b\x08\x00 not a gzip stream"),
+    ("empty.json", b'{"schema": 1, "gpus": [], "report": {}}'),
+])
+def test_an_unreadable_or_empty_calibration_is_one_error_naming_the_file(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(InputError) as exc:
+        read_calibrations(path, CAT)
+    assert exc.value.source == str(path)
+
+
+def _build(gpus, cals, unmeasured="transfer"):
+    from opt.costlib.modelcard import bundled_cards
+    from opt.serving.builder import ServingWorkload, build_serving_plan
+    return build_serving_plan(bundled_cards()["llama-2-7b"], CAT, gpus,
+                              ServingWorkload(8192, 0.05), calibrations=cals,
+                              unmeasured_gpu=unmeasured)
+
+
+def test_a_calibration_that_covers_none_of_the_gpus_is_not_called_calibrated():
+    h100 = {"H100": read_calibrations(BUNDLED_CALIBRATION, CAT)["H100"]}
+    with pytest.raises(InputError, match="covers no GPU type"):
+        _build(["A100"], {})
+    # the meta (and the build's one line) says which model each GPU type takes
+    assert _build(["A100"], h100).meta["gpu_models"]["A100"]["model"] == "transferred"
+    assert _build(["A100"], h100, "roofline").meta["gpu_models"]["A100"]["model"] == "roofline"
+
+
+def test_build_serving_plan_reads_a_gzip_calibration_and_names_each_gpus_model(tmp_path,
+                                                                               capsys):
+    from opt.app.cli.parser import main
+    gz = tmp_path / "c.json.gz"
+    gz.write_bytes(gzip.compress(BUNDLED_CALIBRATION.read_bytes()))
+    out = tmp_path / "s.json"
+    argv = ["build", "serving-plan", "--model", "llama-2-7b", "--gpus", "A100,L40S",
+            "--context", "8192", "--slo-ms", "50", "-o", str(out)]
+    assert main([*argv, "--gpu-calibration", str(gz)]) == 0
+    line = capsys.readouterr().out
+    assert "GPU costs: calibrated (A100 calibrated, L40S transferred)" in line
+    assert main([*argv, "--gpu-calibration", str(gz), "--unmeasured-gpu", "roofline"]) == 0
+    assert "GPU costs: calibrated (A100 calibrated, L40S roofline)" in capsys.readouterr().out
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(bytes(range(256)))
+    assert main([*argv, "--gpu-calibration", str(binary)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(binary) in err[0]

@@ -57,7 +57,9 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
     else:
         print(f"{args.output}: {inst.model}, block of {inst.block_layers} layer(s) = "
               f"{inst.n_ops} ops, {inst.blocks_total:g} blocks, {len(inst.configs)} "
-              f"configurations ({', '.join(info['configs'])}); GPU costs: {args.gpu_cost}")
+              f"configurations ({', '.join(info['configs'])}); GPU costs: {args.gpu_cost}"
+              + (" (" + ", ".join(f"{g} {m}" for g, m in info["gpu_models"].items()) + ")"
+                 if args.gpu_cost == "calibrated" else ""))
         if "measurements" in info:
             m = info["measurements"]
             print(f"measurements {m['file']}: kernel costs {m['kernel_costs']}")
