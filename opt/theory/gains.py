@@ -18,6 +18,7 @@ import numpy as np
 from opt.common.errors import InputError
 from opt.costlib.hardware import DeviceSpec
 from opt.costlib.modelcard import ModelCard
+from opt.placement.build_options import MAX_CONTEXT_TOKENS
 from opt.theory import closed_forms as bounds
 
 USD_PER_TOKEN_TO_PER_MTOK = 1e6
@@ -97,12 +98,16 @@ def context_for_kv(card: ModelCard, kv_bytes: float, kv_dtype: str | None = None
 
 def check_context(context_tokens: float) -> float:
     """``context_tokens`` (the mean context s of ``--context``, tokens) when it is a finite
-    number > 0; an InputError naming ``--context`` otherwise (not a derived field such as the
-    KV bytes it gives)."""
+    number in (0, MAX_CONTEXT_TOKENS] (the placement builder's cap, 10 M tokens: beyond any
+    model card's context window); an InputError naming ``--context`` and the value otherwise
+    (not a derived field such as the KV bytes it gives)."""
     if isinstance(context_tokens, bool) or not isinstance(context_tokens, (int, float)) \
-            or not math.isfinite(context_tokens) or context_tokens <= 0:
-        raise InputError(f"the mean context must be a finite number of tokens > 0, got "
-                         f"{context_tokens}", field="--context")
+            or not math.isfinite(context_tokens) or not 0 < context_tokens <= MAX_CONTEXT_TOKENS:
+        raise InputError(f"the mean context must be a finite number of tokens in (0, "
+                         f"{MAX_CONTEXT_TOKENS:,}], got {context_tokens:g}"
+                         if isinstance(context_tokens, (int, float)) else
+                         f"the mean context must be a number of tokens, got {context_tokens!r}",
+                         field="--context")
     return context_tokens
 
 
