@@ -17,7 +17,7 @@ import re
 import reprlib
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
@@ -25,6 +25,7 @@ import instances
 from opt.app.cli.placement import placement_from_args
 from opt.app.cli.serving import serving_from_args
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.outpath import FILE, output_error
 from opt.common.result import Result, Status
 from opt.common.result import read_result as _read_result
 from opt.placement.certified_bounds import certified_lower_bound
@@ -60,7 +61,7 @@ def checked(fn: F) -> F:
     another type, a non-finite or out-of-range number, or a string holding a NUL character is
     an :class:`InputError` naming the argument (``field``) and the value, raised before ``fn``
     runs; so is an argument ``fn`` does not take or a required one left out. Annotations
-    understood: classes, ``X | None``, ``Sequence[X]``, ``Any``; ``int`` (not ``bool``, within
+    understood: classes, ``X | None``, ``Sequence[X]``, ``Mapping[K, V]``, ``Any``; ``int`` (not ``bool``, within
     ±:data:`MAX_INT`), ``float`` (any finite real, ``int`` too), ``Path`` (any ``os.PathLike``
     of a ``str``). ``*args`` / ``**kwargs`` pass unchecked."""
     sig = inspect.signature(fn)
@@ -130,6 +131,10 @@ def _accepts(value: Any, hint: Any) -> bool:
     if hint is Path:
         return (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)
                 and "\0" not in os.fspath(value))
+    if origin is Mapping:
+        key, item = typing.get_args(hint)
+        return isinstance(value, Mapping) and all(_accepts(k, key) and _accepts(v, item)
+                                                  for k, v in value.items())
     if origin is Sequence:
         (item,) = typing.get_args(hint)
         return (isinstance(value, Sequence) and not isinstance(value, (str, bytes))
@@ -168,6 +173,8 @@ def _describe(hint: Any) -> str:
     if typing.get_origin(hint) in (Union, types.UnionType):
         words = dict.fromkeys(_describe(h) for h in typing.get_args(hint))
         return " or ".join([w for w in words if w != "None"] + ["None"] * ("None" in words))
+    if typing.get_origin(hint) is Mapping:
+        return "a mapping (a dict)"
     if typing.get_origin(hint) is Sequence:
         (item,) = typing.get_args(hint)
         return f"a list of {_describe(item).split(' ', 1)[1]}s"
@@ -201,14 +208,27 @@ def read_result(path: str | Path) -> Result:
 
 @checked
 def write_instance(instance: Instance, path: str | Path) -> None:
-    """Write ``instance`` to ``path`` (``.json``, ``.json.gz``; ``.npz`` for placement)."""
+    """Write ``instance`` to ``path`` (``.json``, ``.json.gz``; ``.npz`` for placement; any
+    other name, or a path that cannot be written, is an InputError naming it)."""
+    _check_writable(path, "write_instance")
     instance.write(path)
 
 
 @checked
 def write_result(result: Result, path: str | Path) -> None:
-    """Write ``result`` to ``path`` (``.json`` or ``.json.gz``)."""
+    """Write ``result`` to ``path`` (``.json`` or ``.json.gz``; any other name, or a path
+    that cannot be written, is an InputError naming it)."""
+    _check_writable(path, "write_result")
     result.write(path)
+
+
+def _check_writable(path: str | Path, function: str) -> None:
+    """InputError (``field`` "path") unless a file can be written at ``path``: its folder
+    exists and is writable, and it is no folder (:func:`opt.common.outpath.output_error`)."""
+    why = output_error(path, FILE)
+    if why is not None:
+        raise InputError(f"cannot write '{path}': {why}", source=f"opt.api.{function}",
+                         field="path")
 
 
 @checked
@@ -301,14 +321,23 @@ def _exists(path: str) -> bool:
 
 @checked
 def solve(instance: Instance, method: str | None = None, *, time_limit: float | None = None,
-          num_workers: int | None = None, seed: int = 0, **params: Any) -> Result:
+          num_workers: int | None = None, seed: int = 0,
+          initial_solution: Mapping[str, Any] | Result | None = None,
+          warm_start: str | None = "best", export_path: str | Path | None = None,
+          deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: its problem's default, :func:`methods`) and
     return the certified :class:`Result` (objective recomputed, status a :class:`Status`).
-    time_limit: seconds (None: no limit); num_workers: solver threads (None: 1); params:
-    the method's parameters (``methods()``' ``params``) and ``solvers.solve``'s options
-    (``initial_solution``, ``warm_start``, ``deterministic``, ``log``, ``export_path``)."""
+    time_limit: seconds (None: no limit); num_workers: solver threads (None: 1);
+    initial_solution: a solution (or a Result) to start from, checked first; warm_start: the
+    heuristic seeding an exact placement method ("heft", "bifocal", "best", "policy-search"
+    or None); export_path: the placement MILP's model file (.mps / .lp); deterministic: the
+    same CP-SAT result on every run; log: stream the solver's progress to stderr; params: the
+    method's parameters (``methods()``' ``params``)."""
     res = _solve(instance, method, time_limit=time_limit,
-                 num_workers=1 if num_workers is None else num_workers, seed=seed, **params)
+                 num_workers=1 if num_workers is None else num_workers, seed=seed,
+                 initial_solution=initial_solution, warm_start=warm_start,
+                 export_path=None if export_path is None else str(export_path),
+                 deterministic=deterministic, log=log, **params)
     res.status = Status(res.status)
     return res
 

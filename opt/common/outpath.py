@@ -57,10 +57,20 @@ def _existing_file_error(path: Path) -> str | None:
 
 def output_error(path: str | os.PathLike[str], kind: str = FILE) -> str | None:
     """Why ``path`` cannot be written as a ``kind`` (:data:`FILE`, :data:`FOLDER` or
-    :data:`NEW_FILE`); None when it can. Nothing is created but a probe file, removed at once."""
-    p = Path(path)
+    :data:`NEW_FILE`); None when it can. Nothing is created but a probe file, removed at once.
+    A path no file system takes (a name too long, a NUL character) is one such reason."""
+    if kind not in (FILE, FOLDER, NEW_FILE):
+        raise ValueError(f"kind must be {FILE!r}, {FOLDER!r} or {NEW_FILE!r}, got {kind!r}")
     if str(path) == "":
         return "the path is empty"
+    try:
+        return _output_error(Path(path), kind)
+    except (OSError, ValueError) as exc:  # ENAMETOOLONG from a stat, a NUL character
+        return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def _output_error(p: Path, kind: str) -> str | None:
+    """:func:`output_error` of the path ``p``; may raise what a stat of it raises."""
     if kind == FILE:
         if p.is_dir():
             return "is a folder, not a file"
@@ -74,9 +84,7 @@ def output_error(path: str | os.PathLike[str], kind: str = FILE) -> str | None:
         why = _probe_error(parent)
         return None if why is None else f"its folder '{parent}' is not writable ({why})"
     if kind == NEW_FILE:
-        return "is a folder, not a file" if p.is_dir() else output_error(p.parent, FOLDER)
-    if kind != FOLDER:
-        raise ValueError(f"kind must be {FILE!r}, {FOLDER!r} or {NEW_FILE!r}, got {kind!r}")
+        return "is a folder, not a file" if p.is_dir() else _output_error(p.parent, FOLDER)
     existing = p
     while not existing.exists():
         if existing.parent == existing:
