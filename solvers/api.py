@@ -80,8 +80,12 @@ def _given_start(problem: str, instance: Any, initial_solution: dict[str, Any] |
     if initial_solution is None:
         return None
     if problem == "serving":
+        from collections.abc import Mapping
+
         from solvers.serving.methods import initial_plan
 
+        if isinstance(initial_solution, Mapping) and not isinstance(initial_solution, dict):
+            initial_solution = dict(initial_solution)  # e.g. a placement result's columns
         initial_plan(instance, initial_solution)
         return initial_solution
     try:

@@ -153,3 +153,12 @@ def test_every_public_function_checks_its_arguments():
     assert len(functions) == 13
     for name in functions:
         assert getattr(getattr(hetopt, name), "checks_arguments", False), name
+
+
+def test_a_start_of_the_wrong_kind_is_an_input_error():
+    """``initial_solution``: not a solution at all, or a placement result for a serving plan."""
+    p1, p3 = hetopt.load_instance(P1), hetopt.load_instance("p3-tiny-gemma-a100-l40s")
+    _refuses(lambda: hetopt.solve(p3, "bnb", initial_solution=True), "initial_solution", "True")
+    placement = hetopt.solve(p1, "heft")
+    _refuses(lambda: hetopt.solve(p3, "bnb", time_limit=5, initial_solution=placement),
+             "initial_solution")
