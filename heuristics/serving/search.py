@@ -288,8 +288,26 @@ def _frontier_mask(cfgs: _Configs, role: _Role, mb_arr: np.ndarray, rate_bc: np.
     return ok & ~dominated
 
 
+#: Owner sequences bounded at once by :func:`sequence_cost_bounds` (its arrays are
+#: sequences × owners × configurations × microbatch sizes).
+BOUND_CHUNK = 4096
+
+
 def sequence_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
-                         mus: Sequence[int]) -> np.ndarray:
+                         mus: Sequence[int], deadline: float | None = None
+                         ) -> np.ndarray | None:
+    """:func:`_chunk_cost_bounds` of ``sequences``, :data:`BOUND_CHUNK` at a time (bounded
+    memory); None when ``deadline`` (perf_counter seconds) passes first."""
+    parts = []
+    for lo in range(0, len(sequences), BOUND_CHUNK):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        parts.append(_chunk_cost_bounds(inst, sequences[lo:lo + BOUND_CHUNK], mus))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _chunk_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
+                       mus: Sequence[int]) -> np.ndarray:
     """A lower bound on the cost per token ($) of every plan over each owner sequence,
     vectorised over the sequences: ``CPT = T·Σ_m c_m/b_m ≥ Σ_m μ·busy_m·c_m/b_m`` (T ≥ μ·busy_m
     for every owner, the exact period included) ``= Σ_m busy_m(c, b̂)·c/b̂``, each owner at its
@@ -384,9 +402,22 @@ class _Searcher:
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
         return t * self.tick_s * rate if self.objective == "cost" else t.astype(np.float64)
 
+    def expired(self) -> bool:
+        """Whether the time limit has run out (then ``stats.timed_out`` is set)."""
+        if not self.stats.timed_out and self.deadline is not None and \
+                time.perf_counter() > self.deadline:
+            self.stats.timed_out = True
+        return self.stats.timed_out
+
     def run(self, sequences: Sequence[np.ndarray], mus: Sequence[int]) -> None:
-        lbs = (sequence_cost_bounds(self.inst, sequences, mus)
-               if self.bounds and self.objective == "cost" and len(sequences) > 1 else None)
+        if self.expired():
+            return
+        lbs = None
+        if self.bounds and self.objective == "cost" and len(sequences) > 1:
+            lbs = sequence_cost_bounds(self.inst, sequences, mus, self.deadline)
+            if lbs is None:
+                self.stats.timed_out = True
+                return
         order = (np.argsort(lbs, kind="stable") if lbs is not None
                  else np.arange(len(sequences)))
         for pos, i in enumerate(order):
@@ -397,8 +428,7 @@ class _Searcher:
             seq = _sequence_data(self.inst, owner, self.dur_cnt)
             self.stats.sequences += 1
             for mu in mus:
-                if self.deadline is not None and time.perf_counter() > self.deadline:
-                    self.stats.timed_out = True
+                if self.expired():
                     return
                 cands = []
                 raw_prod = 1
@@ -421,16 +451,22 @@ class _Searcher:
              min_path: list[int], min_rate: list[float], min_tp: list[int]) -> None:
         d = len(chosen)
         k = len(cands)
+        if self.expired():  # the tree of one sequence can be large: look at every node
+            return
         self.stats.nodes += 1
         if d == k - 1:
             self._leaves(seq, mu, cands, chosen)
             return
         if not self.bounds:
             for j in range(len(cands[d])):
+                if self.stats.timed_out:
+                    return
                 self._dfs(seq, mu, cands, chosen + [j], min_path, min_rate, min_tp)
             return
         viable, val = self._node_bounds(mu, cands, chosen, min_path, min_rate, min_tp)
         for j in np.flatnonzero(viable).tolist():
+            if self.stats.timed_out:
+                return
             if val[j] >= self.best:  # the incumbent improves during the loop
                 continue
             self._dfs(seq, mu, cands, chosen + [j], min_path, min_rate, min_tp)
@@ -520,7 +556,7 @@ class _Searcher:
             return
         picks = [(int(cands[m].cfg[jj]), int(cands[m].mb[jj])) for m, jj in enumerate(chosen)]
         for j in np.argsort(lb, kind="stable"):
-            if not lb[j] < self.best:
+            if not lb[j] < self.best or self.expired():
                 break
             period = self._period(seq, mu, picks + [(int(last.cfg[j]), int(last.mb[j]))])
             if self.objective == "cost" and period > inst.tpot_slo:
@@ -637,37 +673,102 @@ def sub_block_lengths(inst: ServingInstance) -> list[int]:
     return [d for d in range(1, inst.block_layers + 1) if inst.block_layers % d == 0]
 
 
-def structured_sequences(inst: ServingInstance, sub_block_layers: int | None = None,
-                         owners: Sequence[int] | None = None,
-                         max_stages: int | None = None) -> dict[int, list[np.ndarray]]:
+#: The most owner sequences a space holds (each an int64 array over the block's ops, some
+#: hundred bytes): a larger space is enumerated in part (:class:`Space`), and a search over it
+#: proves nothing over the whole space.
+MAX_SEQUENCES = 200_000
+#: Sequences enumerated between two looks at the clock.
+_CLOCK_EVERY = 256
+
+
+@dataclass
+class Space:
+    """Owner sequences by owner count; ``cut`` None when they are the whole space, else why
+    they are a part of it (the time limit, or more than :data:`MAX_SEQUENCES`)."""
+
+    sequences: dict[int, list[np.ndarray]]
+    cut: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.cut is None
+
+
+def _gather(patterns: Iterator[tuple[int, np.ndarray]], deadline: float | None,
+            max_sequences: int | None) -> Space:
+    """The distinct sequences of ``patterns`` ((owner count, sequence) pairs, in order) by
+    owner count, until the patterns end, ``deadline`` (perf_counter seconds) passes or
+    ``max_sequences`` are held."""
+    out: dict[int, list[np.ndarray]] = {}
+    seen: set[bytes] = set()
+    n = 0
+    for k, t in patterns:
+        out.setdefault(k, [])
+        key = t.tobytes()
+        if key in seen:
+            continue
+        if max_sequences is not None and n >= max_sequences:
+            return Space(out, f"more than {max_sequences:,} owner sequences (the first "
+                              f"{max_sequences:,} searched)")
+        n += 1
+        if deadline is not None and n % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            return Space(out, f"the time limit ran out while enumerating owner sequences "
+                              f"({n:,} enumerated)")
+        seen.add(key)
+        out[k].append(t)
+    return Space(out)
+
+
+def structured_space(inst: ServingInstance, sub_block_layers: int | None = None,
+                     owners: Sequence[int] | None = None, max_stages: int | None = None, *,
+                     deadline: float | None = None, max_sequences: int | None = None
+                     ) -> Space:
     """The regularity-aware space: a sub-block's owner sequences tiled over the block, for one
     sub-block length or (None) every length that divides the block, each sequence once (a
     1-layer pattern tiled is also a 2-layer pattern). Templates of multi-layer sub-blocks have
     at most ``max_stages`` stages (default :func:`default_max_stages`; one-layer templates are
-    complete). Shorter sub-blocks come first (cheap incumbents)."""
+    complete). Shorter sub-blocks come first (cheap incumbents), fewer owners first.
+    Enumeration stops at ``deadline`` (perf_counter seconds) or at ``max_sequences``
+    sequences (:class:`Space` says so)."""
     lengths = [sub_block_layers] if sub_block_layers is not None else sub_block_lengths(inst)
-    out: dict[int, list[np.ndarray]] = {}
+    sizes = [(lsub, sub_block_length(inst, lsub)) for lsub in lengths]  # ValueError first
+
+    def patterns() -> Iterator[tuple[int, np.ndarray]]:
+        for k in _owner_counts(inst, owners):
+            for lsub, length in sizes:
+                cap = (None if lsub == 1 else
+                       max(max_stages if max_stages is not None else default_max_stages(k), k))
+                for p in owner_patterns(length, k, cap):
+                    yield k, tile(inst, lsub, p)
+
+    space = _gather(patterns(), deadline, max_sequences)
     for k in _owner_counts(inst, owners):
-        seen: set[bytes] = set()
-        seqs = []
-        for lsub in lengths:
-            length = sub_block_length(inst, lsub)
-            cap = (None if lsub == 1 else
-                   max(max_stages if max_stages is not None else default_max_stages(k), k))
-            for p in owner_patterns(length, k, cap):
-                t = tile(inst, lsub, p)
-                key = t.tobytes()
-                if key not in seen:
-                    seen.add(key)
-                    seqs.append(t)
-        out[k] = seqs
-    return out
+        space.sequences.setdefault(k, [])
+    return space
+
+
+def structured_sequences(inst: ServingInstance, sub_block_layers: int | None = None,
+                         owners: Sequence[int] | None = None,
+                         max_stages: int | None = None) -> dict[int, list[np.ndarray]]:
+    """The whole of :func:`structured_space` (no time or size limit)."""
+    return structured_space(inst, sub_block_layers, owners, max_stages).sequences
+
+
+def full_space(inst: ServingInstance, owners: Sequence[int] | None = None, *,
+               deadline: float | None = None, max_sequences: int | None = None) -> Space:
+    """Every owner sequence over the whole block (exponential: tiny instances only), until
+    ``deadline`` or ``max_sequences`` (:class:`Space`)."""
+    space = _gather(((k, p) for k in _owner_counts(inst, owners)
+                     for p in owner_patterns(inst.n_ops, k)), deadline, max_sequences)
+    for k in _owner_counts(inst, owners):
+        space.sequences.setdefault(k, [])
+    return space
 
 
 def full_sequences(inst: ServingInstance, owners: Sequence[int] | None = None
                    ) -> dict[int, list[np.ndarray]]:
     """Every owner sequence over the whole block (exponential: tiny instances only)."""
-    return {k: list(owner_patterns(inst.n_ops, k)) for k in _owner_counts(inst, owners)}
+    return full_space(inst, owners).sequences
 
 
 def baseline_sequences(inst: ServingInstance, name: str) -> dict[int, list[np.ndarray]]:

@@ -28,10 +28,16 @@ meeting the SLO gives ``INFEASIBLE`` with the tightest T_rtt of any plan that fi
 (``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so. A given
 ``initial_solution`` (a plan solution dict, problems.md §3.2) is the searches' first
 incumbent and the MILP's first cutoff; it comes back when nothing is strictly better.
+
+The time limit holds at every size: the owner sequences are enumerated against it and at most
+``heuristics.serving.search.MAX_SEQUENCES`` of them (bounded memory); a space cut either way
+is searched in part (``stats["space_cut"]`` says why; never ``OPTIMAL``), and a search stopped
+before any plan is ``TIME_LIMIT_NO_SOLUTION``, not ``INFEASIBLE``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from models.options import SolveOptions
@@ -68,12 +74,16 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     bounds = params.get("bounds", True)
     mus = params.get("microbatches")
     owners = params.get("owners")
+    deadline = _deadline(options)
     full = False
+    cut = None
     try:
         if method == "bnb":
             sub = params.get("sub_block_layers")
             cap = params.get("max_stages")
-            sequences = ss.structured_sequences(inst, sub, owners, cap)
+            got = ss.structured_space(inst, sub, owners, cap, deadline=deadline,
+                                      max_sequences=ss.MAX_SEQUENCES)
+            sequences, cut = got.sequences, got.cut
             lengths = [sub] if sub is not None else ss.sub_block_lengths(inst)
             full = inst.block_layers in lengths and (
                 inst.block_layers == 1 or (cap is not None and cap >= inst.n_ops))
@@ -85,7 +95,8 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
                 raise InputError(f"exhaustive enumeration over a block of {inst.n_ops} ops "
                                  f"is intractable (limit {ENUM_MAX_OPS}); use bnb or milp",
                                  field="method")
-            sequences = ss.full_sequences(inst, owners)
+            got = ss.full_space(inst, owners, deadline=deadline, max_sequences=ss.MAX_SEQUENCES)
+            sequences, cut = got.sequences, got.cut
             full = True
             space = "full template space"
         else:
@@ -102,14 +113,23 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
         start_cost = met.cost_usd_per_token if met.feasible else None
     period = params.get("period", "exact")
     out = ss.search(inst, sequences, frontier=frontier, bounds=bounds,
-                    microbatches=mus, time_limit=options.time_limit, incumbent=start_cost,
+                    microbatches=mus, time_limit=_left(deadline), incumbent=start_cost,
                     period=period)
     stats: dict[str, Any] = {"space": space, "search": out.stats.to_dict(),
                              "frontier": frontier, "bounds": bounds}
+    if cut is not None:
+        stats["space_cut"] = cut
     plan = out.plan if out.plan is not None else (start if start_cost is not None else None)
+    stopped = out.stats.timed_out or (cut is not None and cut.startswith("the time limit"))
+    if plan is None and (stopped or cut is not None):
+        why = ("the time limit ran out" if stopped else f"the space was cut ({cut})")
+        stats["message"] = f"{why} before any plan meeting the SLO was found"
+        # not a proof of infeasibility: only a part of the space was searched
+        return Result(problem="serving", method=method, status="TIME_LIMIT_NO_SOLUTION",
+                      stats=stats)
     if plan is None:
-        return _infeasible(inst, method, sequences, mus, stats)
-    complete = not out.stats.timed_out and period == "exact"
+        return _infeasible(inst, method, sequences, mus, stats, deadline)
+    complete = not out.stats.timed_out and cut is None and period == "exact"
     status = "OPTIMAL" if (full and complete) else "FEASIBLE"
     if complete:
         stats["optimal_in_space"] = space
@@ -121,12 +141,31 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     return res
 
 
-def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[str, Any]
-                ) -> Result:
-    """No plan in the space meets the SLO: find the tightest T_rtt of a plan that fits."""
+def _deadline(options: SolveOptions) -> float | None:
+    """The perf_counter time at which ``options.time_limit`` runs out (None: no limit)."""
+    return None if options.time_limit is None else time.perf_counter() + options.time_limit
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (at least 1 ms; None: no limit)."""
+    return None if deadline is None else max(1e-3, deadline - time.perf_counter())
+
+
+def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[str, Any],
+                deadline: float | None = None) -> Result:
+    """No plan in the space meets the SLO: find the tightest T_rtt of a plan that fits
+    (within what is left of the time limit: a search cut short reports what it saw)."""
     from heuristics.serving import search as ss
 
-    tight = ss.search(inst, sequences, objective="t_rtt", microbatches=mus)
+    tight = ss.search(inst, sequences, objective="t_rtt", microbatches=mus,
+                      time_limit=_left(deadline))
+    if tight.stats.timed_out:
+        stats["tightest_search"] = "stopped at the time limit"
+    if tight.t_rtt is None and tight.stats.timed_out:
+        stats["message"] = (f"no plan meets the TPOT SLO of "
+                            f"{inst.seconds(inst.tpot_slo) * 1e3:.3f} ms; the time limit ran "
+                            f"out before a plan that fits was found")
+        return Result(problem="serving", method=method, status="INFEASIBLE", stats=stats)
     if tight.t_rtt is None:
         weights = sum(o.weight_bytes * int(c) for o, c in zip(inst.ops, inst.op_count))
         weights += inst.embed_weight_bytes
@@ -150,13 +189,14 @@ def milp(inst: ServingInstance, options: SolveOptions) -> Result:
     from models.serving.milp import solve_serving_milp_result
 
     params = parsed_params("milp", "serving", options.params)
+    deadline = _deadline(options)
     res = solve_serving_milp_result(inst, options,
                                     initial_plan=initial_plan(inst, options.initial_solution),
                                     **params)
     if res.solution is None and res.status == "INFEASIBLE":
         from heuristics.serving import search as ss
 
-        return _infeasible(inst, "milp", ss.full_sequences(inst)
-                           if inst.n_ops <= ENUM_MAX_OPS else ss.structured_sequences(inst),
-                           None, res.stats)
+        got = (ss.full_space if inst.n_ops <= ENUM_MAX_OPS else ss.structured_space)(
+            inst, deadline=deadline, max_sequences=ss.MAX_SEQUENCES)
+        return _infeasible(inst, "milp", got.sequences, None, res.stats, deadline)
     return res
