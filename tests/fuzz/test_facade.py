@@ -180,10 +180,8 @@ test_lower_bound, test_lower_bound_long = _fuzz({"instance": list(INSTANCES.valu
                                                 hetopt.lower_bound)
 
 
-@settings(max_examples=SHORT, **SETTINGS)
-@given(data=st.data())
-def test_solve_params(data):
-    """``solve``'s ``**params``: a method parameter or option with a hostile value."""
+def _solve_params(data: st.DataObject) -> None:
+    """``solve``'s options and ``**params``: one method parameter or option, hostile."""
     name = data.draw(st.sampled_from([P1, P3]))
     method = "heft" if name == P1 else "bnb"
     key = data.draw(st.sampled_from(["engine", "device_choice", "frontier", "bounds", "foo",
@@ -191,6 +189,19 @@ def test_solve_params(data):
                                      "warm_start", "export_path", ""]))
     _call(hetopt.solve, {"instance": INSTANCES[name], "method": method, "time_limit": 5.0,
                          key: data.draw(HOSTILE)})
+
+
+@settings(max_examples=SHORT, **SETTINGS)
+@given(data=st.data())
+def test_solve_params(data):
+    _solve_params(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=LONG, **SETTINGS)
+@given(data=st.data())
+def test_solve_params_long(data):
+    _solve_params(data)
 
 
 def test_every_public_function_is_fuzzed():
