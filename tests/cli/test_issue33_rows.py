@@ -17,7 +17,10 @@ BUILD = ["build", "placement", "--model", "llama-2-7b", "--platform", "HP32", "-
 
 
 def run(capsys, *argv):
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # refused by the parser (argparse)
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 

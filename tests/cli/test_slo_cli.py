@@ -9,7 +9,10 @@ from opt.app.cli import main
 
 
 def run(capsys, *argv):
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # refused by the parser (argparse)
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
