@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from opt.common.errors import InputError
@@ -104,14 +105,24 @@ def suffix_error(path: str | os.PathLike[str], suffixes: tuple[str, ...], what: 
                  ) -> str | None:
     """Why ``what`` (e.g. "a result") cannot be written under the name ``path``: its name
     does not end in one of ``suffixes`` (case matters, as it does to the readers). None when
-    it does."""
+    it does, and for a device or FIFO (``/dev/null``, ``/dev/stdout``): no file is read back
+    from those, and they are written as JSON."""
     name = str(os.fspath(path))
-    if name.endswith(suffixes):
+    if name.endswith(suffixes) or _special(name):
         return None
     npz = " (the .npz container holds placement instances only)" \
         if name.endswith(".npz") else ""
     return f"{what} is written as {_or(suffixes)}, so its file name must end in one of " \
            f"these{npz}"
+
+
+def _special(name: str) -> bool:
+    """Whether ``name`` is an existing device or FIFO (not a regular file, not a folder)."""
+    try:
+        mode = os.stat(name).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)
 
 
 def check_suffix(path: str | os.PathLike[str], suffixes: tuple[str, ...], what: str) -> None:

@@ -82,3 +82,10 @@ def test_solve_with_an_npz_output_exits_2_in_one_line(tmp_path, capsys):
 ])
 def test_the_command_line_accepts_the_allowed_suffixes(tmp_path, argv):
     check_output_args(build_parser().parse_args([a.format(tmp=tmp_path) for a in argv]))
+
+
+def test_a_device_takes_any_name(capsys):
+    """``/dev/null`` (a device, read back by no one) is written as JSON, whatever the name."""
+    RESULT.write("/dev/null")
+    instances.load(P3).write("/dev/null")
+    assert main(["solve", P1, "--method", "heft", "-o", "/dev/null"]) == 0
