@@ -176,7 +176,7 @@ def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: 
     """``--time-limit``, ``--num-workers`` (threads of each solve; ``all_cores``: default the
     machine's cores, else 1, for commands that run several solves at once) and ``--seed``."""
     p.add_argument("--time-limit", type=float, default=time_limit, help=time_help)
-    cores = os.cpu_count() or 1
+    cores = min(os.cpu_count() or 1, 256)  # solvers.api.MAX_WORKERS (not imported: --help)
     p.add_argument("--num-workers", type=int, default=cores if all_cores else 1,
                    help=(f"threads of each exact solve (default: this machine's cores, "
                          f"{cores})" if all_cores else "threads of each exact solve (default 1)"))
