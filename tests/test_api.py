@@ -162,3 +162,12 @@ def test_a_start_of_the_wrong_kind_is_an_input_error():
     placement = hetopt.solve(p1, "heft")
     _refuses(lambda: hetopt.solve(p3, "bnb", time_limit=5, initial_solution=placement),
              "initial_solution")
+
+
+@pytest.mark.parametrize("kwargs,field", [({"slo_ttft_ms": 1e308}, "slo_ttft_ms"),
+                                          ({"slo_e2e_ms": -1.0}, "slo_e2e_ms")])
+def test_a_value_error_names_the_argument_not_the_command_line_option(kwargs, field):
+    with pytest.raises(hetopt.InputError) as err:
+        hetopt.build_placement(model="llama-2-7b", platform="HP32", prefill=16, decode=1,
+                               layers=1, **kwargs)
+    assert err.value.field == field

@@ -85,6 +85,11 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the largest SLO in ms (the command line's bound on real options, argtypes.MAX_REAL): larger
+#: limits overflow a schedule's ticks
+MAX_SLO_MS = 1e15
+
+
 def _goal_args(inst, args: argparse.Namespace):
     """``inst`` with ``--objective`` and the ``--slo-*-ms`` limits (converted to ticks of its
     time unit: TTFT and e2e rounded down, so a schedule within the limit in ticks is within it
@@ -95,8 +100,9 @@ def _goal_args(inst, args: argparse.Namespace):
     tick_ms = TIME_UNITS[inst.time_unit] * 1e3
     lim = {k: getattr(args, f"slo_{k}_ms") for k in ("ttft", "tpot", "e2e")}
     for k, v in lim.items():
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise InputError(f"must be a positive number of ms, got {v}", field=f"--slo-{k}-ms")
+        if v is not None and not (math.isfinite(v) and 0 < v <= MAX_SLO_MS):
+            raise InputError(f"must be a positive number of ms up to {MAX_SLO_MS:g}, got {v}",
+                             field=f"--slo-{k}-ms")
 
     def ticks(ms: float) -> int:
         return max(1, math.floor(round(ms / tick_ms, 6)))
