@@ -25,7 +25,14 @@ from opt.placement.schedule_error import ScheduleError
 from opt.placement.validator import validate_placement
 from solvers.certify import certify
 from solvers.placement.warm_start import WARM_STARTS, warm_start_schedule
-from solvers.registry import Method, default_method, get_method, methods
+from solvers.registry import (
+    FALLBACKS,
+    Method,
+    choose_default,
+    get_method,
+    methods,
+    size_error,
+)
 
 if TYPE_CHECKING:  # imported when a serving instance is solved (issue 20 item 5: startup)
     from opt.serving.instance import ServingInstance
@@ -103,7 +110,11 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: the default method of the instance's problem,
     :data:`solvers.registry.DEFAULTS`: ``cpsat`` for placement, ``cpsat-layout`` for layout,
-    ``bnb`` for serving instances) and return a certified :class:`Result`.
+    ``bnb`` for serving instances; on a placement instance the exact default cannot build a
+    model of within ``time_limit``, the best heuristic, :data:`solvers.registry.FALLBACKS`;
+    ``stats["method_choice"]`` says which and why) and return a certified :class:`Result`. An
+    exact method given by name on such an instance is an InputError
+    (:func:`solvers.registry.size_error`).
 
     time_limit: seconds (None = no limit); num_workers: solver threads; seed: random seed;
     initial_solution: a solution dict (placement schedule or serving plan) or a Result to start
@@ -123,8 +134,9 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     parameter names, HiGHS option names).
     """
     problems = instance_problems(instance)
-    spec = get_method(method, problems) if method is not None else default_method(problems[0])
+    given = get_method(method, problems) if method is not None else None
     check_options(time_limit, num_workers, seed)
+    spec, choice = _method_for(instance, problems[0], given, time_limit)
     for name, value in (("deterministic", deterministic), ("log", log)):
         if not isinstance(value, bool):
             raise InputError(f"{name} must be true or false, got {value!r}", field=name)
@@ -144,7 +156,27 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
            else _solve_placement(instance, spec, options, warm_start, time.perf_counter(),
                                  bound_worker))
     res.instance_fingerprint = instance.fingerprint  # opt.common.fingerprint, cached
+    if choice is not None:
+        res.stats["method_choice"] = choice
     return _with_reason(res)
+
+
+def _method_for(instance: Any, problem: str, given: Method | None,
+                time_limit: float | None) -> tuple[Method, dict[str, str] | None]:
+    """The method to run and, when none was given, the choice made and why
+    (:func:`solvers.registry.choose_default`: the exact default when the instance is within
+    its size cap, else the best heuristic). A given method that cannot start on an instance
+    this size within ``time_limit`` (:func:`solvers.registry.size_error`) is an InputError
+    naming it and the instance's size."""
+    n_tasks = instance.n_tasks if isinstance(instance, PlacementInstance) else None
+    if given is None:
+        spec, reason = choose_default(problem, n_tasks, time_limit)
+        return spec, {"method": spec.name, "reason": reason}
+    too_big = None if n_tasks is None else size_error(given.name, n_tasks, time_limit)
+    if too_big is not None:
+        raise InputError(f"{too_big}; use a heuristic ({FALLBACKS[given.problem]}, ...) or "
+                         f"a smaller instance", field="method")
+    return given, None
 
 
 def _attach_pending_bound(result: Result, pending: Any) -> None:

@@ -146,6 +146,39 @@ _METHODS: tuple[Method, ...] = (
 
 #: the method ``solve`` uses when none is given, per problem
 DEFAULTS = MappingProxyType({"placement": "cpsat", "layout": "cpsat-layout", "serving": "bnb"})
+#: the method ``solve`` uses when none is given and the instance is beyond the default's
+#: size cap (:func:`size_error`): the best heuristic, with its certified bound
+FALLBACKS = MappingProxyType({"placement": "bifocal", "layout": "bifocal/wla"})
+
+#: Tasks per second at which the methods that build one model of the whole placement instance
+#: build it. Measured on a loaded 2-core machine (llama-2-7b on HP64, 1,035 to 8,091 tasks):
+#: CP-SAT 213–275 tasks/s (cpsat-layout and cpsat-formats alike; cpsat-blocks builds one per
+#: node), the MILP under 450 tasks/s; stated at twice that (a faster machine), so only an
+#: instance that cannot be built within its time limit anywhere is refused.
+BUILD_TASKS_PER_S = MappingProxyType({"cpsat": 500.0, "cpsat-blocks": 500.0, "milp": 800.0,
+                                      "cpsat-layout": 500.0, "cpsat-formats": 500.0})
+#: The most tasks those methods build a model for at all, whatever the time limit (memory:
+#: CP-SAT held 438 MB at 4,059 tasks, about 100 KB per task; 50,000 tasks are about 5 GB).
+MODEL_MAX_TASKS = 50_000
+
+
+def size_error(name: str, n_tasks: int, time_limit: float | None) -> str | None:
+    """Why method ``name`` cannot start on a placement instance of ``n_tasks`` tasks within
+    ``time_limit`` seconds (None: no limit), or None when it can: more than
+    :data:`MODEL_MAX_TASKS` tasks, or a model build (at :data:`BUILD_TASKS_PER_S`) longer
+    than the limit. Methods without a whole-instance model have no cap."""
+    rate = BUILD_TASKS_PER_S.get(name)
+    if rate is None:
+        return None
+    if n_tasks > MODEL_MAX_TASKS:
+        return (f"method '{name}' builds one model of the whole instance: {n_tasks:,} tasks "
+                f"is above its cap of {MODEL_MAX_TASKS:,} tasks (memory)")
+    need = n_tasks / rate
+    if time_limit is not None and need > time_limit:
+        return (f"method '{name}' builds its model at about {rate:,.0f} tasks/s: {n_tasks:,} "
+                f"tasks need about {need:,.0f} s, more than the time limit of "
+                f"{time_limit:g} s (at most {int(rate * time_limit):,} tasks)")
+    return None
 
 
 def _problems(problem: str | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -180,10 +213,24 @@ def get_method(name: str, problem: str | tuple[str, ...]) -> Method:
 
 
 def default_method(problem: str) -> Method:
-    """The method ``solve`` uses for ``problem`` when none is given."""
+    """The method ``solve`` uses for ``problem`` when none is given (on an instance within its
+    size cap: :func:`choose_default`)."""
     if problem not in DEFAULTS:
         raise UnknownNameError("problem", problem, DEFAULTS)
     return get_method(DEFAULTS[problem], problem)
+
+
+def choose_default(problem: str, n_tasks: int | None, time_limit: float | None
+                   ) -> tuple[Method, str]:
+    """The method ``solve`` uses for ``problem`` when none is given, and why:
+    :func:`default_method` when the instance (``n_tasks``; None for a serving instance)
+    is within its :func:`size_error` cap, else the problem's :data:`FALLBACKS` heuristic."""
+    spec = default_method(problem)
+    too_big = None if n_tasks is None else size_error(spec.name, n_tasks, time_limit)
+    if too_big is None or problem not in FALLBACKS:
+        return spec, f"the default for {problem} instances"
+    return (get_method(FALLBACKS[problem], problem),
+            f"the default '{spec.name}' cannot start: {too_big}")
 
 
 def parsed_params(name: str, problem: str, params: dict[str, Any]) -> dict[str, Any]:
