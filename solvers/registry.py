@@ -160,13 +160,17 @@ BUILD_TASKS_PER_S = MappingProxyType({"cpsat": 500.0, "cpsat-blocks": 500.0, "mi
 #: The most tasks those methods build a model for at all, whatever the time limit (memory:
 #: CP-SAT held 438 MB at 4,059 tasks, about 100 KB per task; 50,000 tasks are about 5 GB).
 MODEL_MAX_TASKS = 50_000
+#: Instances up to this many tasks always start, whatever the limit: their build takes seconds
+#: and a method stopped by the limit during it returns its warm start.
+ALWAYS_BUILT_TASKS = 2_000
 
 
 def size_error(name: str, n_tasks: int, time_limit: float | None) -> str | None:
     """Why method ``name`` cannot start on a placement instance of ``n_tasks`` tasks within
     ``time_limit`` seconds (None: no limit), or None when it can: more than
-    :data:`MODEL_MAX_TASKS` tasks, or a model build (at :data:`BUILD_TASKS_PER_S`) longer
-    than the limit. Methods without a whole-instance model have no cap."""
+    :data:`MODEL_MAX_TASKS` tasks, or more than :data:`ALWAYS_BUILT_TASKS` and a model build
+    (at :data:`BUILD_TASKS_PER_S`) longer than the limit. Methods without a whole-instance
+    model have no cap."""
     rate = BUILD_TASKS_PER_S.get(name)
     if rate is None:
         return None
@@ -174,10 +178,11 @@ def size_error(name: str, n_tasks: int, time_limit: float | None) -> str | None:
         return (f"method '{name}' builds one model of the whole instance: {n_tasks:,} tasks "
                 f"is above its cap of {MODEL_MAX_TASKS:,} tasks (memory)")
     need = n_tasks / rate
-    if time_limit is not None and need > time_limit:
+    if time_limit is not None and need > time_limit and n_tasks > ALWAYS_BUILT_TASKS:
         return (f"method '{name}' builds its model at about {rate:,.0f} tasks/s: {n_tasks:,} "
                 f"tasks need about {need:,.0f} s, more than the time limit of "
-                f"{time_limit:g} s (at most {int(rate * time_limit):,} tasks)")
+                f"{time_limit:g} s (at most {max(int(rate * time_limit), ALWAYS_BUILT_TASKS):,} "
+                f"tasks)")
     return None
 
 

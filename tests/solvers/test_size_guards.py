@@ -27,6 +27,7 @@ def small_caps(monkeypatch):
     monkeypatch.setattr(reg, "BUILD_TASKS_PER_S",
                         {name: 1.0 for name in reg.BUILD_TASKS_PER_S})
     monkeypatch.setattr(reg, "MODEL_MAX_TASKS", 12)
+    monkeypatch.setattr(reg, "ALWAYS_BUILT_TASKS", 0)
 
 
 @pytest.mark.parametrize("method", ["cpsat", "milp", "cpsat-blocks", "cpsat-layout"])
@@ -73,6 +74,7 @@ def test_the_cli_refuses_in_one_line_and_records_the_choice(small_caps, tmp_path
 
 def test_the_stated_caps_hold_the_measured_rates():
     assert reg.size_error("cpsat", 8_091, 60) is None       # ~16-32 s to build here
+    assert reg.size_error("milp", 413, 0.5) is None          # small: stopped, warm start
     assert "more than the time limit" in reg.size_error("cpsat", 8_091, 5)
     assert "cap of 50,000" in reg.size_error("milp", 3_611_075, None)
     assert reg.size_error("bifocal", 3_611_075, 1) is None   # no whole-instance model
