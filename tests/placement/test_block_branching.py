@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import tempfile
 from pathlib import Path
 
@@ -61,6 +62,10 @@ SYMMETRIC = [dict(seed=602, n_tasks=6, n_devices=3, identical=True, n_blocks=2),
              dict(seed=603, n_tasks=6, n_devices=3, identical=True, n_blocks=2, contention=True),
              dict(seed=701, n_tasks=6, n_devices=3, identical=True, n_blocks=3, capacities=True),
              dict(seed=705, n_tasks=6, n_devices=3, identical=True, n_blocks=3, capacities=True)]
+#: the node solves in CP-SAT's deterministic time, under an overall wall-clock limit far above
+#: what these searches take on a loaded machine (the search keeps its own clock for that limit,
+#: the configuration search and the whole model's thread: a hang guard, never the verdict)
+GUARDED = dict(time_limit=300, deterministic=True)
 #: no time for the root and the inner nodes: the search must go down to the leaves
 FORCE_BRANCHING = dict(root_time_limit=1e-6, node_time_limit=1e-6, leaf_time_limit=5.0,
                        config_search=False, portfolio=False)
@@ -83,7 +88,8 @@ def _llm_instance(case: LlmCase):
 @functools.cache
 def _cpsat_optimum(case: LlmCase):
     """The monolithic model's proven result (shared by the agreement and the bound tests)."""
-    res = solve(_llm_instance(case), "cpsat", time_limit=60, num_workers=2, seed=0)
+    res = solve(_llm_instance(case), "cpsat", time_limit=60, deterministic=True, num_workers=2,
+                seed=0)
     assert res.status == "OPTIMAL", (case, res.status)
     return res
 
@@ -125,7 +131,7 @@ def test_agrees_with_cpsat_on_llm_slices(case):
     # it alone): the optimum is then found and proven in the tree (~25–40 nodes)
     params = dict(root_time_limit=1.0, config_search=False, portfolio=False) \
         if case == LLAMA else {}
-    blocks = solve(inst, "cpsat-blocks", time_limit=60, num_workers=2, seed=0, **params)
+    blocks = solve(inst, "cpsat-blocks", num_workers=2, seed=0, **GUARDED, **params)
     mono = _cpsat_optimum(case)
     for res in (blocks, mono):
         assert res.status == "OPTIMAL", (res.method, res.status)
@@ -150,13 +156,13 @@ def test_forced_branching_matches_brute_force_and_cpsat(case):
     assert not _has_zero_durations(inst)
     expected = brute_force(inst)
     assert expected is not None
-    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=1, seed=0, warm_start=None,
+    res = solve(inst, "cpsat-blocks", num_workers=1, seed=0, warm_start=None, **GUARDED,
                 **FORCE_BRANCHING)
     assert res.status == "OPTIMAL" and res.objective == expected == res.lower_bound
     _check_result(inst, res)
     assert res.stats["nodes"] > 1  # the root did not settle it: the tree was searched
     assert res.stats["symmetry_groups"] == [["D0", "D1"]]
-    mono = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
+    mono = solve(inst, "cpsat", time_limit=30, deterministic=True, num_workers=1, seed=0)
     assert mono.status == "OPTIMAL" and mono.objective == expected
 
 
@@ -165,7 +171,7 @@ def test_whole_model_alongside_the_tree(case):
     """With the whole model solved in a thread next to the tree (the default), whichever
     settles first ends the search: the enumerated optimum either way."""
     inst = random_instance(**case)
-    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=2, seed=0, warm_start=None,
+    res = solve(inst, "cpsat-blocks", num_workers=2, seed=0, warm_start=None, **GUARDED,
                 **{**FORCE_BRANCHING, "portfolio": True})
     assert res.status == "OPTIMAL" and res.objective == brute_force(inst) == res.lower_bound
     _check_result(inst, res)
@@ -179,8 +185,8 @@ def test_parallel_nodes_match_brute_force(case, workers, parallel):
     same proven optimum as the enumeration."""
     inst = random_instance(**case)
     assert not _has_zero_durations(inst)
-    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=workers, seed=0,
-                warm_start=None, parallel_nodes=parallel, **FORCE_BRANCHING)
+    res = solve(inst, "cpsat-blocks", num_workers=workers, seed=0, warm_start=None,
+                parallel_nodes=parallel, **GUARDED, **FORCE_BRANCHING)
     assert res.status == "OPTIMAL" and res.objective == brute_force(inst) == res.lower_bound
     _check_result(inst, res)
     assert res.stats["nodes"] > 1
@@ -193,7 +199,8 @@ def test_leaf_enumeration_is_complete(case):
     devices and the per-leaf restrictions (legality, forced loads) lose no optimal schedule."""
     inst = random_instance(**case)
     assert not _has_zero_durations(inst)
-    search = BlockBranching(inst, SolveOptions(time_limit=None, num_workers=1, seed=0))
+    search = BlockBranching(inst, SolveOptions(time_limit=None, num_workers=1, seed=0,
+                                               deterministic=True))
     leaves = list(_leaves(search, Node((), 0.0)))
     assert len(leaves) > 1
     for leaf in leaves:
@@ -209,7 +216,7 @@ def test_leaf_enumeration_is_complete(case):
 def test_heft_paper_example_proves_73():
     inst = instances.load("heft-topcuoglu-2002")
     assert len(inst.block_ids) == 0
-    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=1, seed=0)
+    res = solve(inst, "cpsat-blocks", num_workers=1, seed=0, **GUARDED)
     assert res.status == "OPTIMAL" and res.objective == 73 and res.lower_bound == 73
     assert res.stats["nodes"] == 1 and res.stats["block_order"] == []
     _check_result(inst, res)
@@ -277,8 +284,8 @@ def test_children_open_interchangeable_devices_in_order():
 def test_symmetric_instance_same_optimum_as_cpsat():
     """The default run (root first) on an instance with an interchangeable pair."""
     inst = random_instance(**SYMMETRIC[2])
-    res = solve(inst, "cpsat-blocks", time_limit=30, num_workers=1, seed=0)
-    mono = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
+    res = solve(inst, "cpsat-blocks", num_workers=1, seed=0, **GUARDED)
+    mono = solve(inst, "cpsat", time_limit=30, deterministic=True, num_workers=1, seed=0)
     assert res.status == mono.status == "OPTIMAL" and res.objective == mono.objective
     assert res.stats["symmetry_groups"] == [["D0", "D1"]]
     _check_result(inst, res)
@@ -299,14 +306,42 @@ def test_time_limit_two_layers(catalog, cards):
     assert res.status == "OPTIMAL" or res.stats["open_nodes"] > 0
 
 
-def test_bound_at_time_limit_is_below_the_optimum():
-    """Stopped after ~2 nodes (the Llama slice needs ~8): the incumbent and the smallest
-    bound of the open subtrees bracket cpsat's proven optimum. Called without ``solve`` so
-    the bound is the search's own (not maxed with the certified bound)."""
+class _NodeClock:
+    """The block search's clock (it stands in for the module's ``time``), moved only by node
+    solves, ``step`` seconds each: a limit between k and k + 1 steps stops the search after
+    k + 1 nodes, however fast the machine."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_bound_at_time_limit_is_below_the_optimum(monkeypatch):
+    """Stopped by its limit after 3 node solves (the Llama slice needs ~8; a clock only node
+    solves move, deterministic node limits, nodes one at a time, no whole model alongside):
+    the incumbent and the smallest bound of the open subtrees bracket cpsat's proven optimum.
+    Called without ``solve`` so the bound is the search's own (not maxed with the certified
+    bound)."""
+    import solvers.placement.block_branching as bb
+
+    clock = _NodeClock(0.1)
+    run_node = bb.BlockBranching._run_node
+
+    def timed(self, *args, **kwargs):
+        try:
+            return run_node(self, *args, **kwargs)
+        finally:
+            clock.now += clock.step
+
+    monkeypatch.setattr(bb, "time", clock)
+    monkeypatch.setattr(bb.BlockBranching, "_run_node", timed)
     inst = _llm_instance(LLAMA)
-    res = solve_placement_blocks(inst, SolveOptions(time_limit=0.6, num_workers=2, seed=0,
-                                                    initial_solution=heft(inst)))
-    assert res.status == "FEASIBLE" and res.stats["open_nodes"] > 0
+    res = solve_placement_blocks(inst, SolveOptions(
+        time_limit=0.25, num_workers=1, seed=0, deterministic=True,
+        initial_solution=heft(inst), params={"portfolio": False, "config_search": False}))
+    assert res.status == "FEASIBLE" and res.stats["open_nodes"] > 0 and res.stats["nodes"] == 3
     optimum = _cpsat_optimum(LLAMA).objective
     assert 0 < res.lower_bound <= optimum <= res.objective
     assert validate_placement(inst, res.solution).makespan == res.objective
@@ -329,10 +364,10 @@ def test_bad_time_parameters(name, value):
 # 7. infeasibility
 
 def test_capacity_infeasible_instance():
-    res = solve(_capacity_instance(99), "cpsat-blocks", time_limit=10)
+    res = solve(_capacity_instance(99), "cpsat-blocks", **GUARDED)
     assert res.status == "INFEASIBLE" and res.objective is None and res.solution is None
     # one byte more and the block fits: the optimum by hand (test_placement_exact)
-    ok = solve(_capacity_instance(100), "cpsat-blocks", time_limit=10)
+    ok = solve(_capacity_instance(100), "cpsat-blocks", **GUARDED)
     assert ok.status == "OPTIMAL" and ok.objective == 13
 
 
@@ -341,7 +376,7 @@ def test_random_infeasible_instance():
                 contention=True, topology="star")
     inst = random_instance(**case)
     assert brute_force(inst) is None
-    res = solve(inst, "cpsat-blocks", time_limit=10, num_workers=1, seed=0)
+    res = solve(inst, "cpsat-blocks", num_workers=1, seed=0, **GUARDED)
     assert res.status == "INFEASIBLE" and res.solution is None
 
 
@@ -372,8 +407,8 @@ def _eviction_instance():
 def test_evicting_initial_solution_does_not_change_the_optimum():
     inst, evicting = _eviction_instance()
     assert validate_placement(inst, evicting).makespan == 6
-    res = solve(inst, "cpsat-blocks", time_limit=10, num_workers=1, seed=0,
-                initial_solution=evicting)
+    res = solve(inst, "cpsat-blocks", num_workers=1, seed=0, initial_solution=evicting,
+                **GUARDED)
     assert res.status == "OPTIMAL" and res.objective == 23
     assert not res.solution["evictions"]
 
@@ -382,13 +417,14 @@ def test_zero_length_task_inside_another_is_not_a_conflict():
     inst = random_instance(301, n_tasks=4, n_devices=3, n_blocks=2, capacities=True)
     assert _has_zero_durations(inst) and brute_force(inst) == 7
     for method in ("cpsat-blocks", "cpsat"):  # the node model is the CP-SAT model
-        res = solve(inst, method, time_limit=10, num_workers=1, seed=0)
+        res = solve(inst, method, num_workers=1, seed=0, **GUARDED)
         assert res.status == "OPTIMAL" and res.lower_bound <= 7 and res.objective == 7, method
 
 
 def test_open_root_without_blocks_gets_more_time():
     inst = instances.load("heft-topcuoglu-2002")
-    res = solve(inst, "cpsat-blocks", time_limit=2, num_workers=1, seed=0,
+    # (the root's limit is then what is left of the whole limit: 2 s of deterministic time)
+    res = solve(inst, "cpsat-blocks", time_limit=2, deterministic=True, num_workers=1, seed=0,
                 root_time_limit=0.001)
     assert res.status == "OPTIMAL" and res.objective == 73
 
@@ -399,7 +435,7 @@ def test_configuration_search_finds_the_bundled_p1_optimum():
     the proven optimum, 22,006,173 ns (Bifocal on the whole instance: 22,915,929)."""
     inst = instances.load("p1-llama-2-7b-hp32-p64-d2-l2")
     search = BlockBranching(inst, SolveOptions(time_limit=60, num_workers=1, seed=0))
-    search.search_configurations(30.0)
+    search.search_configurations(math.inf)  # ends by itself: no clock decides what it finds
     assert search.best_span == instances.info("p1-llama-2-7b-hp32-p64-d2-l2").optimum
     assert validate_placement(inst, search.best).makespan == search.best_span
     assert not search.best["evictions"] and 0 < search.stats["configurations"] <= 3 ** 7
@@ -447,7 +483,9 @@ def test_restricted_clone_proves_what_a_fresh_model_proves():
     spans = []
     for model in (search.base.restrict(sub, loaded), fresh):
         solver = cp_model.CpSolver()
-        solver.parameters.num_workers, solver.parameters.max_time_in_seconds = 1, 30.0
+        solver.parameters.num_workers = 1
+        # deterministic time decides; the wall-clock limit only guards against a hang
+        solver.parameters.max_deterministic_time, solver.parameters.max_time_in_seconds = 30, 600
         assert solver.solve(model.model) == cp_model.OPTIMAL
         sol = model.extract(solver)
         spans.append(validate_placement(inst, sol).makespan)

@@ -14,7 +14,7 @@ from solvers import solve
 
 def test_heft_paper_example_cpsat_proves_73():
     inst = instances.load("heft-topcuoglu-2002")
-    res = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=1)
+    res = solve(inst, "cpsat", time_limit=30, deterministic=True, num_workers=1, seed=1)
     assert res.status == "OPTIMAL" and res.objective == 73 and res.lower_bound == 73
     assert res.gap == 0.0 and res.stats["metrics"]["makespan"] == 73
 
@@ -22,7 +22,7 @@ def test_heft_paper_example_cpsat_proves_73():
 @pytest.mark.parametrize("name", [n for n in instances.names() if n.startswith("sinnen")])
 def test_reference_optima_cpsat(name):
     inst = instances.load(name)
-    res = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
+    res = solve(inst, "cpsat", time_limit=30, deterministic=True, num_workers=1, seed=0)
     assert res.status == "OPTIMAL"
     assert res.objective == instances.info(name).optimum
     # symmetry breaking is active on identical processors and never cuts the optimum
@@ -49,9 +49,10 @@ def test_heft_gives_80_on_paper_example():
 
 def test_symmetry_breaking_does_not_change_optimum():
     inst = instances.load("sinnen-Nodes_10_Random-p4")
-    a = solve(inst, "cpsat", time_limit=30, symmetry_breaking=True, warm_start=None)
-    b = solve(inst, "cpsat", time_limit=30, symmetry_breaking=False, redundant=False,
+    a = solve(inst, "cpsat", time_limit=30, deterministic=True, symmetry_breaking=True,
               warm_start=None)
+    b = solve(inst, "cpsat", time_limit=30, deterministic=True, symmetry_breaking=False,
+              redundant=False, warm_start=None)
     assert a.status == b.status == "OPTIMAL" and a.objective == b.objective == 50
 
 
@@ -65,21 +66,21 @@ def _capacity_instance(capacity):
 
 
 def test_capacity_infeasible_instance():
-    res = solve(_capacity_instance(99), "cpsat", time_limit=10)
+    res = solve(_capacity_instance(99), "cpsat", time_limit=10, deterministic=True)
     assert res.status == "INFEASIBLE" and res.objective is None and res.solution is None
 
 
 def test_small_capacity_instance_optimum_by_hand():
     # t0 must run on A (its block fits nowhere else... both fit; on A: load 6 + 3 = 9, on B:
     # load 9 + 5 = 14); then t1 on A: 9 + 4 = 13, on B: 9 + (1 + 2 transfer) + 2 = 14
-    res = solve(_capacity_instance(100), "cpsat", time_limit=10)
+    res = solve(_capacity_instance(100), "cpsat", time_limit=10, deterministic=True)
     assert res.status == "OPTIMAL" and res.objective == 13
 
 
 def test_warm_start_and_cold_start_agree():
     inst = instances.load("heft-topcuoglu-2002")
-    warm = solve(inst, "cpsat", time_limit=30, initial_solution=heft(inst))
-    cold = solve(inst, "cpsat", time_limit=30, warm_start=None)
+    warm = solve(inst, "cpsat", time_limit=30, deterministic=True, initial_solution=heft(inst))
+    cold = solve(inst, "cpsat", time_limit=30, deterministic=True, warm_start=None)
     assert warm.objective == cold.objective == 73
     assert warm.stats["warm_start"] == "initial_solution" and cold.stats["warm_start"] is None
 

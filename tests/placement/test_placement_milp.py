@@ -20,7 +20,10 @@ from opt.placement.validator import validate_placement
 from solvers.certify import certify
 
 HEFT = Path(__file__).resolve().parents[2] / "instances" / "data" / "heft-topcuoglu-2002.json"
-OPTS = SolveOptions(time_limit=30, num_workers=1, seed=0)
+#: a wall-clock limit for HiGHS (it has no deterministic one) far above what these tiny
+#: models take on a loaded machine: a guard against a hang, never what decides a result
+HANG_GUARD_S = 300
+OPTS = SolveOptions(time_limit=HANG_GUARD_S, num_workers=1, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +279,7 @@ def test_capacity_forces_split_devices():
 @pytest.mark.parametrize("suffix", [".lp", ".mps"])
 def test_export(heft, tmp_path, suffix):
     path = tmp_path / f"heft{suffix}"
-    options = SolveOptions(time_limit=30, num_workers=1, export_path=str(path),
+    options = SolveOptions(time_limit=HANG_GUARD_S, num_workers=1, export_path=str(path),
                            params={"formulation": "bigm"})  # named Pyomo components
     result = solve_placement_milp(heft, options)
     text = path.read_text()
@@ -292,7 +295,8 @@ def test_export_bad_suffix(heft, tmp_path):
 
 
 def test_warm_start_accepted(heft, heft_result):
-    options = SolveOptions(time_limit=30, num_workers=1, initial_solution=heft_result.solution,
+    options = SolveOptions(time_limit=HANG_GUARD_S, num_workers=1,
+                           initial_solution=heft_result.solution,
                            params={"formulation": "bigm"})
     result = solve_placement_milp(heft, options)
     assert result.stats["mip_start"]["used"] is True
@@ -315,7 +319,7 @@ def test_warm_start_from_worse_schedule(heft):
     sol = {"assignment": {tid: "P1" for tid in heft.task_ids}, "compute": compute,
            "transfers": [], "loads": [], "evictions": [], "formats": {}}
     validate_placement(heft, sol)
-    result = solve_placement_milp(heft, SolveOptions(time_limit=30, num_workers=1,
+    result = solve_placement_milp(heft, SolveOptions(time_limit=HANG_GUARD_S, num_workers=1,
                                                      initial_solution=sol,
                                                      params={"formulation": "bigm"}))
     ws = result.stats["mip_start"]
@@ -342,7 +346,7 @@ def test_warm_start_with_permuted_identical_devices():
         "loads": [{**ev, "device": swap.get(ev["device"], ev["device"])} for ev in sol["loads"]],
     }
     validate_placement(inst, permuted)
-    result, certified = _check(inst, SolveOptions(time_limit=30, num_workers=1,
+    result, certified = _check(inst, SolveOptions(time_limit=HANG_GUARD_S, num_workers=1,
                                                   initial_solution=permuted))
     assert result.stats["mip_start"]["used"] is True
     assert result.stats["mip_start"]["accepted_by_highs"] is True
@@ -351,7 +355,7 @@ def test_warm_start_with_permuted_identical_devices():
 
 def test_invalid_warm_start_is_reported_and_dropped(heft):
     bad = {"compute": [], "assignment": {}}
-    result = solve_placement_milp(heft, SolveOptions(time_limit=30, num_workers=1,
+    result = solve_placement_milp(heft, SolveOptions(time_limit=HANG_GUARD_S, num_workers=1,
                                                      initial_solution=bad,
                                                      params={"formulation": "bigm"}))
     ws = result.stats["mip_start"]
@@ -375,9 +379,10 @@ def test_entry_point_certifies_milp(heft, heft_result):
     """Through ``solvers.solve`` (HEFT warm start by default) the certified optimum is 73."""
     from solvers import solve
 
-    result = solve(heft, "milp", time_limit=30, num_workers=1)
+    result = solve(heft, "milp", time_limit=HANG_GUARD_S, num_workers=1)
     assert result.status == "OPTIMAL" and result.objective == 73 and result.lower_bound == 73
     assert result.stats["mip_start"]["used"] is True
-    again = solve(heft, "milp", time_limit=30, num_workers=1, initial_solution=heft_result)
+    again = solve(heft, "milp", time_limit=HANG_GUARD_S, num_workers=1,
+                  initial_solution=heft_result)
     assert again.status == "OPTIMAL" and again.objective == 73
     assert again.stats["mip_start"]["source"] == "initial_solution"

@@ -27,7 +27,7 @@ def test_never_worse_than_its_starting_policies_and_valid(seed):
 
 def test_not_below_the_proven_optimum_and_deterministic():
     inst = gap_case(1001).build()
-    opt = solve(inst, "cpsat", time_limit=60, num_workers=1, seed=0)
+    opt = solve(inst, "cpsat", time_limit=60, deterministic=True, num_workers=1, seed=0)
     assert opt.status == "OPTIMAL"
     a = solve(inst, "policy-search")
     b = solve(inst, "policy-search")

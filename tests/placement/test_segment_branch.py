@@ -113,7 +113,7 @@ def test_branching_bound_below_cpsat_optimum_of_a_head_sharded_slice():
     from solvers import solve
 
     inst = LlmCase("llama-2-7b", "HP64", 1024, 1, 16).build()  # 62 tasks, CP-SAT proves it
-    res = solve(inst, "cpsat", time_limit=60, num_workers=2, seed=0)
+    res = solve(inst, "cpsat", time_limit=60, deterministic=True, num_workers=2, seed=0)
     cert = certified_lower_bound(inst)
     plain = certified_lower_bound(inst, BoundOptions(branch=False))
     # branching raises the chain component (35.77 M -> 37.88 M ticks; device_path 38.32 M
