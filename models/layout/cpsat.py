@@ -28,6 +28,7 @@ Format-only for a fixed placement and orders (:func:`solve_format_only`)
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import time
 from typing import Any
 
@@ -52,9 +53,7 @@ def solve_layout_cpsat(inst: PlacementInstance, options: SolveOptions) -> Result
     allowed formats (list; default all of ``layout.formats``); other params go to CP-SAT."""
     params = dict(options.params)
     formats = allowed_formats(inst, params.pop("formats", None))
-    opts = SolveOptions(time_limit=options.time_limit, num_workers=options.num_workers,
-                        seed=options.seed, initial_solution=options.initial_solution,
-                        params=params)
+    opts = dataclasses.replace(options, params=params)  # (deterministic, log... kept)
     res = solve_placement_cpsat(inst, opts, formats=formats, method="cpsat-layout")
     res.params = {**res.params, "formats": list(formats)}
     return res

@@ -58,7 +58,7 @@ def small(catalog, cards):
 @pytest.mark.parametrize("case", EXACT_CASES, ids=lambda c: f"{c.model}-p{c.prefill}-b{c.batch}")
 def test_exact_joint_le_wla_le_linear(case):
     inst = case.build()
-    joint = solve(inst, "cpsat-layout", time_limit=20, num_workers=1, seed=0,
+    joint = solve(inst, "cpsat-layout", time_limit=20, deterministic=True, num_workers=1, seed=0,
                   formats=WLA_FORMATS)
     assert joint.status == "OPTIMAL"
     wla_res = solve(inst, "bifocal/wla")
@@ -74,17 +74,17 @@ def test_exact_joint_le_wla_le_linear(case):
 
 def test_joint_and_format_only_agree():
     inst = EXACT_CASES[0].build()
-    joint = solve(inst, "cpsat-layout", time_limit=20, num_workers=1, seed=0,
+    joint = solve(inst, "cpsat-layout", time_limit=20, deterministic=True, num_workers=1, seed=0,
                   formats=WLA_FORMATS)
     assert joint.status == "OPTIMAL"
     # fixing the joint optimum's placement and orders, the format-only optimum is the same
-    fo = solve(inst, "cpsat-formats", time_limit=20, num_workers=1, seed=0,
+    fo = solve(inst, "cpsat-formats", time_limit=20, deterministic=True, num_workers=1, seed=0,
                initial_solution=joint.solution, formats=WLA_FORMATS)
     assert fo.stats["fixed_placement_status"] == "OPTIMAL"
     assert checked(inst, fo) == joint.objective
     # from Bifocal/Linear's placement it is never worse than Bifocal/Linear, never below joint
     lin = solve(inst, "bifocal/linear")
-    fo_lin = solve(inst, "cpsat-formats", time_limit=20, num_workers=1, seed=0,
+    fo_lin = solve(inst, "cpsat-formats", time_limit=20, deterministic=True, num_workers=1, seed=0,
                    formats=WLA_FORMATS)
     assert fo_lin.stats["base"] == "bifocal"
     assert joint.objective <= checked(inst, fo_lin) <= lin.objective
@@ -110,7 +110,7 @@ def test_format_only_keeps_evictions_valid(catalog, cards):
         meta=inst.meta)
     base = solve(tight, "bifocal/linear")
     assert base.solution["evictions"]
-    fo = solve(tight, "cpsat-formats", time_limit=20, num_workers=1, seed=0,
+    fo = solve(tight, "cpsat-formats", time_limit=20, deterministic=True, num_workers=1, seed=0,
                initial_solution=base.solution)
     assert checked(tight, fo) <= base.objective
     assert len(fo.solution["evictions"]) == len(base.solution["evictions"])
@@ -201,14 +201,26 @@ def test_budget_holds_in_every_result(small):
 
 def test_budget_in_the_joint_model():
     inst = EXACT_CASES[0].build()
-    free = solve(inst, "cpsat-layout", time_limit=20, num_workers=1, seed=0)
+    free = solve(inst, "cpsat-layout", time_limit=20, deterministic=True, num_workers=1, seed=0)
     assert free.status == "OPTIMAL" and "dual" in free.stats["format_mix"]
     tight = with_budget(inst, budget_from(inst, factor=1.0))  # no room for any dual copy
-    res = solve(tight, "cpsat-layout", time_limit=20, num_workers=1, seed=0)
+    res = solve(tight, "cpsat-layout", time_limit=20, deterministic=True, num_workers=1, seed=0)
     assert res.status in ("OPTIMAL", "FEASIBLE")
     assert "dual" not in res.solution["formats"].values()
     assert storage_bytes(tight, res.solution["formats"]) <= tight.layout.memory_budget
     assert checked(tight, res) >= free.objective
+
+
+def test_both_layout_models_run_deterministic_when_asked():
+    """``deterministic`` reaches CP-SAT in the joint and the format-only model: the run says
+    so, and two runs with two workers under the same deterministic limit give the same
+    result."""
+    inst = EXACT_CASES[1].build()
+    for method in ("cpsat-layout", "cpsat-formats"):
+        a, b = (solve(inst, method, time_limit=0.5, deterministic=True, num_workers=2, seed=3)
+                for _ in range(2))
+        assert a.stats["deterministic"] and b.stats["deterministic"], method
+        assert (a.status, a.objective, a.solution) == (b.status, b.objective, b.solution)
 
 
 def test_impossible_budget_is_infeasible(small):
