@@ -160,7 +160,7 @@ def test_cpsat_schedules_are_valid(inst):
         ref = heft(inst)
     except InputError:
         ref = None
-    res = solve(inst, "cpsat", time_limit=5, num_workers=1, seed=0)
+    res = solve(inst, "cpsat", time_limit=5, deterministic=True, num_workers=1, seed=0)
     if not res.has_solution:
         assert res.objective is None
         return
@@ -170,8 +170,11 @@ def test_cpsat_schedules_are_valid(inst):
     if res.lower_bound is not None:
         assert res.lower_bound <= res.objective
     if ref is not None and res.status == "OPTIMAL":
-        # HEFT's schedule is eviction-free and valid, so it cannot beat a proven optimum
-        assert res.objective <= validate_placement(inst, ref).makespan
+        # an eviction-free HEFT schedule cannot beat CP-SAT's proven (eviction-free) optimum;
+        # one that evicts under a capacity may
+        heft_metrics = validate_placement(inst, ref)
+        if heft_metrics.evictions == 0:
+            assert res.objective <= heft_metrics.makespan
 
 
 @FAST

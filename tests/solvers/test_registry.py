@@ -121,7 +121,7 @@ def test_solve_without_method_uses_the_problem_default(heft_paper, plan_instance
     res = solve(plan_instance)
     assert res.method == "bnb" and res.status in ("OPTIMAL", "FEASIBLE")
     assert res.objective is not None and res.stats["checker"] == "valid"
-    res = solve(heft_paper, time_limit=10)
+    res = solve(heft_paper, time_limit=10, deterministic=True)
     assert res.method == "cpsat" and res.status == "OPTIMAL" and res.objective == 73
 
 
@@ -210,7 +210,7 @@ def test_ill_typed_param_is_named(heft_paper, plan_instance, method, params):
 
 
 def test_valid_params_reach_the_back_end_untouched(heft_paper, plan_instance):
-    res = solve(heft_paper, "cpsat", time_limit=10, log_search_progress=False,
+    res = solve(heft_paper, "cpsat", time_limit=10, deterministic=True, log_search_progress=False,
                 subsolvers=["default_lp", "core"], symmetry_breaking=False)
     assert res.status == "OPTIMAL" and res.params["subsolvers"] == ["default_lp", "core"]
     res = solve(heft_paper, "milp", time_limit=10, presolve="off", mip_rel_gap=0)
@@ -242,5 +242,5 @@ def test_serving_initial_solution_is_a_plan_or_a_result(plan_instance):
 def test_placement_initial_solution_as_result(heft_paper):
     start = solve(heft_paper, "heft")
     assert isinstance(start, Result)
-    res = solve(heft_paper, "cpsat", time_limit=10, initial_solution=start)
+    res = solve(heft_paper, "cpsat", time_limit=10, deterministic=True, initial_solution=start)
     assert res.stats["warm_start"] == "initial_solution" and res.objective == 73

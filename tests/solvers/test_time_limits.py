@@ -25,16 +25,20 @@ def test_milp_build_stops_at_the_deadline(mid):
 
 
 def test_milp_respects_a_short_time_limit(mid):
-    """The limit stops the run (the build itself stops at the deadline: the test above); how
+    """A short limit gives a valid result whatever the machine's speed (stopped: the warm
+    start or better, saying why; the build itself stops at the deadline: the test above); how
     far past the limit it returns is measured by benchmarks/timing_checks.py, not asserted."""
     res = solve(mid, "milp", time_limit=0.5)
-    assert res.status == "FEASIBLE" and "time limit" in res.stats["message"]
+    assert res.status in ("FEASIBLE", "OPTIMAL")  # (solve validated the schedule)
+    if res.status == "FEASIBLE":
+        assert "time limit" in res.stats["message"]
     assert res.stats["warm_start"] is not None and res.params["time_limit"] == 0.5
 
 
 def test_milp_without_warm_start_has_no_start(mid):
     res = solve(mid, "milp", time_limit=0.5, warm_start="none")
-    assert res.status == "TIME_LIMIT_NO_SOLUTION" and res.solution is None
+    assert res.status in ("TIME_LIMIT_NO_SOLUTION", "FEASIBLE", "OPTIMAL")
+    assert (res.solution is None) == (res.status == "TIME_LIMIT_NO_SOLUTION")
     assert res.stats["warm_start"] is None
     assert res.stats["mip_start"]["used"] is False and res.stats["mip_start"]["source"] is None
 
