@@ -10,7 +10,17 @@ from pathlib import Path
 import instances
 from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 from opt.app.runs.bench import BenchCase, CaseResult
-from opt.app.runs.bench_checks import EXACT, RATIO, invariant, paper_figure
+from opt.app.runs.bench_checks import (
+    EXACT,
+    RATIO,
+    agrees,
+    invariant,
+    notes_text,
+    paper_figure,
+    proves,
+    stopped_by_clock,
+)
+from opt.common.report import fmt
 from opt.common.units import TIME_UNITS
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -25,21 +35,40 @@ SUITE = "placement"
 
 #: seconds for cpsat-blocks on entries whose optimum it proved (provenance ``best_by``)
 BLOCKS_TIME_LIMIT_S = 300.0
+#: CP-SAT's limit in deterministic time (about seconds on a quiet machine, the same work on a
+#: loaded one): the proofs of the bench run single-worker under it, so they are repeatable; its
+#: wall-clock backstop (models.placement.cpsat.DETERMINISTIC_BACKSTOP times this) only stops a
+#: run that hangs, and a run it stops is a note, not a failure
+CPSAT_DET_LIMIT = 30.0
+#: wall-clock seconds of the MILP: its outcome depends on the machine's load, so it is checked
+#: against the optimum (bound <= optimum <= objective) and "not proven" is a note
+MILP_TIME_LIMIT_S = 30.0
+
+
+def exact_cpsat(inst, workers: int = 1):
+    """CP-SAT under :data:`CPSAT_DET_LIMIT` deterministic seconds (repeatable: one worker, or
+    several interleaved)."""
+    return solve(inst, "cpsat", time_limit=CPSAT_DET_LIMIT, num_workers=workers, seed=0,
+                 deterministic=True)
 
 
 def references_case() -> CaseResult:
-    """Every bundled instance with a known optimum: CP-SAT, MILP and HEFT. Optima proven by
-    the block-branching search (``cpsat-blocks``, 2 workers) are reproduced by it; the
-    monolithic models then get 30 s and must bracket the optimum."""
-    rows, checks = [], []
+    """Every bundled instance with a known optimum: CP-SAT (deterministic limit: it must prove
+    the optimum), the MILP (wall-clock limit: bound <= optimum <= objective, not proving it in
+    time is a note) and HEFT. Optima proven by the block-branching search (``cpsat-blocks``,
+    2 workers, wall-clock limit) are checked the same way by it; the monolithic models then
+    must bracket the optimum."""
+    rows, checks, notes = [], [], []
     for name in instances.names("placement"):
         inst, info = instances.load(name), instances.info(name)
         best_by = (info.provenance or {}).get("best_by")
         if info.optimum is None or best_by in names("layout"):
             continue  # best-known entries and P2 entries: no P1 optimum to reproduce
         blocks = best_by == "cpsat-blocks"
-        cp = solve(inst, "cpsat", time_limit=30, num_workers=1, seed=0)
-        mi = solve(inst, "milp", time_limit=30, num_workers=1, seed=0)
+        # on the block search's entries CP-SAT only brackets the optimum: a wall-clock limit
+        cp = solve(inst, "cpsat", time_limit=MILP_TIME_LIMIT_S, num_workers=1, seed=0) \
+            if blocks else exact_cpsat(inst)
+        mi = solve(inst, "milp", time_limit=MILP_TIME_LIMIT_S, num_workers=1, seed=0)
         he = solve(inst, "heft")
         ex = solve(inst, "cpsat-blocks", time_limit=BLOCKS_TIME_LIMIT_S, num_workers=2,
                    seed=0) if blocks else None
@@ -47,25 +76,15 @@ def references_case() -> CaseResult:
                      mi.objective, mi.status, mi.runtime_s,
                      None if ex is None else ex.status, None if ex is None else ex.runtime_s,
                      he.objective, 100 * (he.objective / info.optimum - 1)])
-        exact = [("CP-SAT", cp), ("MILP", mi)]
         known = f"instances/ index ({best_by or 'known optimum'})"
-        if ex is not None:
-            checks.append(invariant(f"{name}: cpsat-blocks proves the optimum",
-                                    (ex.status, ex.objective), ("OPTIMAL", info.optimum),
-                                    ex.status == "OPTIMAL" and ex.objective == info.optimum,
-                                    source=known))
-            for label, r in exact:
-                checks.append(invariant(f"{name}: {label} at 30 s brackets the optimum",
-                                        (r.lower_bound, r.objective), f"<= {info.optimum} <=",
-                                        r.objective is not None and r.lower_bound is not None
-                                        and r.lower_bound <= info.optimum <= r.objective,
-                                        source=known))
+        found = [agrees(f"{name}: MILP", mi, info.optimum, source=known)]
+        if ex is not None:  # a proof that needs the wall clock: agreement, and a note
+            found += [agrees(f"{name}: cpsat-blocks", ex, info.optimum, source=known),
+                      agrees(f"{name}: CP-SAT", cp, info.optimum, source=known)]
         else:
-            for label, r in exact:
-                checks.append(invariant(f"{name}: {label} proves the optimum",
-                                        (r.status, r.objective), ("OPTIMAL", info.optimum),
-                                        r.status == "OPTIMAL" and r.objective == info.optimum,
-                                        source=known))
+            found.append(proves(f"{name}: CP-SAT", cp, info.optimum, source=known))
+        checks += [c for c, _ in found]
+        notes += [n for _, n in found]
         checks.append(invariant(f"{name}: HEFT >= optimum", he.objective, f">= {info.optimum}",
                                 he.objective >= info.optimum, source=known))
         if name == "heft-topcuoglu-2002":
@@ -74,59 +93,75 @@ def references_case() -> CaseResult:
                                        "Topcuoglu, Hariri, Wu, IEEE TPDS 2002, Fig. 2 example"))
     return CaseResult("bundled placement instances: exact optima and HEFT's gap",
                       ["instance", "tasks", "optimum", "cpsat", "status", "s", "milp", "status",
-                       "s", "cpsat-blocks", "s", "heft", "heft gap %"], rows, checks)
+                       "s", "cpsat-blocks", "s", "heft", "heft gap %"], rows, checks,
+                      notes=notes_text(*notes))
 
 
 def small_llm_case() -> CaseResult:
-    """A 1-layer Llama-2-7B slice on HP32 (prefill 16 + 1 decode step): both models agree."""
+    """A 1-layer Llama-2-7B slice on HP32 (prefill 16 + 1 decode step): CP-SAT proves its
+    optimum under a deterministic limit; the MILP (wall-clock limit) agrees with it."""
     cat, cards = bundled_catalog(), bundled_cards()
     inst = build_placement(cards["llama-2-7b"], cat.platform("HP32"), cat, Workload(16, 1, 1),
                            BuildOptions(layers=1))
-    rows, res = [], {}
-    for method in ("cpsat", "milp", "heft"):
-        r = solve(inst, method, time_limit=60, num_workers=2, seed=0)
-        res[method] = r
-        rows.append([method, r.status, r.objective, r.lower_bound, r.gap, r.runtime_s])
-    opt = res["cpsat"].objective
-    checks = [invariant("CP-SAT and MILP prove the same optimum",
-                        (res["cpsat"].status, res["milp"].status, opt, res["milp"].objective),
-                        "both OPTIMAL, equal",
-                        res["cpsat"].status == res["milp"].status == "OPTIMAL"
-                        and opt == res["milp"].objective),
-              invariant("HEFT >= optimum", res["heft"].objective, f">= {opt}",
-                        res["heft"].objective >= opt)]
+    res = {"cpsat": exact_cpsat(inst),
+           "milp": solve(inst, "milp", time_limit=60, num_workers=2, seed=0),
+           "heft": solve(inst, "heft")}
+    rows = [[m, r.status, r.objective, r.lower_bound, r.gap, r.runtime_s]
+            for m, r in res.items()]
+    cp = res["cpsat"]
+    proven = not stopped_by_clock(cp) and cp.status == "OPTIMAL"
+    checks = [invariant("CP-SAT proves an optimum (deterministic limit)",
+                        [cp.status, cp.objective], "OPTIMAL",
+                        proven or stopped_by_clock(cp))]
+    note = "" if proven else f"CP-SAT stopped by its wall-clock backstop ({cp.status})"
+    if proven:  # the MILP against CP-SAT's optimum: its proof needs the clock
+        check, milp_note = agrees("MILP", res["milp"], cp.objective)
+        checks.append(check)
+        note = notes_text(note, milp_note)
+    floor = cp.objective if proven else cp.lower_bound
+    checks.append(invariant("HEFT >= optimum" if proven else "HEFT >= CP-SAT's bound",
+                            res["heft"].objective, f">= {floor}",
+                            floor is not None and res["heft"].objective >= floor))
     return CaseResult(f"small LLM instance ({inst.n_tasks} tasks, time unit ns)",
                       ["method", "status", "objective", "lower bound", "gap", "time s"], rows,
-                      checks)
+                      checks, notes=note)
 
 
 def heuristic_gap_case(n: int = 6) -> CaseResult:
-    """Every heuristic against CP-SAT's proven optimum on seeded small LLM instances (the first
-    ``n`` of the gap report's family; ``benchmarks/gap_report.py`` runs 30)."""
+    """Every heuristic against CP-SAT on seeded small LLM instances (the first ``n`` of the gap
+    report's family; ``benchmarks/gap_report.py`` runs 30): no heuristic schedule below CP-SAT's
+    lower bound on any instance (a bound is valid whenever the solve stopped); gaps to the
+    optima CP-SAT proves within its wall-clock limit (which ones depends on the machine's load:
+    a note lists the others). Under a deterministic limit CP-SAT's proofs here take minutes on
+    a loaded machine, so the proofs are not what the case checks."""
     from instances.generated import gap_case
 
     # P1 heuristics only: layout strategies choose formats, so P1 optima do not bound them
     heuristics = [m.name for m in methods("placement") if not m.exact]
     gaps: dict[str, list[float]] = {m: [] for m in heuristics}
     below: list[str] = []
-    proven = 0
+    unproven: list[str] = []
     for seed in range(1000, 1000 + n):
         inst = gap_case(seed).build()
-        opt = solve(inst, "cpsat", time_limit=30, num_workers=2, seed=0)
-        if opt.status != "OPTIMAL":
-            continue
-        proven += 1
+        cp = solve(inst, "cpsat", time_limit=30, num_workers=2, seed=0)
+        if cp.status != "OPTIMAL":
+            unproven.append(f"seed {seed} ({cp.status}, gap {fmt(cp.gap)})")
         for m in heuristics:
             r = solve(inst, m)
-            gaps[m].append(r.objective / opt.objective - 1)
-            if r.objective < opt.objective:
-                below.append(f"seed {seed}: {m} {r.objective} < {opt.objective}")
-    checks = [invariant(f"no heuristic below the proven optimum ({proven} instances)", below,
+            if cp.status == "OPTIMAL":
+                gaps[m].append(r.objective / cp.objective - 1)
+            if cp.lower_bound is None or r.objective < cp.lower_bound:
+                below.append(f"seed {seed}: {m} {r.objective} < CP-SAT's bound "
+                             f"{cp.lower_bound}")
+    checks = [invariant(f"no heuristic below CP-SAT's lower bound ({n} instances)", below,
                         [], not below)]
     rows = [[m, len(g), 100 * sum(g) / len(g) if g else None, 100 * max(g) if g else None,
              sum(x == 0 for x in g)] for m, g in gaps.items()]
+    proven = n - len(unproven)
     return CaseResult(f"heuristic gaps to proven optima ({proven} of {n} small LLM instances)",
-                      ["method", "instances", "mean gap %", "max gap %", "optimal"], rows, checks)
+                      ["method", "instances", "mean gap %", "max gap %", "optimal"], rows, checks,
+                      notes=notes_text("not proven by CP-SAT within 30 s (wall clock): "
+                                       + ", ".join(unproven) if unproven else ""))
 
 
 #: Where the DOPS Bifocal-over-PD figures come from.
