@@ -335,7 +335,12 @@ def write_or_rescue(write, path: str) -> str | None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the handler of the parsed command: bad input prints one line and exits 2; Ctrl-C
-    prints one line (where finished records are kept) and exits 130."""
+    prints one line (where finished records are kept) and exits 130. Once the interpreter
+    exits, Ctrl-C is ignored (:func:`_ignore_sigint`)."""
+    import atexit
+
+    atexit.unregister(_ignore_sigint)  # once per process, however many commands ran in it
+    atexit.register(_ignore_sigint)
     try:
         check_output_args(args)
         return args.func(args)
@@ -345,7 +350,31 @@ def run_command(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:  # Ctrl-C: one line, exit 130 (128 + SIGINT)
-        out = getattr(args, "out", None)
-        print(f"hetopt: interrupted{f'; finished records are kept in {out}/' if out else ''}",
-              file=sys.stderr)
-        return 130
+        return _interrupted(args)
+    except Exception as exc:
+        # Ctrl-C inside a C extension's import (ortools, highspy) surfaces as the ImportError
+        # it caused: still an interrupt, not a crash
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, KeyboardInterrupt):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        return _interrupted(args)
+
+
+def _ignore_sigint() -> None:
+    """At interpreter exit: the command has finished (its outputs written, its exit code
+    decided), so a Ctrl-C now must not kill the process by the signal — its shell would report
+    an interrupt (130) for work that was done. (Python resets its own SIGINT handler to the
+    system's default while it shuts down, but leaves an ignored signal ignored.)"""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    """Ctrl-C: one line on stderr (where finished records are kept), exit 130."""
+    out = getattr(args, "out", None)
+    print(f"hetopt: interrupted{f'; finished records are kept in {out}/' if out else ''}",
+          file=sys.stderr)
+    return 130

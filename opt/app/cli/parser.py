@@ -16,6 +16,7 @@ implementation, and a command imports only its own group.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 
 from opt.app.cli.argtypes import (
@@ -98,8 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``hetopt`` (and ``python -m opt``): parse ``argv`` and run the command; its exit code."""
-    return run_command(build_parser().parse_args(argv))
+    """``hetopt`` (and ``python -m opt``): parse ``argv`` and run the command; its exit code
+    (Ctrl-C while parsing too: one line, 130, as :func:`run_command` does)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("hetopt: interrupted", file=sys.stderr)
+        return 130
+    return run_command(args)
 
 
 # ---- models / hardware / instances (opt.app.cli.info) -------------------------------------------
