@@ -124,3 +124,27 @@ def finishing() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold Ctrl-C back during the block and deliver it after (Python's default handler raises
+    KeyboardInterrupt there). For imports of C extensions: a KeyboardInterrupt raised inside
+    their initialisation fails it ("initialization failed") or crashes the process (orjson's
+    raised a segmentation fault). Outside the main thread, or without a Python SIGINT
+    handler, the block runs unchanged."""
+    if not _can_defer():
+        yield
+        return
+    seen = threading.Event()
+
+    def record(signum: int, frame: Any) -> None:
+        seen.set()
+
+    previous = signal.signal(signal.SIGINT, record)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if seen.is_set():
+        previous(signal.SIGINT, None)

@@ -15,7 +15,7 @@ import pytest
 
 import instances
 from models.highs import LogCapture
-from models.interrupt import finishing, interruptible
+from models.interrupt import deferred, finishing, interruptible
 from models.placement import cpsat
 from solvers.api import solve
 
@@ -71,6 +71,16 @@ def test_interruptible_without_a_signal_changes_nothing() -> None:
     assert value == 42
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.set_wakeup_fd(-1) == -1
+
+
+def test_a_deferred_signal_is_raised_after_the_block() -> None:
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred():  # e.g. a C extension's import: not interrupted inside
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("the block ran to its end")
+    assert steps == ["the block ran to its end"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_signal_while_finishing_is_dropped() -> None:

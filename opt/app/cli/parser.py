@@ -66,9 +66,13 @@ class Handler:
 
     def function(self) -> Callable[[argparse.Namespace], int]:
         """The handler function itself (its module imported)."""
+        from models.interrupt import deferred
+
         # __import__, not importlib.import_module: the import statement's machinery, which
-        # ``python -X importtime`` reports (it does not see importlib's pure-Python path)
-        module = __import__(self.module, fromlist=[self.function_name])
+        # ``python -X importtime`` reports (it does not see importlib's pure-Python path);
+        # Ctrl-C waits for the import's end (C extensions crash when interrupted inside it)
+        with deferred():
+            module = __import__(self.module, fromlist=[self.function_name])
         return getattr(module, self.function_name)
 
     def __call__(self, args: argparse.Namespace) -> int:
