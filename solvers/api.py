@@ -173,9 +173,11 @@ def _method_for(instance: Any, problem: str, given: Method | None,
         spec, reason = choose_default(problem, n_tasks, time_limit)
         return spec, {"method": spec.name, "reason": reason}
     too_big = None if n_tasks is None else size_error(given.name, n_tasks, time_limit)
-    if too_big is not None:
+    if too_big is not None and given.exact:
         raise InputError(f"{too_big}; use a heuristic ({FALLBACKS[given.problem]}, ...) or "
                          f"a smaller instance", field="method")
+    if too_big is not None:
+        raise InputError(too_big, field="time_limit")
     return given, None
 
 

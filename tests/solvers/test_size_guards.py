@@ -77,4 +77,20 @@ def test_the_stated_caps_hold_the_measured_rates():
     assert reg.size_error("milp", 413, 0.5) is None          # small: stopped, warm start
     assert "more than the time limit" in reg.size_error("cpsat", 8_091, 5)
     assert "cap of 50,000" in reg.size_error("milp", 3_611_075, None)
-    assert reg.size_error("bifocal", 3_611_075, 1) is None   # no whole-instance model
+    assert reg.size_error("bifocal", 3_611_075, 60) is None  # ~35 s here
+    assert reg.size_error("bifocal", 3_611_075, None) is None
+
+
+def test_a_heuristic_refuses_a_limit_one_schedule_cannot_fit():
+    # 3.6 M tasks: 35 s measured here; a limit of 30 s cannot hold one schedule
+    why = reg.size_error("bifocal", 3_611_075, 30)
+    assert why is not None and "--time-limit 37" in why
+    assert reg.size_error("heft", 50_000, 0.01) is None  # under a second: always starts
+
+
+def test_the_default_refuses_when_neither_it_nor_its_fallback_fits(small_caps, monkeypatch):
+    monkeypatch.setattr(reg, "SCHEDULE_TASKS_PER_S", 1.0)
+    with pytest.raises(InputError, match="no method can start") as err:
+        reg.choose_default("placement", 100, 10.0)
+    assert err.value.field == "time_limit"
+    assert reg.choose_default("placement", 100, 200.0)[0].name == "bifocal"
