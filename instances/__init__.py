@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.jsonio import Fields
 from opt.placement.instance import PlacementInstance
-from opt.problems import instance_of, problem_name
+from opt.problems import PROBLEMS, instance_of, problem_name
 
 if TYPE_CHECKING:  # a serving plan's module is imported when one is read (opt.problems)
     from opt.serving.instance import ServingInstance
@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # a serving plan's module is imported when one is read (opt.p
 __all__ = ["InstanceInfo", "names", "bundled", "bundled_names", "info", "load", "iter_instances"]
 
 _INDEX = "index.json"
-_PROBLEMS = ("placement", "layout", "serving")  # problem types this module can load
 _STG_PREFIX = "stg-"
 
 
@@ -184,9 +183,9 @@ def _load(rec: InstanceInfo) -> Any:
 
         graph = rec.file[len("data/stg/"):-len(".stg")]
         return stg.load(graph, int(rec.name.rsplit("-p", 1)[1]))
-    if rec.problem not in _PROBLEMS:
+    if rec.problem not in PROBLEMS:
         raise InputError(f"instance '{rec.name}' has problem '{rec.problem}', which this "
-                         f"version cannot load; known: {', '.join(_PROBLEMS)}",
+                         f"version cannot load; known: {', '.join(PROBLEMS)}",
                          source=f"instances/{_INDEX}")
     obj = _read_json(rec.file, missing=f"file not found (listed in {_INDEX} for "
                                        f"'{rec.name}')")

@@ -7,33 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from opt.common.enums import TextEnum
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
+from opt.common.problem import LEGACY_NAMES, PROBLEMS, Problem, problem_name
 from opt.placement.instance import PlacementInstance
 from opt.placement.io import instance_from_dict, read_instance
 
 if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: startup)
     from opt.serving.instance import ServingInstance
 
+#: the problem names are defined in opt.common.problem; these modules read them from here too
+__all__ = ["LEGACY_NAMES", "PROBLEMS", "Problem", "problem_name", "INSTANCE_SUFFIXES",
+           "instance_of", "read_problem_instance"]
 
-
-class Problem(TextEnum):
-    """The three problems (docs/problems.md); a ``str``, equal to its JSON name."""
-
-    PLACEMENT = "placement"  # P1: operator placement and scheduling (§1)
-    LAYOUT = "layout"        # P2: P1 plus each weight block's storage format under a budget (§2)
-    SERVING = "serving"      # P3: serving plans on heterogeneous GPUs (§3)
-
-
-PROBLEMS = tuple(p.value for p in Problem)
-#: the former name of a problem, still read in instance, result and index files
-LEGACY_NAMES = {"serving_plan": "serving"}
-
-
-def problem_name(name: str) -> str:
-    """``name`` with a legacy spelling replaced (``serving_plan`` → ``serving``)."""
-    return LEGACY_NAMES.get(name, name)
 #: the names of instance files (anything else on the command line may be a bundled instance)
 INSTANCE_SUFFIXES = (".json", ".json.gz", ".npz")
 

@@ -15,9 +15,8 @@ from types import MappingProxyType
 from typing import Any
 
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.problem import PROBLEMS
 from solvers import params as P
-
-PROBLEMS = ("placement", "layout", "serving")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 from opt.common.enums import TextEnum
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json, write_json
+from opt.common.problem import PROBLEMS
 
 SCHEMA = 1
 
@@ -34,9 +35,6 @@ class Status(TextEnum):
 
 
 STATUSES = tuple(s.value for s in Status)
-#: ``problem`` of a result: placement (P1 schedules), layout (P2 schedules with formats) or
-#: serving (P3 plans; files written before say "serving_plan", still read).
-PROBLEMS = ("placement", "layout", "serving")
 #: A lower bound may exceed the objective by this relative amount (float noise), no more.
 BOUND_RTOL = 1e-9
 #: An OPTIMAL result's lower bound is within this relative gap of its objective (HiGHS'
