@@ -28,7 +28,7 @@ def check_agreement(seed: int, time_limit: float = 60.0, load_timing: str = "pre
     ``time_limit``: CP-SAT's deterministic time; ``milp_limit``: the MILP's seconds."""
     case = agreement_case(seed) if case is None else case
     inst = dataclasses.replace(case.build(), load_timing=load_timing)
-    a = solve(inst, "cpsat", time_limit=time_limit, deterministic=True, num_workers=2, seed=seed)
+    a = solve(inst, "cpsat", time_limit=time_limit, deterministic=True, num_workers=1, seed=seed)
     b = solve(inst, "milp", time_limit=milp_limit, num_workers=2, seed=seed)
     for res in (a, b):
         assert res.status in ("OPTIMAL", "FEASIBLE"), (case, res.method, res.status)

@@ -52,6 +52,7 @@ def test_unique_inverse_is_numpys_unique(values):
 def test_unique_rows_is_the_references(shape, high, seed):
     r = np.random.default_rng(seed)
     a = r.integers(-1, min(high, 3) if seed % 2 else high, size=shape, dtype=np.int64)
+    a.setflags(write=False)  # read-only as an instance's cost: the kernel compiled for it
     rows, inv = E.unique_rows(a)
     ref_rows, ref_inv = unique_rows(a)
     assert np.array_equal(rows, ref_rows) and np.array_equal(inv, ref_inv)
@@ -60,6 +61,7 @@ def test_unique_rows_is_the_references(shape, high, seed):
 def test_unique_rows_falls_back_on_a_hash_collision():
     w = row_weights(2)
     a = np.array([[w[1], 0], [0, w[0]], [w[1], 0]], dtype=np.int64)  # equal row hashes
+    a.setflags(write=False)
     _, _, exact = E.kernels().unique_rows(a, w)
     assert not exact
     rows, inv = E.unique_rows(a)
