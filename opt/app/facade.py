@@ -1,13 +1,13 @@
 """The functions of the public API :mod:`opt.api` (``import opt.api as hetopt``): reading and
 writing instances and results, the builders, bundled instances by name, ``solve``,
 ``validate``, ``lower_bound`` and the method list. Each builder takes the options of its
-``hetopt build`` command as keywords (``--slo-ttft-ms`` is ``slo_ttft_ms``) and builds through
-the same code as the command.
+``hetopt build`` command as keywords (``--slo-ttft-ms`` is ``slo_ttft_ms``), reads them into
+the core's typed request (:mod:`opt.placement.request`, :mod:`opt.serving.request`) and builds
+it with the same function as the command.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import inspect
 import math
@@ -22,17 +22,29 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 import instances
-from opt.app.cli.placement import placement_from_args
-from opt.app.cli.serving import serving_from_args
 from opt.common.errors import InputError, UnknownNameError
+from opt.common.lists import positive_ints
 from opt.common.outpath import FILE, output_error
 from opt.common.result import Result, Status
 from opt.common.result import read_result as _read_result
+from opt.costlib.sources import Sources
+from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import relaxed_instance
+from opt.placement.request import (
+    Budget,
+    Goal,
+    PlacementRequest,
+    build_placement_request,
+    chosen_precision,
+    chosen_sparsity,
+)
 from opt.problems import PROBLEMS, problem_name, read_problem_instance
-from opt.serving.instance import ServingInstance
+from opt.serving.builder import DEFAULT_TP, ServingWorkload
+from opt.serving.instance import ServingGrid, ServingInstance
+from opt.serving.request import GpuCost, ServingRequest, build_serving_request, gpu_names
+from solvers.api import DEFAULT_TIME_LIMIT_S
 from solvers.api import solve as _solve
 from solvers.certify import Validation
 from solvers.certify import validate as _validate
@@ -247,18 +259,20 @@ def _check_writable(path: str | Path, function: str) -> None:
 
 
 @checked
-def build_placement(*, model: str, platform: str, prefill: int, decode: int, batch: int = 1,
-                    layers: int | None = None, tp: int = 1, block_span: int = 4,
-                    kv_layout: str = "heads", dtype: str = "fp16",
+def build_placement(*, model: str, platform: str, prefill: int, decode: int,
+                    batch: int = Workload.batch, layers: int | None = None,
+                    tp: int = BuildOptions.tp, block_span: int = BuildOptions.block_span,
+                    kv_layout: str = BuildOptions.kv_layout, dtype: str = BuildOptions.dtype,
                     weight_dtype: str | None = None, act_dtype: str | None = None,
                     kv_dtype: str | None = None, paper_precision: bool = False,
                     weight_sparsity: float | None = None,
                     act_sparsity: str | float | None = None,
-                    attn_sparsity: float | None = None, time_unit: str = "ns",
-                    load_timing: str = "at_use",
+                    attn_sparsity: float | None = None,
+                    time_unit: str = BuildOptions.time_unit,
+                    load_timing: str = BuildOptions.load_timing,
                     formats: Sequence[str] | None = None, budget_gb: float | None = None,
                     budget_factor: float | None = None, measurements: str | None = None,
-                    objective: str = "makespan", slo_ttft_ms: float | None = None,
+                    objective: str = Goal.objective, slo_ttft_ms: float | None = None,
                     slo_tpot_ms: float | None = None, slo_e2e_ms: float | None = None,
                     catalog: str | None = None, models_file: str | None = None
                     ) -> PlacementInstance:
@@ -267,12 +281,24 @@ def build_placement(*, model: str, platform: str, prefill: int, decode: int, bat
     ``decode`` steps and ``batch`` requests. Durations in ticks of ``time_unit``; weight loads
     follow ``load_timing`` (problems.md §1.2 rule 5: ``at_use``, DOPS Eq. 1, or
     ``prefetch``). ``act_sparsity``: ``"prefill=R,decode=R"`` or one fraction R (a number
-    or its text) for both phases."""
+    or its text) for both phases. The keywords become a
+    :class:`opt.placement.request.PlacementRequest`."""
     if budget_gb is not None and budget_factor is not None:
         raise InputError("give budget_gb or budget_factor, not both", field="budget")
-    if isinstance(act_sparsity, numbers.Real):
-        act_sparsity = repr(float(act_sparsity))
-    return placement_from_args(argparse.Namespace(**locals()))
+    request = PlacementRequest(
+        model=model, platform=platform, workload=Workload(prefill, decode, batch),
+        options=BuildOptions(
+            layers=layers, tp=tp, block_span=block_span, dtype=dtype, kv_layout=kv_layout,
+            time_unit=time_unit, load_timing=load_timing,
+            formats=tuple(formats) if formats else None,
+            precision=chosen_precision(model, dtype, weight=weight_dtype,
+                                       activation=act_dtype, kv=kv_dtype,
+                                       paper=paper_precision),
+            sparsity=chosen_sparsity(weight_sparsity, act_sparsity, attn_sparsity)),
+        budget=Budget(budget_gb, budget_factor),
+        goal=Goal(objective, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms),
+        measurements=measurements, sources=Sources(catalog, models_file))
+    return build_placement_request(request)
 
 
 @checked
@@ -285,13 +311,20 @@ def build_layout(*, budget_gb: float | None = None, budget_factor: float | None 
     return build_placement(budget_gb=budget_gb, budget_factor=budget_factor, **options)
 
 
+def _csv(values: Sequence[int]) -> str:
+    """``values`` as the comma-separated text of a command-line option (``1,2,4``)."""
+    return ",".join(str(v) for v in values)
+
+
 @checked
 def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms: float,
-                  tp: str | Sequence[int] = "1,2,4,8", no_ep: bool = False,
-                  batches: str | Sequence[int] = "1,2,4,8,16,32,64,128,256",
-                  max_gpus: int = 32, max_owners: int = 3, max_replicas: int = 4,
-                  max_microbatches: int = 4, memory_fraction: float = 1.0,
-                  gpu_cost: str = "calibrated", unmeasured_gpu: str = "transfer",
+                  tp: str | Sequence[int] = _csv(DEFAULT_TP), no_ep: bool = False,
+                  batches: str | Sequence[int] = _csv(ServingGrid.batches),
+                  max_gpus: int = ServingGrid.max_gpus, max_owners: int = ServingGrid.max_owners,
+                  max_replicas: int = ServingGrid.max_replicas,
+                  max_microbatches: int = ServingGrid.max_microbatches,
+                  memory_fraction: float = ServingRequest.memory_fraction,
+                  gpu_cost: str = GpuCost.kind, unmeasured_gpu: str = GpuCost.unmeasured,
                   gpu_calibration: str | None = None,
                   measurements: str | None = None,
                   catalog: str | None = None, models_file: str | None = None
@@ -302,12 +335,18 @@ def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms
     ``calibrated`` (fitted to measured profiles, ``gpu_calibration`` a fit file replacing the
     bundled one) or ``roofline``; ``unmeasured_gpu`` (``transfer`` | ``roofline``) what
     ``calibrated`` does for GPU types without measurements; ``measurements`` is a measured
-    table used where it has entries."""
-    args = dict(locals())
-    for key in ("gpus", "tp", "batches"):
-        if not isinstance(args[key], str):
-            args[key] = ",".join(str(v) for v in args[key])
-    return serving_from_args(argparse.Namespace(**args))
+    table used where it has entries. The keywords become a
+    :class:`opt.serving.request.ServingRequest`."""
+    request = ServingRequest(
+        model=model, gpus=gpu_names(gpus), workload=ServingWorkload(context, slo_ms / 1e3),
+        grid=ServingGrid(max_gpus=max_gpus, max_owners=max_owners, max_replicas=max_replicas,
+                         max_microbatches=max_microbatches,
+                         batches=positive_ints(batches, "batches")),
+        tp_degrees=positive_ints(tp, "tp"), expert_parallel=not no_ep,
+        memory_fraction=memory_fraction,
+        cost=GpuCost(gpu_cost, unmeasured_gpu, gpu_calibration), measurements=measurements,
+        sources=Sources(catalog, models_file))
+    return build_serving_request(request)
 
 
 @checked
@@ -335,14 +374,16 @@ def _exists(path: str) -> bool:
 
 
 @checked
-def solve(instance: Instance, method: str | None = None, *, time_limit: float | None = None,
+def solve(instance: Instance, method: str | None = None, *,
+          time_limit: float | None = DEFAULT_TIME_LIMIT_S,
           num_workers: int | None = None, seed: int = 0,
           initial_solution: Mapping[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | Path | None = None,
           deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: its problem's default, :func:`methods`) and
     return the certified :class:`Result` (objective recomputed, status a :class:`Status`).
-    time_limit: seconds (None: no limit); num_workers: solver threads (None: 1);
+    time_limit: seconds (default 60, :data:`solvers.api.DEFAULT_TIME_LIMIT_S`, as ``hetopt
+    solve``; None: no limit); num_workers: solver threads (None: 1);
     initial_solution: a solution (or a Result) to start from, checked first; warm_start: the
     heuristic seeding an exact placement method ("heft", "bifocal", "best", "policy-search"
     or None); export_path: the placement MILP's model file (.mps / .lp); deterministic: the

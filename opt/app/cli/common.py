@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from opt.common.errors import InputError
+from opt.common.lists import positive_ints
 
 
 def print_json(obj: Any) -> None:
@@ -158,15 +159,7 @@ def parse_method_params(items: Sequence[str] | None, methods: Sequence[str]
 
 def int_csv(text: str, what: str) -> tuple[int, ...]:
     """Comma-separated positive integers (``--tp 1,2,4``); InputError naming ``what``."""
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise InputError(f"expected comma-separated integers, got {text!r}", source="<argument>",
-                         field=what) from None
-    if not values or min(values) < 1:
-        raise InputError(f"expected positive integers, got {text!r}", source="<argument>",
-                         field=what)
-    return values
+    return positive_ints(text, what, source="<argument>")
 
 
 # ---- argument groups shared by several commands ---------------------------------------------
@@ -199,16 +192,6 @@ def add_budget_args(p: argparse.ArgumentParser, required: bool = False) -> None:
                    help="P2 main-memory budget for the stored weight blocks, 10^9 bytes")
     g.add_argument("--budget-factor", type=float, metavar="F",
                    help="P2 memory budget as F x the blocks' linear bytes (2 admits all-dual)")
-
-
-def apply_budget(inst, args: argparse.Namespace):
-    """``inst`` with the P2 memory budget of ``--budget-gb`` / ``--budget-factor`` (if any)."""
-    from opt.placement.layout import budget_from, with_budget
-
-    gb, factor = getattr(args, "budget_gb", None), getattr(args, "budget_factor", None)
-    if gb is None and factor is None:
-        return inst
-    return with_budget(inst, budget_from(inst, gb=gb, factor=factor))
 
 
 # ---- method names in help texts -------------------------------------------------------------

@@ -5,17 +5,13 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from opt.app.cli import serving
 from opt.app.cli.common import (
     STATUS_EXIT,
     TABLES,
-    apply_budget,
     bundled_method,
-    cards,
-    catalog,
     instance_summary,
     load_instance,
     parse_params,
@@ -30,26 +26,35 @@ from solvers.registry import methods
 
 # ---- build / import -------------------------------------------------------------------------
 
-def placement_from_args(args: argparse.Namespace):
-    """The P1 instance (P2 with a budget) of ``build placement``'s options (also
-    ``opt.api.build_placement``'s keywords)."""
+def placement_request(args: argparse.Namespace):
+    """The :class:`opt.placement.request.PlacementRequest` of ``build placement``'s options."""
+    from opt.costlib.sources import Sources
     from opt.placement.build_options import BuildOptions, Workload
-    from opt.placement.builder import build_placement
-    from opt.placement.layout import check_budget
+    from opt.placement.request import (
+        Budget,
+        Goal,
+        PlacementRequest,
+        act_sparsity_ratios,
+        chosen_precision,
+        chosen_sparsity,
+    )
 
-    check_budget(getattr(args, "budget_gb", None), getattr(args, "budget_factor", None))
-    cat, crds = catalog(args), cards(args)
-    inst = build_placement(crds[args.model], cat.platform(args.platform), cat,
-                           Workload(args.prefill, args.decode, args.batch),
-                           BuildOptions(layers=args.layers, tp=args.tp,
-                                        block_span=args.block_span, dtype=args.dtype,
-                                        kv_layout=args.kv_layout, time_unit=args.time_unit,
-                                        load_timing=args.load_timing,
-                                        formats=tuple(args.formats) if args.formats else None,
-                                        precision=_precision_args(args),
-                                        sparsity=_sparsity_args(args),
-                                        measurements=_measurements_arg(args, cat)))
-    return _goal_args(apply_budget(inst, args), args)
+    act = None if args.act_sparsity is None else \
+        act_sparsity_ratios(args.act_sparsity, "act-sparsity", "<argument>")
+    return PlacementRequest(
+        model=args.model, platform=args.platform,
+        workload=Workload(args.prefill, args.decode, args.batch),
+        options=BuildOptions(
+            layers=args.layers, tp=args.tp, block_span=args.block_span, dtype=args.dtype,
+            kv_layout=args.kv_layout, time_unit=args.time_unit, load_timing=args.load_timing,
+            formats=tuple(args.formats) if args.formats else None,
+            precision=chosen_precision(args.model, args.dtype, weight=args.weight_dtype,
+                                       activation=args.act_dtype, kv=args.kv_dtype,
+                                       paper=args.paper_precision),
+            sparsity=chosen_sparsity(args.weight_sparsity, act, args.attn_sparsity)),
+        budget=Budget(getattr(args, "budget_gb", None), getattr(args, "budget_factor", None)),
+        goal=Goal(args.objective, args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
+        measurements=args.measurements, sources=Sources(args.catalog, args.models_file))
 
 
 def cmd_build_placement(args: argparse.Namespace) -> int:
@@ -61,8 +66,10 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
         raise InputError("an .npz file is always column tables (docs/problems.md §1.2c): "
                          "write rows to a .json or .json.gz file", source="<argument>",
                          field="tables")
+    from opt.placement.request import build_placement_request
+
     t0 = time.perf_counter()
-    inst = placement_from_args(args)
+    inst = build_placement_request(placement_request(args))
     t1 = time.perf_counter()
     columns = inst.writes_columns(TABLES[args.tables])
     write_output(lambda path: inst.write(path, columns=columns), args.output)
@@ -83,86 +90,6 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
 
             print(provenance_line(info["measurements"]))
     return 0
-
-
-#: the largest SLO in ms (the command line's bound on real options, argtypes.MAX_REAL): larger
-#: limits overflow a schedule's ticks
-MAX_SLO_MS = 1e15
-
-
-def _goal_args(inst, args: argparse.Namespace):
-    """``inst`` with ``--objective`` and the ``--slo-*-ms`` limits (converted to ticks of its
-    time unit: TTFT and e2e rounded down, so a schedule within the limit in ticks is within it
-    in ms)."""
-    from opt.common.units import TIME_UNITS, ms_to_ticks
-    from opt.placement.slo import Slo, with_goal
-
-    tick_ms = TIME_UNITS[inst.time_unit] * 1e3
-    lim = {k: getattr(args, f"slo_{k}_ms") for k in ("ttft", "tpot", "e2e")}
-    for k, v in lim.items():
-        if v is not None and not (math.isfinite(v) and 0 < v <= MAX_SLO_MS):
-            raise InputError(f"must be a positive number of ms up to {MAX_SLO_MS:g}, got {v}",
-                             field=f"--slo-{k}-ms")
-
-    def ticks(ms: float) -> int:
-        return max(1, math.floor(round(ms / tick_ms, 6)))
-
-    slo = Slo(ttft=None if lim["ttft"] is None else ticks(lim["ttft"]),
-              mean_tpot=None if lim["tpot"] is None else ms_to_ticks(lim["tpot"], inst.time_unit),
-              e2e=None if lim["e2e"] is None else ticks(lim["e2e"]))
-    return with_goal(inst, args.objective, slo)
-
-
-def _measurements_arg(args: argparse.Namespace, cat):
-    """The table of ``--measurements`` (None when absent)."""
-    from opt.costlib.measured import read_measurements
-
-    return None if args.measurements is None else read_measurements(args.measurements, cat)
-
-
-def _precision_args(args: argparse.Namespace):
-    """``Precision`` from --weight-dtype/--act-dtype/--kv-dtype/--paper-precision (None when
-    none is given: the builder then uses --dtype for weights, fp16 for the rest)."""
-    from opt.costlib.operators import Precision
-    from opt.placement.build_options import paper_precision
-
-    given = {k: v for k, v in (("weight", args.weight_dtype), ("activation", args.act_dtype),
-                               ("kv", args.kv_dtype)) if v is not None}
-    if not given and not args.paper_precision:
-        return None
-    base = paper_precision(args.model) if args.paper_precision else Precision(weight=args.dtype)
-    return Precision(**{**base.__dict__, **given}).check()
-
-
-def _act_sparsity(text: str) -> dict[str, float]:
-    """``--act-sparsity``: ``prefill=R,decode=R`` (either may be left out) or one ratio R."""
-    act = {"prefill": 0.0, "decode": 0.0}
-    text = text.strip()
-    bad = f"expected prefill=R,decode=R or one ratio R, got {text!r}"
-    try:
-        if "=" not in text:
-            return dict.fromkeys(act, float(text))
-        for part in text.split(","):
-            key, _, value = part.partition("=")
-            if key.strip() not in act:
-                raise InputError(bad, source="<argument>", field="act-sparsity")
-            act[key.strip()] = float(value)
-    except ValueError:
-        raise InputError(bad, source="<argument>", field="act-sparsity") from None
-    return act
-
-
-def _sparsity_args(args: argparse.Namespace):
-    """``Sparsity`` from --weight-sparsity, --act-sparsity [prefill=R,decode=R | R],
-    --attn-sparsity (None when all are absent)."""
-    from opt.costlib.operators import Sparsity
-
-    if args.weight_sparsity is None and args.act_sparsity is None and args.attn_sparsity is None:
-        return None
-    act = (_act_sparsity(args.act_sparsity) if args.act_sparsity is not None
-           else {"prefill": 0.0, "decode": 0.0})
-    return Sparsity(weight=args.weight_sparsity or 0.0, activation_prefill=act["prefill"],
-                    activation_decode=act["decode"], attention=args.attn_sparsity or 0.0).check()
 
 
 def cmd_import_dot(args: argparse.Namespace) -> int:

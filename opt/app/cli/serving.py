@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from opt.app.cli.common import cards, catalog, int_csv, print_json
+from opt.app.cli.common import int_csv, print_json
 from opt.app.cli.output import write_output
 from opt.common.errors import InputError
 from opt.common.report import table
@@ -20,21 +20,19 @@ def grid_from_args(args: argparse.Namespace):
                        batches=int_csv(args.batches, "batches"))
 
 
-def serving_from_args(args: argparse.Namespace):
-    """The P3 instance of ``build serving``'s options (also ``opt.api.build_serving``'s
-    keywords)."""
-    from opt.serving.builder import ServingWorkload, build_serving_plan
+def serving_request(args: argparse.Namespace):
+    """The :class:`opt.serving.request.ServingRequest` of ``build serving``'s options."""
+    from opt.costlib.sources import Sources
+    from opt.serving.builder import ServingWorkload
+    from opt.serving.request import GpuCost, ServingRequest, gpu_names
 
-    cat, crds = catalog(args), cards(args)
-    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
-    return build_serving_plan(crds[args.model], cat, gpus,
-                              ServingWorkload(args.context, args.slo_ms / 1e3),
-                              grid=grid_from_args(args), tp_degrees=int_csv(args.tp, "tp"),
-                              expert_parallel=not args.no_ep,
-                              memory_fraction=args.memory_fraction, gpu_cost=args.gpu_cost,
-                              unmeasured_gpu=args.unmeasured_gpu,
-                              calibrations=_calibrations(args, cat),
-                              measurements=_measurements(args, cat))
+    return ServingRequest(
+        model=args.model, gpus=gpu_names(args.gpus),
+        workload=ServingWorkload(args.context, args.slo_ms / 1e3), grid=grid_from_args(args),
+        tp_degrees=int_csv(args.tp, "tp"), expert_parallel=not args.no_ep,
+        memory_fraction=args.memory_fraction,
+        cost=GpuCost(args.gpu_cost, args.unmeasured_gpu, args.gpu_calibration),
+        measurements=args.measurements, sources=Sources(args.catalog, args.models_file))
 
 
 def cmd_build_serving(args: argparse.Namespace) -> int:
@@ -43,7 +41,9 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
         raise InputError("a serving-plan instance is JSON (.json or .json.gz); the .npz "
                          "container holds placement instances only", source="<argument>",
                          field="output")
-    inst = serving_from_args(args)
+    from opt.serving.request import build_serving_request
+
+    inst = build_serving_request(serving_request(args))
     write_output(inst.write, args.output)
     info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
             "block_layers": inst.block_layers, "blocks": inst.blocks_total,
@@ -112,15 +112,3 @@ def print_serving_result(res) -> None:
               f"the exact period {sim['t_rtt_exact_s'] * 1e3:.4g} ms (ratio "
               f"{sim['ratio_exact']:.3f}); the "
               f"formula, its lower bound, {sim['t_rtt_formula_s'] * 1e3:.4g} ms")
-
-
-def _calibrations(args: argparse.Namespace, cat):
-    """The ``--gpu-calibration`` file's calibrations (None: the bundled ones)."""
-    from opt.costlib.gpu_calib import read_calibrations
-    return None if args.gpu_calibration is None else read_calibrations(args.gpu_calibration, cat)
-
-
-def _measurements(args: argparse.Namespace, cat):
-    """The ``--measurements`` table (None when absent)."""
-    from opt.costlib.measured import read_measurements
-    return None if args.measurements is None else read_measurements(args.measurements, cat)
