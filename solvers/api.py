@@ -42,6 +42,9 @@ MAX_SEED = 2**31 - 1
 #: most solver threads of one solve: far beyond the cores of any machine the tools run on
 #: (CP-SAT refuses some larger counts as MODEL_INVALID; HiGHS caps its own threads)
 MAX_WORKERS = 256
+#: the time limit of a solve (seconds) unless one is given: ``solve``, ``opt.api.solve`` and
+#: ``hetopt solve --time-limit`` share it
+DEFAULT_TIME_LIMIT_S = 60.0
 
 
 
@@ -103,7 +106,7 @@ def _given_start(problem: str, instance: Any, initial_solution: dict[str, Any] |
 
 
 def solve(instance: PlacementInstance | ServingInstance, method: str | None = None, *,
-          time_limit: float | None = 60.0, num_workers: int = 1, seed: int = 0,
+          time_limit: float | None = DEFAULT_TIME_LIMIT_S, num_workers: int = 1, seed: int = 0,
           initial_solution: dict[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | None = None,
           deterministic: bool = False, log: bool = False, bound_worker: Any = None,
@@ -116,7 +119,8 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     exact method given by name on such an instance is an InputError
     (:func:`solvers.registry.size_error`).
 
-    time_limit: seconds (None = no limit); num_workers: solver threads; seed: random seed;
+    time_limit: seconds (default :data:`DEFAULT_TIME_LIMIT_S`; None = no limit);
+    num_workers: solver threads; seed: random seed;
     initial_solution: a solution dict (placement schedule or serving plan) or a Result to start
     from (checked first); warm_start: for the placement methods that take one
     (``cpsat``, ``cpsat-blocks``, ``milp``) when no ``initial_solution`` is given, the
