@@ -62,10 +62,6 @@ class DeviceSpec:
     conversions: tuple[Conversion, ...] = ()
     source: str = ""
 
-    @property
-    def price_usd_per_s(self) -> float | None:
-        return None if self.price_usd_per_hour is None else self.price_usd_per_hour / 3600.0
-
     def latency_s(self, op_class: str, flops, bytes_):
         """Op latency in seconds from this device's latency model (vectorised)."""
         if self.latency_model is None:

@@ -41,9 +41,6 @@ ADD_FLOPS = 1.0
 GDN_FLOPS_PER_STATE = 6.0
 GDN_CHUNK = 64
 
-#: Ops that form "core attention" (the part CAD disaggregates).
-CORE_ATTENTION = frozenset({"kv_write", "qk", "softmax", "sv", "gdn_recurrence"})
-
 
 @dataclass(frozen=True)
 class Precision:
@@ -190,10 +187,6 @@ class Op:
     bytes: object
     weight_bytes: float
     out_bytes: object
-
-    @property
-    def core_attention(self) -> bool:
-        return self.kind in CORE_ATTENTION
 
 
 def causal_pairs(tokens, context, window: int | None = None):

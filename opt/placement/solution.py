@@ -91,8 +91,3 @@ def _transfer_durations(inst: PlacementInstance, e: np.ndarray, f: np.ndarray, t
     dur[f == t] = 0
     return dur
 
-
-def cross_edges(inst: PlacementInstance, task_device: Sequence[int]) -> np.ndarray:
-    """Indices of edges whose endpoints run on different devices."""
-    dev = np.asarray(task_device, dtype=np.int64)
-    return np.flatnonzero(dev[inst.edge_src] != dev[inst.edge_dst])

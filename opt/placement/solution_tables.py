@@ -250,11 +250,6 @@ class ColumnarSolution(_SolutionBase):
                 "loads": v["loads"], "evictions": v["evictions"], "formats": v["formats"]}
 
 
-def is_tables(obj: Any) -> bool:
-    """Whether ``obj`` (a solution as read from JSON) is in the column-table layout."""
-    return isinstance(obj, dict) and "columns" in obj
-
-
 def solution_from_tables(obj: dict[str, Any], source: str | None,
                          path: str = "solution") -> ColumnarSolution:
     """A :class:`ColumnarSolution` from its column-table JSON object; every error is an

@@ -70,12 +70,6 @@ class PlanMetrics:
     def cost_usd_per_mtok(self) -> float:
         return self.cost_usd_per_token * 1e6
 
-    @property
-    def slo_violation(self) -> str | None:
-        """The SLO message of ``violations`` (None when the SLO holds)."""
-        return next((v for v in self.violations if v.startswith("SLO:")), None)
-
-
 
 def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> PlanMetrics:
     """Recompute T_rtt (exact, and the formula beside it), memory, GPUs and cost of a plan;

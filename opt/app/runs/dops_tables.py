@@ -206,11 +206,6 @@ def finished(index: dict[tuple, dict[str, dict[str, Any]]], key: tuple,
         usable(recs[m]) for m in PAIR if m in methods)
 
 
-def _by_model(records: Sequence[dict[str, Any]], model: str, platform: str
-              ) -> list[dict[str, Any]]:
-    return [r for r in records if r["model"] == model and r["platform"] == platform]
-
-
 def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per model on its DOPS platform (all seven, in :data:`PAPER_GEOMEAN`'s order): the grid
     workloads finished for Bifocal and PD, and over them the geomean Bifocal/PD (the verdict's
