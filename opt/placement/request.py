@@ -72,7 +72,7 @@ class Goal:
         for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, Real) and not isinstance(v, bool)
-                                      and math.isfinite(v) and 0 < v <= MAX_SLO_MS):
+                                      and math.isfinite(v) and 0 < float(v) <= MAX_SLO_MS):
                 raise InputError(f"must be a positive number of ms up to {MAX_SLO_MS:g}, "
                                  f"got {v}", field=name)
 
