@@ -1,4 +1,4 @@
-"""Import census of the project (issue 31): how many project imports sit inside functions, by
+"""Import census of the project: how many project imports sit inside functions, by
 layer, and how many project modules one command imports.
 
     python .ci/import_census.py                 # in-function imports per layer

@@ -1,7 +1,7 @@
 """Bifocal ablation in the form of DOPS Fig. 13 (problems.md §6): EFT only, EFT + one term (window,
 phase, token, and our extension the copy cost), all terms, and all terms but one, each in DOPS
 Algorithm 1's ready-set order (``ready_set: score``); and all terms in HEFT's static order
-(``rank``, the order before Bifocal revision 6, with the siblings' extension and HEFT's
+(``rank``, with the siblings' extension and HEFT's
 insertion into idle gaps), and all terms with that insertion in the score order
 (``insertion``: HEFT's start rule instead of DOPS Eq. 1 and 3's avail(k)), on
 Qwen-1.8B (``dops-qwen-1.8b``, batch 8) and Llama-7B (batch 16) workloads on HP32, full size;
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from heuristics.placement.bifocal import FLIP_TERMS, REVISION, bifocal_schedule
+from heuristics.placement.bifocal import BIFOCAL_VERSION, FLIP_TERMS, bifocal_schedule
 from opt.common.errors import InputError
 from opt.common.outpath import NEW_FILE, output_error
 from opt.costlib.hardware import bundled_catalog
@@ -72,8 +72,8 @@ NOT_TERMS = {
 
 
 def _timing(rec: dict) -> str:
-    """The load rule a record was measured under (records from before issue 35 carry none and
-    were measured under ``prefetch``, then the builder's default)."""
+    """The load rule a record was measured under (a record without the field was measured under
+    ``prefetch``)."""
     return rec.get("load_timing", "prefetch")
 
 
@@ -116,12 +116,12 @@ def records(out: Path) -> list[dict]:
 def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS,
         variants: tuple[str, ...] = tuple(VARIANTS)) -> None:
     """Every (workload, variant) of ``models`` and ``variants`` not yet in ``out`` (a record of
-    another Bifocal revision does not count), appended as it finishes."""
+    another Bifocal version does not count), appended as it finishes."""
     cat, cards = bundled_catalog(), bundled_cards()
     done = set()
     if out.exists():
         for r in records(out):
-            if r.get("revision", 2) == REVISION and _timing(r) == BuildOptions().load_timing:
+            if r.get("revision", 2) == BIFOCAL_VERSION and _timing(r) == BuildOptions().load_timing:
                 done.add((r["model"], r["prefill"], r["decode"], r["batch"], r["variant"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     for model, batch in models:
@@ -142,7 +142,7 @@ def run(out: Path, models: tuple[tuple[str, int], ...] = MODELS,
                 rec = {"model": model, "prefill": prefill, "decode": decode, "batch": batch,
                        "variant": name, "makespan": span, "tasks": inst.n_tasks,
                        "evictions": stats["evictions"], "flips": stats["flipped_decisions"],
-                       "wall_s": time.perf_counter() - t0, "revision": REVISION,
+                       "wall_s": time.perf_counter() - t0, "revision": BIFOCAL_VERSION,
                        "load_timing": inst.load_timing}
                 with out.open("a") as fh:
                     fh.write(json.dumps(rec) + "\n")

@@ -1,6 +1,6 @@
 """Values of every component of the certified lower bound (and digests of the cheapest heads
 and tails and of the chain-strengthened tails) on a fixed set of small and medium instances:
-the evidence that a speed change left the bound bit-identical (issue 20 item 1).
+the evidence that a speed change left the bound bit-identical.
 
 Cases: those of ``benchmarks/schedule_identity.py`` (bundled placement instances, 2-layer
 builds), a 1-layer build with 256 decode steps (bucketing of one shape's members), random DAGs

@@ -1,5 +1,5 @@
 """Peak memory and time of HEFT + the certified lower bound + validation on random DAGs
-(issue 20 item 2: memory linear in the DAG, ≤ 1 GB at 100,000 tasks). One process per size
+(target: memory linear in the DAG, ≤ 1 GB at 100,000 tasks). One process per size
 (peak RSS is per process); machine-dependent wall times, read the ratios.
 
     python benchmarks/bound_memory.py [N ...]        # default 20000 50000 100000

@@ -1,4 +1,4 @@
-"""Exact strength on classic P|prec|Cmax cases (issue 20 item 3): Kasahara's STG random graphs
+"""Exact strength on classic P|prec|Cmax cases: Kasahara's STG random graphs
 (50 and 100 tasks, identical processors, no communication; ``instances/stg.py``, licence and
 source in ``instances/data/stg/README.md``) with their published optima.
 
@@ -6,7 +6,7 @@ Per instance: n, p, the published optimum (or open range), the trivial bound
 max(critical path, ⌈work / p⌉), the static group bound of ``opt.placement.group_bound``, and
 - CP-SAT (30 s wall clock, num_workers=1, seed 0, HEFT warm start) with the identical-device
   structure on (``group_cumulative`` and ``group_energy``, the defaults), with only the
-  cumulative (``group_energy=False``) and with both off (the model before issue 20 item 3);
+  cumulative (``group_energy=False``) and with both off;
   symmetry breaking and the redundant cuts stay on in all three; and the full model without
   symmetry breaking (``cpsat-nosym``: is the existing symmetry breaking effective here?);
 - the MILP (HiGHS, 15 s, HEFT MIP start) with ``group_energy`` off and on.

@@ -1,4 +1,4 @@
-"""Evidence tables for three differences between hetopt's DOPS sweep and the paper (issue 22 item 6).
+"""Evidence tables for three differences between hetopt's DOPS sweep and the paper.
 
 Prints, for one model / platform / workload, the numbers that explain where Bifocal's speedup
 over PD comes from in our model (docs/dops_explain_notes.md quotes them):

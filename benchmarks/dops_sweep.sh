@@ -1,5 +1,5 @@
 #!/bin/sh
-# The DOPS evaluation runs of issue 35 items 5-6 under the current platform rules (the builder's
+# The DOPS evaluation runs (docs/dops_analyses.md §5) under the platform rules (the builder's
 # defaults: loads at first use, `load_timing: at_use`; LRU residency for every policy), each
 # resumable (a rerun continues where it stopped; records of other method settings are
 # recomputed), nice 10, one job unless JOBS says otherwise:

@@ -1,4 +1,4 @@
-"""The DOPS side-by-side tables (docs/dops_analyses.md §5, issue 35 item 6) from sweep records:
+"""The DOPS side-by-side tables (docs/dops_analyses.md §5) from sweep records:
 the verdict table (per-model geomean Bifocal/PD over the 64 §6.2 grid workloads beside the
 paper's seven values, Fig. 7 ranges, Fig. 10's claims: paper value, ours, tolerance, verdict,
 source, cause with evidence), the geomean details (HEFT, best static policy, Bifocal/PD min and

@@ -1,4 +1,4 @@
-"""End to end at full size (issue 20): where the seconds of ``hetopt solve FILE --method bifocal
+"""End to end at full size: where the seconds of ``hetopt solve FILE --method bifocal
 -o OUT`` go on the flagship instance (Llama-2-7B, HP64, prefill 1024, decode 1024, batch 16).
 
 One run builds the instance (or reads the cached file), then, ``--repeat`` times, each in a

@@ -1,4 +1,4 @@
-"""Bad-input audit of the command line (issue 33): about a hundred bad inputs of the kind a new
+"""Bad-input audit of the command line: about a hundred bad inputs of the kind a new
 user types, each run as its own ``python -m opt`` process.
 
 Every case expects a refusal: exit 2, one line on stderr (``hetopt: error: …``; argparse's own

@@ -1,5 +1,5 @@
-"""What the load rule (problems.md §1.2 rule 5, ``load_timing``) changes on a built instance
-(issue 35 item 1): per rule and method the validated makespan, TTFT, how many loads onto PIM
+"""What the load rule (problems.md §1.2 rule 5, ``load_timing``) changes on a built instance:
+per rule and method the validated makespan, TTFT, how many loads onto PIM
 devices end before the first token, the first decode step's time (ns) and the compute ns of
 prefill tasks placed on PIM (all, and those the NPU could have run)::
 

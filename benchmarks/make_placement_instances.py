@@ -8,8 +8,8 @@ best-known values and bounds with provenance (writes ``instances/``).
   block-branching search (``cpsat-blocks``) proves; the monolithic CP-SAT model and the MILP
   leave a gap within the limit.
 
-Both files were built with the single-home KV layout (``kv_layout="single"``, the layout of the
-time; issue 22 made head-sharded KV the default) and before decode attention had its own PIM
+Both files were built with the single-home KV layout (``kv_layout="single"``; head-sharded KV is
+the default today) and before decode attention had its own PIM
 regime factor (``attention_decode``), so a rerun today gives the same structure but other decode
 qk/sv durations on PIM for the P1 instance: the bundled files are data with proven optima and are
 not rewritten.

@@ -26,8 +26,8 @@ from solvers import solve
 
 ROOT = Path(__file__).resolve().parent.parent / "instances"
 TIME_LIMIT_S = 900.0
-#: The bundled P3 instances (and their proven optima) are on the roofline GPU costs, built
-#: before the calibrated model became the default (issue 32); kept so this script rebuilds them.
+#: The bundled P3 instances (and their proven optima) are on the roofline GPU costs, not on
+#: the calibrated model, today's default; kept so this script rebuilds them.
 GPU_COST = "roofline"
 OPWEAVE = ("OpWeave, 'Flexible Operator Disaggregation for Heterogeneous LLM Serving': "
            "serving-plan setting of §6 (≤ 32 GPUs, ≤ 3 device-group types, ≤ 4 replicas, "

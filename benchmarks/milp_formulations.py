@@ -1,9 +1,9 @@
-"""CP-SAT against each P1 MILP formulation (issue 34): the bundled classic P|prec|Cmax set (40
+"""CP-SAT against each P1 MILP formulation: the bundled classic P|prec|Cmax set (40
 STG instances of ``benchmarks/classic_exact.py``, 12 hard), the 10 Sinnen graphs and the
 bundled Llama-2-7B slice(s) ``p1-llama-2-7b-hp32-*``; 60 s, one thread, seed 0, HEFT warm
 start (no start better than HEFT's).
 
-Configurations: ``cpsat``; ``milp-bigm`` (the disjunctive model, as before issue 34),
+Configurations: ``cpsat``; ``milp-bigm`` (the disjunctive model),
 ``milp-time-indexed`` and ``milp-bucketed`` (``models.placement.milp_time``) — forced with
 ``formulation=``; ``milp``, the default (``formulation=auto``), picks one per instance and
 records its pick and reason. A formulation that refuses an instance (loads, contention) is

@@ -1,4 +1,4 @@
-"""OpWeave's evaluation figures side by side (issue 16 item 5; docs/serving.md "Measured").
+"""OpWeave's evaluation figures side by side (docs/serving.md "Measured").
 
     python benchmarks/opweave_figures.py tables RECORDS_DIR... [--fig14 DIR] [--mu1 DIR]
                                                 [--ablation DIR]

@@ -1,4 +1,4 @@
-"""Quantisation and sparsity in built P1 instances (docs/dops_analyses.md, issue 10).
+"""Quantisation and sparsity in built P1 instances (docs/dops_analyses.md).
 
 For each model: total weight-block bytes and the mean block load duration (linear format, NPU
 and PIM) at fp16 / int8 / int4 weights, the ratio to fp16, and a validated Bifocal makespan of

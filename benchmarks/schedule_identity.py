@@ -1,12 +1,11 @@
 """Digests of the Bifocal and HEFT schedules (default parameters; Bifocal also in HEFT's order,
 ``ready_set: rank``) on a fixed set of instances:
-the evidence that a speed change left every schedule byte-identical (issue 20).
+the evidence that a speed change left every schedule byte-identical.
 
 Each case's solution dict (assignment, compute, transfers, loads, evictions, formats) is
 serialised with sorted keys and hashed (SHA-256, first 16 hex digits); Bifocal's statistics
 (loads, evictions, flipped decisions, ties, … — all but the wall times and the engine that
-ran) are hashed too. A method that rejects an instance records its error message instead
-(HEFT did on capacity-bound cases until it took the platform's LRU eviction, issue 35).
+ran) are hashed too. A method that rejects an instance records its error message instead.
 
 Run it once with the reference tree and once with the changed one and compare::
 
@@ -46,9 +45,8 @@ BUILT = (
     ("llama-2-7b", "HP64", 128, 64, 16, 2, 0.35),
 )
 FULL = ("llama-2-7b", "HP64", 1024, 1024, 16, None, None)
-#: Bifocal's runs: its defaults (the ready set by score since revision 6) and HEFT's static
-#: order (``ready_set: rank``, the default before; a tree without the parameter records its
-#: rejection)
+#: Bifocal's runs: its defaults (the ready set by score) and HEFT's static order
+#: (``ready_set: rank``; a tree without the parameter records its rejection)
 BIFOCAL_PARAMS: dict[str, dict[str, Any]] = {"bifocal": {}, "bifocal-rank": {"ready_set": "rank"}}
 
 

@@ -1,4 +1,4 @@
-"""Startup of the command line (issue 20 item 5): import time of a HEFT solve of a small
+"""Startup of the command line: import time of a HEFT solve of a small
 bundled instance and wall / CPU time of ``hetopt --help`` and of that solve, for one or more
 checkouts side by side.
 

@@ -15,7 +15,7 @@ instances too, named ``stg-<n>-<graph>-p<processors>``::
 
 Files are read through the package's loader (:func:`pkgutil.get_data`, as
 :mod:`importlib.resources` would, whose import is a few ms of every ``hetopt solve`` of a
-bundled instance: issue 20 item 5), so this works from an installed wheel.
+bundled instance), so this works from an installed wheel.
 """
 
 from __future__ import annotations

@@ -333,7 +333,7 @@ WLA = _spec(Param("share", number(0.0, 1.0, lo_open=True), "fraction of blocks p
 
 _MODEL = (Param("symmetry_breaking", boolean, "model switch"),
           Param("redundant", boolean, "model switch"))
-#: the identical-device group structure (models.placement.cpsat / milp, issue 20 item 3)
+#: the identical-device group structure (models.placement.cpsat / milp)
 _GROUP = (Param("group_cumulative", boolean, "model switch"),
           Param("group_energy", boolean, "model switch"))
 CPSAT = _spec(*_MODEL, *_GROUP, native="cpsat")

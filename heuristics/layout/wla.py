@@ -79,10 +79,10 @@ from opt.placement.solution import compute_end
 WLA_RULES = ("paper", "incremental")
 
 
-#: Revision of WLA's evaluation, part of its recorded settings (a sweep record of an older one
-#: is recomputed): 2 = each evaluation is the standalone Bifocal schedule of the map (issue 35;
-#: 1 reused one HEFT order without sibling groups for every map)
-REVISION = 2
+#: Version of WLA's evaluation, part of its recorded settings (the ``revision`` field of a sweep
+#: record; a record of another version is recomputed): each evaluation is the standalone
+#: Bifocal schedule of the map. Raised whenever a change here changes a WLA result.
+WLA_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -1,195 +1,36 @@
-"""Bifocal (DOPS §5.1, problems.md §6): a list scheduler over the ready set whose device choice looks
-both *near* (the task's own earliest finish) and *far* (a lookahead over its successors and
-the reuse of weights over phases and tokens). A reimplementation from the paper's description
-(the authors' released code, YIAI-02/TriForm at 8a64b06, has no Bifocal); this docstring fixes
-the interpretation of every term.
+"""Bifocal (DOPS §5.1): a list scheduler over the ready set whose device choice looks both
+*near* (the task's own earliest finish) and *far* (a lookahead over its successors and the
+reuse of weights over phases and tokens). A reimplementation from the paper's description (the
+authors' released code, YIAI-02/TriForm at 8a64b06, has no Bifocal). docs/problems.md §6
+("Bifocal") defines every term, default and extension; this module implements them.
 
-Ready-set order (``ready_set``)
-    ``score`` (default; DOPS §5.1.2 and Algorithm 1): at each iteration every ready task (all
-    its predecessors committed) is scored on each of its legal devices under the current
-    partial schedule, and the ready task whose best placement has the least score is
-    committed there. Ties between ready tasks (the paper is silent): the task earlier in
-    HEFT's upward-rank order (:func:`heuristics.placement.list_scheduler.priority_order`).
-    The compiled engine keeps each ready task's per-device scores between iterations and
-    recomputes only those the last commit can have changed (``schedule_kernels.bifocal_loop``;
-    the same choices as re-scoring all, the Python engine's way).
+Rules implemented:
 
-    ``rank`` (the order before revision 6, a named deviation): HEFT's static order — among
-    ready tasks the highest upward rank first — with one extension beyond DOPS (switch
-    ``siblings``, ``auto``: on under ``rank``, not applicable under ``score``): a *sibling* that can run
-    side by side with the others of its group (:func:`sibling_groups`: the same predecessors,
-    and together on their fastest device longer than one of them takes on another) is moved ahead of the pinned tasks listed since the group began
-    (:func:`sibling_order`). In HEFT's order a successor of the first
-    sibling can outrank the others and be committed between them: the decode ``kv_write`` of k
-    and v's outputs takes the idle PIMs before q_proj is scored, so q finds no gap there and
-    queues behind k and v on the NPU (Llama-2-7B, HP64, 1024/1024/16: each layer's q, k, v
-    run one after another on the NPU, the loss the certified bound exposed, issue 20 item 4).
-    Moved ahead, the third sibling is scored while a PIM is still idle and runs there in
-    parallel. Wider readings were measured first: moving every group of equal predecessors
-    together (also gate/up of the FFN, which are sooner in sequence on the NPU) delayed the
-    first chain's successors behind its siblings (Mixtral, HP128, 128/128/16, 2 layers:
-    +0.5 %); moving spreadable groups together past *any* task broke HEFT's depth-first order
-    on out-trees with communication (Sinnen's Nodes_7_OutTree on 2 processors: 29 → 34).
+- Ready-set order (``ready_set``): ``score`` (default) is DOPS §5.1.2 and Algorithm 1 — each
+  iteration scores every ready task on each legal device under the current partial schedule
+  and commits the ready task whose best placement scores least (ties: HEFT's upward-rank
+  order); ``rank`` is HEFT's static order with the ``siblings`` extension
+  (:func:`sibling_groups`, :func:`sibling_order`).
+- Device score (DOPS §5.1.2, Eq. 2–4), lowest wins (ties: the device of the task's hint
+  class, then the lowest index): ``(1 − γ)·EFT + γ·T̂_H + B_phase + B_token`` (+ the eviction
+  and copy costs). EFT has every rule of problems.md §1.2 (transfers on contended channels,
+  loads on the load port, LRU evictions) and starts a task no earlier than its device's free
+  time under the score order (Eq. 1 and 3, ``insertion: auto``); T̂_H is the DAG-window
+  lookahead over the heaviest-payload chain (:func:`pinned_inputs` for the KV a chain task
+  reads); B_phase the phase-reuse bias of the hint map θ; B_token the token amortisation
+  (Eq. 4).
+- ``auto`` parameters resolve per the instance's ``load_timing`` (:data:`AUTO_LAM`,
+  :data:`AUTO_TOKEN_CAP`, :data:`AUTO_COPY_COST`); :data:`EFT_ONLY` (every far-focus term
+  and extension off, HEFT's order) is HEFT's list schedule where no capacity binds.
+- ``stats["flipped_decisions"]`` counts, per term of :data:`FLIP_TERMS`, the tasks whose
+  device would differ in the same partial schedule without that term.
 
-Device score (lowest wins; ties → the device whose class is the task's lookahead hint, then
-the lowest device index)::
-
-    score(t, d) = (1 − γ)·EFT(t, d) + γ·T̂_H(t, d) + B_phase(t, d) + B_token(t, d)
-                  (+ the extensions: eviction cost, copy cost)
-
-EFT(t, d)
-    Earliest finish of t on d in the current partial schedule, with every rule of problems.md §1.2:
-    inputs and their transfers (booked against channel contention, ``full``/``star``), the
-    block's load on d's load port (or its existing residency), evictions when the load does
-    not fit (below), and d's availability
-    (:class:`heuristics.placement.list_scheduler.ScheduleState`, shared with HEFT).
-
-Start times (``insertion``; ``auto``, the default: off under ``ready_set: score``, on in a
-static order)
-    Off — DOPS Eq. 1 (τ_vs ≥ a_σ(v)(v), "the value of avail(k) when v is evaluated") and Eq. 3
-    (EST = max(avail(k), arrivals)): t starts no earlier than the end of the last task
-    committed on d. On — HEFT's rule, a named deviation under the score order: t may start in
-    an idle gap of d's timeline that fits it. In HEFT's order (``rank``, and a caller's
-    ``order``) ``auto`` keeps HEFT's insertion, so ``rank`` gives revision 6's schedules.
-    Measured (problems.md §6 "Start times"): by score the two differ little — the committed
-    task is the one finishing first, so gaps are rare —, in HEFT's order a static order leaves
-    gaps that insertion fills.
-
-T̂_H(t, d) — DAG-window lookahead (switch ``window``, depth ``H``)
-    From t follow the *heaviest-payload chain*: c₁ = the successor of t over t's outgoing edge
-    with the most bytes (ties: lowest edge index), c₂ = the heaviest successor of c₁, … for up
-    to H tasks (fewer when the chain reaches a sink). A *device-class pattern* assigns a class
-    to each c_k among the device classes present; all |classes|^H patterns are enumerated
-    (patterns with a class illegal for c_k are infeasible). For t on d (class κ₀ = class(d))::
-
-        T̂_H(t, d) = EFT(t, d) + min over patterns (κ₁..κ_H) of
-                     Σ_k [ max(X(κ_{k−1} → κ_k, bytes(c_{k−1} → c_k)), P(c_k, κ_k)) + D(c_k, κ_k) ]
-
-    with D(c, κ) = the shortest duration of c on a device of class κ and X = 0 within a
-    class, else the shortest transfer of the edge's bytes over a link between the two classes
-    (latency + ceil(bytes / bandwidth)). P(c, κ) (:func:`pinned_inputs`) is the longest such
-    transfer into c on κ from a predecessor pinned to one class — the KV cache a ``qk``/``sv``
-    reads from its ``kv_write`` on the KV home (problems.md §1.4) — taken to arrive in parallel
-    with the chain's own input (hence the max). Without P the window cannot see that running a
-    projection away from the KV home drags its attention there or makes the KV cross (a
-    decision the chain's own payloads, a few KB, never change). The tail term depends only on t and class(d), so it is
-    computed once per instance, vectorised over all tasks (the per-(kind, phase, step)
-    template cache of the paper, exact for every task). The best pattern's class for each c_k
-    goes into the *hint map* when t is committed to d (the nearest ancestor's hint wins); the
-    hint breaks ties between equal scores when c_k is scheduled. ``window`` off ≡ H = 0:
-    T̂_H = EFT, so the score's first two terms are EFT and γ plays no role.
-    Since T̂_H = EFT + tail, the first two terms equal EFT + γ·tail.
-
-B_phase — phase-reuse bias (switch ``phase``; λ = ``lam``, η = ``eta``; ``lam: auto``, the
-default, is :data:`AUTO_LAM` of the instance's load rule: 0 under ``at_use``, where EFT already
-charges the reload, 3 under ``prefetch``; problems.md §6 "λ and the token cap under at_use")
-    θ maps each weight block to the device class of the task that used it last (updated on
-    every commit; cleared when the block is evicted from the last device of that class that
-    held it, since a hint towards a class without a resident copy saves no reload and would
-    only make a capacity-starved class thrash). t_reload(b, d) = the delay the reload of t's
-    block b onto d adds to t in the current partial schedule: the block's ready time minus
-    the inputs' ready time, at least 0 (0 when b is resident on d, and — under ``load_timing:
-    prefetch`` only — 0 when the load can be prefetched on d's idle load port before the inputs
-    arrive, a hidden load costing nothing; under ``at_use``, DOPS Eq. 1, the load starts at the
-    task's dispatch, so its delay is exposed). (Charging the full load duration instead pinned
-    every decode task to the class that ran the prefill even when the copy onto PIM could be
-    prefetched for free: on dops-qwen-1.8b, HP32, 512/128/1, under ``prefetch``, that reading
-    gave 623 ms against 320 ms for EFT alone.)
-    If θ(b) is set and differs from class(d): + λ·t_reload. For prefill tasks (phase 0) on
-    a class whose devices together can hold all weight blocks (sum of capacities ≥ total
-    block bytes; unlimited counts): −η·t_reload (weights loaded there can stay for decode).
-    Tasks without a block: 0.
-
-B_token — token-amortisation bias (switch ``token``; α = ``alpha``)
-    For a decode task (phase 1) at step i with a block b, R_i = L_out − i + 1 remaining steps
-    (L_out = ``meta.workload.decode``, else the largest step). s_cur = EFT(t, d) (the finish
-    including b's (re)load on d, evictions included) and s_warm = the finish on d if b were
-    already resident (inputs and device availability only). Then C_cur = s_cur + the phase
-    penalty (the reload's cost now: its delay and its penalty, both paid once),
-    r_eff = max(r_min, R_i·p_reuse), C_avg = s_warm + max(0, C_cur − s_warm)/max(1, r_eff) —
-    the reload's cost spread over the remaining steps that will reuse the block — and
-    B_token = min(0, α·(C_avg − C_cur)) = −α·(C_cur − s_warm)·(1 − 1/max(1, r_eff)). It is 0
-    when b is resident (s_cur = s_warm), in prefill, and for tasks without block or step, and
-    when the load evicts a block that a not yet scheduled task uses: the reuse over the
-    remaining steps that the term counts on does not exist on a device at capacity (each step
-    would evict and reload again). Without this guard the term made Bifocal thrash under memory
-    pressure: Llama-2-13B, HP64, 128/128/16, full size, 28.7 s against 6.6 s without the term
-    and 11.2 s for PD (issue 22); with it 6.6 s.
-
-    Cap (switch ``token_cap``; default ``auto``: on under ``prefetch``, off — the literal reading
-    above, DOPS Eq. 4 — under ``at_use``, :data:`AUTO_TOKEN_CAP`): the credit is at
-    most α·R_i·p_reuse·max(0, w − dur(t, d)), w = t's shortest duration on a legal device that
-    already holds b (no cap when none does) — what the move saves over the remaining steps. A
-    transient advantage (d idle now, the warm device busy for a moment) is not a recurring one:
-    uncapped, the term copied blocks between the two PIMs of equal speed and exposed the loads
-    on the critical path of the first decode steps (dops-qwen-1.8b, HP32, 128/1024/1, full
-    size, under ``prefetch``: 0.977 × PD's speed uncapped, 0.9885 capped, 1.012 with the term
-    off; under that rule the loads can be prefetched in the background instead, problems.md
-    §1.2 rule 5).
-
-Capacity (problems.md rule 6)
-    A device whose block would exceed its capacity evicts least-recently-used blocks (smallest
-    start of their last scheduled use on that device) at the new load's start T, which is the
-    load port's free time delayed, if needed, to just after the last use of every victim (a
-    victim's last use must start strictly before its eviction). Evicted blocks are reloaded by a
-    new load when needed again. Eviction events are part of the solution.
-
-Load-port prior (switch ``prior``, default off; an extension beyond DOPS)
-    θ starts from :func:`load_port_prior` instead of empty: blocks are spread over the load
-    ports by LPT list scheduling on their cheapest loads, and θ(b) is the class of b's port, so
-    the phase bias steers a block's first use towards a class whose port has room. On small
-    load-bound instances (1-layer slices) it halves Bifocal's gap to the proven optimum
-    (5.8 % → 3.3 % mean on 9 instances); at full DOPS size its effect is mixed (−6 % … +5 %
-    makespan on 7 workloads), so it is not the default. Needs ``phase``.
-
-Eviction cost (``evict_cost`` = κ, default 0 = off; an extension beyond DOPS)
-    A device choice whose load evicts blocks adds κ × the reload time of every victim that a
-    still-unscheduled task uses (its load duration on that device): LRU eviction alone lets the
-    fast NPU evict blocks that are needed again a moment later. On llama-2-13b, HP32,
-    128/128/16 (2,553 evictions by default) κ = 1 gives 27 evictions and 6.9 s instead of
-    28.7 s; on workloads without capacity pressure nothing changes; with mild pressure
-    (llama-2-13b HP64 512/128/8, HP32 128/128/1) it costs 2–7 % — hence off by default.
-
-Copy cost (``copy_cost`` = ρ; an extension beyond DOPS; ``auto``, the default, is
-:data:`AUTO_COPY_COST` of the instance's load rule: 1 under ``prefetch``, where it was
-introduced and the figures below were measured, 0 under ``at_use``)
-    A load of t's block b onto d while another device of d's class already holds b (a copy
-    between equal devices) adds ρ × its load duration on d — but only while some block still
-    used later, whose users run fastest on that class (:func:`preferred_class`: least summed
-    shortest duration), is held by no device of the class (its first load onto the class is
-    still to come). Blocks preferring another class do not count: at batch 8 the decode GEMMs of
-    dops-qwen-1.8b stay on the NPU, their blocks never come to a PIM, and counting them kept the
-    cost on all decode long (+0.4 % makespan on HP32 128/128/8). A load port serves one load at
-    a time (problems.md rule 5); in list order the ports look free for a copy now, and the first
-    loads of later layers, which need the same ports, are not scored yet. EFT copies a block
-    onto an idle equal device whenever its holder is busy for a moment: on Llama-2-13B, HP64,
-    128/128/1 (full size, weights loaded during the prefill and the first decode steps) Bifocal
-    made 211 loads against PD's 180 and came out 0.944 × PD's speed; with the cost 186 loads and
-    1.116 × PD. Once every block has a home in the class a copy's port time is free and a copy
-    that pays by parallel branches (q/k/v of one block on two PIMs over 1,024 decode steps) is
-    left alone (dops-qwen-1.8b HP32 128/1024/1: 1.004 × PD with the condition, 0.954 × charged
-    unconditionally).
-
-Flipped decisions (``stats["flipped_decisions"]``, per term: window, phase, token, evict, copy)
-    For every task, the device the same partial schedule would give it with that term left out
-    of the score (for the window: also without its hint tie-break; for the phase term: B_token
-    recomputed without the penalty it amortises) is compared with the device chosen; a
-    difference counts one flip. It measures how often a term decides, not what the schedule
-    would be with the term off (later decisions differ once one has).
-
-"EFT only" (``window=phase=token=False``, ``copy_cost=0``, ``siblings=False``,
-``ready_set=rank``) is exactly the HEFT list schedule (insertion EFT in upward-rank order), except that devices whose capacity is exhausted evict
-instead of being skipped. The algorithm is deterministic (no randomness; ``seed`` is accepted
-and reported).
-
-Engine (``engine``: ``auto``, ``python``, ``compiled``; :mod:`heuristics.placement.engine`)
-    :func:`_run` below is the reference; :func:`_run_compiled` runs the same loop as the numba
-    kernel ``bifocal_loop`` of :mod:`heuristics.placement.schedule_kernels` (with the task
-    order's loops), term by term and with the float sums in the same order, so both give the
-    same schedule and statistics (``stats["engine"]`` says which ran; ``auto`` compiles from
-    :data:`~heuristics.placement.engine.COMPILED_TASKS` tasks when numba is installed). On the
-    full-size flagship the loop takes ~1.3 instead of 23.5 CPU s (docs/speed.md, "Schedulers
-    (Bifocal, HEFT)").
+The algorithm is deterministic (``seed`` is accepted and reported). Engines (``engine``:
+``auto``, ``python``, ``compiled``; :mod:`heuristics.placement.engine`): :func:`_run` is the
+reference, :func:`_run_compiled` runs the same loop as the numba kernel ``bifocal_loop`` of
+:mod:`heuristics.placement.schedule_kernels`, term by term with the float sums in the same
+order, so both give the same schedule and statistics (docs/speed.md, "Schedulers (Bifocal,
+HEFT)").
 """
 
 from __future__ import annotations
@@ -213,20 +54,16 @@ from opt.common.errors import InputError
 from opt.common.rows import splitmix64, unique_rows
 from opt.placement.instance import PlacementInstance
 
-#: Raised whenever a change of this module changes a schedule under the same parameters: the
-#: revision is part of Bifocal's recorded settings, so sweep records of an older revision are
-#: recomputed rather than trusted (2: the copy cost counts only blocks preferring the class;
-#: 3: sibling groups kept together in the order; 4: λ = ``auto``, 0 under ``at_use``, and
-#: ``token_cap = auto``, off under ``at_use``; 5: ``copy_cost = auto``, 0 under ``at_use``;
-#: 6: ``ready_set = score``, DOPS Algorithm 1's order, the default; HEFT's order is ``rank``;
-#: 7: ``insertion = auto``, off under the score order: a task starts no earlier than its
-#: device's free time, DOPS Eq. 1 and 3's avail(k)).
-REVISION = 7
+#: Version of Bifocal's schedules, part of its recorded settings (the ``revision`` field of a
+#: sweep record, :func:`solvers.placement.backends.bifocal_settings`): a record of another
+#: version is recomputed rather than trusted. Raised whenever a change of this module changes a
+#: schedule under the same parameters.
+BIFOCAL_VERSION = 7
 #: The ready-set order (problems.md §6 "Ready-set order"): ``score`` (default; DOPS §5.1.2 and
 #: Algorithm 1) commits, at each iteration, the ready task whose best placement has the least
 #: bifocal score, all ready tasks re-scored under the current partial schedule (ties: the
-#: earlier in HEFT's order); ``rank`` commits in HEFT's static upward-rank order (the order
-#: before revision 6), the ``siblings`` extension on by default.
+#: earlier in HEFT's order); ``rank`` commits in HEFT's static upward-rank order, the
+#: ``siblings`` extension on by default.
 READY_SETS = ("score", "rank")
 #: The score terms whose flipped decisions ``stats["flipped_decisions"]`` counts.
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
@@ -260,7 +97,7 @@ AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings", "insertion")
 #: The extensions beyond DOPS that are on by default, switched off (the eviction cost and the
 #: load-port prior are off by default already).
 EXTENSIONS_OFF: dict[str, Any] = {"copy_cost": 0.0, "siblings": False}
-#: "EFT only" (module docstring): every far-focus term and extension off, in HEFT's order —
+#: "EFT only" (problems.md §6): every far-focus term and extension off, in HEFT's order —
 #: HEFT's schedule.
 EFT_ONLY: dict[str, Any] = {"window": False, "phase": False, "token": False, **EXTENSIONS_OFF,
                             "ready_set": "rank"}
@@ -909,7 +746,7 @@ def _run(inst: PlacementInstance, st: ScheduleState, order: list[int] | None, p:
          look: _Lookahead | None, bias: _Biases, dcls_l: list[int], K: int,
          prio: Sequence[int] | None = None) -> tuple[int, dict[str, int]]:
     """Schedule the tasks: per task, the device with the lowest score EFT + γ·tail + B_phase +
-    B_token (+ the eviction and copy costs; module docstring), ties to the hinted class;
+    B_token (+ the eviction and copy costs; problems.md §6), ties to the hinted class;
     commit it and update θ and the hints. ``order`` given: the tasks in that static order
     (``ready_set: rank``); None: by the bifocal score (``ready_set: score``, DOPS Algorithm 1:
     each iteration scores every ready task and commits the one of least score, ties to the

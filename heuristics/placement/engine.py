@@ -1,4 +1,4 @@
-"""The scheduling engine of the list schedulers (issue 20 item 1): ``python`` (the reference,
+"""The scheduling engine of the list schedulers: ``python`` (the reference,
 :class:`heuristics.placement.list_scheduler.ScheduleState` on plain lists) or ``compiled``
 (numba kernels over numpy arrays, :mod:`heuristics.placement.schedule_kernels`), with
 byte-identical schedules and statistics. ``auto`` picks the compiled engine when numba is

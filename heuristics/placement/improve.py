@@ -1,11 +1,11 @@
-"""Assignment-move post-pass for P1 schedules (issue 20 item 4; used by
+"""Assignment-move post-pass for P1 schedules (used by
 ``benchmarks/certified_bounds.py`` only, registered as no solver method).
 
 Diagnosis it acts on: on head-sharded decode attention Bifocal in HEFT's order (``siblings``
 off) runs q_proj, k_proj and v_proj one after another on the NPU (each is locally the earliest
 finish), while a schedule that runs q_proj on a PIM in parallel with k/v on the NPU ends the
 attention ~11 % sooner (the certified segment bound shows it is possible). Bifocal's sibling
-order (its default since revision 3) now finds that schedule by itself; the post-pass is kept
+order (``ready_set: rank``, ``siblings``) finds that schedule by itself; the post-pass is kept
 as a check of it. A move re-assigns every task of one kind (in one phase) to
 a device chosen by its layer, then *replays* the schedule: tasks in the original start order
 (ties by topological position, so every predecessor comes first) are committed on their

@@ -19,7 +19,7 @@ optionally evict least-recently-used blocks), shared by HEFT, the static policie
 durations deduplicated by cost row, transfer durations deduplicated by payload size), so a
 full-size DOPS instance (~half a million tasks) is scheduled in tens of seconds.
 
-Engines (issue 20 item 1): ``heft``, ``list_schedule`` (with or without device classes),
+Engines: ``heft``, ``list_schedule`` (with or without device classes),
 ``upward_rank`` and ``priority_order`` take ``engine``: ``python`` runs the code below (the
 reference), ``compiled`` the numba kernels of :mod:`heuristics.placement.schedule_kernels`
 (the same state as arrays; byte-identical schedules), ``auto`` (default) the compiled one when

@@ -1,4 +1,4 @@
-"""numba kernels of the compiled scheduling engine (issue 20 item 1): the list-scheduling state of
+"""numba kernels of the compiled scheduling engine: the list-scheduling state of
 :class:`heuristics.placement.list_scheduler.ScheduleState`, the EFT loop of HEFT and of the
 static policies (their device classes as arrays), Bifocal's
 ``_run``, the O(n) loops of the task order and the set-up (uniquing, Bifocal's window tails

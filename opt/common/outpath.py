@@ -1,4 +1,4 @@
-"""Output paths checked before any work (issue 33): a command that writes a file or a folder
+"""Output paths checked before any work: a command that writes a file or a folder
 checks the path first, so a bad path costs one line and exit 2, never a finished result.
 
 A **file** path (``-o FILE``) needs an existing parent folder that can be written, and must not

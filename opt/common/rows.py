@@ -10,7 +10,7 @@ import numpy as np
 def splitmix64(x: np.ndarray) -> np.ndarray:
     """uint64: the SplitMix64 finaliser of each value (wrapping arithmetic): a cheap, well-mixed
     hash of integers, used for row and set hashes (no ``numpy.random``, whose import costs
-    ~8 ms of ``hetopt solve``'s startup: issue 20 item 5)."""
+    ~8 ms of ``hetopt solve``'s startup)."""
     with np.errstate(over="ignore"):
         z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

@@ -1,4 +1,4 @@
-"""Compiled loops of the certified P1 lower bound (numba, the ``fast`` extra; issue 20 item 1).
+"""Compiled loops of the certified P1 lower bound (numba, the ``fast`` extra).
 
 Imported only through :func:`opt.placement.bound_options.jit_kernels`, on instances of at
 least ``JIT_TASKS`` tasks and when numba is installed. Each kernel performs exactly the

@@ -29,7 +29,7 @@ class BoundOptions:
 
 
 #: Tasks from which the bound's sequential loops run compiled (:mod:`opt.placement.bound_jit`,
-#: numba) when numba is installed; smaller solves never import numba (startup: issue 20 item 5).
+#: numba) when numba is installed; smaller solves never import numba (start-up time).
 #: Break-even with numba's ≈ 0.8 s of import and cache loads: at 1,798 tasks (Llama-2-7B HP64,
 #: 1024 + 1 tokens, batch 16) numpy 0.93 s, compiled 1.1–1.25 s of CPU; at 4,495 tasks 2.1–2.4
 #: against 1.6–1.8; at 19,778 tasks 3.9–4.6 against 1.0 (docs/speed.md, "The certified bound",

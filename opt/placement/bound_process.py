@@ -1,5 +1,4 @@
-"""The certified lower bound computed in a separate process while the caller schedules (issue 20
-item 1): on a full-size instance the bound and a heuristic's schedule each take seconds and
+"""The certified lower bound computed in a separate process while the caller schedules: on a full-size instance the bound and a heuristic's schedule each take seconds and
 neither needs the other, so on a machine with a spare core they can run side by side.
 
 :func:`start_bound` starts :func:`opt.placement.certified_bounds.certified_lower_bound` in a
@@ -101,7 +100,7 @@ class BoundJob:
 def _child(warm: bool) -> subprocess.Popen | None:
     """A bound child waiting for its payload on stdin (``warm``: loading numba meanwhile);
     None if it cannot be started."""
-    import subprocess  # only when a child is started (startup: issue 20 item 5)
+    import subprocess  # only when a child is started (start-up time)
 
     try:
         return subprocess.Popen([sys.executable, "-m", "opt.placement.bound_process",

@@ -1,4 +1,4 @@
-"""Certified lower bounds on the optimal P1 makespan of full-size instances (issue 8).
+"""Certified lower bounds on the optimal P1 makespan of full-size instances.
 
 The bound is the maximum of several components. Each is a lower bound on the makespan of
 *every* valid schedule (problems.md §1.2, rules 1–6, evictions allowed), so their maximum is one too.
@@ -89,7 +89,7 @@ All durations are integer ticks of the instance's ``time_unit``.
       ``min_S head + Σ_S durations + min_S tail``) and dropped once they reach the value of a
       greedy completion in their cut cell; the entry is the least of the completions' values
       and of the partial assignments left, so it still bounds every complete assignment
-      (issue 20 item 4: the head-sharded decode attention, 20 tasks on 5 devices);
+      (the head-sharded decode attention, 20 tasks on 5 devices);
     - segments with the same shape (cut flags, legal devices, task kinds, local edges) but
       different durations and bytes (decode steps differ only through T_kv) are evaluated
       once per bucket: the bucket's element-wise minimum of durations,

@@ -18,7 +18,7 @@ from opt.placement.work_bound import BIG
 
 #: Cells (assignments × (tasks + edges)) of one segment evaluation's int64 tables: the
 #: assignment budget of a long segment shrinks so that its tables stay ~16 MB each (a few of
-#: them live at once), whatever the segment's size — memory linear in the DAG (issue 20).
+#: them live at once), whatever the segment's size — memory linear in the DAG.
 MAX_CELLS = 2_000_000
 
 

@@ -1,7 +1,7 @@
 """Branch and bound over a segment's device assignments: the ``chain`` component's segment
 tables (:mod:`opt.placement.segment_bound`) when a segment has too many assignments to
-enumerate them all (issue 20 item 4: the head-sharded attention segment of a decode layer, 20
-tasks on 5 devices).
+enumerate them all (the head-sharded attention segment of a decode layer, 20 tasks on 5
+devices).
 
 The plain evaluation enumerates a fixed subset of the tasks and relaxes the others (cheapest
 duration, no device). Here the tasks are assigned one at a time (cuts and single-device tasks

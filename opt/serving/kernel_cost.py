@@ -13,7 +13,7 @@
     datasheet peaks (FLOP/s, memory bandwidth); its collectives and network stay the
     catalog's (no measured links) — problems.md §5.3b "Unmeasured GPUs";
   - ``"roofline"``: the catalog roofline (the model before this option);
-- ``"roofline"``: the catalog's ``t0 + max(f/(η_c·F), m/(η_m·β))`` (the model before issue 32).
+- ``"roofline"``: the catalog's ``t0 + max(f/(η_c·F), m/(η_m·β))`` (the uncalibrated model).
 
 A measured table (``measurements``) replaces a kernel's modelled seconds when it has an exact
 or interpolated row of the same GPU, kernel kind, model card and shape (GEMMs and element-wise

@@ -79,16 +79,17 @@ def pd_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
 def wla_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The effective settings of the WLA strategies (typed ``params``): WLA's own fields
     (:class:`heuristics.layout.wla.WlaParams`, defaults filled in), Bifocal's and WLA's
-    :data:`heuristics.layout.wla.REVISION` (a record of an older revision is recomputed)."""
+    :data:`heuristics.layout.wla.WLA_VERSION` under the record field ``revision`` (a record of
+    another version is recomputed)."""
     from dataclasses import asdict, fields
 
-    from heuristics.layout.wla import REVISION, WlaParams
+    from heuristics.layout.wla import WLA_VERSION, WlaParams
     from solvers.placement.backends import bifocal_settings
 
     own = {f.name for f in fields(WlaParams)}
     return {"wla": asdict(WlaParams(**{k: v for k, v in params.items() if k in own})),
             "bifocal": bifocal_settings({k: v for k, v in params.items() if k not in own}),
-            "revision": REVISION}
+            "revision": WLA_VERSION}
 
 
 def fixed_format(inst: PlacementInstance, options: SolveOptions, *, method: str,

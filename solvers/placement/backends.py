@@ -79,14 +79,14 @@ def list_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
     """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams and
-    the module's revision. The engine is left out: every engine gives the same schedule, so
+    :data:`heuristics.placement.bifocal.BIFOCAL_VERSION` under the record field ``revision``. The engine is left out: every engine gives the same schedule, so
     records made with either one stay valid (heuristics.placement.engine)."""
     from dataclasses import asdict
 
-    from heuristics.placement.bifocal import REVISION, BifocalParams
+    from heuristics.placement.bifocal import BIFOCAL_VERSION, BifocalParams
 
     fields = {k: v for k, v in params.items() if k != "engine"}
-    return {**asdict(BifocalParams(**fields)), "revision": REVISION}
+    return {**asdict(BifocalParams(**fields)), "revision": BIFOCAL_VERSION}
 
 
 def policy_search_settings(params: dict[str, Any]) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def warm_start_schedule(inst: PlacementInstance, name: str) -> Start | None:
                              for key, params in keys])
 
 
-#: Bifocal in HEFT's order (the order before its revision 6; often shorter, so a candidate start)
+#: Bifocal in HEFT's order (``ready_set: rank``; often shorter, so a candidate start)
 RANK = {"ready_set": "rank"}
 
 

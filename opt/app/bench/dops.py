@@ -1,5 +1,5 @@
 """The ``dops`` bench suite: DOPS' §6.2 scheduling grid over its seven models on their platforms
-under the current platform rules (issue 35 items 5–6: loads at first use, ``load_timing:
+under the platform rules (loads at first use, ``load_timing:
 at_use``, the builder's default; LRU residency for every policy), with the paper's figures side
 by side (:mod:`opt.app.runs.dops_tables`).
 
@@ -96,7 +96,7 @@ def geomean_checks(row: dict) -> list[Check]:
                          row["source"], reason),
             invariant(f"{row['model']}: Bifocal never more than 2 % slower than PD "
                       f"(workloads where it is)", row["slower_2pct"], 0,
-                      row["slower_2pct"] == 0, source="issue 35 must-show")]
+                      row["slower_2pct"] == 0, source="DOPS §6.2; docs/dops_analyses.md §5")]
 
 
 def _model_case(cache: Path, model: str, jobs: int = 1) -> CaseResult:

@@ -158,7 +158,7 @@ def planner_ablation(model: str = "gemma-3-27b", gpus: tuple[str, ...] = ("H100"
 
 def default_planner_rows(cases) -> list[list]:
     """The default planner (every sub-block length, frontiers and bounds) on each case: its
-    time (the < 60 s target of issue 16, reported, not asserted: wall time on a shared machine
+    time (target < 60 s, reported, not asserted: wall time on a shared machine
     is not a correctness property), plan cost, stages per token and search counts."""
     rows = []
     for model, gpus, context, slo_ms in cases:

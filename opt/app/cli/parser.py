@@ -9,7 +9,7 @@ file, field and value and exits 2; ``--json`` prints machine-readable output.
 
 Every command's arguments are defined here, and only here; each leaf's ``func`` is a
 :class:`Handler` naming its function in the command-group module, imported when the command runs
-(issue 20 item 5): building the parser, ``hetopt --help`` included, imports no command
+(start-up time): building the parser, ``hetopt --help`` included, imports no command
 implementation, and a command imports only its own group.
 """
 

@@ -1,4 +1,4 @@
-"""OpWeave's Theorems 3.1/3.2 re-checked with the *detailed* cost model (problems.md §4, issue 7).
+"""OpWeave's Theorems 3.1/3.2 re-checked with the *detailed* cost model (problems.md §4).
 
 The closed forms (:mod:`opt.theory.verify`) idealise: continuous batches, peak roofline, no fixed
 costs, linear KV growth, memory never binding beyond b̄. Here the same gains are computed from

@@ -1,4 +1,4 @@
-"""OpWeave's §7 figures compared as the paper compares them (issue 32 item 5): one row per
+"""OpWeave's §7 figures compared as the paper compares them: one row per
 published quantity — figure, quantity, source (paper section / figure), OpWeave's value, ours,
 the tolerance, the verdict and the cause with its evidence — computed from the serving-sweep
 records' re-evaluated plans (:mod:`opt.app.runs.opweave_tables`).

@@ -1,4 +1,4 @@
-"""OpWeave's evaluation figures from serving-sweep records (issue 16 item 5; docs/serving.md
+"""OpWeave's evaluation figures from serving-sweep records (docs/serving.md
 "Measured"): each record's plan re-evaluated on its rebuilt instance with the plan checker, the
 figure quantities of :mod:`opt.serving.figures`, and the rows of Fig. 10 (stages, inter-node
 payload, price-weighted occupancy), Fig. 11 (mean per-GPU batch), Fig. 13 (heterogeneous

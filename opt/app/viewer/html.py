@@ -26,7 +26,7 @@ def _static(name: str) -> str:
     return resources.files("opt.app.viewer").joinpath("static", name).read_text(encoding="utf-8")
 
 
-#: The page's Content-Security-Policy (issue 33): nothing remote, no inline event handler,
+#: The page's Content-Security-Policy: nothing remote, no inline event handler,
 #: no script but the page's own (``{script}``: the sha256 source of its one inline script);
 #: styles inline; images, fetch and workers only from data:/blob: URLs (the payload decoder).
 CSP = ("default-src 'none'; script-src {script}; style-src 'unsafe-inline'; "
