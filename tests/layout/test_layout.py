@@ -217,7 +217,7 @@ def test_both_layout_models_run_deterministic_when_asked():
     result."""
     inst = EXACT_CASES[1].build()
     for method in ("cpsat-layout", "cpsat-formats"):
-        a, b = (solve(inst, method, time_limit=0.5, deterministic=True, num_workers=2, seed=3)
+        a, b = (solve(inst, method, time_limit=0.2, deterministic=True, num_workers=2, seed=3)
                 for _ in range(2))
         assert a.stats["deterministic"] and b.stats["deterministic"], method
         assert (a.status, a.objective, a.solution) == (b.status, b.objective, b.solution)
