@@ -167,13 +167,12 @@ def heuristic_gap_case(n: int = 6) -> CaseResult:
 #: Where the DOPS Bifocal-over-PD figures come from.
 DOPS_FIG7 = "DOPS §6.2, Fig. 7"
 #: Why our Bifocal-over-PD speed-ups fall short of DOPS' Fig. 7 (evidence: docs/dops_analyses.md,
-#: "Loads at use" for the at-use rule and §6 for the PIM cost study, the latter measured under the
-#: old ``prefetch`` rule). The former reason, "rule 5's perfect prefetch hides the loads the
-#: far-focus terms act on", was a property of the old rule, not of the paper (DOPS Eq. 1).
+#: "Loads at use" for the at-use rule and §6 for the PIM cost study, measured under
+#: ``load_timing: prefetch``).
 DOPS_SPEEDUP_REASON = (
     "docs/dops_analyses.md: below DOPS' range under both load rules (at_use, the default: "
     "Bifocal/PD 1.28 on 128/128/8, 'Loads at use'); the evidence points to the PIM cost "
-    "input: ours is SPEC §5.2's AiM roofline where DOPS Table 2 uses an operator model, and "
+    "input: ours is the AiM roofline of docs/problems.md §5.2 where DOPS Table 2 uses an operator model, and "
     "PIM GEMVs 3-4x slower than our roofline's put Bifocal/PD inside 1.89-2.43 (§6)")
 
 

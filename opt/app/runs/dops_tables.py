@@ -59,7 +59,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "dops-qwen-1.8b": (
         "below the paper at every batch ({batches}): "
         "the ratio is set by how fast PD's PIM decode is against the NPU, and on our AiM "
-        "roofline (SPEC 5.2, not Table 2's profiled operator model) a PIM decode GEMM is 6 x "
+        "roofline (problems.md §5.2, not Table 2's profiled operator model) a PIM decode GEMM is 6 x "
         "faster than the NPU's at batch 1 and grows with the batch (PIM/NPU per layer 0.16 / "
         "0.59 / 1.12 / 2.12), so at batches 1 and 4 PD's placement is already near the best and "
         "at 8 and 16 Bifocal gains what the NPU decode saves; the paper's 2.23 needs a PIM "
@@ -72,8 +72,8 @@ CAUSES: dict[str, tuple[str, str]] = {
         "PD runs every decode GEMM on PIM (Table 1), which our AiM roofline makes "
         "compute-bound and linear in the batch (PIM/NPU per layer 2.39 at batch 16), while "
         "Bifocal keeps large-batch decode on the NPU; the paper's 1.20 needs a PIM relatively "
-        "faster at large batch (a cost-model input: SPEC 5.2 roofline, not Table 2's operator "
-        "model)",
+        "faster at large batch (a cost-model input: problems.md §5.2 roofline, not Table 2's "
+        "operator model)",
         "docs/dops_analyses.md §5 'Reading the verdicts'; benchmarks/dops_explain.py ratios "
         "--model llama-2-7b --platform HP64"),
     "dops-qwen-7b": (
@@ -130,7 +130,7 @@ FIG7_CAUSES: dict[str, tuple[str, str]] = {
         "HEFT's order, ready_set rank), and PD's batch-16 decode "
         "(every GEMM on PIM, Table 1) takes 1.9-2.2 x Bifocal's because our AiM roofline makes a "
         "PIM decode GEMM compute-bound and linear in the batch (PIM/NPU per layer 2.39 at batch "
-        "16), a cost-model input (SPEC 5.2 roofline, not Table 2's operator model)",
+        "16), a cost-model input (problems.md §5.2 roofline, not Table 2's operator model)",
         "docs/dops_analyses.md §5 'Fig. 7', benchmarks/dops_explain.py ratios --model "
         "llama-2-7b --platform HP32"),
 }
