@@ -8,11 +8,11 @@ Cases: one per model — the full 4 × 4 × 4 grid (prefill {128, 512, 1024, 204
 DOPS Table 1, each model in DOPS' precision; then Fig. 7 (HP32), Fig. 10 (Llama-2-7B's grid) and
 ``grid-table``, which writes the per-workload CSV (:func:`opt.app.runs.dops_tables.grid_csv`,
 the file committed as docs/data/dops_grid_at_use.csv) and the geomean verdict table from the
-records. The records live in ``<out>/dops/cache/dops-at-use`` (a folder name no record of the
-former rules was ever written to); every finished record is kept, so a rerun continues, and a
+records. The records live in ``<out>/dops/cache/dops-at-use`` (a folder only records of these
+rules are written to); every finished record is kept, so a rerun continues, and a
 record of other method settings (e.g. a new Bifocal default) is recomputed. The grids are 3,136
-solves over 293 M tasks: 92 minutes measured with two workers (``hetopt bench --jobs 2``) on
-two cores (the default, one worker, runs the same solves in one process). A model's verdict
+solves over 293 M tasks (wall time: docs/dops_analyses.md "Grid wall time and certified gaps"; the
+default, one worker, runs the same solves as ``--jobs 2`` in one process). A model's verdict
 is given from its full grid only.
 """
 

@@ -1,5 +1,5 @@
-"""Benchmark suites of ``hetopt bench --suite NAME``: the default suite (about ten minutes on
-two cores) and the large ones, which run the papers' full grids through the resumable sweeps
+"""Benchmark suites of ``hetopt bench --suite NAME``: the default suite (minutes; its
+duration: README.md "Set-up: the two commands") and the large ones, which run the papers' full grids through the resumable sweeps
 (their per-record caches live under ``<out>/<suite>/cache/``, so an interrupted suite resumes
 inside a case too).
 

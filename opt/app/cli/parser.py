@@ -492,7 +492,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     add_out_args(s, "results/bench", items="cases")
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--suite", default="default",
-                   help="default (about 10 min on 2 cores) | opweave (full OpWeave table + detailed "
+                   help="default (minutes) | opweave (full OpWeave table + detailed "
                         "theorem check) | dops (DOPS' seven-model grid; resumable)")
     s.add_argument("--jobs", type=JOBS, default=1, metavar="N",
                    help="sweep workers of the opweave and dops suites (default 1: this "
