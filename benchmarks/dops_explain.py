@@ -1,7 +1,7 @@
 """Evidence tables for three differences between hetopt's DOPS sweep and the paper.
 
 Prints, for one model / platform / workload, the numbers that explain where Bifocal's speedup
-over PD comes from in our model (docs/dops_explain_notes.md quotes them):
+over PD comes from in our model (docs/dops_analyses.md §5 quotes them):
 
 ``ratios``     per decode operator kind, its duration on the NPU and on one PIM device and the
                PIM / NPU ratio at each batch, from the instance's cost matrix (the cost library
