@@ -101,7 +101,7 @@ def test_bench_writes_and_resumes(capsys, tmp_path):
     path = out_dir / "core" / "opweave-eta.json"
     saved = json.loads(path.read_text())
     saved["notes"] = "marker from the first run"
-    path.write_text(json.dumps(saved))  # an edit without a new seal: recomputed (issue 33)
+    path.write_text(json.dumps(saved))  # an edit without a new seal: recomputed
     code, out, _ = run(capsys, "bench", "--out", str(out_dir), "--case", "opweave-eta")
     assert "cached" not in out and "marker from the first run" not in out
     from opt.common.fingerprint import seal

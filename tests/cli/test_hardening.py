@@ -1,4 +1,4 @@
-"""Issue 18 (hardening): bad input gives one line and exit 2, JSON output is standard JSON,
+"""Hardening: bad input gives one line and exit 2, JSON output is standard JSON,
 results are never lost, exit codes follow docs/cli.md ("Exit codes and input limits")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Startup cost of the CLI (issue 20, item 5): ``import opt.app.cli`` — and everything ``hetopt
+"""Startup cost of the CLI: ``import opt.app.cli`` — and everything ``hetopt
 solve`` imports before it reads an instance — loads none of the solver stacks (ortools, pyomo,
 highspy) nor scipy; they are imported lazily by the methods and bounds that use them."""
 
@@ -49,7 +49,7 @@ def test_cli_start_imports_no_solver_stack_nor_scipy(code):
 GROUPS = ("opt.app.cli.info", "opt.app.cli.theory", "opt.app.cli.placement", "opt.app.cli.serving",
           "opt.app.cli.validate", "opt.app.cli.runs", "opt.app.cli.plots", "opt.app.cli.view", "opt.app.cli.measure")
 
-#: loaded by no placement solve of a heuristic (issue 20 item 5): the solver stacks and scipy,
+#: loaded by no placement solve of a heuristic: the solver stacks and scipy,
 #: the serving-plan side, the viewer and plots, the layout relaxation, the column reader,
 #: numpy.random (the row hash of the list scheduler needs none), importlib.resources (bundled
 #: files are read with pkgutil) and the other command groups

@@ -1,4 +1,4 @@
-"""``hetopt validate`` (issue 18, item 7): status/bound consistency, serving-plan fields and
+"""``hetopt validate``: status/bound consistency, serving-plan fields and
 reported counts, results of the other problem kind or of another instance, --json always JSON."""
 
 import json

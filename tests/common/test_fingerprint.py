@@ -1,4 +1,4 @@
-"""Instance fingerprints and record digests (opt.common.fingerprint, issue 18 item 5)."""
+"""Instance fingerprints and record digests (opt.common.fingerprint)."""
 
 import dataclasses
 

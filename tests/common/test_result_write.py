@@ -1,4 +1,4 @@
-"""Result.write serialises the fields without asdict's deep copy of the solution (issue 20):
+"""Result.write serialises the fields without asdict's deep copy of the solution:
 the file holds exactly the bytes of ``json_bytes(result.to_dict())``."""
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def test_conversion_chains_follow_spec(catalog):
         catalog.device("H100").conversion_chain("pim_opt", b)
 
 
-# ---- issue 18, item 14: prices > 0 and sane capacities at load; a missing file is an error ---
+# ---- prices > 0 and sane capacities at load; a missing file is an error ----------------------
 
 @pytest.mark.parametrize("key, value, message", [
     ("price_usd_per_hour", 0, "must be > 0"),

@@ -186,7 +186,7 @@ def test_card_round_trip(cards):
         assert card_from_dict(card.to_dict()) == card
 
 
-# ---- issue 18, item 14: HF configs name the file and field, and are checked ------------------
+# ---- HF configs name the file and field, and are checked ---------------------------------------
 
 @pytest.mark.parametrize("edit, field, message", [
     (lambda c: c.pop("hidden_size"), "hidden_size", "missing required field"),

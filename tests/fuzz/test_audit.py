@@ -1,4 +1,4 @@
-"""The bad-input audit of issue 33 (benchmarks/hardening_audit.py) as a slow test: every case
+"""The bad-input audit (benchmarks/hardening_audit.py) as a slow test: every case
 refused with one line (or, for the cache rows, recomputed with a warning); no traceback, no
 silent wrong result. ``pytest -m slow tests/fuzz/test_audit.py`` (about 2.5 min on 2 cores)."""
 

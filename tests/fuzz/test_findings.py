@@ -1,4 +1,4 @@
-"""Regression tests of what the fuzz suite found in the readers of this change (issue 18):
+"""Regression tests of what the fuzz suite found in the readers:
 each input once crashed (TypeError, OverflowError) or hung; now it is one InputError."""
 
 import json

@@ -1,4 +1,4 @@
-"""Fuzz the output paths of every writing command (issue 33, item 2): a missing parent, a
+"""Fuzz the output paths of every writing command: a missing parent, a
 folder where a file is meant, a file where a folder is meant, a folder that cannot be written
 — each gives exit 2 and one line naming the option and the path, before any work (nothing is
 written, no solve starts), never a traceback.

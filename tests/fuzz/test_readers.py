@@ -1,4 +1,4 @@
-"""Fuzz the input readers and the command line (issue 18): a mutated input gives an
+"""Fuzz the input readers and the command line: a mutated input gives an
 InputError / exit 2 (or exit 1 for a result that reads but does not hold) or a valid result —
 never a traceback.
 

@@ -154,7 +154,7 @@ def test_paper_rule_beats_the_incremental_one(catalog, cards):
     stops early with most blocks linear. The slice is built with prefetched loads, the rule it
     was found under: with at-use loads (the builder's default) the paper rule ends 8 % above
     the former one on this slice (17.86 vs 16.46 ms), which the full-grid rerun must weigh.
-    Cause (issue 35): under at_use the first full dominance pass is a fixed point — every block
+    Cause: under at_use the first full dominance pass is a fixed point — every block
     is then loaded only by the side its format favours, so the refinement (§5.2.2: the blocks
     whose format "still disagrees with the observed loading") has no candidate and the next
     pass changes nothing: 2 evaluations of 40. The former rule leaves L0-3_w_up linear after

@@ -354,7 +354,7 @@ def test_opweave_figures_from_cost_table_cells() -> None:
 
 
 def test_cli_bench_recomputes_a_truncated_case_file(tmp_path: Path, capsys) -> None:
-    """Issue 18 item 6: a truncated case file no longer stops ``hetopt bench`` (exit 2); the
+    """A truncated case file does not stop ``hetopt bench`` (no exit 2); the
     case is recomputed with a one-line note on stderr and gives the same result."""
     from opt.app.cli import main
 
@@ -387,7 +387,7 @@ def _edit(path: Path, edit) -> None:
     lambda d: d.pop("digest"),                              # an unsealed file
 ])
 def test_edited_case_file_is_recomputed_not_trusted(tmp_path: Path, edit) -> None:
-    """Issue 33 row 7: case files are sealed; an edited number is never shown as a pass."""
+    """Case files are sealed; an edited number is never shown as a pass."""
     calls: list[int] = []
 
     def run() -> CaseResult:

@@ -259,7 +259,7 @@ def test_serving_error_record_marked_not_compared(tmp_path, serving_serial):
     assert sum(not c for _, c in done) == 1 and read_json(p)["status"] == rec["status"]
 
 
-# ---- issue 18, item 13: Ctrl-C stops a pool at once, workers stay quiet ---------------------
+# ---- Ctrl-C stops a pool at once, workers stay quiet -----------------------------------------
 
 def _sleep(seconds: float) -> float:
     time.sleep(seconds)
@@ -290,7 +290,7 @@ def test_ctrl_c_terminates_running_pool_items():
 
 
 def test_ctrl_c_cancels_nothing_from_the_main_thread(monkeypatch):
-    """Issue 33 row 5: on Ctrl-C only the pool's manager thread cancels queued futures; a
+    """On Ctrl-C only the pool's manager thread cancels queued futures; a
     future cancelled from the main thread and then failed by the manager when its worker is
     terminated was an ``InvalidStateError: CANCELLED`` traceback after the one line."""
     import threading

@@ -1,4 +1,4 @@
-"""Cached sweep records are re-checked before they enter a table (issue 18, item 5)."""
+"""Cached sweep records are re-checked before they enter a table."""
 
 import pytest
 
@@ -75,7 +75,7 @@ def test_summaries_skip_error_and_invalid_records():
 
 
 def test_a_record_of_another_slot_is_recomputed_with_one_line(tmp_path, capsys):
-    """Issue 33 row 6: a sealed record copied into another slot's file keeps its digest; the
+    """A sealed record copied into another slot's file keeps its digest; the
     slot fields (model, platform, workload, method) catch it."""
     from opt.app.runs.sweep import SweepWorkload, placement_slot
 

@@ -177,7 +177,7 @@ def test_cli_replay_resumes(tmp_path, capsys):
     assert main(argv[:-1] + ["--methods", "cpsat"]) == 2
 
 
-# ---- issue 18, item 13: a fixed progress denominator, --requests ≥ 1, Ctrl-C ------------------
+# ---- a fixed progress denominator, --requests ≥ 1, Ctrl-C -------------------------------------
 
 def test_progress_counts_requests_with_a_total_known_up_front(tmp_path):
     import io

@@ -120,7 +120,7 @@ def test_cli_scaling(tmp_path, capsys):
     assert main(["scaling", "--models", "nope", "--out", str(tmp_path / "x")]) == 2
 
 
-# ---- issue 18, item 12: optional dependencies are checked before any work ------------------
+# ---- optional dependencies are checked before any work ---------------------------------------
 
 @pytest.mark.parametrize("argv", [
     ["scaling", "--models", "llama-2-7b", "--layers", "1", "--plot", "plots"],

@@ -47,7 +47,7 @@ def test_sweep_records_resume_fresh(tmp_path, capsys):
     assert g[("llama-2-7b", "pd")]["geomean_speedup"] == pytest.approx(1.0)
     assert g[("llama-2-7b", "heft")]["workloads"] == 2
 
-    # a tampered record is recomputed with one line, never trusted (issue 18, item 5)
+    # a tampered record is recomputed with one line, never trusted
     rec["makespan"] = 123456789
     write_json(rec, out / "llama-2-7b/HP32/p8-d2-b1/pd.json")
     code, text, err = run(capsys, *ARGS, "--out", str(out), "--json")

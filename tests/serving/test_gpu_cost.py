@@ -98,7 +98,7 @@ def test_a_sweep_never_reuses_a_record_of_the_other_cost_model():
     from opt.app.runs.serving_sweep import _same_cost
     measured = frozenset({"A100", "H100"})
     roof, cal = ("roofline", "transfer", frozenset()), ("calibrated", "transfer", measured)
-    old = {"cost_usd_per_mtok": 1.0}             # before issue 32: built on the roofline
+    old = {"cost_usd_per_mtok": 1.0}             # a record built on the roofline
     assert _same_cost(old, roof) is old
     assert _same_cost(old, cal) is None
     assert _same_cost({"gpu_cost": "calibrated", "gpus": ["H100"]}, cal) is not None

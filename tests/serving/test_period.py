@@ -155,7 +155,7 @@ def _random_plan(inst, rng: random.Random) -> ServingPlan:
 
 @pytest.mark.parametrize("name", [n for n in instances.names() if n.startswith("p3")])
 def test_formula_never_exceeds_the_exact_period_on_random_plans(name: str) -> None:
-    """The formula is a lower bound on ≥ 1,000 random plans (issue 16) of the bundled P3
+    """The formula is a lower bound on ≥ 1,000 random plans of the bundled P3
     instances."""
     inst = instances.load(name)
     rng = random.Random(7)

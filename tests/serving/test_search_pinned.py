@@ -1,5 +1,5 @@
-"""The B&B's vectorised candidate frontier and node bounds (issue 32: planner time on the Table-3
-case) leave every search unchanged: outcomes and search counts pinned to the values of the
+"""The B&B's vectorised candidate frontier and node bounds (planner time on the
+Table-3 case) leave every search unchanged: outcomes and search counts pinned to the values of the
 per-candidate Python loops they replaced, and the frontier checked against its pairwise
 definition."""
 

@@ -1,6 +1,6 @@
 """The certified lower bound is computed once per instance object and reused by every method
-solved on it in the same process (a sweep worker solves several methods on one built instance;
-issue 20): the cache of :func:`opt.placement.certified_bounds.certified_lower_bound` is keyed
+solved on it in the same process (a sweep worker solves several methods on one built
+instance): the cache of :func:`opt.placement.certified_bounds.certified_lower_bound` is keyed
 weakly on the instance, so its entries die with the instance."""
 
 from __future__ import annotations

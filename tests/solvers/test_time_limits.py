@@ -1,4 +1,4 @@
-"""Issue 18 item 11: one time limit covers the warm start, the model build and the solve."""
+"""One time limit covers the warm start, the model build and the solve."""
 
 from __future__ import annotations
 

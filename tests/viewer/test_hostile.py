@@ -1,4 +1,4 @@
-"""Viewer pages cannot run a file's script (issue 33, row 3 and item 3).
+"""Viewer pages cannot run a file's script.
 
 Instances whose every name (devices, tasks, blocks, kinds, GPU types, configs, ops, model,
 title) is a hostile string are solved, written as pages and opened in headless Chromium

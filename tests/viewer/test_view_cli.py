@@ -79,7 +79,7 @@ def test_missing_files_exit_2(tmp_path, capsys):
 
 
 def test_view_rejects_a_result_of_another_instance(tmp_path, capsys):
-    """issue 18: a result names its instance by fingerprint (opt.common.fingerprint)."""
+    """A result names its instance by fingerprint (opt.common.fingerprint)."""
     import instances
     from opt.app.cli import main
     from solvers import solve

@@ -1,6 +1,7 @@
-"""Issue 33's table, one test per row fixed at its root (rows 1-2: tests/fuzz/test_outputs.py;
-row 3: tests/viewer/test_hostile.py; row 5: tests/runs/test_executor.py; rows 6-7:
-tests/runs/test_record_checks.py)."""
+"""Command-line checks of goals and options: decode goals need decode steps, SLOs are stored
+without rounding noise and shown in ms, an error names the bad CSV column or option, swapped
+instance and result files are named, ``theory hom --gpus 0`` is refused and a decode-time lower
+bound is never negative."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def one_line(code: int, err: str, *needles: str) -> str:
     return lines[0]
 
 
-# ---- row 4: objectives and SLOs that need decode steps ----------------------------------------
+# ---- objectives and SLOs that need decode steps -------------------------------------------------
 
 @pytest.mark.parametrize("goal,field", [(["--objective", "decode_time"], "objective"),
                                         (["--slo-tpot-ms", "1"], "slo.mean_tpot")])
@@ -54,7 +55,7 @@ def test_decode_goals_need_decode_steps_in_files_too(capsys, tmp_path):
     one_line(code, err, "objective", "needs decode steps")
 
 
-# ---- row 9: units in the units the user gave -------------------------------------------------
+# ---- units in the units the user gave -----------------------------------------------------------
 
 def test_slo_ms_stored_without_rounding_noise_and_shown_in_ms(capsys, tmp_path):
     assert ms_to_ticks(1, "ns") == 1_000_000.0       # not 999999.9999999999
@@ -69,7 +70,7 @@ def test_slo_ms_stored_without_rounding_noise_and_shown_in_ms(capsys, tmp_path):
     assert line.endswith("> 0.001 ms") and "mean_tpot" in line and "ns" not in line
 
 
-# ---- row 8: errors name the right thing --------------------------------------------------------
+# ---- errors name the right thing ----------------------------------------------------------------
 
 def test_replay_csv_error_names_the_bad_column(tmp_path):
     from opt.app.runs.replay import read_burstgpt_csv
@@ -120,7 +121,7 @@ def test_theory_hom_gpus_zero_is_refused_not_defaulted(capsys):
 
 
 def test_decode_time_lower_bound_is_never_negative(capsys, tmp_path):
-    """Row 4's other half: CP-SAT's bound on makespan − TTFT can be far below 0 (−8.3e7 on
+    """Decode goals, continued: CP-SAT's bound on makespan − TTFT can be far below 0 (−8.3e7 on
     this instance); a duration's bound is reported as at least 0."""
     path = tmp_path / "i.json"
     assert run(capsys, *BUILD, "--decode", "2", "--objective", "decode_time", "-o", path)[0] == 0
