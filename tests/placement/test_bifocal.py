@@ -286,8 +286,7 @@ def test_tight_npu_capacity_evicts_and_is_valid(tight):
 
 def test_npu_only_platform_needs_evictions(catalog, cards):
     """HP0 (NPU only) with the NPU holding 40 % of the weights: Bifocal evicts and reloads,
-    and so does HEFT (LRU residency is the platform's rule, issue 35; before, HEFT had no
-    eligible device)."""
+    and so does HEFT (LRU residency is the platform's rule, problems.md §6 "Residency")."""
     inst = with_capacity(build_placement(cards["llama-2-7b"], catalog.platform("HP0"), catalog,
                                          Workload(prefill=16, decode=3, batch=1),
                                          BuildOptions(load_timing="prefetch", layers=2,

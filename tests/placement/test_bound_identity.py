@@ -1,5 +1,5 @@
-"""Speed work on the certified lower bound keeps every component bit-identical (issue 20
-item 1): the component values (and details, wall times aside) and the digests of the cheapest
+"""Speed work on the certified lower bound keeps every component bit-identical: the component
+values (and details, wall times aside) and the digests of the cheapest
 heads and tails and of the chain tails equal those recorded with the code before the speed
 changes (``benchmarks/bound_identity.py``; data/bound_values.json). The cases whose bound
 takes several seconds run with ``-m slow``."""

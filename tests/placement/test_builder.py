@@ -248,7 +248,7 @@ def test_full_size_builds_fast(catalog, cards):
     assert len(inst.block_ids) == 56
 
 
-# ---- issue 18: input limits of the builder -----------------------------------------------------
+# ---- input limits of the builder --------------------------------------------------------------
 
 @pytest.mark.parametrize("unit", ["ms", "s", "us"])
 def test_a_time_unit_that_rounds_durations_to_zero_is_refused(catalog, cards, unit):

@@ -1,4 +1,4 @@
-"""The compiled scheduling engine (heuristics.placement.engine, issue 20 item 1) gives the Python
+"""The compiled scheduling engine (heuristics.placement.engine) gives the Python
 engine's schedules and statistics byte for byte: the reference digests of every case of
 ``benchmarks/schedule_identity.py``, and random small instances (contention ``full``/``star``/
 none, tight capacities that force eviction, insertion) under Bifocal with several switches,
@@ -282,7 +282,7 @@ def test_policy_search_engines_agree(static_instances):
 
 @pytest.mark.parametrize("load_timing", ["at_use", "prefetch"])
 def test_a_block_larger_than_its_class_is_refused_by_both_engines(load_timing):
-    """One clear line, the same from both engines (issue 35 item 2)."""
+    """One clear line, the same from both engines."""
     import dataclasses
 
     base = _built("llama-2-7b", "HP32", (16, 2, 1), load_timing, layers=1)

@@ -1,4 +1,4 @@
-"""Identical-device structure (issue 20 item 3): the group energy bounds of
+"""Identical-device structure: the group energy bounds of
 ``opt.placement.group_bound`` and the CP-SAT/MILP switches ``group_cumulative`` /
 ``group_energy``: valid (never above an optimum, same optima with and without them, also with
 communication, loads and capacities) and effective (switching them off proves less)."""

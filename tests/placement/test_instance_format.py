@@ -235,7 +235,7 @@ BAD = {
     "blocked-task-without-load": (_set("blocks.0.load", {"D0": {"linear": 3}}),
                                   ["'a'", "W0", "D1", "tasks[0].block"]),
     "unknown-time-unit": (_set("time_unit", "fortnight"), ["fortnight", "time_unit"]),
-    # issue 18 item 1: an empty task graph is rejected (instance.py docstring, "Limits")
+    # an empty task graph is rejected (instance.py docstring, "Limits")
     "no-tasks": (lambda o: o.update(tasks=[], edges=[]), ["tasks", "at least one task"]),
     # item 2: magnitudes beyond the documented limits, before any solver sees them
     "duration-beyond-int64": (_set("tasks.0.cost.D0", 10**30), ["tasks[0].cost", "9007199254740992"]),

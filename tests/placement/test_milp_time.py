@@ -1,4 +1,4 @@
-"""Time-indexed and bucketed P1 MILPs (models.placement.milp_time, issue 34): agreement with
+"""Time-indexed and bucketed P1 MILPs (models.placement.milp_time): agreement with
 CP-SAT, the big-M model and exhaustive search; the formulation chooser; refusals; the Pyomo
 build of the same model; rejection of broken results."""
 
@@ -163,10 +163,9 @@ def test_slo_goes_to_bigm_and_stays_right():
 
 
 def test_infeasible_capacity_still_infeasible():
-    from tests.placement.test_placement_milp import (
-        test_no_schedule_when_block_exceeds_every_capacity,
-    )
-    test_no_schedule_when_block_exceeds_every_capacity()  # routed to big-M (capacities)
+    from tests.placement.test_placement_milp import check_no_schedule_when_block_exceeds_capacity
+
+    check_no_schedule_when_block_exceeds_capacity()  # routed to big-M (capacities)
 
 
 def test_broken_solution_is_rejected():

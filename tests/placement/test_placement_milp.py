@@ -247,7 +247,9 @@ def test_matches_brute_force(case):
     assert result.lower_bound == expected
 
 
-def test_no_schedule_when_block_exceeds_every_capacity():
+def check_no_schedule_when_block_exceeds_capacity() -> None:
+    """A block larger than every device: the default ``milp`` proves that no schedule exists
+    (shared with tests/placement/test_milp_time.py)."""
     devices = [Device("A", "npu", 10), Device("B", "pim", 5)]
     links = make_links(devices, "full", True, 1, 1.0)
     inst = build_instance(time_unit="unit", devices=devices, links=links,
@@ -259,6 +261,10 @@ def test_no_schedule_when_block_exceeds_every_capacity():
     assert result.solution is None and result.objective is None
     assert result.stats["infeasible_scope"] == "all_schedules"
     assert certify(inst, result).objective is None
+
+
+def test_no_schedule_when_block_exceeds_every_capacity():
+    check_no_schedule_when_block_exceeds_capacity()
 
 
 def test_capacity_forces_split_devices():

@@ -1,18 +1,12 @@
-"""Speed work on the schedulers keeps every schedule byte-identical (issue 20): the digests of
-the HEFT and Bifocal schedules (default parameters) on small instances — bundled ones and
-2-layer builds with loose and tight capacity, all ``load_timing: prefetch`` — equal those
-recorded with the code before the speed changes (``benchmarks/schedule_identity.py``;
-data/schedule_digests.json). HEFT's entries on the five capacity-bound builds were re-recorded
-when HEFT took the platform's LRU eviction (issue 35 item 2: they were rejections, or a
-schedule that skipped the full device), and again when the list scheduler's device choice
-became ``fit_in_class`` (problems.md §6 "Device choice under capacity": fewer evictions, makespan
-equal or lower on all five). Bifocal's were re-recorded at its revision 6, when the ready set
-by score (DOPS Algorithm 1) became its default; ``bifocal-rank`` (HEFT's order, the default
-before) has the solutions recorded before, byte for byte, on every case (its statistics carry
-the new ``ready_set`` and resolved ``siblings``). At revision 7 (``insertion: auto``, off in
-the score order, DOPS Eq. 1 and 3) Bifocal's solutions changed on 4 of the 23 cases, its
-makespan on one (llama-2-13b HP64 128/16/4, 2 layers: 62,720,317 → 62,724,041), and
-``bifocal-rank``'s solutions stayed byte for byte (its statistics carry ``insertion``)."""
+"""Every schedule stays byte-identical under speed work on the schedulers: the digests of the
+HEFT and Bifocal schedules (default parameters; Bifocal also in HEFT's order, ``bifocal-rank``)
+on small instances — bundled ones and 2-layer builds with loose and tight capacity, all
+``load_timing: prefetch`` — equal the recorded ones (``benchmarks/schedule_identity.py``;
+data/schedule_digests.json). HEFT evicts by LRU on the capacity-bound builds, with the list
+scheduler's ``device_choice: fit_in_class`` (problems.md §6 "Device choice under capacity");
+Bifocal's digests are those of its defaults (the ready set by score, DOPS Algorithm 1; start
+times by Eq. 1 and 3). A change that alters a digest on purpose records the new digests and
+raises :data:`heuristics.placement.bifocal.BIFOCAL_VERSION`."""
 
 from __future__ import annotations
 
@@ -44,7 +38,7 @@ def test_schedules_match_the_reference(name):
 
 def test_tight_cases_evict():
     """The capacity-starved cases exercise eviction, by Bifocal and — LRU residency being the
-    platform's rule (issue 35 item 2) — by HEFT, which no longer rejects them."""
+    platform's rule (problems.md §6 "Residency") — by HEFT."""
     tight = [v for k, v in REFERENCE.items() if k.endswith(("0.05", "0.2", "0.5", "0.35"))]
     assert tight and all(v["bifocal"]["evictions"] > 0 for v in tight)
     assert all(v["heft"]["evictions"] > 0 for v in tight)

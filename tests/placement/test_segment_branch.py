@@ -1,7 +1,7 @@
 """Branch and bound over a segment's assignments (opt.placement.segment_branch) and the
 threshold one-machine sets (opt.placement.segment_bound.one_machine): never above a proven
 optimum, equal to the full enumeration when the budget allows it, and strictly above the
-plain partial enumeration on the head-sharded decode attention it targets (issue 20 item 4)."""
+plain partial enumeration on the head-sharded decode attention it targets."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def _with_capacity(inst, npu_cap, pim_cap=None):
 @pytest.mark.parametrize("load_timing", ["at_use", "prefetch"])
 @pytest.mark.parametrize("policy", list(ON_PIM))
 def test_a_full_npu_evicts_instead_of_leaving_the_class(catalog, cards, policy, load_timing):
-    """LRU residency is the platform's rule (DOPS §6.1, issue 35 item 2): with room on the NPU
+    """LRU residency is the platform's rule (DOPS §6.1): with room on the NPU
     for only its two largest blocks, every policy still puts its NPU-class prefill tasks on the
     NPU (evicting), where before it spilled prefill GEMMs onto PIM."""
     base = build_placement(cards["llama-2-7b"], catalog.platform("HP32"), catalog,

@@ -111,7 +111,7 @@ def placement_instances(draw, *, contention: bool | None = None, min_devices: in
 
 def heft_or_skip(inst: PlacementInstance) -> dict:
     """HEFT's schedule, or discard the example when capacities leave a task no device or when
-    HEFT evicts (LRU residency, issue 35): the mutations below assume one load per block and
+    HEFT evicts (LRU residency): the mutations below assume one load per block and
     device (evicting schedules: test_validator_residency.py, test_compiled_engine.py)."""
     try:
         sol = heft(inst)
@@ -189,7 +189,7 @@ def test_shifting_a_valid_schedule_stays_valid(case, k):
         for ev in moved[key]:
             ev["start"] += k
             ev["end"] += k
-    for ev in moved["evictions"]:  # HEFT evicts (LRU residency, issue 35)
+    for ev in moved["evictions"]:  # HEFT evicts (LRU residency)
         ev["time"] += k
     assert validate_placement(inst, moved).makespan == base + k
 
