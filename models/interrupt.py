@@ -106,7 +106,7 @@ def interruptible(stop: Callable[[], None]) -> Iterator[None]:
         rsock.close()
         wsock.close()
     if seen.is_set():
-        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+        _hand_on(previous)
 
 
 @contextlib.contextmanager
@@ -147,4 +147,14 @@ def deferred() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
     if seen.is_set():
+        _hand_on(previous)
+
+
+def _hand_on(previous: Any) -> None:
+    """Deliver a recorded SIGINT to the handler that was in place before: call it (Python's
+    default raises KeyboardInterrupt), ignore it under ``SIG_IGN``, raise KeyboardInterrupt
+    under ``SIG_DFL`` or an unknown (C-level) handler."""
+    if callable(previous):
         previous(signal.SIGINT, None)
+    elif previous != signal.SIG_IGN:
+        raise KeyboardInterrupt

@@ -87,9 +87,9 @@ def checked(fn: F) -> F:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
-            name = re.search(r"'(\w+)'", str(exc))
+            found = re.search(r"'(\w+)'", str(exc))
             raise InputError(str(exc), source=where,
-                             field=name.group(1) if name else None) from None
+                             field=found.group(1) if found else None) from None
         for name, value in bound.arguments.items():
             if sig.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL,
                                              inspect.Parameter.VAR_KEYWORD):
@@ -149,7 +149,7 @@ def _accepts(value: Any, hint: Any) -> bool:
         return isinstance(value, bool)
     if hint is int:
         return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
-                and -MAX_INT <= value <= MAX_INT)
+                and -MAX_INT <= int(value) <= MAX_INT)
     if hint is float:
         return (isinstance(value, numbers.Real) and not isinstance(value, bool)
                 and _finite(value))
@@ -391,7 +391,9 @@ def solve(instance: Instance, method: str | None = None, *,
     method's parameters (``methods()``' ``params``)."""
     res = _solve(instance, method, time_limit=time_limit,
                  num_workers=1 if num_workers is None else num_workers, seed=seed,
-                 initial_solution=initial_solution, warm_start=warm_start,
+                 initial_solution=initial_solution if initial_solution is None
+                 or isinstance(initial_solution, Result) else dict(initial_solution),
+                 warm_start=warm_start,
                  export_path=None if export_path is None else str(export_path),
                  deterministic=deterministic, log=log, **params)
     res.status = Status(res.status)
