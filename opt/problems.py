@@ -13,7 +13,7 @@ from opt.common.problem import LEGACY_NAMES, PROBLEMS, Problem, problem_name
 from opt.placement.instance import PlacementInstance
 from opt.placement.io import instance_from_dict, read_instance
 
-if TYPE_CHECKING:  # imported when a serving plan is read (issue 20 item 5: startup)
+if TYPE_CHECKING:  # imported when a serving plan is read (start-up time)
     from opt.serving.instance import ServingInstance
 
 #: the problem names are defined in opt.common.problem; these modules read them from here too

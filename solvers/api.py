@@ -34,7 +34,7 @@ from solvers.registry import (
     size_error,
 )
 
-if TYPE_CHECKING:  # imported when a serving instance is solved (issue 20 item 5: startup)
+if TYPE_CHECKING:  # imported when a serving instance is solved (start-up time)
     from opt.serving.instance import ServingInstance
 
 #: largest seed: CP-SAT's and HiGHS' random seeds are 31-bit non-negative integers
