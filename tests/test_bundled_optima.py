@@ -17,8 +17,9 @@ import instances
 from opt.app.cli import main
 from solvers.registry import DEFAULTS, get_method
 
-#: seconds per solve: generous, the solves below end well before it
-TIME_LIMIT_S = {"fast": 60.0, "slow": 300.0}
+#: seconds per solve: a hang guard only, far above what the solves below take (the fast ones
+#: prove their optimum in a few seconds on a loaded machine), so no verdict depends on the clock
+TIME_LIMIT_S = {"fast": 600.0, "slow": 1800.0}
 #: index instances whose default solve takes more than a few seconds
 SLOW = {"opweave-gemma-3-27b-h100-32k-60ms", "p1-llama-2-7b-hp32-p64-d2-l2"}
 
