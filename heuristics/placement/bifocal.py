@@ -593,19 +593,29 @@ def _run_compiled(inst: PlacementInstance, cs: _engine.CompiledState, order: np.
     flips = np.zeros(5, dtype=np.int64)
     args = (cs.ttype, cs.type_dur, cs.gr, cs.bl, cs.stt, cs.tls, cs.tle, cs.cf,
             _bias_arrays(inst, p, bias, dcls_l, K), _look_arrays(inst, look, K), ip, fp, flips)
-    none = np.zeros(0, dtype=np.int64)
-    rs: tuple[np.ndarray, ...]
+    none = _frozen(np.zeros(0, dtype=np.int64))
+    rs: tuple[np.ndarray, ...]  # (priority, in-degrees: the loop's own, successors, edges)
     if order is not None:
-        rs = (none, none, none, none, none)
+        rs = (none, np.zeros(0, dtype=np.int64), none, none, none)
     else:
         assert prio is not None
         s_off, s_idx = inst.successors
-        rs = (prio, np.diff(inst.predecessors[0]).astype(np.int64), as_int64(s_off),
-              as_int64(s_idx), as_int64(inst.edge_dst))
-    code, t, ties = _engine.kernels().bifocal_loop(order if order is not None else none, rs,
-                                                   *args)
+        rs = (_frozen(prio), np.diff(inst.predecessors[0]).astype(np.int64),
+              _frozen(as_int64(s_off)), _frozen(as_int64(s_idx)),
+              _frozen(as_int64(inst.edge_dst)))
+    code, t, ties = _engine.kernels().bifocal_loop(_frozen(order if order is not None else none),
+                                                   rs, *args)
     _engine.raise_for(cs, int(code), int(t))
     return int(ties), dict(zip(FLIP_TERMS, flips.tolist()))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: the kernel's read-only inputs always reach it read-only,
+    whether they come from the instance (read-only when read from a file) or were made here,
+    so numba compiles one version of the loop, not one per combination of flags."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def _bias_arrays(inst: PlacementInstance, p: BifocalParams, bias: _Biases, dcls_l: list[int],
@@ -621,8 +631,8 @@ def _bias_arrays(inst: PlacementInstance, p: BifocalParams, bias: _Biases, dcls_
         class_devs[c, class_n[c]] = d
         class_n[c] += 1
     return (np.asarray(dcls_l, dtype=i64), class_devs, class_n,
-            as_int64(inst.phase) if inst.phase is not None else np.full(n, -1, dtype=i64),
-            as_int64(inst.step) if inst.step is not None else np.full(n, -1, dtype=i64),
+            _frozen(as_int64(inst.phase) if inst.phase is not None else np.full(n, -1, dtype=i64)),
+            _frozen(as_int64(inst.step) if inst.step is not None else np.full(n, -1, dtype=i64)),
             np.asarray(bias.theta, dtype=i64), np.asarray(bias.holds_all, dtype=i64),
             np.asarray(bias.uses_left, dtype=i64), np.asarray(pref, dtype=i64),
             np.asarray(homeless, dtype=i64), np.zeros((K, len(bias.uses_left)), dtype=i64))
