@@ -84,7 +84,7 @@ def run(case: Case, cwd: Path) -> tuple[int | None, str, float]:
     timeout = case.limit_s * 3 + 60 if case.due in ("bounded", "clean") else CASE_TIMEOUT_S
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_terminal_sigint)
     if case.sigint_after_s:
         try:
             p.wait(case.sigint_after_s)
@@ -97,6 +97,12 @@ def run(case: Case, cwd: Path) -> tuple[int | None, str, float]:
         _, err = p.communicate()
         return None, err, time.monotonic() - t0
     return p.returncode, err, time.monotonic() - t0
+
+
+def _terminal_sigint() -> None:
+    """In the child: Ctrl-C as a terminal delivers it (Python's default handler), even when
+    the audit itself runs in the background of a shell, which ignores SIGINT there."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _indent(code: str) -> str:
@@ -189,7 +195,9 @@ def cli_value_cases() -> list[Case]:
     out += [Case(f"build serving-plan --slo-ms {v}", "refuse",
                  (*SERVE[:8], "--slo-ms", v, "-o", "x.json")) for v in ("1e308", "-inf")]
     out += [Case(f"theory hom {' '.join(x)}", "refuse", (*HOM, *x)) for x in (
-        ["--context", "1e30"], ["--context", "4096", "--group-size", "1000000000"])]
+        ["--context", "1e30"])]
+    out += [Case("theory hom --group-size 1000000000", "clean",
+                 (*HOM, "--context", "4096", "--group-size", "1000000000"), limit_s=30.0)]
     out += [Case(f"theory het {' '.join(x)}", "refuse", (*HET, *x)) for x in (
         ["--context", "1e300"], ["--price1", "inf"], ["--price2", "-1"])]
     out += [Case(f"solve {' '.join(x)}", "refuse", ("solve", "i.json", *x)) for x in (
@@ -199,7 +207,9 @@ def cli_value_cases() -> list[Case]:
          "rp"]
     out += [Case(f"replay {' '.join(x)}", "refuse", (*r, *x)) for x in (
         ["--requests", "1000000000000"], ["--rate", "inf"], ["--time-scale", "1e308"],
-        ["--max-batch", "1000000000"], ["--seed", "1180591620717411303424"])]
+        ["--seed", "1180591620717411303424"])]
+    out += [Case("replay --max-batch 1000000000", "clean", (*r, "--max-batch", "1000000000"),
+                 limit_s=200.0)]
     out += [Case(f"view --periods {p}", "refuse", ("view", "s.json", "sr.json", "--periods",
                                                    p, "-o", "v.html"))
             for p in ("0", "-1", "1000000000000")]
@@ -210,8 +220,10 @@ def cli_value_cases() -> list[Case]:
           "8", "--methods", "pd", "--out", "sw"]
     out += [Case(f"sweep placement {' '.join(x)}", "refuse", (*sw, *x)) for x in (
         ["--prefill", "8", "--jobs", "1000000"], ["--prefill", "1000000000"])]
-    out += [Case(f"sweep layout --budget-gb {v}", "refuse",
-                 ("sweep", "layout", "--budget-gb", v, "--out", "sl")) for v in ("nan", "0")]
+    out += [Case("sweep layout --budget-gb nan", "refuse",
+                 ("sweep", "layout", "--budget-gb", "nan", "--out", "sl")),
+            Case("sweep layout --budget-gb 0 (every layout INFEASIBLE)", "clean",
+                 ("sweep", "layout", "--budget-gb", "0", "--out", "sl0"), limit_s=300.0)]
     out += [Case(f"synth-measurements {' '.join(x)}", "refuse",
                  ("synth-measurements", "--device", "AiM", "--model", "llama-2-7b", *x,
                   "-o", "m.csv")) for x in (["--noise", "inf"], ["--noise", "nan"],
@@ -307,7 +319,8 @@ def status_cases() -> list[Case]:
     names = ("optimal-no-bound", "optimal-low-bound", "infeasible-with-schedule",
              "tl-with-schedule", "feasible-no-solution", "layout-problem", "serving-problem",
              "bound-above", "objective-edited", "status-bogus")
-    return [Case(f"validate a result: {n}", "invalid" if n != "status-bogus" else "refuse",
+    refused = {"status-bogus", "serving-problem"}  # not a placement result at all: bad input
+    return [Case(f"validate a result: {n}", "refuse" if n in refused else "invalid",
                  ("validate", "i.json", f"r-{n}.json")) for n in names]
 
 

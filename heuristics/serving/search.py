@@ -56,7 +56,7 @@ import numpy as np
 
 from heuristics.serving.net_terms import NetTerms
 from opt.serving.chain import owner_chain
-from opt.serving.instance import ServingInstance, lcm_all
+from opt.serving.instance import ServingInstance, lcm_all, microbatch_counts
 from opt.serving.period import chain_period
 from opt.serving.plan import Owner, ServingPlan, crossings, resident_bytes, template_from_sequence
 
@@ -621,7 +621,7 @@ def _plan_from(inst: ServingInstance, owner: np.ndarray, picks: list[tuple[int, 
 
 
 def _microbatches(inst: ServingInstance, microbatches: Sequence[int] | None) -> list[int]:
-    return list(microbatches) if microbatches else list(range(1, inst.grid.max_microbatches + 1))
+    return list(microbatches) if microbatches else microbatch_counts(inst.grid)
 
 
 def _owner_counts(inst: ServingInstance, owners: Sequence[int] | None) -> list[int]:

@@ -93,7 +93,7 @@ from models.serving.milp_networks import add_transfer_constraints_networks
 from models.serving.outer import Outer, outer_choices
 from opt.common.result import Result
 from opt.serving.checker import REPORT_RTOL, PlanMetrics, evaluate_plan, plan_solution
-from opt.serving.instance import ServingInstance
+from opt.serving.instance import ServingInstance, microbatch_counts
 from opt.serving.plan import (
     Owner,
     PlanError,
@@ -475,7 +475,7 @@ def solve_serving_milp(inst: ServingInstance, *, time_limit: float | None = 60.0
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
     ks = list(owners) if owners else list(range(1, inst.grid.max_owners + 1))
-    mus = list(microbatches) if microbatches else list(range(1, inst.grid.max_microbatches + 1))
+    mus = list(microbatches) if microbatches else microbatch_counts(inst.grid)
     highs_options = {"threads": int(num_workers), "random_seed": int(seed), **_TOLERANCES,
                      **highs_params}
     stats: dict[str, Any] = {"milps_solved": 0, "pruned_by_bound": 0, "cutoff_no_better": 0,

@@ -584,9 +584,16 @@ def read_serving_instance(path: str | Path) -> ServingInstance:
 
 
 def microbatch_sizes_for(batches: tuple[int, ...], max_microbatches: int) -> tuple[int, ...]:
-    """Every b̂ = b/μ with b in ``batches`` and μ ≤ ``max_microbatches`` dividing b."""
-    return tuple(sorted({b // mu for b in batches for mu in range(1, max_microbatches + 1)
+    """Every b̂ = b/μ with b in ``batches`` and μ ≤ ``max_microbatches`` dividing b (μ ≤ b:
+    work grows with the batches, not with ``max_microbatches``)."""
+    return tuple(sorted({b // mu for b in batches for mu in range(1, min(max_microbatches, b) + 1)
                          if b % mu == 0}))
+
+
+def microbatch_counts(grid: ServingGrid) -> list[int]:
+    """The microbatch counts μ a plan of ``grid`` can use: 1..max_microbatches, and no more
+    than the largest batch (μ divides the batch)."""
+    return list(range(1, min(grid.max_microbatches, max(grid.batches)) + 1))
 
 
 def lcm_all(values) -> int:
