@@ -124,28 +124,15 @@ def test_a_table_the_model_cannot_fit_is_refused_not_fitted_at_a_bound(device):
     assert fit_device(spec, train, "ok.csv").n_points == len(train)   # the unscaled one fits
 
 
-def _scaled_table(tmp_path, src, factor: float):
-    lines = src.read_text(encoding="utf-8").splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("device,"))
-    k = lines[header].split(",").index("latency_us")
-    out = lines[:header + 1]
-    for line in lines[header + 1:]:
-        cells = line.split(",")
-        cells[k] = repr(float(cells[k]) * factor)
-        out.append(",".join(cells))
-    path = tmp_path / f"x{factor:g}.csv"
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.mark.parametrize("flags,table", [
     (("--gpu",), "vidur_gpu.csv"), (("--device", "Ascend-910B"), "example.csv")])
-def test_calibrate_refuses_a_table_x1000_in_one_line(tmp_path, capsys, flags, table):
+def test_calibrate_refuses_a_table_x1000_in_one_line(tmp_path, capsys, scaled_table, flags,
+                                                     table):
     from pathlib import Path
 
     from opt.app.cli.parser import main
     src = Path(__file__).resolve().parents[2] / "opt" / "costlib" / "data" / "measurements"
-    bad = _scaled_table(tmp_path, src / table, 1000.0)
+    bad = scaled_table(src / table, 1000.0)
     out = tmp_path / "c.json"
     code = main(["calibrate", *flags, "--measurements", str(bad), "-o", str(out)])
     err = capsys.readouterr().err.strip().splitlines()

@@ -229,25 +229,9 @@ def test_a_parameter_the_rows_do_not_determine_is_held_with_the_reason():
     assert got.eta_m == pytest.approx(truth.eta_m * 4 / (4 + truth.u_half), rel=0.02)
 
 
-def _scaled(tmp_path, factor: float) -> Path:
-    """The bundled Vidur table with every latency × ``factor``."""
-    lines = VIDUR.read_text(encoding="utf-8").splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("device,"))
-    cols = lines[header].split(",")
-    k = cols.index("latency_us")
-    out = lines[:header + 1]
-    for line in lines[header + 1:]:
-        cells = line.split(",")
-        cells[k] = repr(float(cells[k]) * factor)
-        out.append(",".join(cells))
-    path = tmp_path / f"x{factor:g}.csv"
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return path
-
-
-def test_a_table_the_model_cannot_fit_is_refused_not_fitted_at_a_bound(tmp_path):
+def test_a_table_the_model_cannot_fit_is_refused_not_fitted_at_a_bound(scaled_table):
     """Latencies × 1000 (ms read as µs): a fit would end at its bounds with 30–95 % error."""
-    path = _scaled(tmp_path, 1000.0)
+    path = scaled_table(VIDUR, 1000.0)
     with pytest.raises(InputError, match="bound|misses") as exc:
         calibrate_gpus(read_measurements(path, CAT), CAT)
     assert exc.value.source == str(path) and exc.value.field
