@@ -9,21 +9,14 @@ import json
 
 import pytest
 
-from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.units import ms_to_ticks, ticks_ms_text
+from tests.cli.run import run
 
 BUILD = ["build", "placement", "--model", "llama-2-7b", "--platform", "HP32", "--prefill", "16",
          "--layers", "1"]
 
 
-def run(capsys, *argv):
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # refused by the parser (argparse)
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(code: int, err: str, *needles: str) -> str:

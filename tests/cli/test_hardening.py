@@ -12,6 +12,7 @@ import pytest
 from opt.app.cli import main
 from opt.common.errors import InputError
 from opt.common.jsonio import json_bytes
+from tests.cli.run import run
 
 SMALL = "sinnen-Nodes_10_Random-p2"  # 10 tasks, optimum 50
 #: ceiling for the solves below that must prove SMALL's optimum: they end at the proof (MILP
@@ -19,13 +20,6 @@ SMALL = "sinnen-Nodes_10_Random-p2"  # 10 tasks, optimum 50
 PROOF_LIMIT_S = 120
 
 
-def run(capsys, *argv):
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # refused by the parser (argparse)
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def strict_loads(text: str):

@@ -17,6 +17,7 @@ from opt.app.cli import main
 from opt.app.cli.argtypes import BoundedInt, BoundedReal
 from opt.app.cli.parser import build_parser
 from opt.common.errors import InputError
+from tests.cli.run import run
 
 MODEL, PLATFORM = "dops-qwen-1.8b", "HP32"
 #: a one-layer placement build (about 70 tasks, a fraction of a second)
@@ -32,13 +33,6 @@ DOT = str(Path(__file__).resolve().parents[2] / "instances" / "data" / "sinnen-d
 LIBRARY_CHECKED = frozenset({"time_limit", "num_workers", "seed", "budget_gb", "budget_factor"})
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line_error(code: int, err: str, *needles: str) -> str:

@@ -5,16 +5,7 @@ from __future__ import annotations
 
 import json
 
-from opt.app.cli import main
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # refused by the parser (argparse)
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli.run import run
 
 
 def test_slo_from_build_to_validate(capsys, tmp_path):
