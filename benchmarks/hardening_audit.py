@@ -202,6 +202,19 @@ def cache_cases(d: Path) -> list[dict[str, str]]:
     return out
 
 
+def print_rows(rows: list[dict], fine: tuple[str, ...], *, as_json: bool) -> dict[str, int]:
+    """Print every case as a JSON object (``as_json``) or each whose verdict is not in
+    ``fine`` as one line; return how many cases have each verdict."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        if as_json:
+            print(json.dumps(r))
+        elif r["verdict"] not in fine:
+            print(f"[{r['verdict']}] {r['case']}: exit {r['exit']}: {r['line']}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
@@ -226,13 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += cache_cases(d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        if args.json:
-            print(json.dumps(r))
-        elif r["verdict"] not in ("refused", "recomputed"):
-            print(f"[{r['verdict']}] {r['case']}: exit {r['exit']}: {r['line']}")
+    counts = print_rows(rows, ("refused", "recomputed"), as_json=args.json)
     print(f"{len(rows)} bad inputs: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items()))
           + f"; files written by refused cases: {len(written)}")
     return 1 if counts.get("traceback", 0) or counts.get("silent", 0) else 0

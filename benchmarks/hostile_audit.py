@@ -41,6 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hardening_audit import print_rows  # noqa: E402 (the audits' shared report)
+
 BUILD = ["build", "placement", "--model", "llama-2-7b", "--platform", "HP32", "--prefill", "16",
          "--decode", "1", "--layers", "1"]
 SERVE = ["build", "serving-plan", "--model", "gemma-3-27b", "--gpus", "H100", "--context",
@@ -385,13 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                          "line": line[:200]})
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        if args.json:
-            print(json.dumps(r))
-        elif r["verdict"] != "ok":
-            print(f"[{r['verdict']}] {r['case']}: exit {r['exit']}: {r['line']}")
+    counts = print_rows(rows, ("ok",), as_json=args.json)
     print(f"{len(rows)} hostile inputs: "
           + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
     return 0 if counts.get("ok", 0) == len(rows) else 1
