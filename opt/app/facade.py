@@ -97,25 +97,10 @@ def checked(fn: F) -> F:
             why = _fault(value, hints.get(name, Any))
             if why is not None:
                 raise InputError(why, source=where, field=name)
-        try:
-            return fn(*bound.args, **bound.kwargs)
-        except InputError as exc:
-            raise _as_argument(exc, sig) from None
+        return fn(*bound.args, **bound.kwargs)
 
     call.checks_arguments = True  # type: ignore[attr-defined]
     return typing.cast(F, call)
-
-
-def _as_argument(exc: InputError, sig: inspect.Signature) -> InputError:
-    """``exc`` naming the façade function's argument where the code behind it names the
-    command-line option of that argument (``--slo-ttft-ms`` is ``slo_ttft_ms``)."""
-    field = exc.field or ""
-    name = field.lstrip("-").replace("-", "_")
-    if not field.startswith("--") or name not in sig.parameters:
-        return exc
-    renamed = InputError(exc.detail, source=exc.source, field=name)
-    renamed.__cause__ = exc.__cause__
-    return renamed
 
 
 def _fault(value: Any, hint: Any) -> str | None:
