@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from opt.placement.instance import PlacementInstance
-from opt.placement.solution_tables import ColumnarSolution
+from opt.placement.solution_tables import ColumnarSolution, ComputeColumns, TransferColumns
 
 
 def compute_end(solution: Mapping) -> int:
@@ -57,8 +57,8 @@ def make_solution(inst: PlacementInstance, task_device: Sequence[int], task_star
     u, v = inst.edge_src[e], inst.edge_dst[e]
     f, t = dev[u], dev[v]
     return ColumnarSolution(
-        names, inst.task_ids, dev, st, st + dur, u, v, f, t, ts, ts + _transfer_durations(
-            inst, e, f, t), load_events,
+        names, ComputeColumns(inst.task_ids, dev, st, st + dur),
+        TransferColumns(u, v, f, t, ts, ts + _transfer_durations(inst, e, f, t)), load_events,
         [{"block": inst.block_ids[b], "device": names[d], "time": int(tm)}
          for b, d, tm in evictions],
         {bid: fmt_of[i] for i, bid in enumerate(inst.block_ids)})

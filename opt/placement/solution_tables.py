@@ -15,6 +15,7 @@ the first bad position.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping, MutableSequence, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -141,6 +142,31 @@ def _positions(arr: np.ndarray, size: int, what: str) -> None:
         raise ValueError(f"{what}: positions must lie in 0..{size - 1}")
 
 
+@dataclass(frozen=True)
+class ComputeColumns:
+    """The compute events of a solution as columns, one row per event: ``task`` ids,
+    ``device`` positions in the solution's device names, ``start`` and ``end`` (ticks)."""
+
+    task: Sequence[str]
+    device: Any
+    start: Any
+    end: Any
+
+
+@dataclass(frozen=True)
+class TransferColumns:
+    """The transfers of a solution as columns, one row per transfer: ``src`` / ``dst``
+    compute rows of its tasks, ``from_dev`` / ``to_dev`` device positions (the JSON ``from``
+    / ``to``), ``start`` and ``end`` (ticks)."""
+
+    src: Any
+    dst: Any
+    from_dev: Any
+    to_dev: Any
+    start: Any
+    end: Any
+
+
 if TYPE_CHECKING:  # every consumer reads a solution as a dict: type checkers see one
     _SolutionBase = dict[str, Any]
 else:  # at run time a mapping, so no code can read an empty dict's storage behind its back
@@ -159,20 +185,21 @@ class ColumnarSolution(_SolutionBase):
     so is replacing or removing ``assignment``, ``compute`` or ``transfers`` or adding a key.
     """
 
-    def __init__(self, devices: Sequence[str], task: Sequence[str], device: Any, start: Any,
-                 end: Any, src: Any, dst: Any, from_dev: Any, to_dev: Any, t_start: Any,
-                 t_end: Any, loads: list[dict[str, Any]] | None = None,
+    def __init__(self, devices: Sequence[str], compute: ComputeColumns,
+                 transfers: TransferColumns, loads: list[dict[str, Any]] | None = None,
                  evictions: list[dict[str, Any]] | None = None,
                  formats: dict[str, str] | None = None):
         self.devices = tuple(devices)
+        task = compute.task
         self.task = task if isinstance(task, tuple) else tuple(task)
         n, nd = len(self.task), len(self.devices)
         self.device, self.start, self.end = (_int64(a, n, k) for a, k in (
-            (device, "device"), (start, "start"), (end, "end")))
-        m = len(np.asarray(src))
+            (compute.device, "device"), (compute.start, "start"), (compute.end, "end")))
+        t = transfers
+        m = len(np.asarray(t.src))
         self.src, self.dst, self.from_dev, self.to_dev, self.t_start, self.t_end = (
-            _int64(a, m, k) for a, k in ((src, "src"), (dst, "dst"), (from_dev, "from"),
-                                         (to_dev, "to"), (t_start, "start"), (t_end, "end")))
+            _int64(a, m, k) for a, k in ((t.src, "src"), (t.dst, "dst"), (t.from_dev, "from"),
+                                         (t.to_dev, "to"), (t.start, "start"), (t.end, "end")))
         for arr, size, what in ((self.device, nd, "device"), (self.from_dev, nd, "from"),
                                 (self.to_dev, nd, "to"), (self.src, n, "src"),
                                 (self.dst, n, "dst")):
@@ -182,6 +209,15 @@ class ColumnarSolution(_SolutionBase):
             "transfers": EventRows(self, "transfers", m), "loads": list(loads or ()),
             "evictions": list(evictions or ()), "formats": dict(formats or {})}
         self._edited = False
+
+    def compute_columns(self) -> ComputeColumns:
+        """The compute columns (the arrays themselves, not copies)."""
+        return ComputeColumns(self.task, self.device, self.start, self.end)
+
+    def transfer_columns(self) -> TransferColumns:
+        """The transfer columns (the arrays themselves, not copies)."""
+        return TransferColumns(self.src, self.dst, self.from_dev, self.to_dev, self.t_start,
+                               self.t_end)
 
     # ---- the mapping ------------------------------------------------------------------------
 
@@ -282,9 +318,10 @@ def solution_from_tables(obj: dict[str, Any], source: str | None,
     formats = f.get("formats", {})
     if not isinstance(formats, dict):
         raise f.error("formats", f"expected an object, got {type(formats).__name__}")
-    return ColumnarSolution(devices, task, cols["device"], cols["start"], cols["end"],
-                            tcols["src"], tcols["dst"], tcols["from"], tcols["to"],
-                            tcols["start"], tcols["end"], loads, evictions, formats)
+    return ColumnarSolution(
+        devices, ComputeColumns(task, cols["device"], cols["start"], cols["end"]),
+        TransferColumns(tcols["src"], tcols["dst"], tcols["from"], tcols["to"], tcols["start"],
+                        tcols["end"]), loads, evictions, formats)
 
 
 def _names(f: Fields, key: str) -> list[str]:
@@ -354,9 +391,10 @@ def columnar_from_rows(solution: Any) -> ColumnarSolution | None:
             zip(c["task"], c["device"])):
         return None
     pos = _positions_of
-    return ColumnarSolution(names, c["task"], pos(dpos, c["device"]), c["start"], c["end"],
-                            pos(row, t["src"]), pos(row, t["dst"]), pos(dpos, t["from"]),
-                            pos(dpos, t["to"]), t["start"], t["end"], loads, evictions, formats)
+    return ColumnarSolution(
+        names, ComputeColumns(c["task"], pos(dpos, c["device"]), c["start"], c["end"]),
+        TransferColumns(pos(row, t["src"]), pos(row, t["dst"]), pos(dpos, t["from"]),
+                        pos(dpos, t["to"]), t["start"], t["end"]), loads, evictions, formats)
 
 
 def _positions_of(index: dict[str, int], values: list[str]) -> np.ndarray:

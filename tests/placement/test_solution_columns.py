@@ -28,7 +28,9 @@ from opt.placement.schedule_error import ScheduleError, Undecided
 from opt.placement.solution import make_solution
 from opt.placement.solution_tables import (
     ColumnarSolution,
+    ComputeColumns,
     EventRows,
+    TransferColumns,
     columnar_from_rows,
     solution_from_tables,
 )
@@ -135,9 +137,9 @@ def _mutate(sol: ColumnarSolution, kind: str, k: int, delta: int) -> ColumnarSol
     elif kind == "swap_tasks" and n > 1:
         task = list(mut.task)
         task[k % n], task[(k + 1) % n] = task[(k + 1) % n], task[k % n]
-        mut = ColumnarSolution(mut.devices, task, mut.device, mut.start, mut.end, mut.src,
-                               mut.dst, mut.from_dev, mut.to_dev, mut.t_start, mut.t_end,
-                               mut["loads"], mut["evictions"], mut["formats"])
+        mut = ColumnarSolution(mut.devices, ComputeColumns(task, mut.device, mut.start, mut.end),
+                               mut.transfer_columns(), mut["loads"], mut["evictions"],
+                               mut["formats"])
     elif kind in ("t_start", "t_shift", "t_from", "t_drop") and m:
         j = k % m
         if kind == "t_start":
@@ -149,10 +151,10 @@ def _mutate(sol: ColumnarSolution, kind: str, k: int, delta: int) -> ColumnarSol
             mut.from_dev[j] = (mut.from_dev[j] + 1) % len(mut.devices)
         else:
             keep = np.arange(m) != j
-            mut = ColumnarSolution(mut.devices, mut.task, mut.device, mut.start, mut.end,
-                                   mut.src[keep], mut.dst[keep], mut.from_dev[keep],
-                                   mut.to_dev[keep], mut.t_start[keep], mut.t_end[keep],
-                                   mut["loads"], mut["evictions"], mut["formats"])
+            mut = ColumnarSolution(mut.devices, mut.compute_columns(), TransferColumns(
+                mut.src[keep], mut.dst[keep], mut.from_dev[keep], mut.to_dev[keep],
+                mut.t_start[keep], mut.t_end[keep]), mut["loads"], mut["evictions"],
+                mut["formats"])
     elif kind == "load" and mut["loads"]:
         ld = mut["loads"][k % len(mut["loads"])]
         ld["start"] += delta
