@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -78,14 +78,59 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
     :class:`PlanError`."""
     if isinstance(plan, dict):
         plan = plan_from_solution(inst, plan)
-    k = plan.owners_count
-    mu = plan.microbatches
+    k, mu = plan.owners_count, plan.microbatches
     if k < 1:
         raise PlanError("a plan needs at least one owner")
     if mu < 1:
         raise PlanError(f"microbatches must be ≥ 1, got {mu}")
-    n = inst.n_ops
-    owner = owner_sequence(n, plan.template, k)
+    owner = owner_sequence(inst.n_ops, plan.template, k)
+    cfg_idx, mb_idx = _owner_indices(inst, plan)
+    terms = _token_terms(inst, owner, cfg_idx, mb_idx)
+    formula = max(terms.path, max(int(mu * b) for b in terms.busy),
+                  int(mu * terms.net_out.max()), int(mu * terms.net_in.max()))
+    period = chain_period(token_chain(inst, plan), mu, inst.seconds(1))
+    if period.formula != formula:  # the two accountings of one plan must agree
+        raise AssertionError(f"formula {formula} but the token chain gives {period.formula}")
+    t_exact = period.t_rtt
+    replicas = _replicas(plan)
+    weights, kv = resident_bytes(inst, owner, k)
+    memory = [float(weights[m] + plan.owners[m].batch * kv[m]) for m in range(k)]
+    capacity = [inst.replica_memory_bytes(inst.configs[c]) for c in cfg_idx]
+    use = _resources(inst, plan, cfg_idx, replicas, memory, capacity)
+    violations = use.violations + _limit_violations(inst, plan, use.gpus, t_exact)
+    t_s = inst.seconds(float(t_exact))
+    return PlanMetrics(t_rtt=float(t_exact), t_rtt_exact=t_exact, t_rtt_formula=formula,
+                       path=terms.path, busy=terms.busy.tolist(),
+                       net_out=terms.net_out.tolist(), net_in=terms.net_in.tolist(),
+                       memory_bytes=memory, memory_capacity_bytes=capacity, replicas=replicas,
+                       gpus=use.gpus, t_rtt_s=t_s, cost_usd_per_token=t_s * use.rate,
+                       rate_usd_per_s=use.rate,
+                       cost_formula_usd_per_token=inst.seconds(formula) * use.rate,
+                       stages_per_token=plan.stages_per_block * inst.blocks_total,
+                       bottleneck=period.binding, violations=violations)
+
+
+class _TokenTerms(NamedTuple):
+    """The formula's terms of one token (ticks; per owner: int64 [K])."""
+
+    path: int  # Σ busy + Σ transfer durations along the token
+    busy: np.ndarray  # op (and head) durations each owner runs per token
+    net_out: np.ndarray  # serialisation of the transfers leaving one replica of each owner
+    net_in: np.ndarray  # serialisation of the transfers entering one replica of each owner
+
+
+class _Resources(NamedTuple):
+    """GPUs, price rate ($ per second per token of batch) and per-owner violations of a plan."""
+
+    gpus: int
+    rate: float
+    violations: list[str]
+
+
+def _owner_indices(inst: ServingInstance, plan: ServingPlan) -> tuple[list[int], list[int]]:
+    """(configuration index, microbatch-size index) of every owner; PlanError naming the owner
+    for an unknown configuration or a batch that is not a positive multiple of μ."""
+    mu = plan.microbatches
     cfg_idx, mb_idx = [], []
     for m, o in enumerate(plan.owners):
         try:
@@ -99,14 +144,18 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
             mb_idx.append(inst.mb_index(o.batch // mu))
         except ValueError as exc:
             raise PlanError(f"owners[{m}]: {exc}") from None
-    cfg_idx_a = np.array(cfg_idx)[owner]
-    mb_idx_a = np.array(mb_idx)[owner]
-    cnt = inst.op_count
-    dur = inst.op_duration[cfg_idx_a, mb_idx_a, np.arange(n)]
-    first, last = int(owner[0]), int(owner[inst.last_op])
+    return cfg_idx, mb_idx
 
+
+def _token_terms(inst: ServingInstance, owner: np.ndarray, cfg_idx: list[int],
+                 mb_idx: list[int]) -> _TokenTerms:
+    """Busy time per owner (ops, embedding and LM head), the token's path and each owner's
+    network serialisation in and out (every stage crossing and, K > 1, the token's return)."""
+    n, k = inst.n_ops, len(cfg_idx)
+    dur = inst.op_duration[np.array(cfg_idx)[owner], np.array(mb_idx)[owner], np.arange(n)]
+    first, last = int(owner[0]), int(owner[inst.last_op])
     busy = np.zeros(k, dtype=np.int64)
-    np.add.at(busy, owner, cnt * dur)
+    np.add.at(busy, owner, inst.op_count * dur)
     busy[first] += int(inst.head_duration[cfg_idx[first], mb_idx[first], 0])
     busy[last] += int(inst.head_duration[cfg_idx[last], mb_idx[last], 1])
     path = int(busy.sum())
@@ -125,27 +174,25 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
             path += int(inst.token_transfer_duration[n_, mb])
             net_out[last] += int(inst.token_transfer_busy[n_, mb])
             net_in[first] += int(inst.token_transfer_busy[n_, mb_idx[first]])
-    compute_terms = tuple(int(mu * b) for b in busy)
-    formula = max(path, max(compute_terms), int(mu * net_out.max()), int(mu * net_in.max()))
-    period = chain_period(token_chain(inst, plan), mu, inst.seconds(1))
-    if period.formula != formula:  # the two accountings of one plan must agree
-        raise AssertionError(f"formula {formula} but the token chain gives {period.formula}")
-    t_exact = period.t_rtt
+    return _TokenTerms(path, busy, net_out, net_in)
 
+
+def _replicas(plan: ServingPlan) -> list[int]:
+    """Each owner's replicas: as given, else the least common multiple of the batches over its
+    batch (every owner serves the same global batch)."""
+    total = lcm_all([o.batch for o in plan.owners])
+    return [o.replicas or total // o.batch for o in plan.owners]
+
+
+def _resources(inst: ServingInstance, plan: ServingPlan, cfg_idx: list[int],
+               replicas: list[int], memory: list[float], capacity: list[float]) -> _Resources:
+    """GPUs and price rate of the plan, with the violations of equal global batches, replica
+    memory (bytes) and the replica cap."""
     violations: list[str] = []
-    batches = [o.batch for o in plan.owners]
-    total = lcm_all(batches)
-    replicas = []
-    for m, o in enumerate(plan.owners):
-        r = o.replicas or total // o.batch
-        replicas.append(r)
     reqs = {r * o.batch for r, o in zip(replicas, plan.owners)}
     if len(reqs) > 1:
         violations.append(f"replicas × batch differ between owners ({sorted(reqs)}): every owner "
                           f"must serve the same global batch")
-    weights, kv = resident_bytes(inst, owner, k)
-    memory = [float(weights[m] + batches[m] * kv[m]) for m in range(k)]
-    capacity = [inst.replica_memory_bytes(inst.configs[c]) for c in cfg_idx]
     gpus = 0
     rate = 0.0
     for m, o in enumerate(plan.owners):
@@ -158,24 +205,24 @@ def evaluate_plan(inst: ServingInstance, plan: ServingPlan | dict[str, Any]) -> 
                               f"{inst.grid.max_replicas}")
         gpus += replicas[m] * cfg.tp
         rate += inst.replica_price_usd_per_s(cfg) / o.batch
+    return _Resources(gpus, rate, violations)
+
+
+def _limit_violations(inst: ServingInstance, plan: ServingPlan, gpus: int,
+                      t_exact: Fraction) -> list[str]:
+    """The grid's limits (GPUs, owners, μ) and the TPOT SLO (``t_exact`` in ticks) the plan
+    breaks."""
+    out = []
     if gpus > inst.grid.max_gpus:
-        violations.append(f"GPUs: the plan uses {gpus} > {inst.grid.max_gpus}")
-    if k > inst.grid.max_owners:
-        violations.append(f"owners: K = {k} > {inst.grid.max_owners}")
-    if mu > inst.grid.max_microbatches:
-        violations.append(f"microbatches: μ = {mu} > {inst.grid.max_microbatches}")
+        out.append(f"GPUs: the plan uses {gpus} > {inst.grid.max_gpus}")
+    if plan.owners_count > inst.grid.max_owners:
+        out.append(f"owners: K = {plan.owners_count} > {inst.grid.max_owners}")
+    if plan.microbatches > inst.grid.max_microbatches:
+        out.append(f"microbatches: μ = {plan.microbatches} > {inst.grid.max_microbatches}")
     if t_exact > inst.tpot_slo:
-        violations.append(f"SLO: T_rtt {float(t_exact):.6g} {inst.time_unit} > TPOT SLO "
-                          f"{inst.tpot_slo} {inst.time_unit}")
-    t_s = inst.seconds(float(t_exact))
-    return PlanMetrics(t_rtt=float(t_exact), t_rtt_exact=t_exact, t_rtt_formula=formula,
-                       path=path, busy=busy.tolist(), net_out=net_out.tolist(),
-                       net_in=net_in.tolist(), memory_bytes=memory,
-                       memory_capacity_bytes=capacity, replicas=replicas, gpus=gpus, t_rtt_s=t_s,
-                       cost_usd_per_token=t_s * rate, rate_usd_per_s=rate,
-                       cost_formula_usd_per_token=inst.seconds(formula) * rate,
-                       stages_per_token=plan.stages_per_block * inst.blocks_total,
-                       bottleneck=period.binding, violations=violations)
+        out.append(f"SLO: T_rtt {float(t_exact):.6g} {inst.time_unit} > TPOT SLO "
+                   f"{inst.tpot_slo} {inst.time_unit}")
+    return out
 
 
 def plan_solution(inst: ServingInstance, plan: ServingPlan) -> dict[str, Any]:
