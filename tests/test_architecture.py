@@ -1,149 +1,195 @@
 """Dependencies point one way (docs/architecture.md). From the bottom: the core (``opt``
-outside ``opt.app``; ``opt.api`` and ``opt.__main__`` are entry points) imports nothing above
-it, not even inside a function; ``models`` and ``heuristics`` build on the core and never import
-each other; ``solvers`` builds on them; the application layer ``opt.app`` is the only package
-that imports ``solvers`` (besides tests and benchmarks), and it does so at module top level
-(only the two modules loaded by ``hetopt --help`` defer it); no module takes part in an import
-cycle, lazy imports included."""
+outside ``opt.app``, and ``instances``; ``opt.api`` and ``opt.__main__`` are entry points)
+imports nothing above it, not even inside a function; ``models`` and ``heuristics`` build on the
+core and never import each other; ``solvers`` builds on them; the application layer ``opt.app``
+is the only package that imports ``solvers`` (besides tests and benchmarks); no module takes
+part in an import cycle, imports inside functions included.
+
+The layers are import-linter contracts in pyproject.toml (``[tool.importlinter]``), run here
+as ``lint-imports`` runs them. import-linter reads import statements, so the string imports of
+the three entry seams (the CLI's handler table, the registry's back ends, ``opt.api``'s lazy
+exports) are checked here: they are the only ones, and every module they can load is in a
+layer they may import."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
+import subprocess
+import sys
+from argparse import ArgumentParser, _SubParsersAction
 from collections.abc import Iterator
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-import pytest
+import grimp
+from importlinter.cli import lint_imports
+
+import opt.api
+from opt.app.cli.parser import Handler, build_parser
+from solvers.registry import BackendRef, methods
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "pyproject.toml"
 PACKAGES = ("opt", "models", "solvers", "heuristics", "instances")
-APP = ("opt.app", "opt.api", "opt.__main__")
-ABOVE_CORE = ("models", "solvers", "heuristics") + APP
-FORBIDDEN = {"core": ABOVE_CORE,
-             "instances": ABOVE_CORE,
-             "models": ("heuristics", "solvers") + APP,
-             "heuristics": ("models", "solvers") + APP,
-             "solvers": APP}
-#: application modules loaded to build the parser (``hetopt --help``): they may import the
-#: solvers inside functions, so that the help does not load them
-STARTUP = ("opt.app.cli", "opt.app.cli.common", "opt.app.cli.parser")
+#: the modules that import by a string, and the project packages each may load that way:
+#: the CLI's handler table, the registry's back ends and ``opt.api``'s exports; the method
+#: params a registry entry includes by name (``module:attribute``, imported by
+#: :class:`opt.common.params.ParamSpec` on the registry's behalf); numba's modules (no project
+#: module) imported by :mod:`opt.common.jit`
+SEAMS = {"opt.app.cli.parser": ("opt.app.cli",),
+         "solvers.registry": ("solvers", "models", "heuristics"),
+         "opt.api": ("opt",),
+         "opt.common.params": ("solvers", "models", "heuristics"),
+         "opt.common.jit": ()}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
-
-
-MODULES = {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
-
-
-def _imports(path: Path, top_level_only: bool = False) -> Iterator[str]:
-    """Absolute names of the project modules ``path`` imports (``from a import b`` yields
-    ``a.b`` when that is a module, else ``a``)."""
-    tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for a in node.names:
-                full = f"{node.module}.{a.name}"
-                yield full if full in MODULES else node.module
-
-
-def _layer(name: str) -> str:
-    """``core``, ``app``, ``api`` or the top-level package of a project module."""
-    top = name.split(".")[0]
-    if top != "opt":
-        return top
-    if name == "opt.api":
-        return "api"
-    return "app" if name == "opt.__main__" or name.startswith("opt.app") else "core"
 
 
 def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def _lazy_imports(path: Path) -> Iterator[str]:
-    """Project modules imported inside a function or class of ``path``."""
-    top = set(_imports(path, top_level_only=True))
-    yield from (m for m in _imports(path) if m not in top)
+def _broken_contracts(root: Path) -> list[str]:
+    """Names of the contracts of pyproject.toml that the packages under ``root`` break:
+    ``lint-imports --no-cache`` run with ``root`` first on the path."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint), "--no-cache", str(CONFIG)], cwd=root, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(root)))
+    lines = proc.stdout.splitlines()
+    kept = [line for line in lines if line.endswith("KEPT")]
+    broken = [line.removesuffix("BROKEN").strip() for line in lines if line.endswith("BROKEN")]
+    assert len(kept) + len(broken) == 5, proc.stdout + proc.stderr
+    assert proc.returncode == (1 if broken else 0)
+    return broken
 
 
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_layers_point_one_way(name: str) -> None:
-    forbidden = FORBIDDEN.get(_layer(name), ())
-    for imported in _imports(MODULES[name]):
-        assert not _under(imported, forbidden), f"{name} imports {imported}"
+def test_import_contracts_are_kept() -> None:
+    assert lint_imports(str(CONFIG), no_cache=True) == 0  # the report is on stdout
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if _layer(n) == "app"))
-def test_app_imports_solvers_at_top_level(name: str) -> None:
-    if name in STARTUP:
-        return
-    lazy = [m for m in _lazy_imports(MODULES[name]) if _under(m, ("solvers",))]
-    assert lazy == [], f"{name} imports {lazy} inside a function"
+#: a module of each package, layer and child of ``opt`` the contracts name
+SKELETON = ("opt.__main__", "opt.api", "opt.app.cli", "opt.common.errors", "opt.costlib.fit",
+            "opt.placement.io", "opt.serving.plan", "opt.theory.gains", "opt.problems",
+            "models.highs", "heuristics.placement", "solvers.api", "instances.stg")
 
 
-def test_layer_rules_catch_a_lazy_import(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from solvers.api import solve\n    return solve\n")
-    assert list(_lazy_imports(bad)) == ["solvers.api"]
-    assert _layer("opt.placement.io") == "core" and _layer("opt.app.cli.parser") == "app"
-    assert _under("solvers.api", FORBIDDEN["core"])
+def _skeleton(root: Path, sources: dict[str, str]) -> Path:
+    """Empty packages under ``root`` with the modules of :data:`SKELETON` and ``sources``
+    (module name -> source)."""
+    for name in (*SKELETON, *sources):
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            root.joinpath(*parts[:i]).mkdir(exist_ok=True)
+            root.joinpath(*parts[:i], "__init__.py").touch()
+        root.joinpath(*parts).with_suffix(".py").write_text(sources.get(name, ""))
+    return root
+
+
+def test_contracts_catch_an_import_inside_a_function(tmp_path: Path) -> None:
+    (tmp_path / "good").mkdir()
+    assert _broken_contracts(_skeleton(tmp_path / "good", {})) == []
+    (tmp_path / "bad").mkdir()
+    bad = _skeleton(tmp_path / "bad", {
+        "opt.common.units": "def f():\n    from solvers.api import x\n",
+        "models.lazy": "def g():\n    import heuristics.placement\n"})
+    assert _broken_contracts(bad) == [
+        "The core (opt outside opt.app, and instances) imports nothing above it",
+        "models and heuristics build on the core and never import each other"]
 
 
 def _graph() -> dict[str, set[str]]:
-    return {name: {m for m in _imports(path) if m in MODULES and m != name}
-            for name, path in MODULES.items()}
+    """Every project module -> the project modules it imports (inside functions too)."""
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    return {m: graph.find_modules_directly_imported_by(m) - {m} for m in graph.modules}
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        x = stack.pop()
-                        on_stack.discard(x)
-                        comp.append(x)
-                        if x == v:
-                            break
-                    if len(comp) > 1:
-                        out.append(sorted(comp))
-            elif w not in index:
-                index[w] = low[w] = len(index)
-                stack.append(w)
-                on_stack.add(w)
-                work.append((w, iter(sorted(graph[w]))))
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-    return out
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (its modules, the first repeated last), or []."""
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        return list(exc.args[1])
+    return []
 
 
 def test_no_import_cycles() -> None:
-    assert _cycles(_graph()) == []
+    assert _cycle(_graph()) == []
 
 
-def test_cycle_finder_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+def test_cycle_check_finds_a_cycle() -> None:
+    assert sorted(_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})[:3]) == ["a", "b", "c"]
+
+
+# ---- the string imports of the entry seams ------------------------------------------------------
+
+def _string_imports(path: Path) -> Iterator[int]:
+    """Lines of ``path`` that call ``__import__`` or ``importlib.import_module``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else ""
+            if name in ("__import__", "import_module"):
+                yield node.lineno
+
+
+def test_string_imports_only_at_the_seams() -> None:
+    found = {_module_name(p) for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+             if any(_string_imports(p))}
+    assert found <= set(SEAMS)
+
+
+def test_string_finder_sees_both_forms(tmp_path: Path) -> None:
+    mod = tmp_path / "m.py"
+    mod.write_text("import importlib\n\ndef f(n):\n    return importlib.import_module(n)\n\n"
+                   "def g(n):\n    return __import__(n)\n")
+    assert list(_string_imports(mod)) == [4, 7]
+
+
+def _handlers(parser: ArgumentParser) -> Iterator[Handler]:
+    """Every handler of the parser's leaf commands."""
+    func = parser.get_default("func")
+    if isinstance(func, Handler):
+        yield func
+    for action in parser._actions:
+        if isinstance(action, _SubParsersAction):
+            for sub in action.choices.values():
+                yield from _handlers(sub)
+
+
+def _loads(module: str, seam: str) -> None:
+    assert _under(module, SEAMS[seam]), f"{seam} loads {module}"
+    assert importlib.util.find_spec(module) is not None, f"{seam} names a missing {module}"
+
+
+def test_cli_handlers_load_command_modules() -> None:
+    handlers = list(_handlers(build_parser()))
+    assert len(handlers) > 20
+    for h in handlers:
+        _loads(h.module, "opt.app.cli.parser")
+
+
+def test_registry_back_ends_load_solver_layers() -> None:
+    refs = [m.backend for m in methods()]
+    assert refs and all(isinstance(r, BackendRef) for r in refs)
+    targets = [r.target for r in refs] + [m.settings for m in methods() if m.settings]
+    for target in targets:
+        _loads(target.partition(":")[0], "solvers.registry")
+    included = [part for m in methods() for part in getattr(m.params, "parts", ())
+                if isinstance(part, str)]
+    for ref in included:
+        _loads(ref.partition(":")[0], "opt.common.params")
+
+
+def test_api_exports_load_opt_modules() -> None:
+    homes = opt.api._HOMES
+    assert homes
+    for home in set(homes.values()):
+        _loads(home, "opt.api")
