@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from opt.app.runs.dops_tables import GRID_AXES
+from opt.app.reproduction.dops_tables import GRID_AXES
 from opt.app.runs.sweep import Progress, geomean, grid, run_sweep, usable
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.jsonio import read_json

@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from opt.app.bench.dops import RULES
-from opt.app.runs.dops_tables import (
+from opt.app.reproduction.dops_tables import (
     GRID_AXES,
     GRID_METHODS,
     GRID_SIZE,
@@ -134,7 +134,7 @@ def verdict_rows(records: list[dict]) -> list[list]:
 
 
 def wla_rows(layout: list[dict]) -> list[list]:
-    """The §6.5 rows of the verdict table (:func:`opt.app.runs.dops_tables.wla_table`)."""
+    """The §6.5 rows of the verdict table (:func:`opt.app.reproduction.dops_tables.wla_table`)."""
     rows = []
     for w in wla_table(layout):
         paper = w["paper"]

@@ -142,8 +142,8 @@ def _finished_case(path: Path) -> bool:
     """Whether ``path`` is a bench case file the bench itself trusts (sealed, complete) with no
     failed check: a case that finished before the signal came (a later step was interrupted)."""
     sys.path.insert(0, str(ROOT))
-    from opt.app.runs.bench import BenchCase, load_cached
-    from opt.app.runs.bench_checks import FAIL
+    from opt.app.bench.checks import FAIL
+    from opt.app.bench.runner import BenchCase, load_cached
 
     suite, name = path.parent.name, path.stem
     res, _ = load_cached(path, BenchCase(suite, name, lambda: None))  # type: ignore[arg-type]

@@ -34,13 +34,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.opweave_summary import (
+from opt.app.reproduction.opweave_summary import (
     HEADERS,
     fig14_summary,
     incomplete_searches,
     summary_rows,
 )
-from opt.app.runs.opweave_tables import (
+from opt.app.reproduction.opweave_tables import (
     TIGHT_SLO,
     _md,
     ablation_rows,
@@ -164,7 +164,7 @@ def print_tables(folders: Sequence[str], fig14: str | None, mu1: str | None = No
     cells_ = by_cell(rows)
     print(f"{len(rows)} records, {sum(r.figs is not None for r in rows)} with a plan, GPU cost "
           f"{', '.join(sorted({r.rec.get('gpu_cost', 'roofline') for r in rows}))}\n")
-    print("### Side by side, as the paper compares (opt.app.runs.opweave_summary)\n")
+    print("### Side by side, as the paper compares (opt.app.reproduction.opweave_summary)\n")
     print(_md(HEADERS, summary_rows(cells_)))
     stopped = incomplete_searches(cells_)
     print(f"\nB&B searches stopped at their time limit (incumbent plans): "

@@ -1,5 +1,5 @@
-"""The bench runner (opt.app.runs.bench), its checks (opt.app.runs.bench_checks) and reports
-(opt.app.runs.bench_report): each case's table is shown as soon as that case is done; cached cases
+"""The bench runner (opt.app.bench.runner), its checks (opt.app.bench.checks) and reports
+(opt.app.bench.report): each case's table is shown as soon as that case is done; cached cases
 come back with their checks; an unusable cached file is recomputed; paper figures carry a
 source, a tolerance and, when they differ, a reason; report.md links the pages cases wrote."""
 
@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from opt.app.runs.bench import (
+from opt.app.bench.checks import (
+    EXACT,
+    RATIO,
+    Check,
+    Tolerance,
+    invariant,
+    paper_figure,
+    within,
+)
+from opt.app.bench.report import CSV_COLUMNS, write_reports
+from opt.app.bench.runner import (
     BenchCase,
     CaseResult,
     any_failed,
@@ -23,16 +33,6 @@ from opt.app.runs.bench import (
     summary,
     verdict_counts,
 )
-from opt.app.runs.bench_checks import (
-    EXACT,
-    RATIO,
-    Check,
-    Tolerance,
-    invariant,
-    paper_figure,
-    within,
-)
-from opt.app.runs.bench_report import CSV_COLUMNS, write_reports
 
 REASON = "docs/serving.md §Measured: a named modelling choice"
 

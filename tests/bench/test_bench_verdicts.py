@@ -1,4 +1,4 @@
-"""No bench verdict depends on the wall clock (opt.app.runs.bench_checks ``proves`` /
+"""No bench verdict depends on the wall clock (opt.app.bench.checks ``proves`` /
 ``agrees`` / ``stopped_by_clock``): an exact method's proof is an invariant only under a
 deterministic limit (CP-SAT's deterministic time); a run the wall clock stopped is checked for
 what holds whatever the clock did (bound <= optimum <= objective, = when OPTIMAL) and its
@@ -14,7 +14,7 @@ import pytest
 
 from opt.app.bench import placement as bp
 from opt.app.bench import serving as bs
-from opt.app.runs.bench_checks import agrees, proves, stopped_by_clock
+from opt.app.bench.checks import agrees, proves, stopped_by_clock
 
 
 def _res(status: str, objective: float | None, lower_bound: float | None = None,

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from opt.app.runs.reference import DOPS_BLOCKS, KV_KIB_PER_TOKEN, QWEN3_NEXT_STATE_ELEMENTS
+from opt.app.reproduction.reference import DOPS_BLOCKS, KV_KIB_PER_TOKEN, QWEN3_NEXT_STATE_ELEMENTS
 from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.modelcard import card_from_dict, card_from_hf_config, load_cards
 from opt.costlib.operators import head_ops, layer_ops

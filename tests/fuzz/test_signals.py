@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from opt.app.runs.bench import BenchCase, load_cached
+from opt.app.bench.runner import BenchCase, load_cached
 from opt.common.result import read_result
 
 ROOT = Path(__file__).resolve().parents[2]

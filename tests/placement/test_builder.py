@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from opt.app.runs.reference import DOPS_BLOCKS
+from opt.app.reproduction.reference import DOPS_BLOCKS
 from opt.common.errors import InputError
 from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.builder import build_placement

@@ -1,8 +1,8 @@
-"""The DOPS side-by-side tables (opt.app.runs.dops_tables) on hand-made sweep records."""
+"""The DOPS side-by-side tables (opt.app.reproduction.dops_tables) on hand-made sweep records."""
 
 from __future__ import annotations
 
-from opt.app.runs.dops_tables import (
+from opt.app.reproduction.dops_tables import (
     TOLERANCE,
     fig7,
     fig10,
@@ -28,7 +28,7 @@ def test_verdicts_follow_the_numbers():
 
 def _grid(model, platform, speed, skip=()):
     """Every grid workload of ``model`` with every method (makespan 1000 / speed[method])."""
-    from opt.app.runs.dops_tables import GRID_METHODS, grid_keys
+    from opt.app.reproduction.dops_tables import GRID_METHODS, grid_keys
 
     return [_rec(*k, m, 1000 / speed.get(m, 1.0)) for k in grid_keys(model, platform)
             if k[2:] not in skip for m in GRID_METHODS]
@@ -75,7 +75,7 @@ def test_geomean_differs_with_cause_and_counts_slower_workloads():
 def test_cause_quotes_the_per_batch_geomeans_of_the_records():
     """A cause's ``{batches}`` is filled from the records it explains, not a copied number:
     Bifocal 1.5 × PD everywhere but batch 1, where it is 1.2 ×."""
-    from opt.app.runs.dops_tables import by_batch
+    from opt.app.reproduction.dops_tables import by_batch
 
     recs = _grid("dops-qwen-1.8b", "HP32", {"bifocal": 1.5})
     for r in recs:
@@ -99,7 +99,7 @@ def test_static_winners():
 
 
 def test_grid_csv_round_trip_gives_the_same_tables():
-    from opt.app.runs.dops_tables import grid_csv, read_grid_csv
+    from opt.app.reproduction.dops_tables import grid_csv, read_grid_csv
 
     recs = _grid("dops-qwen-7b", "HP32", {"bifocal": 1.25, "heft": 1.6}, skip={(128, 128, 1)})
     recs = [dict(r, time_unit="ns", u_co=0.01) for r in recs]
@@ -137,18 +137,18 @@ def test_fig7_needs_every_workload_and_fig10_reports_co_utilisation():
     rows = {r["method"]: r for r in found}
     assert rows["bifocal"]["median"] == 2.0 and rows["bifocal"]["u_co"] == 0.4
     assert rows["bifocal"]["workloads"] == 64
-    from opt.app.runs.dops_tables import fig10_claims
+    from opt.app.reproduction.dops_tables import fig10_claims
 
     assert all(fig10_claims(found).values())
     found = fig10([dict(r, u_co=0.0) if r["method"] == "bifocal" else r for r in recs])
     assert fig10_claims(found) == {"median": True, "p90": True, "u_co": False}
-    from opt.app.runs.dops_tables import co_utilisation_wins
+    from opt.app.reproduction.dops_tables import co_utilisation_wins
 
     assert co_utilisation_wins(recs) == (64, 64)
 
 
 def test_insights_compare_the_largest_increment_and_name_missing_baselines():
-    from opt.app.runs.dops_tables import insights
+    from opt.app.reproduction.dops_tables import insights
     from opt.costlib.hardware import bundled_catalog
 
     def rec(model, p, d, b, platform, makespan, **kw):
@@ -174,7 +174,7 @@ def test_insights_compare_the_largest_increment_and_name_missing_baselines():
 def test_wla_table_needs_the_whole_sweep_and_states_the_paper():
     import itertools
 
-    from opt.app.runs.dops_tables import WLA_AXES, wla_table
+    from opt.app.reproduction.dops_tables import WLA_AXES, wla_table
 
     recs = []
     for p, d, b in itertools.product(*WLA_AXES):
@@ -195,7 +195,7 @@ def test_wla_table_needs_the_whole_sweep_and_states_the_paper():
 def test_a_differing_wla_row_names_its_own_models_breakdown():
     import itertools
 
-    from opt.app.runs.dops_tables import WLA_AXES, wla_table
+    from opt.app.reproduction.dops_tables import WLA_AXES, wla_table
 
     recs = []
     for p, d, b in itertools.product(*WLA_AXES):

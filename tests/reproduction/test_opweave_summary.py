@@ -1,12 +1,12 @@
-"""OpWeave's figures aggregated as the paper aggregates them (opt.app.runs.opweave_summary):
+"""OpWeave's figures aggregated as the paper aggregates them (opt.app.reproduction.opweave_summary):
 Fig. 9 strictly-cheapest against tied settings, Fig. 10 means over the H100 settings."""
 
 from __future__ import annotations
 
 import pytest
 
-from opt.app.runs import opweave_summary as osum
-from opt.app.runs.opweave_tables import MIB, Row, by_cell
+from opt.app.reproduction import opweave_summary as osum
+from opt.app.reproduction.opweave_tables import MIB, Row, by_cell
 from opt.serving.figures import PlanFigures
 
 MODELS = {"gemma-3-27b": (25.0, 60.0), "qwen3-next-80b-a3b": (40.0, 80.0)}

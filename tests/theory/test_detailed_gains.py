@@ -1,10 +1,10 @@
-"""Theorems 3.1/3.2 re-checked with the detailed cost model (opt.app.runs.detailed_gains)."""
+"""Theorems 3.1/3.2 re-checked with the detailed cost model (opt.app.reproduction.detailed_gains)."""
 
 from __future__ import annotations
 
 import pytest
 
-from opt.app.runs.detailed_gains import verify_detailed
+from opt.app.reproduction.detailed_gains import verify_detailed
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 

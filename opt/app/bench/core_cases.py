@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 
-from opt.app.runs.bench import BenchCase, CaseResult
-from opt.app.runs.bench_checks import Tolerance, invariant, paper_figure, within
-from opt.app.runs.reference import KV_KIB_PER_TOKEN, OPWEAVE_ETA
+from opt.app.bench.checks import Tolerance, invariant, paper_figure, within
+from opt.app.bench.runner import BenchCase, CaseResult
+from opt.app.reproduction.reference import KV_KIB_PER_TOKEN, OPWEAVE_ETA
 from opt.costlib.calibration import PIM_TRACE, calibration_ops
 from opt.costlib.hardware import Catalog, bundled_catalog
 from opt.costlib.modelcard import CardSet, bundled_cards

@@ -1,12 +1,12 @@
 """The ``dops`` bench suite: DOPS' §6.2 scheduling grid over its seven models on their platforms
 under the platform rules (loads at first use, ``load_timing:
 at_use``, the builder's default; LRU residency for every policy), with the paper's figures side
-by side (:mod:`opt.app.runs.dops_tables`).
+by side (:mod:`opt.app.reproduction.dops_tables`).
 
 Cases: one per model — the full 4 × 4 × 4 grid (prefill {128, 512, 1024, 2048} × decode {128,
 256, 512, 1024} × batch {1, 4, 8, 16}) with Bifocal, HEFT, PD and the four static policies of
 DOPS Table 1, each model in DOPS' precision; then Fig. 7 (HP32), Fig. 10 (Llama-2-7B's grid) and
-``grid-table``, which writes the per-workload CSV (:func:`opt.app.runs.dops_tables.grid_csv`,
+``grid-table``, which writes the per-workload CSV (:func:`opt.app.reproduction.dops_tables.grid_csv`,
 the file committed as docs/data/dops_grid_at_use.csv) and the geomean verdict table from the
 records. The records live in ``<out>/dops/cache/dops-at-use`` (a folder only records of these
 rules are written to); every finished record is kept, so a rerun continues, and a
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from opt.app.runs.bench import BenchCase, CaseResult
-from opt.app.runs.bench_checks import EXACT, RATIO, Check, invariant, paper_figure
-from opt.app.runs.dops_tables import (
+from opt.app.bench.checks import EXACT, RATIO, Check, invariant, paper_figure
+from opt.app.bench.runner import BenchCase, CaseResult
+from opt.app.reproduction.dops_tables import (
     GRID_AXES,
     GRID_METHODS,
     GRID_SIZE,

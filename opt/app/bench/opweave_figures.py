@@ -7,7 +7,7 @@ from __future__ import annotations
 from statistics import mean
 from typing import Any
 
-from opt.app.runs.bench_checks import EXACT, RATIO, Check, Tolerance, paper_figure
+from opt.app.bench.checks import EXACT, RATIO, Check, Tolerance, paper_figure
 
 #: (model, "GPU+GPU", context, SLO ms) → method → sweep record.
 Cells = dict[tuple[str, str, int, float], dict[str, dict[str, Any]]]

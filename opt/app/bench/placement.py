@@ -9,8 +9,7 @@ from pathlib import Path
 
 import instances
 from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
-from opt.app.runs.bench import BenchCase, CaseResult
-from opt.app.runs.bench_checks import (
+from opt.app.bench.checks import (
     EXACT,
     RATIO,
     agrees,
@@ -20,6 +19,7 @@ from opt.app.runs.bench_checks import (
     proves,
     stopped_by_clock,
 )
+from opt.app.bench.runner import BenchCase, CaseResult
 from opt.common.report import fmt
 from opt.common.units import TIME_UNITS
 from opt.costlib.hardware import bundled_catalog

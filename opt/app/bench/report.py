@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.bench import BenchCase, CaseResult, summary, verdict_counts
-from opt.app.runs.bench_checks import DIFFERS, FAIL, PASS, REPRODUCED, Check, paper_text
+from opt.app.bench.checks import DIFFERS, FAIL, PASS, REPRODUCED, Check, paper_text
+from opt.app.bench.runner import BenchCase, CaseResult, summary, verdict_counts
 from opt.common.report import fmt
 
 Done = Sequence[tuple[BenchCase, CaseResult, bool]]

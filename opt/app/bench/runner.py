@@ -2,7 +2,7 @@
 finish (one JSON file per case) so an interrupted run resumes without redoing finished cases.
 
 A case returns a :class:`CaseResult`: a table (headers, rows), its checks (invariants and paper
-figures, :mod:`opt.app.runs.bench_checks`), free-form data and the files it wrote (``artifacts``,
+figures, :mod:`opt.app.bench.checks`), free-form data and the files it wrote (``artifacts``,
 e.g. viewer pages, paths relative to the bench folder). Speed cases report ratios against a
 baseline measured in the same run, never absolute-time assertions.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.bench_checks import (
+from opt.app.bench.checks import (
     DIFFERS,
     FAIL,
     PASS,

@@ -9,8 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.bench import BenchCase, CaseResult
-from opt.app.runs.bench_checks import (
+from opt.app.bench.checks import (
     EXACT,
     Check,
     agrees,
@@ -19,6 +18,7 @@ from opt.app.runs.bench_checks import (
     paper_figure,
     stopped_by_clock,
 )
+from opt.app.bench.runner import BenchCase, CaseResult
 from opt.common.report import fmt
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -30,7 +30,7 @@ SUITE = "serving"
 SWITCHES = ((True, True), (True, False), (False, True), (False, False))
 #: wall-clock seconds the searches (enum, bnb, baselines) may take before they stop: a safety
 #: limit, hundreds of times what they need; a search it stops (``timed_out``) makes its checks
-#: notes, never failures (opt.app.runs.bench_checks.stopped_by_clock)
+#: notes, never failures (opt.app.bench.checks.stopped_by_clock)
 SEARCH_SAFETY_S = 1800.0
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from opt.app.runs.bench import BenchCase, CaseResult
-from opt.app.runs.bench_checks import invariant
+from opt.app.bench.checks import invariant
+from opt.app.bench.runner import BenchCase, CaseResult
 from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -34,9 +34,9 @@ from opt.costlib.modelcard import bundled_cards
 def default_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
     """Core, placement and serving cases; the viewer pages go to ``<out>/viewer/``. Its cases
     run in this process (``jobs`` is for the sweeps of the large suites)."""
+    from opt.app.bench.core_cases import core_cases
     from opt.app.bench.placement import placement_cases
     from opt.app.bench.serving import serving_cases
-    from opt.app.runs.bench_cases import core_cases
 
     return core_cases() + placement_cases(out) + serving_cases(out)
 
@@ -85,7 +85,7 @@ def _opweave_table(cache: Path, jobs: int = 1) -> CaseResult:
 
 
 def _theorems_detailed(cache: Path) -> CaseResult:
-    from opt.app.runs.detailed_gains import DETAILED_CLAIMS, verify_detailed
+    from opt.app.reproduction.detailed_gains import DETAILED_CLAIMS, verify_detailed
 
     res = verify_detailed(catalog=bundled_catalog(), cards=bundled_cards(),
                           out=cache / "verify-detailed", progress=False)
@@ -102,9 +102,9 @@ def _theorems_detailed(cache: Path) -> CaseResult:
 
 def _opweave_figures(cache: Path, jobs: int = 1) -> CaseResult:
     """Figs. 10, 11, 13 and Table 3 from the cost table's records (their plans re-evaluated;
-    :mod:`opt.app.runs.opweave_tables`), one row per figure quantity with the paper's value, ours,
+    :mod:`opt.app.reproduction.opweave_tables`), one row per figure quantity with the paper's value, ours,
     the verdict and the evidence (docs/serving.md)."""
-    from opt.app.runs import opweave_tables as ot
+    from opt.app.reproduction import opweave_tables as ot
 
     recs = [{**r, "_path": "bench"} for r in _opweave_records(cache, jobs)]
     cells_ = ot.by_cell(ot.figure_rows(recs))
@@ -136,8 +136,8 @@ FIG10_REASONS = {
 def _fig10_checks(cells_) -> list:
     """Fig. 10 per model, quantity and method (CAD, AFD, OpWeave) as paper figures: stage
     counts to 0.005, the other quantities within 10 % (the tables' rule)."""
-    from opt.app.runs import opweave_tables as ot
-    from opt.app.runs.bench_checks import Tolerance, paper_figure
+    from opt.app.bench.checks import Tolerance, paper_figure
+    from opt.app.reproduction import opweave_tables as ot
 
     checks = []
     for model, paper in ot.FIG10_PAPER.items():

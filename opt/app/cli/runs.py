@@ -154,9 +154,9 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """``bench``: the bundled benchmark suite (exit 1 if any invariant fails; a paper figure
     that differs from the paper, with its reason, does not fail)."""
+    from opt.app.bench.report import write_reports
+    from opt.app.bench.runner import any_failed, render_case, run_cases, summary
     from opt.app.bench.suites import suite_cases
-    from opt.app.runs.bench import any_failed, render_case, run_cases, summary
-    from opt.app.runs.bench_report import write_reports
 
     out = Path(args.out)
     cases = suite_cases(args.suite, out, args.jobs)

@@ -86,7 +86,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_detailed(args: argparse.Namespace) -> int:
     """``theory verify --detailed``: the claims re-checked on P3 plans (solvers, lazily)."""
-    from opt.app.runs.detailed_gains import DETAILED_CLAIMS, verify_detailed, worst_rows
+    from opt.app.reproduction.detailed_gains import DETAILED_CLAIMS, verify_detailed, worst_rows
 
     res = verify_detailed(catalog=catalog(args), cards=cards(args), models=args.models,
                           gpus=args.gpu_types, contexts=args.contexts, slo_s=args.slo_ms / 1e3,

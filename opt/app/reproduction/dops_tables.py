@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from opt.app.runs.bench_checks import RATIO
+from opt.app.bench.checks import RATIO
 from opt.app.runs.sweep import geomean, speedups, usable, workload_key
 from opt.common.units import TIME_UNITS
 
@@ -138,7 +138,7 @@ FIG7_CAUSES: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """A paper figure against ours under :data:`opt.app.runs.bench_checks.RATIO` (the bench's
+    """A paper figure against ours under :data:`opt.app.bench.checks.RATIO` (the bench's
     rule): ``reproduced`` when ours lies within the tolerance of the paper's value, or, for a
     range, ours lies inside it widened by the tolerance; else ``differs``."""
 

@@ -1,7 +1,7 @@
 """OpWeave's §7 figures compared as the paper compares them: one row per
 published quantity — figure, quantity, source (paper section / figure), OpWeave's value, ours,
 the tolerance, the verdict and the cause with its evidence — computed from the serving-sweep
-records' re-evaluated plans (:mod:`opt.app.runs.opweave_tables`).
+records' re-evaluated plans (:mod:`opt.app.reproduction.opweave_tables`).
 
 How each figure is compared (the paper's own aggregation, §7.2 / §7.4):
 
@@ -13,7 +13,7 @@ How each figure is compared (the paper's own aggregation, §7.2 / §7.4):
   "mean compute occupancy"), each method over the settings where it has a plan;
 - Fig. 13: the relaxed SLOs only (60 / 80 ms), the figure's setting;
 - Fig. 14 (:func:`fig14_summary`, from the network-sweep rows of
-  :func:`opt.app.runs.opweave_tables.fig14_rows`): the three statements of §7.4 — OpWeave
+  :func:`opt.app.reproduction.opweave_tables.fig14_rows`): the three statements of §7.4 — OpWeave
   cheapest at every setting, AFD / CAD without a plan at 500 µs, OpWeave less sensitive than
   AFD and CAD (cost at the worst over the best point of each sweep, per method).
 
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from statistics import mean
 from typing import Any
 
-from opt.app.runs.opweave_tables import (
+from opt.app.reproduction.opweave_tables import (
     CONTEXTS,
     FIG10_PAPER,
     MIB,
@@ -198,7 +198,7 @@ def _num(v: Any) -> float | None:
 
 
 def fig14_summary(points: Sequence[Sequence[Any]], cause: str = "") -> list[list[Any]]:
-    """Fig. 14 rows from :func:`opt.app.runs.opweave_tables.fig14_rows` (latency µs, GB/s,
+    """Fig. 14 rows from :func:`opt.app.reproduction.opweave_tables.fig14_rows` (latency µs, GB/s,
     COL, AFD, CAD, B&B, B&B cheapest, gain, stages, mixes per point): B&B cheapest at every
     point (strict, ties apart), AFD / CAD at 500 µs, and each sweep's sensitivity — a
     method's cost at its dearest point over its cheapest, B&B against AFD and CAD (a method

@@ -1,1 +1,1 @@
-"""Runs: executors, resumable sweeps, the benchmark runner and its core cases, replay and scaling studies."""
+"""Runs: executors, resumable sweeps, replay and scaling studies."""
