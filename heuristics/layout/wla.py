@@ -59,8 +59,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from heuristics.layout.wla_params import WLA_RULES, WlaParams  # noqa: F401 (re-exported)
 from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
@@ -75,58 +74,10 @@ from opt.placement.layout import (
 )
 from opt.placement.solution import compute_end
 
-#: WLA's pass rules: the paper's (§5.2) and the former incremental one (a named deviation)
-WLA_RULES = ("paper", "incremental")
-
-
 #: Version of WLA's evaluation, part of its recorded settings (the ``revision`` field of a sweep
 #: record; a record of another version is recomputed): each evaluation is the standalone
 #: Bifocal schedule of the map. Raised whenever a change here changes a WLA result.
 WLA_VERSION = 2
-
-
-@dataclass(frozen=True)
-class WlaParams:
-    """share: max fraction of blocks changed per outer pass (``incremental`` rule only); eps:
-    relative makespan drop a refinement flip must exceed, and the relative pass-to-pass change
-    at or below which the ``paper`` rule stops; budget: max Bifocal evaluations (the first,
-    all-linear, one included); refine: max blocks tried per inner refinement; dual: allow
-    ``dual`` (extension); dual_ratio: the extension's pressure balance (min/max side) that
-    favours ``dual``; wla_rule: ``paper`` (DOPS §5.2, default) or ``incremental`` (the former
-    rule: ``share``-capped passes, stop and revert at the first slower pass)."""
-
-    share: float = 0.2
-    eps: float = 1e-3
-    budget: int = 40
-    refine: int = 4
-    dual: bool = False
-    dual_ratio: float = 0.5
-    wla_rule: str = "paper"
-
-    @classmethod
-    def split(cls, params: dict[str, Any] | None) -> tuple[WlaParams, BifocalParams]:
-        """WLA parameters and Bifocal's from one dict (unknown names raise InputError)."""
-        params = dict(params or {})
-        mine = {k: params.pop(k) for k in list(params) if k in cls.__dataclass_fields__}
-        for k, v in mine.items():
-            if k == "wla_rule":
-                if v not in WLA_RULES:
-                    raise InputError(f"WLA parameter 'wla_rule' must be one of "
-                                     f"{', '.join(WLA_RULES)}, got {v!r}",
-                                     field="params.wla_rule")
-            elif k == "dual":
-                if not isinstance(v, (bool, np.bool_)):
-                    raise InputError(f"WLA parameter 'dual' must be true or false, got {v!r}",
-                                     field="params.dual")
-            elif k in ("budget", "refine"):
-                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                    raise InputError(f"WLA parameter '{k}' must be an integer ≥ 1, got {v!r}",
-                                     field=f"params.{k}")
-            elif isinstance(v, bool) or not isinstance(v, (int, float, np.number)) \
-                    or not math.isfinite(float(v)) or float(v) < 0 \
-                    or (k in ("share", "dual_ratio") and not 0 < float(v) <= 1):
-                raise InputError(f"WLA parameter '{k}' out of range: {v!r}", field=f"params.{k}")
-        return cls(**mine), BifocalParams.from_dict(params)
 
 
 @dataclass

@@ -1,16 +1,15 @@
 """Bifocal's parameters (docs/problems.md §6 "Bifocal" defines each): the switches and weights
-of :class:`BifocalParams`, their choices, the ``auto`` values per ``load_timing`` and the named
+of :class:`BifocalParams`, each declared once (:data:`BIFOCAL_PARAMS`), their choices, the ``auto`` values per ``load_timing`` and the named
 sets of switches (:data:`EXTENSIONS_OFF`, :data:`EFT_ONLY`)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from opt.common.errors import InputError
+from opt.common.params import auto_or, boolean, choice, integer, number, param, spec_of
 
 #: The ready-set order (problems.md §6 "Ready-set order"): ``score`` (default; DOPS §5.1.2 and
 #: Algorithm 1) commits, at each iteration, the ready task whose best placement has the least
@@ -42,8 +41,6 @@ AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
 #: dops-qwen-1.8b HP32 and llama-2-7b HP64 §6.2 grids ρ = 0 is never more than 1.1 % slower,
 #: geomean 0.998 × ρ = 1's makespan); under ``prefetch`` ρ = 1, where it was calibrated.
 AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
-#: The parameters whose value is one of a few names.
-_CHOICES = {"ready_set": READY_SETS, "token_horizon": TOKEN_HORIZONS}
 #: The parameters whose value may be ``auto`` (resolved per ``load_timing`` by
 #: :func:`phase_weight`, :func:`capped` and :func:`copy_weight`).
 AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings", "insertion")
@@ -58,71 +55,55 @@ EFT_ONLY: dict[str, Any] = {"window": False, "phase": False, "token": False, **E
 
 @dataclass(frozen=True)
 class BifocalParams:
-    """Switches and weights of Bifocal (problems.md §6 defaults)."""
+    """Switches and weights of Bifocal: each field declares its parameter once (default, check,
+    help; problems.md §6 defines each), read back as :data:`BIFOCAL_PARAMS`."""
 
-    window: bool = True
-    phase: bool = True
-    token: bool = True
-    gamma: float = 0.4
-    H: int = 3
-    lam: float | str = "auto"
-    eta: float = 0.0
-    alpha: float = 1.0
-    r_min: float = 1.0
-    p_reuse: float = 1.0
-    prior: bool = False
-    evict_cost: float = 0.0
-    token_cap: bool | str = "auto"
-    token_horizon: str = "auto"
-    copy_cost: float | str = "auto"
-    siblings: bool | str = "auto"
-    ready_set: str = "score"
-    insertion: bool | str = "auto"
+    window: bool = param(True, boolean, "switch: the DAG window T̂_H")
+    phase: bool = param(True, boolean, "switch: the phase-reuse term B_phase")
+    token: bool = param(True, boolean, "switch: the token-amortisation term B_token")
+    gamma: float = param(0.4, number(0.0, 1.0), "weight γ of the DAG window")
+    H: int = param(3, integer(0, 8), "lookahead depth (tasks)")
+    lam: float | str = param("auto", auto_or(number()), "weight λ of B_phase's reload penalty, or "
+                             "auto (0 under load_timing at_use, 3 under prefetch)")
+    eta: float = param(0.0, number(), "weight η of B_phase's prefill gain")
+    alpha: float = param(1.0, number(), "weight α of B_token")
+    r_min: float = param(1.0, number(), "least reuse count r_eff of B_token")
+    p_reuse: float = param(1.0, number(), "factor of the horizon R_i in B_token's r_eff")
+    prior: bool = param(False, boolean, "switch: the load-port prior θ (LPT over load ports)")
+    evict_cost: float = param(0.0, number(), "weight of C_evict, the evicted blocks' future reloads")
+    token_cap: bool | str = param("auto", auto_or(boolean), "token credit capped by the "
+                                  "recurring saving, or auto (on under load_timing prefetch, "
+                                  "off under at_use)")
+    token_horizon: str = param("auto", choice(*TOKEN_HORIZONS), "token term's horizon: "
+                               "remaining steps, the block's remaining uses, or auto (uses "
+                               "under load_timing at_use)")
+    copy_cost: float | str = param("auto", auto_or(number()), "weight ρ of a same-class "
+                                   "copy's port time, or auto (1 under load_timing prefetch, "
+                                   "0 under at_use)")
+    siblings: bool | str = param("auto", auto_or(boolean), "sibling groups kept together in "
+                                 "the static order, or auto (on under ready_set rank; rank "
+                                 "only)")
+    ready_set: str = param("score", choice(*READY_SETS), "ready-set order: score (DOPS "
+                           "Algorithm 1: the ready task of least bifocal score first) or rank "
+                           "(HEFT's static upward-rank order)")
+    insertion: bool | str = param("auto", auto_or(boolean), "a task may start in an idle gap "
+                                  "before its device's free time (HEFT), or auto (off under "
+                                  "ready_set score, DOPS Eq. 1 and 3; on in a static order)")
 
     @classmethod
-    def from_dict(cls, params: dict[str, Any] | None) -> BifocalParams:
-        """Validated parameters; unknown names and bad values raise :class:`InputError`."""
-        params = dict(params or {})
-        known = list(cls.__dataclass_fields__)
-        for name in params:
-            if name not in known:
-                raise InputError(f"unknown Bifocal parameter '{name}'; known: "
-                                 f"{', '.join(known)}", field=f"params.{name}")
-        out: dict[str, Any] = {}
-        for name, value in params.items():
-            if name in AUTO_PARAMS and value == "auto":
-                out[name] = value
-            elif name in ("window", "phase", "token", "prior", "token_cap", "siblings",
-                          "insertion"):
-                if not isinstance(value, (bool, np.bool_)):
-                    raise InputError(f"Bifocal parameter '{name}' must be true or false, got "
-                                     f"{value!r}", field=f"params.{name}")
-                out[name] = bool(value)
-            elif name in _CHOICES:
-                if value not in _CHOICES[name]:
-                    raise InputError(f"Bifocal parameter '{name}' must be one of "
-                                     f"{', '.join(_CHOICES[name])}, got {value!r}",
-                                     field=f"params.{name}")
-                out[name] = value
-            elif name == "H":
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                        or not 0 <= value <= 8:
-                    raise InputError(f"Bifocal parameter 'H' must be an integer in 0..8, got "
-                                     f"{value!r}", field="params.H")
-                out[name] = int(value)
-            else:
-                if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
-                        or not math.isfinite(float(value)) or float(value) < 0:
-                    raise InputError(f"Bifocal parameter '{name}' must be a finite number "
-                                     f"≥ 0, got {value!r}", field=f"params.{name}")
-                if name == "gamma" and float(value) > 1:
-                    raise InputError(f"Bifocal parameter 'gamma' must be in [0, 1], got "
-                                     f"{value!r}", field="params.gamma")
-                out[name] = float(value)
-        return cls(**out)
+    def from_dict(cls, params: Mapping[str, Any] | None, method: str = "bifocal"
+                  ) -> BifocalParams:
+        """The parameters ``params`` (defaults for the others), checked against
+        :data:`BIFOCAL_PARAMS`: InputError naming ``method`` and ``params.<name>`` for an
+        unknown name or a bad value."""
+        return cls(**BIFOCAL_PARAMS.parse(method, params or {}))
 
     def __post_init__(self) -> None:
         if self.siblings is True and self.ready_set == "score":
             raise InputError("Bifocal parameter 'siblings' moves tasks in a static order and "
                              "needs ready_set: rank (the score order has none)",
                              field="params.siblings")
+
+
+#: Bifocal's parameters (name, check, default, help), as :class:`BifocalParams` declares them.
+BIFOCAL_PARAMS = spec_of(BifocalParams)
