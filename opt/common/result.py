@@ -13,12 +13,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opt.common.enums import TextEnum
 from opt.common.errors import InputError
 from opt.common.jsonio import Fields, read_json, write_json
 from opt.common.problem import PROBLEMS
+from opt.placement.schedule import LayoutSolution, Schedule
+from opt.placement.solution_tables import ColumnarSolution, solution_from_tables, solution_tables
+
+if TYPE_CHECKING:
+    from opt.serving.checker import PlanMetrics
+    from opt.serving.instance import ServingInstance
+    from opt.serving.plan import ServingPlan
 
 SCHEMA = 1
 
@@ -42,10 +49,18 @@ BOUND_RTOL = 1e-9
 OPTIMAL_RTOL = 1e-4
 
 
+#: A result's solution as it is held: a placement or layout one as columns (every P1/P2
+#: method) or rows (a §1.2a dict read from a small file), a serving plan as its §3.2 dict.
+Solution = ColumnarSolution | dict[str, Any]
+
+
 @dataclass
 class Result:
-    """The outcome of one solve. ``solution`` is the problem's solution dict (or None; a
-    placement solution may be a columnar mapping, :mod:`opt.placement.solution_tables`)."""
+    """The outcome of one solve. ``solution`` is the problem's solution object (or None): a
+    placement or layout one a :class:`~opt.placement.solution_tables.ColumnarSolution` or
+    its §1.2a dict, a serving plan its §3.2 dict. The typed views read it: :meth:`schedule`
+    (placement, layout), :meth:`layout` (layout), :meth:`plan` and :meth:`plan_metrics`
+    (serving)."""
 
     problem: str
     method: str
@@ -56,13 +71,59 @@ class Result:
     runtime_s: float = 0.0
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    solution: dict[str, Any] | None = None
+    solution: Solution | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     instance_fingerprint: str | None = None
 
     @property
     def has_solution(self) -> bool:
         return self.solution is not None
+
+    def schedule(self) -> Schedule:
+        """The schedule of a placement or layout result, a read-only typed view
+        (:class:`~opt.placement.schedule.Schedule`); InputError for a serving result or a
+        result without a solution."""
+        return Schedule.from_solution(self._solution_of(("placement", "layout"), "schedule()"))
+
+    def layout(self) -> LayoutSolution:
+        """The formats and schedule of a layout result
+        (:class:`~opt.placement.schedule.LayoutSolution`); InputError for another problem or
+        a result without a solution."""
+        return LayoutSolution.from_solution(self._solution_of(("layout",), "layout()"))
+
+    def plan(self, instance: ServingInstance) -> ServingPlan:
+        """The plan of a serving result on ``instance`` (the one it was solved on):
+        :class:`~opt.serving.plan.ServingPlan`, owners by configuration id; InputError for
+        another problem, a result without a solution or a malformed plan."""
+        # opt.serving loads for a serving result only: no placement solve imports it
+        from opt.serving.plan import PlanError, plan_from_solution
+
+        solution = self._solution_of(("serving",), "plan(instance)")
+        try:
+            return plan_from_solution(instance, solution)
+        except PlanError as exc:
+            raise InputError(f"malformed serving plan: {exc}", field="solution") from None
+
+    def plan_metrics(self, instance: ServingInstance) -> PlanMetrics:
+        """The plan checker's figures of a serving result's plan on ``instance``
+        (:class:`~opt.serving.checker.PlanMetrics`: period ``t_rtt`` in ticks and
+        ``t_rtt_s`` in seconds, ``cost_usd_per_mtok``, replicas and GPUs per owner, memory,
+        violations), recomputed by :func:`opt.serving.checker.evaluate_plan`."""
+        from opt.serving.checker import evaluate_plan  # as in plan()
+
+        return evaluate_plan(instance, self.plan(instance))
+
+    def _solution_of(self, problems: tuple[str, ...], accessor: str) -> Solution:
+        """The solution, when this result is of one of ``problems`` and has one; InputError
+        (naming ``problem`` or ``solution``) otherwise."""
+        if self.problem not in problems:
+            other = "plan(instance)" if self.problem == "serving" else "schedule()"
+            raise InputError(f"result.{accessor} reads a {' or '.join(problems)} result; this "
+                             f"one is {self.problem}: use result.{other}", field="problem")
+        if self.solution is None:
+            raise InputError(f"the result has no solution (status {self.status})",
+                             field="solution")
+        return self.solution
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form as plain dicts and lists (deep-copied; a columnar solution in
@@ -92,8 +153,6 @@ class Result:
         body = self.body()
         big = _big(self.solution)
         if big and self.problem in ("placement", "layout"):
-            from opt.placement.solution_tables import solution_tables
-
             tables = solution_tables(self.solution)
             if tables is not None:
                 body["solution"] = tables
@@ -190,8 +249,6 @@ def result_from_dict(obj: Any, source: str | None = None) -> Result:
     if sol is not None and not isinstance(sol, dict):
         raise f.error("solution", "expected an object or null")
     if problem != "serving" and sol is not None and "columns" in sol:
-        from opt.placement.solution_tables import solution_from_tables
-
         sol = solution_from_tables(sol, source)
     for key in ("params", "stats"):
         if not isinstance(f.get(key, None) or {}, dict):
