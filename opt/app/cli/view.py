@@ -2,8 +2,8 @@
 lanes, transfers on their channels, weight loads; utilisation and NPU–PIM co-utilisation; the DAG
 of one layer of one token) or of a P3 plan's steady-state pipeline (docs/viewer.md).
 
-The result is validated first (:func:`opt.placement.validator.validate_placement` /
-:func:`opt.serving.plan.check_plan`); bad input prints one line and exits 2.
+The result is validated first (:func:`opt.app.viewer.page.write_view`); bad input prints one
+line and exits 2.
 """
 
 from __future__ import annotations
@@ -34,67 +34,27 @@ def _load_instance(ref: str):
     return instances.load(ref)
 
 
-def _check(inst: Any, res: Any, source: str) -> dict[str, Any]:
-    """Validate ``res.solution`` against ``inst``; InputError with the rule on failure."""
-    if res.solution is None:
-        raise InputError(f"no solution to view (status {res.status})", source=source)
-    serving = getattr(inst, "problem", "placement") == "serving"
-    if serving != (res.problem == "serving"):
-        raise InputError(f"a {res.problem} result does not fit a "
-                         f"{inst.problem} instance",
-                         source=source, field="problem")
-    from opt.common.fingerprint import fingerprint_error
-
-    mismatch = fingerprint_error(res.instance_fingerprint, inst)
-    if mismatch:
-        raise InputError(mismatch, source=source, field="instance_fingerprint")
-    if serving:
-        from opt.serving.checker import check_plan
-        from opt.serving.plan import PlanError
-
-        try:
-            check_plan(inst, res.solution)
-        except (PlanError, KeyError, TypeError) as exc:
-            raise InputError(f"invalid serving plan: {exc}", source=source) from None
-        return {}
-    from opt.placement.schedule_error import ScheduleError
-    from opt.placement.validator import validate_placement
-
-    try:
-        return {"metrics": validate_placement(inst, res.solution)}
-    except (ScheduleError, KeyError, TypeError) as exc:
-        raise InputError(f"invalid schedule: {exc}", source=source) from None
-
-
 def cmd_view(args: Any) -> int:
     """Handler of ``hetopt view`` (returns the exit code; 2 on bad input, one line on stderr)."""
-    from opt.app.viewer.html import write_page
+    from opt.app.viewer.page import write_view
     from opt.common.result import read_result
 
     t0 = time.perf_counter()
     try:
         inst = _load_instance(args.instance)
         res = read_result(args.result)
-        extra = _check(inst, res, args.result)
-        title = args.title or Path(str(getattr(inst, "source", None) or args.instance)).name
-        if getattr(inst, "problem", "placement") == "serving":
-            from opt.app.viewer.serving import serving_payload
-
-            try:
-                header, blob = serving_payload(inst, res.solution, periods=args.periods,
-                                               title=args.title
-                                               or f"{inst.model} · {res.method} plan")
-            except InputError as exc:  # the drawn periods' cap: name the option
-                if exc.field != "periods":
-                    raise
-                raise InputError(f"view: argument --periods: {exc.detail}") from None
-        else:
-            from opt.app.viewer.placement import placement_payload
-
-            header, blob = placement_payload(inst, res.solution, title=title, **extra)
-        header["source"] = {"instance": str(args.instance), "result": str(args.result),
-                            "method": res.method, "status": res.status}
-        size = write_page(header, blob, args.output, compress=not args.no_compress)
+        title = args.title or (None if getattr(inst, "problem", "placement") == "serving"
+                               else Path(str(getattr(inst, "source", None)
+                                             or args.instance)).name)
+        try:
+            size, header = write_view(
+                inst, res, args.output, title=title, periods=args.periods,
+                compress=not args.no_compress,
+                source={"instance": str(args.instance), "result": str(args.result)})
+        except InputError as exc:  # the drawn periods' cap: name the option
+            if exc.field != "periods":
+                raise
+            raise InputError(f"view: argument --periods: {exc.detail}") from None
     except InputError as exc:
         print(f"hetopt: error: {exc}", file=sys.stderr)
         return 2
