@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from instances import stg
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.jsonio import Fields
 from opt.placement.instance import PlacementInstance
@@ -140,8 +141,6 @@ def names(problem: str | tuple[str, ...] | None = None) -> list[str]:
 
 def _stg_infos() -> dict[str, InstanceInfo]:
     """The STG (graph, processors) pairs as index entries (``file``: the ``.stg`` graph)."""
-    from instances import stg
-
     return {r["name"]: InstanceInfo(
         name=r["name"], file=f"data/stg/{r['graph']}.stg", problem="placement",
         optimum=r["optimum"], lower_bound=r["lower_bound"], upper_bound=r["upper_bound"],
@@ -179,8 +178,6 @@ def info(name: str) -> InstanceInfo:
 
 def _load(rec: InstanceInfo) -> Any:
     if rec.name.startswith(_STG_PREFIX) and rec.file.endswith(".stg"):
-        from instances import stg
-
         graph = rec.file[len("data/stg/"):-len(".stg")]
         return stg.load(graph, int(rec.name.rsplit("-p", 1)[1]))
     if rec.problem not in PROBLEMS:

@@ -15,7 +15,7 @@ data (no communication), so the instance is the classic P|prec|Cmax problem::
 from __future__ import annotations
 
 import json
-from importlib import resources
+import pkgutil
 from typing import Any
 
 import numpy as np
@@ -28,11 +28,15 @@ _DIR = "data/stg"
 
 
 def _text(relpath: str) -> str:
-    """A resource file of ``instances/data/stg`` as text (InputError when missing)."""
+    """A resource file of ``instances/data/stg`` as text, read through the package's loader
+    as :mod:`instances` reads its files (InputError when missing)."""
     try:
-        return resources.files("instances").joinpath(f"{_DIR}/{relpath}").read_text("utf-8")
+        data = pkgutil.get_data("instances", f"{_DIR}/{relpath}")
     except FileNotFoundError:
-        raise InputError("file not found", source=f"instances/{_DIR}/{relpath}") from None
+        data = None
+    if data is None:
+        raise InputError("file not found", source=f"instances/{_DIR}/{relpath}")
+    return data.decode("utf-8")
 
 
 def parse_stg(text: str, source: str = "<stg>") -> tuple[list[int], list[tuple[int, int]]]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from opt.common.errors import InputError, UnknownNameError
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -42,8 +44,6 @@ DTYPE_BYTES: dict[str, float] = {
 
 def dtype_bytes(dtype: str) -> float:
     """Bytes per element of ``dtype`` (scale overhead included for grouped formats)."""
-    from opt.common.errors import UnknownNameError
-
     try:
         return DTYPE_BYTES[dtype]
     except KeyError:
@@ -56,8 +56,6 @@ def seconds_to_ticks(t_s, time_unit: str = "ns"):
 
     Accepts scalars or numpy arrays; returns ``int`` for scalars and ``int64`` arrays otherwise.
     """
-    from opt.common.errors import InputError
-
     if time_unit not in TIME_UNITS:
         raise InputError(f"unknown time_unit '{time_unit}'; known: {', '.join(TIME_UNITS)}",
                          field="time_unit")

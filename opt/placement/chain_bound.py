@@ -20,6 +20,7 @@ from opt.placement.bound_options import BoundOptions, jit_kernels
 from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.instance import PlacementInstance
 from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
+from opt.placement.segment_branch import branch_segment
 from opt.placement.work_bound import BIG
 
 
@@ -339,8 +340,6 @@ def _raise_by_branching(inst: PlacementInstance, ch: _Chain, tables: _Tables, re
     """Segment k's table ← max(its table, branch-and-bound table of the element-wise minimum
     of the distinct members ``reps``) for every segment k of ``bucket``; one maximum per
     distinct table."""
-    from opt.placement.segment_branch import branch_segment  # only segments too big to enumerate
-
     seg = elementwise_min([ch.segment(k) for k in reps])
     t0 = time.perf_counter()
     bb = branch_segment(inst, seg, groups, opts.max_assignments)

@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 
 from opt.common.errors import InputError
+from opt.common.fingerprint import instance_fingerprint
 from opt.common.jsonio import json_bytes, write_json
+from opt.common.outpath import PLACEMENT_SUFFIXES, check_suffix
 from opt.common.units import MAX_TICKS as UNITS_MAX_TICKS
 from opt.placement.npz_writer import id_members, smallest_int, task_kind_codes, write_npz
 from opt.placement.task_graph import cycle_member, topological_order_of
@@ -212,8 +214,6 @@ class PlacementInstance:
     def fingerprint(self) -> str:
         """:func:`opt.common.fingerprint.instance_fingerprint` of this instance, computed once
         (the data is immutable; seconds on a million-task instance, asked for by every solve)."""
-        from opt.common.fingerprint import instance_fingerprint
-
         return instance_fingerprint(self)
 
     @cached_property
@@ -394,8 +394,6 @@ class PlacementInstance:
         container instead (§1.2c, :meth:`npz_members`, :func:`write_npz`; ``columns``
         does not apply; read by :mod:`opt.placement.npz`). Any other name is refused
         (InputError naming it and the allowed suffixes)."""
-        from opt.common.outpath import PLACEMENT_SUFFIXES, check_suffix
-
         check_suffix(path, PLACEMENT_SUFFIXES, "a placement instance")
         if str(path).endswith(".npz"):
             write_npz(path, self.npz_members())

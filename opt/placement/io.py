@@ -34,6 +34,8 @@ from opt.placement.instance import (
     PlacementInstance,
 )
 from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.npz import open_container
+from opt.placement.slo import Slo, with_goal
 
 #: the top-level fields of an instance file other than its task and edge tables (§1.2a)
 HEADER_KEYS = frozenset({"schema", "problem", "time_unit", "devices", "links", "blocks",
@@ -209,7 +211,6 @@ def _with_goal(inst: PlacementInstance, f: Fields) -> PlacementInstance:
     obj = f.obj
     if "objective" not in obj and "slo" not in obj:
         return inst
-    from opt.placement.slo import Slo, with_goal
 
     try:
         slo = Slo.from_dict(obj["slo"]) if obj.get("slo") is not None else None
@@ -353,8 +354,6 @@ def read_instance(path: str | Path) -> PlacementInstance:
 def _read_container(path: str | Path) -> PlacementInstance:
     """The binary column container (§1.2c): its header through the checks of the JSON form,
     its arrays through :mod:`opt.placement.npz`'s."""
-    from opt.placement.npz import open_container
-
     f, tables = open_container(path)
     f.check_keys(set(HEADER_KEYS | {"container", "kind_names"}))
     return instance_from_header(f, tables)

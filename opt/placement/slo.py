@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from opt.common.errors import InputError
+from opt.common.units import ticks_ms_text
 
 #: What a placement may minimise.
 OBJECTIVES = ("makespan", "decode_time", "ttft")
@@ -84,8 +85,6 @@ def objective_value(objective: str, metrics: Any) -> int | None:
 def violations(slo: Slo | None, metrics: Any, time_unit: str | None = None) -> list[str]:
     """One line per broken limit (empty when every limit holds); with ``time_unit`` the
     values are shown in ms, the unit of the CLI's ``--slo-*-ms`` (ticks otherwise)."""
-    from opt.common.units import ticks_ms_text
-
     if slo is None:
         return []
 

@@ -38,7 +38,9 @@ from typing import Any, cast
 import numpy as np
 
 from opt.common.errors import InputError
+from opt.common.fingerprint import instance_fingerprint
 from opt.common.jsonio import Fields, read_json, write_json
+from opt.common.outpath import JSON_SUFFIXES, check_suffix
 from opt.common.units import TIME_UNITS
 from opt.costlib.latency import Link
 
@@ -187,8 +189,6 @@ class ServingInstance:
     def fingerprint(self) -> str:
         """:func:`opt.common.fingerprint.instance_fingerprint` of this instance, computed once
         (as :attr:`opt.placement.instance.PlacementInstance.fingerprint`)."""
-        from opt.common.fingerprint import instance_fingerprint
-
         return instance_fingerprint(self)
 
     def __post_init__(self) -> None:
@@ -359,8 +359,6 @@ class ServingInstance:
     def write(self, path: str | Path) -> None:
         """Write as JSON (gzip when the name ends in ``.gz``); the name must end in ``.json``
         or ``.json.gz`` (InputError naming it)."""
-        from opt.common.outpath import JSON_SUFFIXES, check_suffix
-
         check_suffix(path, JSON_SUFFIXES, "a serving instance")
         write_json(self.to_dict(), path)
 

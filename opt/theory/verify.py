@@ -28,7 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from opt.common.errors import InputError
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
 from opt.theory import closed_forms as B
+from opt.theory.gains import GpuGroup, min_gpus
 
 __all__ = ["CLAIMS", "ClaimResult", "cad_feasibility", "verify_closed_forms"]
 
@@ -179,9 +183,6 @@ class _Inputs:
 
 
 def _inputs() -> _Inputs:
-    from opt.costlib.hardware import bundled_catalog
-    from opt.costlib.modelcard import bundled_cards
-
     cards = list(bundled_cards())
     return _Inputs(
         cards=cards, card_names=[c.name for c in cards],
@@ -201,8 +202,6 @@ def _price(dev) -> float:
 
 
 def _verify_hom(inp: _Inputs, rng: np.random.Generator, samples: int) -> list[ClaimResult]:
-    from opt.theory.gains import GpuGroup, min_gpus
-
     C = len(inp.cards)
     meta: list[dict] = []
     a_rows, g_rows, m_rows, bw_rows, f_rows = [], [], [], [], []
@@ -379,8 +378,6 @@ def _verify_het(inp: _Inputs, rng: np.random.Generator, samples: int) -> list[Cl
 
 def _cad_arrays(inp: _Inputs):
     """Catalog ordered pairs (attention type 1, dense type 2) × cards, groups by min_gpus."""
-    from opt.theory.gains import min_gpus
-
     pairs = list(itertools.permutations(inp.catalog_gpus, 2))
     C = len(inp.cards)
     m1 = np.empty((len(pairs), C))
@@ -465,8 +462,6 @@ def verify_closed_forms(*, samples: int = 2000, seed: int = 0) -> list[ClaimResu
     order of :data:`CLAIMS`. ``samples`` random GPU types (and random pairs) are drawn with a
     ``numpy`` Generator seeded by ``seed``."""
     if samples < 0:
-        from opt.common.errors import InputError
-
         raise InputError(f"must be >= 0 (got {samples})", field="samples")
     rng = np.random.default_rng(seed)
     inp = _inputs()
