@@ -280,6 +280,17 @@ def method_settings(name: str, problem: str | tuple[str, ...], params: dict[str,
     return {k: v for k, v in given.items() if k != "engine"}
 
 
+def params_by_spec(problem: str | tuple[str, ...] | None = None
+                   ) -> list[tuple[tuple[Method, ...], P.ParamSpec]]:
+    """The declared params of the methods (of ``problem``), one entry per distinct
+    :class:`~opt.common.params.ParamSpec` with the methods that take it, in registration
+    order: what ``hetopt methods --params`` prints and docs/cli.md lists."""
+    groups: dict[P.ParamSpec, list[Method]] = {}
+    for m in methods(problem):
+        groups.setdefault(m.params, []).append(m)
+    return [(tuple(ms), spec) for spec, ms in groups.items()]
+
+
 def _check_unique() -> None:
     seen = set()
     for m in _METHODS:

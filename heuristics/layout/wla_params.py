@@ -17,18 +17,14 @@ WLA_RULES = ("paper", "incremental")
 
 @dataclass(frozen=True)
 class WlaParams:
-    """share: max fraction of blocks changed per outer pass (``incremental`` rule only); eps:
-    relative makespan drop a refinement flip must exceed, and the relative pass-to-pass change
-    at or below which the ``paper`` rule stops; budget: max Bifocal evaluations (the first,
-    all-linear, one included); refine: max blocks tried per inner refinement; dual: allow
-    ``dual`` (extension); dual_ratio: the extension's pressure balance (min/max side) that
-    favours ``dual``; wla_rule: ``paper`` (DOPS §5.2, default) or ``incremental``
-    (``share``-capped passes, stop and revert at the first slower pass)."""
+    """WLA's knobs (problems.md §6): each field declares its parameter once (default, check,
+    help), read back as :data:`WLA_PARAMS`."""
 
     share: float = param(0.2, number(0.0, 1.0, lo_open=True),
                          "max fraction of blocks changed per pass (incremental rule)")
     eps: float = param(1e-3, number(), "relative makespan drop a refinement flip must "
-                       "exceed; the paper rule stops at a smaller pass-to-pass change")
+                       "exceed, and pass-to-pass change at or below which the paper rule "
+                       "stops")
     budget: int = param(40, integer(1), "max Bifocal evaluations (the all-linear one "
                         "included)")
     refine: int = param(4, integer(1), "max blocks tried per inner refinement")

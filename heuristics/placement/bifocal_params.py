@@ -62,7 +62,8 @@ class BifocalParams:
     phase: bool = param(True, boolean, "switch: the phase-reuse term B_phase")
     token: bool = param(True, boolean, "switch: the token-amortisation term B_token")
     gamma: float = param(0.4, number(0.0, 1.0), "weight γ of the DAG window")
-    H: int = param(3, integer(0, 8), "lookahead depth (tasks)")
+    H: int = param(3, integer(0, 8), "lookahead depth: successors along the heaviest-payload "
+                  "chain")
     lam: float | str = param("auto", auto_or(number()), "weight λ of B_phase's reload penalty, or "
                              "auto (0 under load_timing at_use, 3 under prefetch)")
     eta: float = param(0.0, number(), "weight η of B_phase's prefill gain")

@@ -1,6 +1,7 @@
 """The ``hetopt`` parser (every command's arguments) and ``main``.
 
-Commands: ``models``, ``hardware``, ``instances`` (:mod:`opt.app.cli.info`); ``theory het|hom|verify|
+Commands: ``models``, ``hardware``, ``instances`` (:mod:`opt.app.cli.info`); ``methods``
+(:mod:`opt.app.cli.methods`); ``theory het|hom|verify|
 plot`` (:mod:`opt.app.cli.theory`); ``build placement|layout|serving`` (``serving-plan``: the same), ``import dot``, ``validate``,
 ``solve``, ``lower-bound`` (:mod:`opt.app.cli.placement`, :mod:`opt.app.cli.serving`); ``sweep
 placement|layout|serving``, ``bench``, ``replay``, ``scaling`` (:mod:`opt.app.cli.runs`); ``plot
@@ -123,6 +124,12 @@ def add_info_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     s.set_defaults(func=Handler("opt.app.cli.info", "cmd_hardware"))
     s = sub.add_parser("instances", parents=[common], help="list bundled benchmark instances")
     s.set_defaults(func=Handler("opt.app.cli.info", "cmd_instances"))
+    s = sub.add_parser("methods", parents=[common], help="list the solve methods and their params")
+    s.add_argument("--problem", help="only this problem's methods (placement, layout or "
+                   "serving)")
+    s.add_argument("--params", action="store_true",
+                   help="each method's params: accepted values, default, what they are")
+    s.set_defaults(func=Handler("opt.app.cli.methods", "cmd_methods"))
 
 
 
