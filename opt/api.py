@@ -7,48 +7,74 @@ Every name is loaded on first use (PEP 562), so ``import opt.api`` imports nothi
     inst = hetopt.load_instance("heft-topcuoglu-2002")
     res = hetopt.solve(inst, time_limit=10)
     assert res.status == hetopt.Status.OPTIMAL and res.objective == 73
+    assert res.schedule().makespan == 73
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance",
+#: the façade's functions (opt.app.facade)
+_FUNCTIONS = ("read_instance", "write_instance", "read_result", "write_result",
+              "build_placement", "build_layout", "build_serving", "import_dot",
+              "instance_names", "load_instance", "solve", "validate", "lower_bound", "methods",
+              "simulate", "view")
+#: the typed solution views (opt.placement.schedule)
+_SCHEDULE = ("Schedule", "ScheduledTask", "ScheduledTransfer", "ScheduledLoad",
+             "ScheduledEviction", "LayoutSolution")
+
+__all__ = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance", "InputError",
+           "Schedule", "ScheduledTask", "ScheduledTransfer", "ScheduledLoad",
+           "ScheduledEviction", "LayoutSolution", "ServingPlan", "PlanMetrics", "SimReport",
            "read_instance", "write_instance", "read_result", "write_result",
-           "build_placement", "build_layout", "build_serving", "instance_names",
-           "load_instance", "solve", "validate", "lower_bound", "methods", "InputError"]
+           "build_placement", "build_layout", "build_serving", "import_dot",
+           "instance_names", "load_instance", "solve", "validate", "lower_bound", "methods",
+           "simulate", "view"]
 
 #: where each name lives
 _HOMES = {"Problem": "opt.problems", "Status": "opt.common.result",
           "Result": "opt.common.result", "PlacementInstance": "opt.placement.instance",
           "ServingInstance": "opt.serving.instance", "InputError": "opt.common.errors",
-          **{name: "opt.app.facade" for name in
-             ("read_instance", "write_instance", "read_result", "write_result",
-              "build_placement",
-              "build_layout", "build_serving", "instance_names", "load_instance", "solve",
-              "validate", "lower_bound", "methods")}}
+          "ServingPlan": "opt.serving.plan", "PlanMetrics": "opt.serving.checker",
+          "SimReport": "opt.serving.simulator",
+          **{name: "opt.placement.schedule" for name in _SCHEDULE},
+          **{name: "opt.app.facade" for name in _FUNCTIONS}}
 
 if TYPE_CHECKING:
     from opt.app.facade import (
         build_layout,
         build_placement,
         build_serving,
+        import_dot,
         instance_names,
         load_instance,
         lower_bound,
         methods,
         read_instance,
         read_result,
+        simulate,
         solve,
         validate,
+        view,
         write_instance,
         write_result,
     )
     from opt.common.errors import InputError
     from opt.common.result import Result, Status
     from opt.placement.instance import PlacementInstance
+    from opt.placement.schedule import (
+        LayoutSolution,
+        Schedule,
+        ScheduledEviction,
+        ScheduledLoad,
+        ScheduledTask,
+        ScheduledTransfer,
+    )
     from opt.problems import Problem
+    from opt.serving.checker import PlanMetrics
     from opt.serving.instance import ServingInstance
+    from opt.serving.plan import ServingPlan
+    from opt.serving.simulator import SimReport
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,6 @@
 """The functions of the public API :mod:`opt.api` (``import opt.api as hetopt``): reading and
-writing instances and results, the builders, bundled instances by name, ``solve``,
-``validate``, ``lower_bound`` and the method list. Each builder takes the options of its
+writing instances and results, the builders, DOT import, bundled instances by name,
+``solve``, ``validate``, ``lower_bound``, the method list, P3 simulation and the viewer page. Each builder takes the options of its
 ``hetopt build`` command as keywords (``--slo-ttft-ms`` is ``slo_ttft_ms``), reads them into
 the core's typed request (:mod:`opt.placement.request`, :mod:`opt.serving.request`) and builds
 it with the same function as the command.
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 import instances
+from opt.app.viewer.page import DEFAULT_PERIODS, write_view
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.lists import positive_ints
 from opt.common.outpath import FILE, output_error
@@ -30,6 +31,7 @@ from opt.common.result import read_result as _read_result
 from opt.costlib.sources import Sources
 from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.certified_bounds import certified_lower_bound
+from opt.placement.dot import dot_to_instance, read_dot
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import relaxed_instance
 from opt.placement.request import (
@@ -43,7 +45,9 @@ from opt.placement.request import (
 from opt.problems import PROBLEMS, problem_name, read_problem_instance
 from opt.serving.builder import DEFAULT_TP, ServingWorkload
 from opt.serving.instance import ServingGrid, ServingInstance
+from opt.serving.plan import PlanError, ServingPlan
 from opt.serving.request import GpuCost, ServingRequest, build_serving_request, gpu_names
+from opt.serving.simulator import ORDERS, SimReport, simulate_plan
 from solvers.api import DEFAULT_TIME_LIMIT_S
 from solvers.api import solve as _solve
 from solvers.certify import Validation
@@ -418,6 +422,62 @@ def _problem(problem: str) -> str:
     return name
 
 
+@checked
+def import_dot(path: str | Path, processors: int) -> PlacementInstance:
+    """The P1 instance of the DOT task graph at ``path`` on ``processors`` identical
+    processors (``hetopt import dot``; :func:`opt.placement.dot.dot_to_instance`): node
+    Weight = duration, edge Weight = transfer time between two processors, in ticks of the
+    time unit ``unit``."""
+    return dot_to_instance(read_dot(path), processors, source=str(path))
+
+
+#: NIC-in accounting of the simulator (:func:`opt.serving.simulator.simulate_plan`)
+_NICS = ("formula", "sender")
+
+
+@checked
+def simulate(instance: ServingInstance, plan: Result | ServingPlan, *, tokens: int = 48,
+             warmup: int = 16, nic: str = "formula", order: str = "static") -> SimReport:
+    """Run the discrete-event simulator on a serving plan (``hetopt solve --simulate``):
+    ``plan`` a serving :class:`Result` or a :class:`~opt.serving.plan.ServingPlan` on
+    ``instance``. tokens: tokens every microbatch stream completes; warmup: leading tokens
+    of each stream left out of the measurement (0 ≤ warmup < tokens); nic: ``"formula"`` or
+    ``"sender"`` NIC-in accounting; order: ``"static"`` or ``"fcfs"`` dispatch. Returns the
+    :class:`~opt.serving.simulator.SimReport` (simulated vs exact period, ticks)."""
+    where = "opt.api.simulate"
+    for name, value, known in (("nic", nic, _NICS), ("order", order, ORDERS)):
+        if value not in known:
+            raise InputError(f"unknown {name} {value!r}; known: {', '.join(known)}",
+                             source=where, field=name)
+    if warmup < 0 or tokens <= warmup:
+        raise InputError(f"need 0 ≤ warmup < tokens, got warmup = {warmup}, tokens = "
+                         f"{tokens}", source=where, field="warmup")
+    try:
+        chosen = plan.plan(instance) if isinstance(plan, Result) else plan
+        return simulate_plan(instance, chosen, tokens=tokens, warmup=warmup, nic=nic,
+                             order=order)
+    except (InputError, PlanError) as exc:
+        why = exc.detail if isinstance(exc, InputError) else f"invalid serving plan: {exc}"
+        raise InputError(why, source=where, field="plan") from None
+
+
+@checked
+def view(instance: Instance, result: Result, path: str | Path, *, title: str | None = None,
+         periods: int = DEFAULT_PERIODS, compress: bool = True) -> int:
+    """Write the viewer page of ``result`` on ``instance`` to ``path`` (``hetopt view``,
+    docs/viewer.md): the result is validated first (InputError naming the rule when it does
+    not hold). title: the page's title; periods: steady-state periods a plan's page draws;
+    compress: gzip the embedded data. Returns the bytes written."""
+    _check_writable(path, "view")
+    try:
+        size, _ = write_view(instance, result, path, title=title, periods=periods,
+                             compress=compress)
+    except InputError as exc:
+        raise InputError(exc.detail, source="opt.api.view",
+                         field="periods" if exc.field == "periods" else "result") from None
+    return size
+
+
 __all__ = ["read_instance", "write_instance", "read_result", "write_result",
-           "build_placement", "build_layout", "build_serving", "instance_names",
-           "load_instance", "solve", "validate", "lower_bound", "methods"]
+           "build_placement", "build_layout", "build_serving", "import_dot", "instance_names",
+           "load_instance", "solve", "validate", "lower_bound", "methods", "simulate", "view"]

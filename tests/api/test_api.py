@@ -12,14 +12,16 @@ import pytest
 
 import opt.api as hetopt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "api.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 
 NAMES = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance", "InputError",
+         "Schedule", "ScheduledTask", "ScheduledTransfer", "ScheduledLoad", "ScheduledEviction",
+         "LayoutSolution", "ServingPlan", "PlanMetrics", "SimReport",
          "read_instance", "write_instance", "read_result", "write_result",
-         "build_placement", "build_layout", "build_serving", "instance_names",
-         "load_instance", "solve", "validate", "lower_bound", "methods"]
+         "build_placement", "build_layout", "build_serving", "import_dot", "instance_names",
+         "load_instance", "solve", "validate", "lower_bound", "methods", "simulate", "view"]
 
 
 def test_all_is_the_documented_names():
@@ -150,7 +152,7 @@ def test_every_public_function_checks_its_arguments():
     import inspect
 
     functions = [n for n in hetopt.__all__ if inspect.isfunction(getattr(hetopt, n))]
-    assert len(functions) == 13
+    assert len(functions) == 16
     for name in functions:
         assert getattr(getattr(hetopt, name), "checks_arguments", False), name
 

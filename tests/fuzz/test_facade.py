@@ -178,6 +178,18 @@ test_validate, test_validate_long = _fuzz(
     {"instance": list(INSTANCES.values()), "result": list(RESULTS.values())}, hetopt.validate)
 test_lower_bound, test_lower_bound_long = _fuzz({"instance": list(INSTANCES.values())},
                                                 hetopt.lower_bound)
+DOT = Path(__file__).resolve().parents[2] / "instances" / "data" / "sinnen-dot" / \
+    "Nodes_7_OutTree.dot"
+test_import_dot, test_import_dot_long = _fuzz(
+    {"path": [DOT, str(DOT)], "processors": [1, 2, 4]}, hetopt.import_dot)
+test_simulate, test_simulate_long = _fuzz(
+    {"instance": [INSTANCES[P3]], "plan": [RESULTS[P3], RESULTS[P3].plan(INSTANCES[P3])],
+     "tokens": [OMIT, 20, 48], "warmup": [OMIT, 0, 4], "nic": [OMIT, "formula", "sender"],
+     "order": [OMIT, "static", "fcfs"]}, hetopt.simulate)
+test_view, test_view_long = _fuzz(
+    {"instance": list(INSTANCES.values()), "result": list(RESULTS.values()),
+     "path": _write_paths(".html"), "title": [OMIT, None, "t"], "periods": [OMIT, 1, 2],
+     "compress": [OMIT, True, False]}, hetopt.view)
 
 
 def _solve_params(data: st.DataObject) -> None:
