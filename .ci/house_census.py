@@ -21,9 +21,10 @@ ROOT = Path(os.environ.get("CENSUS_ROOT") or Path(__file__).resolve().parent.par
 PACKAGES = ("opt", "models", "solvers", "heuristics", "instances")
 MENTION = re.compile(r"\b(issue|revision)s? #?\d+", re.IGNORECASE)
 LOOPS = ("heuristics/placement/bifocal.py", "heuristics/placement/list_scheduler.py",
-         "heuristics/placement/schedule_kernels.py", "heuristics/placement/engine.py",
-         "heuristics/placement/static_policies.py", "heuristics/placement/scheduler.py",
-         "heuristics/placement/kernels.py")
+         "heuristics/placement/static_policies.py", "heuristics/placement/schedule_arrays.py",
+         "heuristics/placement/state_kernels.py", "heuristics/placement/bifocal_kernels.py",
+         "heuristics/placement/order_kernels.py", "heuristics/placement/setup_kernels.py",
+         "heuristics/placement/kernel_types.py")
 
 
 def _sources() -> list[Path]:

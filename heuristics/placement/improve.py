@@ -9,9 +9,10 @@ order (``ready_set: rank``, ``siblings``) finds that schedule by itself; the pos
 as a check of it. A move re-assigns every task of one kind (in one phase) to
 a device chosen by its layer, then *replays* the schedule: tasks in the original start order
 (ties by topological position, so every predecessor comes first) are committed on their
-(moved) devices by the list scheduler's own state (insertion, channel contention, one load port
-per device, LRU evictions). The replay is validated by :mod:`opt.placement.validator` and kept
-only when shorter. One replay is a Python pass over the tasks (~20–40 s at 900 k tasks).
+(moved) devices by the list scheduler's own loop (:func:`heuristics.placement.list_scheduler.list_schedule`
+with each task's candidates narrowed to its device: insertion, channel contention, one load
+port per device, LRU evictions). The replay is validated by :mod:`opt.placement.validator` and
+kept only when shorter.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.placement.list_scheduler import ScheduleState
+from heuristics.placement.list_scheduler import DeviceClasses, list_schedule
 from opt.placement.instance import PlacementInstance
 from opt.placement.schedule_error import ScheduleError
 from opt.placement.validator import validate_placement
@@ -44,16 +45,16 @@ class Move:
 def replay(inst: PlacementInstance, solution: dict, device: Sequence[int] | np.ndarray
            ) -> dict:
     """The schedule of ``solution``'s task order (start times, ties by topological position)
-    with each task t committed on ``device[t]`` (a solution dict, not yet validated)."""
+    with each task t committed on ``device[t]``, a legal device of t (a solution dict, not yet
+    validated): the list schedule of that order with one device class per device and task t
+    in class ``device[t]``."""
     start = np.array([c["start"] for c in solution["compute"]], dtype=np.int64)
     pos = np.empty(inst.n_tasks, dtype=np.int64)
     pos[np.asarray(inst.topological_order)] = np.arange(inst.n_tasks)
-    order = np.lexsort((pos, start)).tolist()
-    st = ScheduleState(inst, insertion=True, evict=True)
-    dev = [int(d) for d in device]
-    for t in order:
-        st.commit(t, dev[t], st.pred_info(t))
-    return st.solution()
+    order = np.lexsort((pos, start))
+    own = DeviceClasses(np.asarray(device, dtype=np.int64), np.eye(inst.n_devices, dtype=bool),
+                        "replay")
+    return list_schedule(inst, order, insertion=True, classes=own, device_choice="eft")
 
 
 def assignment(inst: PlacementInstance, solution: dict) -> np.ndarray:

@@ -23,13 +23,11 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from heuristics.placement.engine import resolve_engine
 from heuristics.placement.list_scheduler import (
     DeviceClasses,
     check_device_choice,
@@ -83,11 +81,10 @@ class PolicySearchParams:
 @dataclass
 class _Search:
     inst: PlacementInstance
-    order: Sequence[int] | np.ndarray  # HEFT order (list or int64 array, the same indices)
+    order: np.ndarray  # HEFT order (int64 task indices)
     keys: list[tuple[str, int]]  # the distinct (kind group, phase) pairs
     key_code: np.ndarray  # int64 [n]: each task's position in keys (−1: none)
     members: np.ndarray  # bool [len(CLASSES), nd]
-    engine: str = "auto"
     device_choice: str = "fit_in_class"
     evaluations: int = 0
     trajectory: list[int] = field(default_factory=list)
@@ -103,7 +100,7 @@ class _Search:
         device of the class the mapping gives its task."""
         try:
             sol = list_schedule(self.inst, self.order, insertion=True,
-                                classes=self.classes(mapping), engine=self.engine,
+                                classes=self.classes(mapping),
                                 device_choice=self.device_choice)
         except InputError as exc:
             if exc.field != "policy":
@@ -117,17 +114,14 @@ class _Search:
 
 
 def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearchParams | None = None,
-                  *, time_limit: float | None = None, stats: dict[str, Any] | None = None,
-                  engine: str = "auto") -> dict:
-    """The best schedule found (problems.md §1.2a solution dict); see the module docstring.
-    ``engine``: the list scheduler's (:mod:`heuristics.placement.engine`; the same schedules
-    either way)."""
+                  *, time_limit: float | None = None, stats: dict[str, Any] | None = None
+                  ) -> dict:
+    """The best schedule found (problems.md §1.2a solution dict); see the module docstring."""
     p = params if isinstance(params, PolicySearchParams) else PolicySearchParams.from_dict(params)
     limit = time_limit if time_limit is not None else p.time_limit
     deadline = None if limit is None else time.perf_counter() + limit
     t0 = time.perf_counter()
-    eng = resolve_engine(engine, inst.n_tasks)
-    order = heft_priority_order(inst, engine=eng)
+    order = heft_priority_order(inst)
     kinds = inst.kind or (None,) * inst.n_tasks
     phases = inst.phase.tolist() if inst.phase is not None else [-1] * inst.n_tasks
     keys = [None if k is None or ph not in (0, 1) else (kind_group(k), ph)
@@ -135,7 +129,7 @@ def policy_search(inst: PlacementInstance, params: dict[str, Any] | PolicySearch
     distinct = list(dict.fromkeys(k for k in keys if k is not None))
     pos = {k: i for i, k in enumerate(distinct)}
     key_code = np.array([-1 if k is None else pos[k] for k in keys], dtype=np.int64)
-    s = _Search(inst, order, distinct, key_code, class_members(inst), eng, p.device_choice)
+    s = _Search(inst, order, distinct, key_code, class_members(inst), p.device_choice)
     legal_cls = dict(zip(CLASSES, s.members))
 
     # variables: (kind group, phase) pairs with a choice (both classes present and legal)

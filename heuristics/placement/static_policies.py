@@ -36,9 +36,8 @@ without PIM (HP0) every policy degenerates to "everything on the NPU". Tasks wit
 phase (hand-written instances such as the bundled ones) are not narrowed: plain HEFT.
 
 A policy is data (:func:`policy_device_classes`: each task's class id, computed up front in
-numpy), so both engines of the list scheduler run it, ``auto`` choosing as for HEFT (the
-compiled one from :data:`heuristics.placement.engine.COMPILED_TASKS` tasks; the same schedule
-either way, docs/speed.md "Sweeps").
+numpy) that the list scheduler's loop (:func:`heuristics.placement.state_kernels.eft_loop`)
+narrows each task's candidates with (docs/speed.md "Sweeps").
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.placement.engine import resolve_engine
 from heuristics.placement.list_scheduler import DeviceClasses, heft_priority_order, list_schedule
 from opt.common.errors import UnknownNameError
 from opt.placement.instance import PlacementInstance
@@ -147,7 +145,7 @@ def task_phases(inst: PlacementInstance) -> np.ndarray:
 
 
 def policy_device_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> DeviceClasses:
-    """The policy as data for :func:`list_schedule` (both engines): each task's class id in
+    """The policy as data for :func:`list_schedule`: each task's class id in
     :data:`CLASSES` from its (kind, phase), −1 (not narrowed) without a kind or phase."""
     pol = get_policy(policy)
     names, code = kind_codes(inst)
@@ -167,17 +165,14 @@ def policy_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> list[
 
 
 def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy, *,
-                    engine: str = "auto", device_choice: str = "fit_in_class") -> dict:
+                    device_choice: str = "fit_in_class") -> dict:
     """The schedule of ``policy``: HEFT order (upward rank), insertion-based EFT among the legal
     devices of each task's policy class (all legal devices when the class has none), LRU
     eviction where a load does not fit (problems.md §6; InputError when a block is larger
-    than every device of its task's class); ``device_choice``: ``list_schedule``'s.
-    ``engine``: ``auto``, ``python`` or ``compiled``, as HEFT's
-    (:mod:`heuristics.placement.engine`; the same schedule either way)."""
+    than every device of its task's class); ``device_choice``: ``list_schedule``'s."""
     classes = policy_device_classes(inst, policy)
-    eng = resolve_engine(engine, inst.n_tasks)
-    return list_schedule(inst, heft_priority_order(inst, engine=eng), insertion=True,
-                         classes=classes, engine=eng, device_choice=device_choice)
+    return list_schedule(inst, heft_priority_order(inst), insertion=True, classes=classes,
+                         device_choice=device_choice)
 
 
 def class_of_assignment(inst: PlacementInstance, solution: dict) -> np.ndarray:

@@ -42,10 +42,7 @@ def jit_kernels(n_tasks: int) -> ModuleType | None:
     instance or no numba: the pure Python/numpy code, with the same values, runs instead)."""
     if n_tasks < JIT_TASKS:
         return None
-    from opt.common.jit import import_numba_arrays
-
     try:
-        import_numba_arrays()  # without numba's BLAS probe (opt.common.jit)
         from opt.placement import bound_jit
     except ImportError:
         return None

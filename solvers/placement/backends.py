@@ -53,34 +53,33 @@ def heft(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.list_scheduler import heft as heft_schedule
 
     given = parsed_params("heft", "placement", options.params)
-    typed, engine = list_settings(given), given.get("engine", "auto")
-    return heuristic_result(inst, "heft", options,
-                            lambda: heft_schedule(inst, engine=engine, **typed))
+    typed = list_settings(given)
+    return heuristic_result(inst, "heft", options, lambda: heft_schedule(inst, **typed))
 
 
 def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
     typed = parsed_params("bifocal", "placement", options.params)
-    engine = typed.pop("engine", "auto")
+    typed.pop("engine", None)  # accepted, changes no schedule
     params = BifocalParams(**typed)
     stats: dict[str, Any] = {}
     result = heuristic_result(inst, "bifocal", options,
-                              lambda: bifocal_schedule(inst, params, stats=stats, engine=engine))
+                              lambda: bifocal_schedule(inst, params, stats=stats))
     result.stats.update(stats)
     return result
 
 
 def list_settings(params: dict[str, Any]) -> dict[str, Any]:
     """HEFT's and the static policies' effective settings for ``params`` (typed): the list
-    scheduler's ``device_choice`` (default ``fit_in_class``); the engine changes no schedule."""
+    scheduler's ``device_choice`` (default ``fit_in_class``)."""
     return {"device_choice": params.get("device_choice", "fit_in_class")}
 
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
     """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams and
-    :data:`heuristics.placement.bifocal.BIFOCAL_VERSION` under the record field ``revision``. The engine is left out: every engine gives the same schedule, so
-    records made with either one stay valid (heuristics.placement.engine)."""
+    :data:`heuristics.placement.bifocal.BIFOCAL_VERSION` under the record field ``revision``. An ``engine`` parameter, which no schedule depends on,
+    is left out, so records made with one stay valid."""
     from dataclasses import asdict
 
     from heuristics.placement.bifocal import BIFOCAL_VERSION, BifocalParams
@@ -108,12 +107,12 @@ def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.policy_search import policy_search as search
 
     typed = parsed_params("policy-search", "placement", options.params)
-    engine = typed.pop("engine", "auto")
+    typed.pop("engine", None)  # accepted, changes no schedule
     params = PolicySearchParams(**typed)
     stats: dict[str, Any] = {}
     result = heuristic_result(inst, "policy-search", options,
                               lambda: search(inst, params, time_limit=options.time_limit,
-                                             stats=stats, engine=engine))
+                                             stats=stats))
     result.stats.update(stats)
     return result
 
@@ -123,7 +122,7 @@ def static(inst: PlacementInstance, options: SolveOptions, *, policy: str) -> Re
     from heuristics.placement.static_policies import POLICIES, static_schedule
 
     given = parsed_params(policy, "placement", options.params)
-    typed, engine = list_settings(given), given.get("engine", "auto")
+    typed = list_settings(given)
     return heuristic_result(inst, policy, options,
-                            lambda: static_schedule(inst, policy, engine=engine, **typed),
+                            lambda: static_schedule(inst, policy, **typed),
                             policy=POLICIES[policy].description)

@@ -2,7 +2,7 @@
 deterministic, every switch has an effect, "EFT only" is the HEFT list schedule, evictions
 under tight capacity, and parameter checking. The built instances are ``load_timing:
 prefetch`` (the rule these mechanisms were measured under; at_use: test_load_timing.py and
-test_compiled_engine.py)."""
+test_schedule_kernels.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import instances
+from heuristics.placement import bifocal_kernels
 from heuristics.placement.bifocal import (
     EFT_ONLY,
     BifocalParams,
@@ -21,7 +22,6 @@ from heuristics.placement.bifocal import (
     window_tails,
 )
 from heuristics.placement.list_scheduler import (
-    ScheduleState,
     heft,
     list_schedule,
     priority_order,
@@ -380,16 +380,14 @@ def _two_ready_tasks() -> PlacementInstance:
                           edge_src=[0], edge_dst=[2], edge_bytes=[0])
 
 
-@pytest.mark.parametrize("engine", ["python", "compiled"])
-def test_score_order_commits_the_ready_task_of_least_score(engine):
+def test_score_order_commits_the_ready_task_of_least_score():
     """Algorithm 1 commits the ready task whose best placement scores least: B (score 1)
     before A (EFT 5 + γ·C's 10 ticks); HEFT's order (``rank``) commits A first, whose upward
     rank (15) is higher."""
-    pytest.importorskip("numba") if engine == "compiled" else None
     inst = _two_ready_tasks()
     start = {}
     for ready_set in ("score", "rank"):
-        sol = bifocal_schedule(inst, {"ready_set": ready_set}, engine=engine)
+        sol = bifocal_schedule(inst, {"ready_set": ready_set})
         validate_placement(inst, sol)
         start[ready_set] = {c["task"]: c["start"] for c in sol["compute"]}
     assert start["score"] == {"B": 0, "A": 1, "C": 6}
@@ -414,18 +412,20 @@ def test_ready_set_order_changes_schedules_and_is_recorded():
 
 
 def _commits(inst: PlacementInstance, params: dict, monkeypatch) -> tuple[list[int], dict, dict]:
-    """Bifocal's commit order (task indices), its solution and statistics (Python engine)."""
+    """Bifocal's commit order (task indices), its solution and statistics: the loop's Python
+    function (``py_func``) with its commit kernel wrapped to record each task."""
     order: list[int] = []
-    commit = ScheduleState.commit
+    commit = bifocal_kernels.commit
 
-    def recorded(self, t, d, info):
-        order.append(t)
-        return commit(self, t, d, info)
+    def recorded(t, *args):
+        order.append(int(t))
+        return commit(t, *args)
 
     with monkeypatch.context() as m:
-        m.setattr(ScheduleState, "commit", recorded)
+        m.setattr(bifocal_kernels, "bifocal_loop", bifocal_kernels.bifocal_loop.py_func)
+        m.setattr(bifocal_kernels, "commit", recorded)
         stats: dict = {}
-        sol = bifocal_schedule(inst, params, stats=stats, engine="python")
+        sol = bifocal_schedule(inst, params, stats=stats)
     return order, sol, stats
 
 
@@ -447,7 +447,8 @@ def test_score_order_starts_no_task_before_its_devices_free_time(catalog, cards,
     """DOPS Eq. 1 and 3 (τ_vs ≥ avail(k)): in the score order, by default (``insertion: auto``),
     no task starts before the end of one committed earlier on its device; ``insertion: true``
     (HEFT's rule) starts tasks in idle gaps on this instance, 0.01 % shorter here, and the
-    compiled engine gives the same schedules under both; HEFT's order keeps its insertion."""
+    compiled loop gives the recorded run's schedules under both; HEFT's order keeps its
+    insertion."""
     inst = build_placement(cards["llama-2-7b"], catalog.platform("HP64"), catalog,
                            Workload(prefill=64, decode=4, batch=8), BuildOptions(layers=1))
     spans, gaps = {}, {}
@@ -456,7 +457,7 @@ def test_score_order_starts_no_task_before_its_devices_free_time(catalog, cards,
         assert stats["params"]["insertion"] is (insertion is True)
         gaps[insertion] = _gap_starts(inst, order, sol)
         spans[insertion] = validate_placement(inst, sol).makespan
-        compiled = bifocal_schedule(inst, {"insertion": insertion}, engine="compiled")
+        compiled = bifocal_schedule(inst, {"insertion": insertion})
         assert list(compiled["compute"]) == list(sol["compute"])
     assert gaps["auto"] == 0 and gaps[True] > 0
     assert spans == {"auto": 18_676_292, True: 18_674_492}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from heuristics.placement.engine import numba_available
 from heuristics.placement.list_scheduler import DEVICE_CHOICES, heft, list_schedule
 from heuristics.placement.static_policies import static_schedule
 from opt.common.errors import InputError
@@ -58,15 +57,11 @@ def test_default_is_fit_in_class(tight):
     assert default.objective < solve(tight, "pd", device_choice="eft").objective
 
 
-@pytest.mark.skipif(not numba_available(), reason="the compiled engine needs numba")
 @pytest.mark.parametrize("choice", DEVICE_CHOICES)
-def test_engines_agree(tight, choice):
-    for run in (lambda e: static_schedule(tight, "pd", engine=e, device_choice=choice),
-                lambda e: heft(tight, engine=e, device_choice=choice)):
-        py, comp = run("python"), run("compiled")
-        assert py["assignment"] == comp["assignment"]
-        assert py["evictions"] == comp["evictions"]
-        assert validate_placement(tight, py).makespan == validate_placement(tight, comp).makespan
+def test_schedules_validate(tight, choice):
+    for sol in (static_schedule(tight, "pd", device_choice=choice),
+                heft(tight, device_choice=choice)):
+        validate_placement(tight, sol)
 
 
 def test_heft_takes_the_rule_too(catalog, cards):

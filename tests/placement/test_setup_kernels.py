@@ -7,8 +7,6 @@ devices) take the references' path."""
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +17,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from test_compiled_engine import random_instance  # noqa: E402
+from test_schedule_kernels import random_instance  # noqa: E402
 
 from heuristics.placement import bifocal as B  # noqa: E402
-from heuristics.placement import engine as E  # noqa: E402
-from heuristics.placement.list_scheduler import heft, priority_order, upward_rank  # noqa: E402
+from heuristics.placement import schedule_arrays as E  # noqa: E402
+from heuristics.placement import setup_kernels  # noqa: E402
+from heuristics.placement.list_scheduler import priority_order, upward_rank  # noqa: E402
 from opt.common.rows import row_weights, unique_rows  # noqa: E402
 from opt.placement.io import instance_from_dict  # noqa: E402
 
@@ -38,7 +37,7 @@ _SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCh
                        max_size=3000))
 def test_unique_inverse_is_numpys_unique(values):
     keys = np.array(values, dtype=np.int64)
-    u, first, inv = E.kernels().unique_inverse(keys)
+    u, first, inv = setup_kernels.unique_inverse(keys)
     ref = np.unique(keys, return_index=True, return_inverse=True)
     for got, want in zip((u, first, inv), ref):
         assert np.array_equal(got, want.reshape(-1))
@@ -62,7 +61,7 @@ def test_unique_rows_falls_back_on_a_hash_collision():
     w = row_weights(2)
     a = np.array([[w[1], 0], [0, w[0]], [w[1], 0]], dtype=np.int64)  # equal row hashes
     a.setflags(write=False)
-    _, _, exact = E.kernels().unique_rows(a, w)
+    _, _, exact = setup_kernels.unique_rows(a, w)
     assert not exact
     rows, inv = E.unique_rows(a)
     ref_rows, ref_inv = unique_rows(a)
@@ -84,7 +83,7 @@ def _classes(inst) -> tuple[np.ndarray, int]:
 def test_window_types_are_the_numpy_ones(seed, H):
     inst = random_instance(seed)
     dcls, K = _classes(inst)
-    k = E.kernels()
+    k = setup_kernels
     src, dst, nb = (E.as_int64(a) for a in (inst.edge_src, inst.edge_dst, inst.edge_bytes))
     hs, hb = k.heaviest_successor(inst.n_tasks, src, dst, nb)
     ref_hs, ref_hb = B.heaviest_successor(inst)
@@ -178,38 +177,22 @@ def _partition(gid: np.ndarray) -> set[frozenset[int]]:
 def test_sibling_groups_and_orders_are_the_references(seed, n_dev):
     inst = layered_instance(seed, n_dev=n_dev)
     p_off, p_idx = inst.predecessors
-    gid, pinned, exact = E.kernels().sibling_groups(
+    gid, pinned, exact = setup_kernels.sibling_groups(
         E.as_int64(inst.cost), E.as_int64(p_off), E.as_int64(p_idx), E.as_int64(inst.edge_src))
     ref_gid, ref_pinned = B._sibling_data(inst)
     assert exact and np.array_equal(pinned, ref_pinned)
     assert _partition(gid) == _partition(ref_gid)
-    rank = upward_rank(inst, engine="python")
+    rank = upward_rank(inst)
     assert E.upward_ranks(inst).tolist() == rank.tolist()
-    order = priority_order(inst, rank, engine="python")
+    order = priority_order(inst, rank)
     assert E.heft_order(inst).tolist() == order
-    siblings = B.sibling_order(inst, order, engine="python")
-    assert B._compiled_order(inst, B.BifocalParams(ready_set="rank")).tolist() == siblings
-    assert B._compiled_order(inst, B.BifocalParams(siblings=False)).tolist() == order
-    assert heft(inst, engine="compiled") == heft(inst, engine="python")
+    siblings = B.sibling_order(inst, order)
+    assert B._static_order(inst, B.BifocalParams(ready_set="rank")).tolist() == siblings
+    assert B._static_order(inst, B.BifocalParams(siblings=False)).tolist() == order
 
 
 def test_the_order_falls_back_on_a_sibling_hash_collision(monkeypatch):
     inst = layered_instance(3)
-    want = B._compiled_order(inst, B.BifocalParams())
+    want = B._static_order(inst, B.BifocalParams())
     monkeypatch.setattr(E, "bifocal_order", lambda inst: (np.zeros(0, np.int64), False))
-    assert np.array_equal(B._compiled_order(inst, B.BifocalParams()), want)
-
-
-# ---- numba's fixed cost ---------------------------------------------------------------------
-
-def test_kernels_skip_numbas_blas_probe_but_dot_still_compiles():
-    """Loading the kernels does not import scipy.linalg (numba's BLAS probe); a kernel with
-    ``np.dot`` compiled afterwards imports it and runs."""
-    pytest.importorskip("scipy")
-    code = ("import sys; import numpy as np; from heuristics.placement import engine as E; "
-            "E.kernels().new_timelines(2, 4); print('scipy.linalg' in sys.modules); "
-            "from numba import njit; f = njit(lambda a: np.dot(a, a)); "
-            "print(f(np.arange(3.0)), 'scipy.linalg' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, capture_output=True,
-                          text=True, check=True)
-    assert proc.stdout.split() == ["False", "5.0", "True"]
+    assert np.array_equal(B._static_order(inst, B.BifocalParams()), want)

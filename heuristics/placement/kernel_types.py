@@ -1,0 +1,73 @@
+"""The named tuples the scheduling kernels take (numba compiles a ``collections.namedtuple`` of
+arrays or scalars as a tuple whose fields it reads by name): the instance's graph and blocks,
+the partial schedule's state, the configuration, and Bifocal's ready set, per-class data,
+lookahead window, switches and weights. Built by :mod:`heuristics.placement.schedule_arrays`
+and :mod:`heuristics.placement.bifocal`; read by :mod:`heuristics.placement.state_kernels`
+and :mod:`heuristics.placement.bifocal_kernels`. Arrays are int64 unless stated; times in ns.
+This module does not import numba.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+#: The task graph for the loops: predecessors in CSR by destination (``p_off`` [n + 1],
+#: ``p_edge`` edge ids), each edge's source (``esrc``) and payload type (``etype``), the
+#: transfer duration of each payload type per ordered device pair (``etab`` [types, nd·nd])
+#: and the channels of each pair (``pchan`` [nd·nd, 3]: count, then up to two channel ids).
+Graph = namedtuple("Graph", "p_off p_edge esrc etype etab pchan")
+
+#: Weight blocks: each task's block (−1 none), each block's bytes, each block's load
+#: duration per device (``loadd`` [nb, nd], −1 not loadable).
+Blocks = namedtuple("Blocks", "block bbytes loadd")
+
+#: The partial schedule (layout in :mod:`heuristics.placement.state_kernels`): ``sched``,
+#: ``ev`` (loads, evictions), ``cnt``, ``dv``, ``rl``, ``chan``, ``lm``, ``tstart`` (each
+#: edge's transfer start, −1 none), ``w`` (the current task's inputs) and ``victims``
+#: (scratch of the eviction plan), and the device timelines: typed lists of each device's
+#: sorted busy starts (``tls``) and ends (``tle``).
+State = namedtuple("State", "sched ev cnt dv rl chan lm tstart w victims tls tle")
+
+#: Task durations by cost type: each task's type (``ttype`` [n]) and each type's duration per
+#: device (``type_dur`` [types, nd], −1 illegal).
+Costs = namedtuple("Costs", "ttype type_dur")
+
+#: Configuration (ints): devices, links with contention, insertion into idle gaps, LRU
+#: eviction, loads at use (problems.md §1.2 rule 5).
+Config = namedtuple("Config", "nd contention insertion evict at_use")
+
+#: A candidates policy as arrays (:class:`heuristics.placement.list_scheduler.DeviceClasses`):
+#: each task's class (``task_class`` [n], −1 every legal device; empty: no narrowing), the
+#: members (``members`` uint8 [K, nd]), and each device's class code for ``device_choice:
+#: fit_in_class`` (``fit_class`` [nd]; empty: plain earliest finish).
+Candidates = namedtuple("Candidates", "task_class members fit_class")
+
+#: Bifocal's ready set by score: each task's position in HEFT's order (ties), the in-degrees
+#: (the loop's own copy), successors in CSR (``s_off``, ``s_idx``) and each edge's target.
+#: All empty under a static order.
+ReadySet = namedtuple("ReadySet", "prio indeg s_off s_idx edst")
+
+#: Bifocal's per-class and per-block data: each device's class (``dcls``), the devices of
+#: each class (``class_devs`` [K, nd] padded with −1) and their count (``class_n``), each
+#: task's phase and step (−1 none), θ (each block's class of last use, −1 none; updated),
+#: whether each class can hold every block (``holds_all``), each block's uses left (updated),
+#: its preferred class (``pref``), per class the still-used blocks preferring it that no
+#: device of it holds (``homeless``; updated), the copies per class and block
+#: (``res_count`` [K, nb]; updated) and, per term of ``FLIP_TERMS``, the decisions that term
+#: flipped (``flips`` [5]; counted).
+BifocalData = namedtuple("BifocalData", "dcls class_devs class_n phase step theta holds_all "
+                                        "uses_left pref homeless res_count flips")
+
+#: Bifocal's lookahead window: γ·tail per task type and device (``type_w`` float
+#: [types, nd]), the best class pattern per type and class (``type_best``), each task's
+#: heaviest successor (``hs``), the hint class per task (−1 none; updated) and its distance
+#: (``hint_dist``; updated), the class patterns (``patterns`` [K^H, H]).
+Window = namedtuple("Window", "type_w type_best hs hint hint_dist patterns")
+
+#: Bifocal's score settings: switches (ints) — the phase and token terms, the token cap, the
+#: window and its depth ``H``, L_out (decode steps), whether uses left are tracked, whether
+#: the token term amortises over the block's uses rather than the steps — and weights
+#: (floats) — λ (phase), η (prefill credit), α (token), κ (eviction cost), r_min and p_reuse
+#: (token reuse), ρ (copy cost).
+Terms = namedtuple("Terms", "phase token token_cap window H l_out track_uses by_uses "
+                            "lam eta alpha kappa r_min p_reuse rho")
