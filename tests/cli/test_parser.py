@@ -14,7 +14,7 @@ from opt.app.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 
 GROUPS = {
-    (): ["models", "hardware", "instances", "theory", "build", "import", "validate", "solve",
+    (): ["models", "hardware", "instances", "methods", "theory", "build", "import", "validate", "solve",
          "lower-bound", "sweep", "bench", "replay", "scaling", "plot", "view", "calibrate",
          "compare-measured", "synth-measurements"],
     ("theory",): ["het", "hom", "verify", "plot"],
@@ -77,7 +77,7 @@ def test_every_handler_names_a_function_of_its_command_group():
 
 def test_every_command_has_a_handler_and_a_help(capsys):
     leaves = list(_leaves(build_parser()))
-    assert len(leaves) == 29  # build serving-plan is build serving (an alias)
+    assert len(leaves) == 30  # build serving-plan is build serving (an alias)
     for path, parser in leaves:
         assert callable(parser.get_default("func")), path
         shown = " ".join(path).replace("build serving-plan", "build serving")  # the alias
