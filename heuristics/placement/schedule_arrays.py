@@ -254,8 +254,8 @@ def bifocal_order(inst: PlacementInstance) -> tuple[np.ndarray, bool]:
     if inst.n_devices >= SEQUENTIAL_ROWS:
         return heft_order(inst), False
     p_off, p_idx = inst.predecessors
-    order, exact = order_kernels.bifocal_order(*_rank_args(inst), as_int64(p_off), as_int64(p_idx),
-                                           as_int64(inst.edge_src))
+    args = (*_rank_args(inst), as_int64(p_off), as_int64(p_idx), as_int64(inst.edge_src))
+    order, exact = order_kernels.bifocal_order(*args)
     return order, bool(exact)
 
 
