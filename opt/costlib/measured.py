@@ -463,3 +463,15 @@ def apply_measurements(cost: np.ndarray, table: MeasuredTable, *, kinds: Sequenc
                  "task_costs": {**counts, "model": counts["model_no_entry"]
                                 + counts["model_outside_range"]},
                  "outside_range": sorted(outside)}
+
+
+def provenance_line(prov: dict[str, Any]) -> str:
+    """One line of ``meta.measurements``: where the task costs came from."""
+    n = prov["task_costs"]
+    line = (f"measurements {prov['file']}: {n['exact']:,} task costs exact, "
+            f"{n['interpolated']:,} interpolated, {n['model']:,} from the model "
+            f"({n['model_outside_range']:,} outside the measured range)")
+    if prov.get("outside_range"):
+        line += f"; outside the range: {', '.join(prov['outside_range'][:6])}"
+        line += " …" if len(prov["outside_range"]) > 6 else ""
+    return line

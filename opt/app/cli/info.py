@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+import instances
 from opt.app.cli.common import cards, catalog, print_json
 from opt.common.report import table
 
@@ -48,8 +49,6 @@ def cmd_hardware(args: argparse.Namespace) -> int:
 def cmd_instances(args: argparse.Namespace) -> int:
     """The bundled benchmark instances (the STG graphs included) and their known optima /
     bounds."""
-    import instances
-
     rows = instances.bundled()
     if args.json:
         from dataclasses import asdict

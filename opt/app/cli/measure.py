@@ -6,40 +6,43 @@ from perturbed parameters, for round trips)."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opt.app.cli.common import cards, catalog, load_instance, print_json
+from opt.app.plots.common import _pyplot
 from opt.common.errors import InputError
-
-if TYPE_CHECKING:
-    from opt.costlib.measured import Measurement
-
-
-def provenance_line(prov: dict[str, Any]) -> str:
-    """One line of ``meta.measurements``: where the task costs came from."""
-    n = prov["task_costs"]
-    line = (f"measurements {prov['file']}: {n['exact']:,} task costs exact, "
-            f"{n['interpolated']:,} interpolated, {n['model']:,} from the model "
-            f"({n['model_outside_range']:,} outside the measured range)")
-    if prov.get("outside_range"):
-        line += f"; outside the range: {', '.join(prov['outside_range'][:6])}"
-        line += " …" if len(prov["outside_range"]) > 6 else ""
-    return line
-
+from opt.common.jsonio import read_json
+from opt.common.report import table
+from opt.common.result import read_result
+from opt.common.units import TIME_UNITS
+from opt.costlib.fit import (
+    default_shapes,
+    fit_device,
+    fit_points,
+    get_param,
+    synthetic_rows,
+    with_params,
+)
+from opt.costlib.gpu_calib import write_calibrations
+from opt.costlib.gpu_fit import calibrate_gpus, report_lines
+from opt.costlib.hardware import Catalog, catalog_from_dict
+from opt.costlib.measured import (
+    END_TO_END,
+    MeasuredTable,
+    Measurement,
+    read_measurements,
+    write_measurements_csv,
+)
+from opt.placement.measured_compare import builder_meta, compare_measured
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 
 # ---- calibrate ----------------------------------------------------------------------------------
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit, print the parameters and the errors per class, write the catalog."""
-    from opt.common.report import table
-    from opt.costlib.fit import fit_device, fit_points
-    from opt.costlib.hardware import Catalog
-    from opt.costlib.measured import read_measurements
-
     cat = catalog(args)
     if args.gpu:   # the calibrated GPU model (opt.costlib.gpu_fit)
-        from opt.costlib.gpu_calib import write_calibrations
-        from opt.costlib.gpu_fit import calibrate_gpus, report_lines
         cals, rep = calibrate_gpus(read_measurements(args.measurements, cat), cat)
         if args.output:
             write_calibrations(cals, args.output, rep)
@@ -76,9 +79,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _user_catalog(args: argparse.Namespace, cat: Any) -> Any:
     """The entries of the ``--catalog`` file alone (empty without one), so that a calibration
     written over it keeps the devices fitted before (chain ``calibrate --catalog A -o B``)."""
-    from opt.common.jsonio import read_json
-    from opt.costlib.hardware import Catalog, catalog_from_dict
-
     if args.catalog is None:
         return Catalog(devices={})
     return catalog_from_dict(read_json(args.catalog), source=args.catalog,
@@ -89,15 +89,7 @@ def _user_catalog(args: argparse.Namespace, cat: Any) -> Any:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Predicted vs measured per class and end to end; table, JSON or a plot."""
-    from opt.common.report import table
-    from opt.common.result import read_result
-    from opt.costlib.measured import read_measurements
-    from opt.placement.measured_compare import compare_measured
-    from opt.placement.schedule_error import ScheduleError
-
     if args.plot:
-        from opt.app.plots.common import _pyplot
-
         _pyplot()  # fail before any work when matplotlib is missing
     cat = catalog(args)
     meas = read_measurements(args.measurements, cat)
@@ -131,8 +123,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _plot_gaps(report: Any, path: str) -> None:
     """Bars of Δ per class (and end to end) in per cent."""
-    from opt.app.plots.common import _pyplot
-
     plt = _pyplot()
     gaps = [(c.op_class, c.delta) for c in report.classes if c.delta is not None]
     if report.end_to_end is not None:
@@ -166,9 +156,6 @@ def _perturbations(items: list[str]) -> dict[str, dict[str, float]]:
 def cmd_synth(args: argparse.Namespace) -> int:
     """Measurements of perturbed catalog models (lognormal noise), written as CSV."""
     from dataclasses import replace
-
-    from opt.costlib.fit import default_shapes, get_param, synthetic_rows, with_params
-    from opt.costlib.measured import MeasuredTable, write_measurements_csv
 
     cat, card = catalog(args), cards(args)[args.model]
     changes = _perturbations(args.set)
@@ -205,13 +192,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def _end_to_end_rows(args: argparse.Namespace, model: str) -> list[Measurement]:
     """end_to_end rows: the validated makespan of each INSTANCE:RESULT pair."""
-    from opt.common.result import read_result
-    from opt.common.units import TIME_UNITS
-    from opt.costlib.measured import END_TO_END, Measurement
-    from opt.placement.measured_compare import builder_meta
-    from opt.placement.schedule_error import ScheduleError
-    from opt.placement.validator import validate_placement
-
     rows: list[Measurement] = []
     for item in args.end_to_end:
         inst_ref, _, res_ref = item.partition(":")

@@ -86,7 +86,7 @@ def cmd_build_placement(args: argparse.Namespace) -> int:
               f"(built in {info['build_s']:.2f} s, written as {info['tables']} in "
               f"{info['write_s']:.2f} s)")
         if "measurements" in info:
-            from opt.app.cli.measure import provenance_line
+            from opt.costlib.measured import provenance_line
 
             print(provenance_line(info["measurements"]))
     return 0

@@ -7,15 +7,17 @@ import argparse
 import sys
 
 from opt.app.cli.common import load_instance, print_json
+from opt.app.plots.gantt import parse_window, plot_gantt, plot_utilisation
+from opt.app.plots.sweeps import load_records, plot_serving_costs, plot_speedup_heatmap
 from opt.common.errors import InputError
 from opt.common.extras import require
+from opt.common.result import read_result
+from opt.placement.instance import PlacementInstance
+from opt.placement.schedule_error import ScheduleError
 
 
 def _placement_pair(args: argparse.Namespace):
     """The placement instance and result of ``plot gantt`` / ``plot utilisation``."""
-    from opt.common.result import read_result
-    from opt.placement.instance import PlacementInstance
-
     inst = load_instance(args.instance)
     if not isinstance(inst, PlacementInstance):
         raise InputError("this plot applies to placement instances", field="instance")
@@ -29,11 +31,8 @@ def _placement_pair(args: argparse.Namespace):
 def cmd_plot(args: argparse.Namespace) -> int:
     """``hetopt plot gantt|utilisation|sweep|serving`` (PNG; needs the ``plot`` extra)."""
     require("plot", f"plot {args.what}")  # before reading and validating the inputs
-    from opt.placement.schedule_error import ScheduleError
 
     if args.what in ("gantt", "utilisation"):
-        from opt.app.plots.gantt import parse_window, plot_gantt, plot_utilisation
-
         inst, res = _placement_pair(args)
         window = parse_window(args.window)
         try:
@@ -46,8 +45,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
             print(f"invalid: {exc}", file=sys.stderr)
             return 1
     else:
-        from opt.app.plots.sweeps import load_records, plot_serving_costs, plot_speedup_heatmap
-
         if args.what == "sweep":
             info = plot_speedup_heatmap(load_records(args.results), args.output,
                                         method=args.method, baseline=args.baseline)

@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from opt.app.cli.common import cards, catalog, print_json
+from opt.app.cli.parser import Handler
+from opt.app.plots.common import plot_cad_regions, plot_het_gain, plot_hom_gain
 from opt.common.errors import InputError
 from opt.common.extras import require
 from opt.common.report import table
+from opt.theory import verify
+from opt.theory.gains import GpuGroup, het_report, hom_report, min_gpus
 
 
 def _print_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
@@ -22,8 +26,6 @@ def _print_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
 def cmd_het(args: argparse.Namespace) -> int:
     """``theory het``: eta and the gain bound of two GPU types; with a model, the gain at a
     context and its peak."""
-    from opt.theory.gains import GpuGroup, het_report
-
     cat = catalog(args)
     card = cards(args)[args.model] if args.model else None
     if args.context is not None and card is None:
@@ -43,8 +45,6 @@ def cmd_het(args: argparse.Namespace) -> int:
 
 def cmd_hom(args: argparse.Namespace) -> int:
     """``theory hom``: colocated vs disaggregated serving on one GPU type."""
-    from opt.theory.gains import GpuGroup, hom_report, min_gpus
-
     cat = catalog(args)
     card = cards(args)[args.model]
     dev = cat.device(args.gpu)
@@ -56,67 +56,30 @@ def cmd_hom(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``theory verify``: the claims checked numerically (exit 1 if any fails)."""
-    from opt.theory.verify import (
-        CLAIMS,
-        cad_feasibility,
-        cad_feasibility_summary,
-        verify_closed_forms,
-    )
-
-    if args.detailed:
-        return _verify_detailed(args)
-    results = verify_closed_forms(samples=args.samples, seed=args.seed)
-    cad = cad_feasibility()
+    if args.detailed:  # the P3 solvers: loaded only for this variant, as a command's module
+        return Handler("opt.app.cli.theory_detailed", "cmd_verify_detailed")(args)
+    results = verify.verify_closed_forms(samples=args.samples, seed=args.seed)
+    cad = verify.cad_feasibility()
     if args.json:
         print_json({"samples": args.samples, "seed": args.seed,
                     "claims": [r.to_dict() for r in results], "cad_feasibility": cad})
     else:
         print(table(["claim", "samples", "pass", "fail", "worst margin", "statement"],
                     [[r.claim, r.samples, r.passed, r.failed, r.worst_margin,
-                      CLAIMS.get(r.claim, "")] for r in results], digits=3))
+                      verify.CLAIMS.get(r.claim, "")] for r in results], digits=3))
         print()
         print("CAD feasible (ordered catalog GPU pairs, groups sized to hold the weights):")
         print(table(["model", "pairs", "mu=1", "mu=2", "mu=4"],
                     [[s["model"], s["pairs"], s["feasible_mu1"], s["feasible_mu2"],
-                      s["feasible_mu4"]] for s in cad_feasibility_summary(cad)]))
+                      s["feasible_mu4"]] for s in verify.cad_feasibility_summary(cad)]))
         failed = [r.claim for r in results if r.failed]
         print(f"\n{'FAILED: ' + ', '.join(failed) if failed else 'all claims hold'}")
     return 1 if any(r.failed for r in results) else 0
 
 
-def _verify_detailed(args: argparse.Namespace) -> int:
-    """``theory verify --detailed``: the claims re-checked on P3 plans (solvers, lazily)."""
-    from opt.app.reproduction.detailed_gains import DETAILED_CLAIMS, verify_detailed, worst_rows
-
-    res = verify_detailed(catalog=catalog(args), cards=cards(args), models=args.models,
-                          gpus=args.gpu_types, contexts=args.contexts, slo_s=args.slo_ms / 1e3,
-                          out=args.out, resume=not args.fresh, progress=not args.json)
-    if args.json:
-        print_json({"claims": [{**c.to_dict(), "statement": DETAILED_CLAIMS[c.claim]}
-                               for c in res["claims"]], "hom": res["hom"], "het": res["het"]})
-    else:
-        print(table(["claim", "samples", "hold", "fail", "worst margin", "statement"],
-                    [[c.claim, c.samples, c.passed, c.failed, c.worst_margin,
-                      DETAILED_CLAIMS[c.claim]] for c in res["claims"]], digits=3))
-        print("\nworst G_hom against M/(M - M_w) of the colocated group:")
-        print(table(["model", "GPU", "context", "tp", "G_hom", "closed form", "limit"],
-                    [[r["model"], r["gpu"], r["context"], r["tp"], r["g_hom"],
-                      r["closed_g_hom"], r["limit"]]
-                     for r in worst_rows(res["hom"], "g_hom", "limit")], digits=4))
-        print("\nlargest G_het against (1 + sqrt(eta))/2:")
-        print(table(["model", "GPUs", "context", "G_het", "bound"],
-                    [[r["model"], r["gpus"], r["context"], r["g_het"], r["bound"]]
-                     for r in worst_rows(res["het"], "g_het", "bound")], digits=4))
-        print(f"\nresults cached in {args.out}/ (rerun resumes; --fresh recomputes); "
-              f"D3.1a/D3.2a failing would be a bug, the other claims are idealisations "
-              f"checked against the detailed model (docs/bounds.md)")
-    return 0 if res["structural_ok"] else 1
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     """``theory plot``: G_hom, G_het and CAD feasibility as three PNGs."""
     require("plot", "theory plot")
-    from opt.app.plots.common import plot_cad_regions, plot_het_gain, plot_hom_gain
 
     cat, crds = catalog(args), cards(args)
     out = Path(args.out)

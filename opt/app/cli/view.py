@@ -13,20 +13,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import instances  # bundled instances by name, as the rest of the CLI accepts them
+from opt.app.viewer.page import write_view
 from opt.common.errors import InputError
+from opt.common.result import read_result, swapped_error
+from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
 
 
 def _load_instance(ref: str):
-    from opt.problems import INSTANCE_SUFFIXES, read_problem_instance
-
     if Path(ref).exists() or ref.endswith(INSTANCE_SUFFIXES):
-        from opt.common.result import swapped_error
-
         try:
             return read_problem_instance(ref)
         except InputError as exc:
             raise swapped_error(ref, exc) from None
-    import instances  # bundled instances by name, as the rest of the CLI accepts them
 
     if ref not in instances.names():
         raise InputError(f"no such file or bundled instance '{ref}'", source="<argument>",
@@ -36,9 +35,6 @@ def _load_instance(ref: str):
 
 def cmd_view(args: Any) -> int:
     """Handler of ``hetopt view`` (returns the exit code; 2 on bad input, one line on stderr)."""
-    from opt.app.viewer.page import write_view
-    from opt.common.result import read_result
-
     t0 = time.perf_counter()
     try:
         inst = _load_instance(args.instance)

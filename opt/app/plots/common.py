@@ -29,7 +29,10 @@ from typing import Any
 import numpy as np
 
 from opt.common.errors import InputError
+from opt.costlib.hardware import bundled_catalog
+from opt.costlib.modelcard import bundled_cards
 from opt.theory import closed_forms as B
+from opt.theory.gains import GpuGroup, context_for_kv, min_gpus
 
 __all__ = ["DEFAULT_CONTEXTS", "DPI", "MICROBATCHES", "figure_cad_regions", "figure_het_gain",
            "figure_hom_gain", "plot_cad_regions", "plot_het_gain", "plot_hom_gain",
@@ -58,12 +61,8 @@ def _pyplot():
 
 def _inputs(catalog, cards):
     if catalog is None:
-        from opt.costlib.hardware import bundled_catalog
-
         catalog = bundled_catalog()
     if cards is None:
-        from opt.costlib.modelcard import bundled_cards
-
         cards = bundled_cards()
     return catalog, cards
 
@@ -112,8 +111,6 @@ def figure_hom_gain(gpu: str = "H100",
     GPUs without a catalog price are plotted at 1 $/h. Returns the matplotlib Figure and the
     per-model numbers.
     """
-    from opt.theory.gains import GpuGroup, context_for_kv, min_gpus
-
     plt = _pyplot()
     catalog, cards = _inputs(catalog, cards)
     s = np.asarray(DEFAULT_CONTEXTS if contexts is None else contexts, dtype=np.float64)
@@ -188,8 +185,6 @@ def figure_het_gain(gpu1: str = "H100", gpu2: str = "H20", model: str = "qwen3-2
     *tight* price :func:`tight_price2` (c1/c2 = sqrt(β1F1/(β2F2))), at which the peak equals
     the bound; the title says which. The context axis is widened to include the peak.
     """
-    from opt.theory.gains import GpuGroup, context_for_kv
-
     plt = _pyplot()
     catalog, cards = _inputs(catalog, cards)
     d1, d2 = catalog.device(gpu1), catalog.device(gpu2)
@@ -282,8 +277,6 @@ def figure_cad_regions(models: Sequence[str] | None = None,
     feasible); infeasible cells carry an ×. Defaults: every bundled card and every ordered pair
     of catalog GPUs with a known memory size.
     """
-    from opt.theory.gains import min_gpus
-
     plt = _pyplot()
     from matplotlib.colors import TwoSlopeNorm
 

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from opt.app.plots.common import _pyplot, _save
 from opt.common.errors import InputError
 from opt.common.units import TIME_UNITS
 from opt.placement.instance import MAX_TICKS, PlacementInstance
-from opt.placement.utilisation import compute_events, utilisation
+from opt.placement.utilisation import busy_profile, compute_events, utilisation
 from opt.placement.validator import validate_placement
 
 #: Lane order within a device row, top to bottom, and their colours per category.
@@ -112,8 +113,6 @@ def plot_gantt(inst: PlacementInstance, solution: dict[str, Any], path: str | Pa
                window: tuple[int, int] | None = None, resolution: int = 2000,
                title: str | None = None) -> dict[str, Any]:
     """:func:`figure_gantt` written to ``path`` (PNG); returns its numbers and the path."""
-    from opt.app.plots.common import _save
-
     fig, info = figure_gantt(inst, solution, window=window, resolution=resolution, title=title)
     return {"path": _save(fig, path), **info}
 
@@ -127,8 +126,6 @@ def figure_gantt(inst: PlacementInstance, solution: dict[str, Any], *,
     pixel columns across the window (intervals closer than one column are merged per lane and
     category). The numbers: the events and bars drawn per lane, the window and the
     utilisation."""
-    from opt.app.plots.common import _pyplot
-
     window = check_window(window)
     metrics = validate_placement(inst, solution)
     plt = _pyplot()
@@ -184,8 +181,6 @@ def plot_utilisation(inst: PlacementInstance, solution: dict[str, Any], path: st
                      bins: int = 200, window: tuple[int, int] | None = None) -> dict[str, Any]:
     """:func:`figure_utilisation` written to ``path`` (PNG); returns its numbers and the
     path."""
-    from opt.app.plots.common import _save
-
     fig, info = figure_utilisation(inst, solution, bins=bins, window=window)
     return {"path": _save(fig, path), **info}
 
@@ -195,9 +190,6 @@ def figure_utilisation(inst: PlacementInstance, solution: dict[str, Any], *, bin
     """NPU / PIM busy fraction per time bin with their co-utilisation (left) and per-device
     utilisation bars with the class and co-utilisation totals (right): the matplotlib Figure
     and the numbers of :func:`opt.placement.utilisation.utilisation`."""
-    from opt.app.plots.common import _pyplot
-    from opt.placement.utilisation import busy_profile
-
     window = check_window(window)
     rep = utilisation(inst, solution)
     plt = _pyplot()

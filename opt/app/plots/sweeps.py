@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from opt.app.runs.sweep import BASELINE, speedups, usable
+from opt.app.plots.common import _pyplot, _save
+from opt.app.runs.sweep import BASELINE, geomean, speedups, usable
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
 
@@ -53,8 +54,6 @@ def plot_speedup_heatmap(records: Sequence[dict[str, Any]], path: str | Path, *,
                          method: str = "bifocal", baseline: str = BASELINE) -> dict[str, Any]:
     """:func:`figure_speedup_heatmap` written to ``path`` (PNG); returns its numbers and the
     path."""
-    from opt.app.plots.common import _save
-
     fig, info = figure_speedup_heatmap(records, method=method, baseline=baseline)
     return {"path": _save(fig, path), **info}
 
@@ -64,9 +63,6 @@ def figure_speedup_heatmap(records: Sequence[dict[str, Any]], *, method: str = "
     """Speedup of ``method`` over ``baseline`` per (prefill, decode), one panel per
     (model, platform) × batch: the matplotlib Figure and the panels' matrices with the geomean
     per panel."""
-    from opt.app.plots.common import _pyplot
-    from opt.app.runs.sweep import geomean
-
     methods = {r["method"] for r in records}
     for m in (method, baseline):
         if m not in methods:
@@ -127,8 +123,6 @@ def plot_serving_costs(records: Sequence[dict[str, Any]], path: str | Path, *,
                        methods: Sequence[str] | None = None) -> dict[str, Any]:
     """:func:`figure_serving_costs` written to ``path`` (PNG); returns its numbers and the
     path."""
-    from opt.app.plots.common import _save
-
     fig, info = figure_serving_costs(records, methods=methods)
     return {"path": _save(fig, path), **info}
 
@@ -138,8 +132,6 @@ def figure_serving_costs(records: Sequence[dict[str, Any]], *,
     """Grouped bars: $ per million output tokens per method for every cell of a serving sweep
     (COL / AFD / CAD / B&B ...); infeasible and ERROR records are marked, not drawn as bars.
     The matplotlib Figure and the cells with their costs (None where no valid plan)."""
-    from opt.app.plots.common import _pyplot
-
     plt = _pyplot()
     order = ("col", "afd", "cad", "bnb", "milp", "enum")
     have = list(dict.fromkeys(r["method"] for r in records))

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from opt.app.viewer.payload import Blob, encode
+from opt.app.viewer.placement import placement_payload
+from opt.app.viewer.serving import serving_payload
 
 #: Scripts in load order (each an IIFE on the shared ``window.HV`` namespace).
 SCRIPTS = ("data.js", "timeline.js", "chart.js", "dag.js", "placement.js", "app.js")
@@ -76,11 +78,7 @@ def write_view(inst: Any, solution: dict[str, Any], path: str | Path, *,
     """Write the view of a P1 schedule or a P3 plan (``inst.problem`` tells which); returns
     the file size. Validates the schedule (placement) / plan structure (serving) first."""
     if getattr(inst, "problem", "placement") == "serving":
-        from opt.app.viewer.serving import serving_payload
-
         header, blob = serving_payload(inst, solution, title=title, **kwargs)
     else:
-        from opt.app.viewer.placement import placement_payload
-
         header, blob = placement_payload(inst, solution, title=title, **kwargs)
     return write_page(header, blob, path, compress=compress)
