@@ -301,7 +301,3 @@ class ParamSpec:
         if rest and native and self.native is not None:
             self.native.check(self, method, rest)
         return {**out, **rest}
-
-    def rows(self) -> list[list[str]]:
-        """One row per declared param: name, accepted values, default, help."""
-        return [[p.name, p.check.label, p.shown_default, p.help] for p in self.params]
