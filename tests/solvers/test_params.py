@@ -5,6 +5,8 @@ accepted by its own check, equal to the parameter dataclasses'), the dataclasses
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from opt.common.params import (
 from solvers import params as P
 from solvers.placement import block_branching
 from solvers.placement.backends import bifocal_settings, list_settings
-from solvers.registry import methods, params_by_spec
+from solvers.registry import methods
 from tests.cli.run import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,10 +150,16 @@ def test_from_dict_types_values_and_fills_defaults():
 
 # ---- what shows the params reads the declarations -----------------------------------------------
 
-def test_listing_the_methods_imports_no_heuristic_until_their_params_are_read():
-    assert all(isinstance(part, (P.Param, str)) for _, spec in params_by_spec()
-               for part in spec.parts)
-    assert "heuristics.placement.bifocal_params:BIFOCAL_PARAMS" in P.BIFOCAL.parts
+def test_a_heuristic_s_declarations_are_imported_when_first_read():
+    """The registry names the heuristics' declarations: listing the methods imports none of
+    them; reading a method's params imports its declaration."""
+    code = ("import sys; from solvers.registry import get_method, params_by_spec; "
+            "params_by_spec(); before = [m for m in sys.modules if m.startswith('heuristics')]; "
+            "names = get_method('bifocal', 'placement').params.names; "
+            "print(before, 'heuristics.placement.bifocal_params' in sys.modules, len(names))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert out.stdout.split() == ["[]", "True", str(len(BIFOCAL_PARAMS.params) + 1)]
 
 
 def test_hetopt_methods_prints_the_declarations(capsys):
