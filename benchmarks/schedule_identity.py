@@ -4,15 +4,13 @@ the evidence that a speed change left every schedule byte-identical.
 
 Each case's solution dict (assignment, compute, transfers, loads, evictions, formats) is
 serialised with sorted keys and hashed (SHA-256, first 16 hex digits); Bifocal's statistics
-(loads, evictions, flipped decisions, ties, … — all but the wall times and the engine that
-ran) are hashed too. A method that rejects an instance records its error message instead.
+(loads, evictions, flipped decisions, ties, … — all but the wall times) are hashed too. A method that rejects an instance records its error message instead.
 
 Run it once with the reference tree and once with the changed one and compare::
 
     PYTHONPATH=/path/to/main python benchmarks/schedule_identity.py -o ref.json
     PYTHONPATH=$PWD python benchmarks/schedule_identity.py -o new.json --compare ref.json
     ... --full          # also the full-size flagship (Llama-2-7B HP64 1024/1024/16; minutes)
-    ... --engine compiled   # the numba engine (heuristics.placement.engine)
 
 Uses only the public API (instances, builder, the two schedulers), so any tree runs it.
 """
@@ -106,9 +104,8 @@ def cases(full: bool, bundled: bool = True) -> Iterator[tuple[str, Callable[[], 
         yield "-".join(map(str, spec)), lambda spec=spec: built(spec)
 
 
-def schedule_digests(inst, engine: str = "auto") -> dict[str, Any]:
-    """{method: {"solution": digest, "stats": digest} or {"error": message}}; ``engine`` of
-    both schedulers (heuristics.placement.engine)."""
+def schedule_digests(inst) -> dict[str, Any]:
+    """{method: {"solution": digest, "stats": digest} or {"error": message}}."""
     from heuristics.placement.bifocal import bifocal_schedule
     from heuristics.placement.list_scheduler import heft
     from opt.common.errors import InputError
@@ -117,14 +114,12 @@ def schedule_digests(inst, engine: str = "auto") -> dict[str, Any]:
     for method in ("heft", "bifocal", "bifocal-rank"):
         stats: dict[str, Any] = {}
         try:
-            kw = {} if engine == "auto" else {"engine": engine}  # older trees take none
-            sol = heft(inst, **kw) if method == "heft" else \
-                bifocal_schedule(inst, BIFOCAL_PARAMS[method], stats=stats, **kw)
+            sol = heft(inst) if method == "heft" else \
+                bifocal_schedule(inst, BIFOCAL_PARAMS[method], stats=stats)
         except InputError as exc:
             out[method] = {"error": str(exc)}
             continue
         stats.pop("time_s", None)
-        stats.pop("engine", None)  # which engine ran: the same schedule and statistics
         out[method] = {"solution": digest(sol), "stats": digest(stats),
                        "makespan": max((c["end"] for c in sol["compute"]), default=0),
                        "evictions": len(sol["evictions"])}
@@ -136,12 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", help="write the digests (JSON) here")
     ap.add_argument("--compare", help="digests of the reference tree: exit 1 on a difference")
     ap.add_argument("--full", action="store_true", help="also the full-size flagship")
-    ap.add_argument("--engine", default="auto", choices=("auto", "python", "compiled"),
-                    help="the schedulers' engine (default auto)")
     args = ap.parse_args(argv)
     result = {}
     for name, make in cases(args.full):
-        result[name] = schedule_digests(make(), args.engine)
+        result[name] = schedule_digests(make())
         print(name, json.dumps(result[name]), flush=True)
     if args.output:
         with open(args.output, "w") as fh:

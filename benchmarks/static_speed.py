@@ -1,11 +1,12 @@
 """The static policies (DOPS Table 1: pd, af, pd+linear, pd+attn, pd+ffn) on one instance file,
-Python engine against the compiled one (docs/speed.md, "Sweeps").
+timed against HEFT's list schedule in the same run (docs/speed.md, "Sweeps").
 
-Each (policy, engine) run is a forked child of a process that has read the instance and loaded
-numba's kernels (so the children time the schedule alone: task order, classes, loop,
-solution); the engines alternate within each repeat; the figures are medians of the CPU and
-wall seconds of ``static_schedule``. Every run's solution is hashed and the two engines'
-digests compared (byte-identical schedules at full size). BLAS threads are pinned to one.
+Each (policy) run is a forked child of a process that has read the instance and loaded numba's
+kernels (so the children time the schedule alone: task order, classes, loop, solution); the
+policies alternate within each repeat; the figures are medians of the CPU and wall seconds of
+``static_schedule`` (``heft`` for the baseline) and the ratio of each policy's median CPU
+seconds to HEFT's. Every run's solution is hashed: the repeats of one policy must agree.
+BLAS threads are pinned to one.
 
     hetopt build placement --model llama-2-7b --platform HP64 --prefill 1024 --decode 1024 \\
         --batch 16 --paper-precision -o full.npz
@@ -28,22 +29,38 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from multiprocessing import get_context  # noqa: E402
 from typing import Any  # noqa: E402
 
+import orjson  # noqa: E402
+
+from heuristics.placement.list_scheduler import heft  # noqa: E402
+from heuristics.placement.static_policies import static_schedule  # noqa: E402
+from opt.common.jsonio import json_default  # noqa: E402
+from opt.placement.io import read_instance  # noqa: E402
+
 _INST: Any = None  # the instance, read once by the parent and inherited by each forked child
+BASELINE = "heft"
 
 
-def _run(policy: str, engine: str) -> dict[str, Any]:
+def _run(policy: str) -> dict[str, Any]:
     """CPU and wall seconds of one schedule in this (forked) process, and its digest."""
-    import orjson
-
-    from heuristics.placement.static_policies import static_schedule
-    from opt.common.jsonio import json_default
-
     c0, t0 = time.process_time(), time.perf_counter()
-    sol = static_schedule(_INST, policy, engine=engine)
+    sol = heft(_INST) if policy == BASELINE else static_schedule(_INST, policy)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     blob = orjson.dumps(sol, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY,
                         default=json_default)
     return {"cpu_s": cpu, "wall_s": wall, "digest": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+def _table(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per policy: median CPU and wall seconds, the ratio to HEFT's CPU seconds, and whether
+    every repeat gave the same schedule."""
+    base = statistics.median(r["cpu_s"] for r in runs[BASELINE])
+    table = {}
+    for policy, rs in runs.items():
+        cpu = statistics.median(r["cpu_s"] for r in rs)
+        table[policy] = {"cpu_s": cpu, "wall_s": statistics.median(r["wall_s"] for r in rs),
+                         "ratio_to_heft": cpu / base if base > 0 else float("nan"),
+                         "identical": len({r["digest"] for r in rs}) == 1}
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,44 +70,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--policies", nargs="+", default=["pd", "af", "pd+linear", "pd+attn",
                                                       "pd+ffn"])
-    ap.add_argument("--engines", nargs="+", default=["python", "compiled"])
     ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = ap.parse_args(argv)
-
-    from heuristics.placement.engine import kernels
-    from opt.placement.io import read_instance
-
     _INST = read_instance(args.instance)
     c0 = time.process_time()
-    kernels()  # numba and the cached kernels, once, before the children fork
-    print(f"{_INST.n_tasks:,} tasks; kernels loaded in {time.process_time() - c0:.2f} CPU s",
-          flush=True)
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    heft(_INST)  # numba's kernels compiled or loaded once, before the children fork
+    print(f"{_INST.n_tasks:,} tasks; kernels loaded and HEFT run in "
+          f"{time.process_time() - c0:.2f} CPU s", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {}
     ctx = get_context("fork")
     for _ in range(args.repeat):
-        for policy in args.policies:
-            for engine in args.engines:
-                with ProcessPoolExecutor(1, mp_context=ctx) as pool:
-                    r = pool.submit(_run, policy, engine).result()
-                runs.setdefault((policy, engine), []).append(r)
-                print(f"  {policy:9s} {engine:8s} {r['cpu_s']:7.2f} CPU s {r['wall_s']:7.2f} "
-                      f"wall s  {r['digest']}", flush=True)
-    table = {}
-    for policy in args.policies:
-        row = {}
-        for engine in args.engines:
-            rs = runs[policy, engine]
-            row[engine] = {"cpu_s": statistics.median(r["cpu_s"] for r in rs),
-                           "wall_s": statistics.median(r["wall_s"] for r in rs)}
-        digests = {r["digest"] for e in args.engines for r in runs[policy, e]}
-        row["identical"] = len(digests) == 1
-        table[policy] = row
-    print("\npolicy     " + "".join(f"{e + ' CPU s':>16s}" for e in args.engines) + "   ratio  same")
+        for policy in [BASELINE, *args.policies]:
+            with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+                r = pool.submit(_run, policy).result()
+            runs.setdefault(policy, []).append(r)
+            print(f"  {policy:9s} {r['cpu_s']:7.2f} CPU s {r['wall_s']:7.2f} wall s  "
+                  f"{r['digest']}", flush=True)
+    table = _table(runs)
+    print("\npolicy        CPU s   wall s  / HEFT  same")
     for policy, row in table.items():
-        cpu = [row[e]["cpu_s"] for e in args.engines]
-        ratio = cpu[0] / cpu[-1] if cpu[-1] > 0 else float("nan")
-        print(f"{policy:10s} " + "".join(f"{c:16.2f}" for c in cpu)
-              + f"   {ratio:5.1f}  {row['identical']}")
+        print(f"{policy:10s} {row['cpu_s']:8.2f} {row['wall_s']:8.2f} {row['ratio_to_heft']:7.2f}"
+              f"  {row['identical']}")
     if args.json:
         print(json.dumps(table))
     return 0 if all(row["identical"] for row in table.values()) else 1
