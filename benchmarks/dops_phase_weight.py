@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from opt.app.reproduction.dops_tables import GRID_AXES
-from opt.app.runs.sweep import Progress, geomean, grid, run_sweep, usable
+from opt.app.runs.sweep import Progress, SweepOptions, geomean, grid, run_sweep, usable
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.jsonio import read_json
 from opt.common.report import markdown_table
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         for b in args.batch:
             wl = grid([args.model], [args.platform], GRID_AXES[0], GRID_AXES[1], [b])
             run_sweep(wl, ["bifocal"], args.out, call, catalog=bundled_catalog(),
-                      cards=bundled_cards(), paper_precision=True, progress=Progress(len(wl)))
+                      cards=bundled_cards(),
+                      options=SweepOptions(paper_precision=True, progress=Progress(len(wl))))
     base = _index(args.records / args.model / args.platform)
     other = _index(args.out / args.model / args.platform)
     rows, per_batch = [], {}

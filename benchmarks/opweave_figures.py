@@ -55,7 +55,7 @@ from opt.app.reproduction.opweave_tables import (
     mu1_rows,
     table3_rows,
 )
-from opt.app.runs.serving_sweep import cells, run_serving_sweep
+from opt.app.runs.serving_sweep import ServingSweepOptions, cells, run_serving_sweep
 from opt.app.runs.sweep import Progress
 from opt.costlib.hardware import Catalog, load_catalog
 from opt.costlib.latency import Link
@@ -117,8 +117,10 @@ def run_fig14(out: Path, points: Sequence[tuple[float, float]], mixes: Sequence[
     progress = Progress(len(points) * len(todo) * len(methods), stream=sys.stderr)
     for lat, bw in points:
         run_serving_sweep(todo, methods, point_folder(out, lat, bw), solve,
-                          catalog=with_network(base, lat, bw), cards=cards, progress=progress,
-                          gpu_cost=gpu_cost, network=fig14_link(lat, bw))
+                          catalog=with_network(base, lat, bw), cards=cards,
+                          options=ServingSweepOptions(gpu_cost=gpu_cost,
+                                                      network=fig14_link(lat, bw),
+                                                      progress=progress))
 
 
 #: Planner ablation (OpWeave Table 3): B&B pruning switches off, one at a time and both.
@@ -139,7 +141,7 @@ def run_ablation(out: Path, mixes: Sequence[str], variants: Sequence[str],
     for name in variants:
         solve = SolveCall(time_limit=time_limit, params=ABLATIONS[name], params_prefix="bnb")
         run_serving_sweep(todo, ["bnb"], Path(out) / name, solve, catalog=cat, cards=cards,
-                          progress=progress)
+                          options=ServingSweepOptions(progress=progress))
 
 
 def run_mu1(out: Path) -> list[dict[str, Any]]:

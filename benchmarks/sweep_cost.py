@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from opt.app.runs.sweep import Progress, SweepWorkload, run_sweep
+from opt.app.runs.sweep import Progress, SweepOptions, SweepWorkload, run_sweep
 from opt.app.runs.sweep_calls import SolveCall
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -52,8 +52,10 @@ def run(workloads: list[SweepWorkload], out: Path) -> dict:
     """Sweep ``workloads`` × METHODS serially; CPU and wall seconds, tasks, errors."""
     c0, t0 = cpu_s(), time.perf_counter()
     done = run_sweep(workloads, list(METHODS), out, SolveCall(), catalog=bundled_catalog(),
-                     cards=bundled_cards(), resume=False, paper_precision=True,
-                     progress=Progress(len(workloads) * len(METHODS), stream=sys.stderr))
+                     cards=bundled_cards(),
+                     options=SweepOptions(paper_precision=True, resume=False,
+                                          progress=Progress(len(workloads) * len(METHODS),
+                                                            stream=sys.stderr)))
     recs = [rec for rec, _ in done]
     return {"workloads": len(workloads), "results": len(recs),
             "cpu_s": round(cpu_s() - c0, 1), "wall_s": round(time.perf_counter() - t0, 1),

@@ -71,7 +71,8 @@ def test_jobs_reach_the_sweeps_executor_and_a_bad_value_is_refused(monkeypatch):
     from opt.common.errors import InputError
 
     seen = []
-    monkeypatch.setattr(sweep, "run_sweep", lambda *a, executor, **k: seen.append(executor) or [])
+    monkeypatch.setattr(sweep, "run_sweep",
+                        lambda *a, options, **k: seen.append(options.executor) or [])
     for jobs in (1, 2):
         dops._records(Path("unused"), [], jobs)
     assert [type(e) for e in seen] == [SerialExecutor, ProcessExecutor]

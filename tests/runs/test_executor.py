@@ -16,9 +16,18 @@ import pytest
 
 from opt.app.cli import main
 from opt.app.runs.executor import SerialExecutor, comparable, drive, make_executor, write_record
-from opt.app.runs.serving_sweep import cells, run_serving_sweep
+from opt.app.runs.serving_sweep import ServingSweepOptions, cells, run_serving_sweep
 from opt.app.runs.serving_sweep import render as render_serving
-from opt.app.runs.sweep import Progress, geomean_speedups, grid, render, run_sweep, speedups, usable
+from opt.app.runs.sweep import (
+    Progress,
+    SweepOptions,
+    geomean_speedups,
+    grid,
+    render,
+    run_sweep,
+    speedups,
+    usable,
+)
 from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json
@@ -39,8 +48,8 @@ def _records(out: Path) -> dict[str, dict]:
 def _placement(out: Path, executor=None):
     wls = grid(["llama-2-7b"], ["HP32"], [8], [1, 2], [1])
     return run_sweep(wls, ["heft", "pd", "bifocal"], out, SolveCall(time_limit=10),
-                     catalog=bundled_catalog(), cards=bundled_cards(), layers=1,
-                     executor=executor)
+                     catalog=bundled_catalog(), cards=bundled_cards(),
+                     options=SweepOptions(layers=1, executor=executor))
 
 
 def _serving(out: Path, executor=None):
@@ -48,7 +57,7 @@ def _serving(out: Path, executor=None):
     call = SolveCall(time_limit=60, params=(("sub_block_layers", 1),), params_prefix="bnb")
     return run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], out, call,
                              catalog=bundled_catalog(), cards=bundled_cards(),
-                             executor=executor)
+                             options=ServingSweepOptions(executor=executor))
 
 
 # ---- the serial references, computed once per module ---------------------------------------------
@@ -109,7 +118,8 @@ def test_process_pool_rejects_unpicklable_work(tmp_path):
     with make_executor("process", jobs=2) as ex, \
             pytest.raises(InputError, match="picklable work items"):
         run_sweep(wls, ["heft", "pd"], tmp_path, lambda inst, m: None,
-                  catalog=bundled_catalog(), cards=bundled_cards(), layers=1, executor=ex)
+                  catalog=bundled_catalog(), cards=bundled_cards(),
+                  options=SweepOptions(layers=1, executor=ex))
     assert not list(tmp_path.rglob("*.json"))
 
 
@@ -225,7 +235,7 @@ def _broken_heft(inst, method):
 
 def test_invalid_schedule_is_marked_excluded_and_retried(tmp_path):
     wls = grid(["llama-2-7b"], ["HP32"], [8], [1], [1])
-    kw = dict(catalog=bundled_catalog(), cards=bundled_cards(), layers=1)
+    kw = dict(catalog=bundled_catalog(), cards=bundled_cards(), options=SweepOptions(layers=1))
     done = run_sweep(wls, ["heft", "pd"], tmp_path, _broken_heft, **kw)
     bad = next(r for r, _ in done if r["method"] == "heft")
     assert bad["status"] == "ERROR" and bad["invalid"] is True and bad["makespan"] is None

@@ -98,19 +98,20 @@ def test_sweep_rerun_after_copying_a_record_recomputes_it(tmp_path, capsys, cata
     geomeans equal the first run's."""
     import shutil
 
-    from opt.app.runs.sweep import geomean_speedups, grid, run_sweep
+    from opt.app.runs.sweep import SweepOptions, geomean_speedups, grid, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
 
     wls = grid(["llama-2-7b"], ["HP32"], [16], [1, 2], [1])
     out = tmp_path / "sweep"
     solve = SolveCall(time_limit=5)
     first = [r for r, _ in run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog,
-                                     cards=cards, layers=1)]
+                                     cards=cards, options=SweepOptions(layers=1))]
     a, b = wls[0].folder(out), wls[1].folder(out)
     shutil.copy(a / "af.json", a / "pd.json")
     shutil.copy(a / "af.json", b / "af.json")
     capsys.readouterr()
-    again = run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards, layers=1)
+    again = run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards,
+                      options=SweepOptions(layers=1))
     err = capsys.readouterr().err.splitlines()
     assert [c for _, c in again] == [False, True, True, False]
     assert len(err) == 2 and all("copied from another slot" in x for x in err)
@@ -124,20 +125,22 @@ def test_a_cached_record_of_another_instance_is_recomputed(tmp_path, capsys, cat
     """A record that names its slot but whose instance fingerprint is not the one this run
     builds for it (sealed again after the edit) is recomputed once the workload's instance is
     built."""
-    from opt.app.runs.sweep import grid, run_sweep
+    from opt.app.runs.sweep import SweepOptions, grid, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
     from opt.common.jsonio import read_json
 
     wls = grid(["llama-2-7b"], ["HP32"], [16], [1], [1])
     out = tmp_path / "sweep"
     solve = SolveCall(time_limit=5)
-    run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards, layers=1)
+    run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards,
+              options=SweepOptions(layers=1))
     folder = wls[0].folder(out)
     pd = read_json(folder / "pd.json")
     write_json(seal({**pd, "instance_fingerprint": FP}), folder / "pd.json")
     (folder / "af.json").unlink()  # af is recomputed: its worker builds the instance
     capsys.readouterr()
-    again = run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards, layers=1)
+    again = run_sweep(wls, ["pd", "af"], out, solve, catalog=catalog, cards=cards,
+                      options=SweepOptions(layers=1))
     err = capsys.readouterr().err
     assert [c for _, c in again] == [False, False] and "instance fingerprint" in err
     assert read_json(folder / "pd.json")["instance_fingerprint"] == pd["instance_fingerprint"]

@@ -9,7 +9,14 @@ import pytest
 
 from opt.app.cli import main
 from opt.app.runs.replay_schedules import validated_heuristic
-from opt.app.runs.scaling import insight_table, pim_gb, run_scaling, scaled_capacity, summarise
+from opt.app.runs.scaling import (
+    ScalingOptions,
+    insight_table,
+    pim_gb,
+    run_scaling,
+    scaled_capacity,
+    summarise,
+)
 from opt.app.runs.sweep import Progress
 from opt.common.errors import InputError
 from opt.costlib.hardware import bundled_catalog
@@ -67,11 +74,12 @@ def test_summary_speedups_marginals_and_payoff():
 def test_run_scaling_resumes(tmp_path):
     import io
 
-    kw = dict(catalog=CAT, cards=CARDS, layers=1)
+    kw = dict(catalog=CAT, cards=CARDS, options=ScalingOptions(layers=1))
     solve = lambda inst, m: validated_heuristic(inst, m)  # noqa: E731
     prog = Progress(4, stream=io.StringIO(), tty=False)
-    done = run_scaling(["llama-2-13b"], PLATS, [16], [2], [1], tmp_path, solve, progress=prog,
-                       **kw)
+    done = run_scaling(["llama-2-13b"], PLATS, [16], [2], [1], tmp_path, solve,
+                       catalog=CAT, cards=CARDS,
+                       options=ScalingOptions(layers=1, progress=prog))
     assert [c for _, c in done] == [False] * 4
     recs = [r for r, _ in done]
     assert all(r["status"] == "FEASIBLE" and r["capacity_scaled"] for r in recs)
@@ -80,13 +88,14 @@ def test_run_scaling_resumes(tmp_path):
     again = run_scaling(["llama-2-13b"], PLATS, [16], [2], [1], tmp_path, solve, **kw)
     assert [c for _, c in again] == [True] * 4
     unscaled = run_scaling(["llama-2-13b"], PLATS[:2], [16], [2], [1], tmp_path, solve,
-                           scale_capacity=False, **kw)
+                           catalog=CAT, cards=CARDS,
+                           options=ScalingOptions(layers=1, scale_capacity=False))
     assert [c for _, c in unscaled] == [False] * 2  # another build: recomputed
     full = run_scaling(["llama-2-7b"], PLATS[:2], [8], [1], [1], tmp_path, solve,
-                       catalog=CAT, cards=CARDS, scale_capacity=True)
+                       catalog=CAT, cards=CARDS, options=ScalingOptions(scale_capacity=True))
     assert not any(r["capacity_scaled"] for r, _ in full)  # full size: nothing to scale
     again = run_scaling(["llama-2-7b"], PLATS[:2], [8], [1], [1], tmp_path, solve,
-                        catalog=CAT, cards=CARDS, scale_capacity=True)
+                        catalog=CAT, cards=CARDS, options=ScalingOptions(scale_capacity=True))
     assert [c for _, c in again] == [True] * 2
     with pytest.raises(InputError, match="platforms"):
         run_scaling(["llama-2-7b"], ["HP0"], [16], [2], [1], tmp_path, solve, **kw)
@@ -152,12 +161,14 @@ def test_a_kv_cache_that_does_not_fit_is_an_error_record_not_an_abort(tmp_path):
     ERROR record for that platform (the others are solved; the summary leaves its cell empty)."""
     solve = lambda inst, m: validated_heuristic(inst, m)  # noqa: E731
     done = run_scaling(["llama-2-13b"], PLATS[:2], [60000], [1], [16], tmp_path, solve,
-                       catalog=CAT, cards=CARDS, layers=1, scale_capacity=False)
+                       catalog=CAT, cards=CARDS,
+                       options=ScalingOptions(layers=1, scale_capacity=False))
     hp0, hp32 = (r for r, _ in done)
     assert hp0["status"] == "ERROR" and "exceeds its memory" in hp0["error"]
     assert hp32["status"] == "FEASIBLE"
     [row] = summarise([hp0, hp32], PLATS[:2], CAT)
     assert row["speedup"]["HP32"] is None
     again = run_scaling(["llama-2-13b"], PLATS[:2], [60000], [1], [16], tmp_path, solve,
-                        catalog=CAT, cards=CARDS, layers=1, scale_capacity=False)
+                        catalog=CAT, cards=CARDS,
+                        options=ScalingOptions(layers=1, scale_capacity=False))
     assert [c for _, c in again] == [False, True]  # the ERROR is retried, the schedule reused

@@ -119,7 +119,7 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
     scheduler's; a rerun under other settings (a changed default, other params) recomputes
     them, while the records of methods whose settings did not change are reused. Records count
     their weight loads and evictions per device class."""
-    from opt.app.runs.sweep import grid, run_sweep
+    from opt.app.runs.sweep import SweepOptions, grid, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
@@ -129,7 +129,7 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
 
     def sweep(solve):
         return run_sweep(wls, ["bifocal", "pd"], out, solve, catalog=bundled_catalog(),
-                         cards=bundled_cards(), layers=1)
+                         cards=bundled_cards(), options=SweepOptions(layers=1))
 
     first = sweep(SolveCall())
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
@@ -197,7 +197,7 @@ def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
 
     import heuristics.placement.bifocal as bifocal_module
     from heuristics.placement.bifocal import BifocalParams
-    from opt.app.runs.sweep import grid, run_sweep
+    from opt.app.runs.sweep import SweepOptions, grid, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
     from opt.costlib.hardware import bundled_catalog
     from opt.costlib.modelcard import bundled_cards
@@ -208,7 +208,7 @@ def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
     def sweep():
         return [(r["method"], c) for r, c in run_sweep(
             wls, ["bifocal", "heft"], out, SolveCall(), catalog=bundled_catalog(),
-            cards=bundled_cards(), layers=1)]
+            cards=bundled_cards(), options=SweepOptions(layers=1))]
 
     assert sweep() == [("bifocal", False), ("heft", False)]
     assert sweep() == [("bifocal", True), ("heft", True)]

@@ -57,14 +57,15 @@ def _records(cache: Path, workloads, jobs: int = 1) -> list[dict]:
     import sys
 
     from opt.app.runs.executor import jobs_executor
-    from opt.app.runs.sweep import Progress, run_sweep
+    from opt.app.runs.sweep import Progress, SweepOptions, run_sweep
     from opt.app.runs.sweep_calls import SolveCall
 
     progress = Progress(len(workloads) * len(METHODS), stream=sys.stderr)
     with jobs_executor(jobs) as executor:
         done = run_sweep(workloads, list(METHODS), cache, SolveCall(time_limit=60.0),
-                         catalog=bundled_catalog(), cards=bundled_cards(), paper_precision=True,
-                         progress=progress, executor=executor)
+                         catalog=bundled_catalog(), cards=bundled_cards(),
+                         options=SweepOptions(paper_precision=True, progress=progress,
+                                              executor=executor))
     return [r for r, _ in done]
 
 

@@ -45,7 +45,7 @@ def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
     """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table (resumable sweep, ``jobs``
     workers)."""
     from opt.app.runs.executor import jobs_executor
-    from opt.app.runs.serving_sweep import cells, run_serving_sweep
+    from opt.app.runs.serving_sweep import ServingSweepOptions, cells, run_serving_sweep
     from opt.app.runs.sweep_calls import SolveCall
 
     records = []
@@ -55,7 +55,8 @@ def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
                          slos)
             done = run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], cache / "serving",
                                      SolveCall(time_limit=600.0), catalog=bundled_catalog(),
-                                     cards=bundled_cards(), executor=executor)
+                                     cards=bundled_cards(),
+                                     options=ServingSweepOptions(executor=executor))
             records += [r for r, _ in done]
     return records
 

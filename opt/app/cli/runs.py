@@ -50,16 +50,17 @@ def sweep_exit(records: list[dict], out: Path) -> int:
 
 def _run_grid_sweep(args: argparse.Namespace, out: Path, solve_one, cat, crds):
     """``run_sweep`` over the workload grid × methods of a placement / layout sweep."""
-    from opt.app.runs.sweep import Progress, grid, run_sweep
+    from opt.app.runs.sweep import Progress, SweepOptions, grid, run_sweep
 
     workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
     methods = list(dict.fromkeys(args.methods))
     progress = Progress(len(workloads) * len(methods), stream=sys.stderr)
     with _executor(args) as executor:
+        options = SweepOptions(layers=args.layers, tp=args.tp,
+                               paper_precision=getattr(args, "paper_precision", False),
+                               resume=not args.fresh, progress=progress, executor=executor)
         return run_sweep(workloads, methods, out, solve_one, catalog=cat, cards=crds,
-                         layers=args.layers, tp=args.tp, resume=not args.fresh,
-                         progress=progress, executor=executor,
-                         paper_precision=getattr(args, "paper_precision", False))
+                         options=options)
 
 
 def cmd_sweep_placement(args: argparse.Namespace) -> int:
@@ -119,7 +120,7 @@ def cmd_sweep_layout(args: argparse.Namespace) -> int:
 
 def cmd_sweep_serving(args: argparse.Namespace) -> int:
     """``sweep serving``: model × GPU mix × context × SLO × method, resumable."""
-    from opt.app.runs.serving_sweep import cells, render, run_serving_sweep
+    from opt.app.runs.serving_sweep import ServingSweepOptions, cells, render, run_serving_sweep
     from opt.app.runs.sweep import Progress
     from opt.app.runs.sweep_calls import SolveCall
 
@@ -135,11 +136,13 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
                           seed=args.seed, params=tuple(params.items()), params_prefix="bnb")
     progress = Progress(len(todo) * len(dict.fromkeys(args.methods)), stream=sys.stderr)
     with _executor(args) as executor:
+        options = ServingSweepOptions(grid=grid, tp_degrees=tuple(int_csv(args.tp, "tp")),
+                                      gpu_cost=args.gpu_cost,
+                                      unmeasured_gpu=args.unmeasured_gpu,
+                                      resume=not args.fresh, progress=progress,
+                                      executor=executor)
         done = run_serving_sweep(todo, args.methods, out, solve_one, catalog=catalog(args),
-                                 cards=cards(args), grid=grid,
-                                 tp_degrees=int_csv(args.tp, "tp"), resume=not args.fresh,
-                                 progress=progress, executor=executor,
-                                 gpu_cost=args.gpu_cost, unmeasured_gpu=args.unmeasured_gpu)
+                                 cards=cards(args), options=options)
     records = [rec for rec, _ in done]
     if args.json:
         print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})
@@ -208,7 +211,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     lazily."""
     import time
 
-    from opt.app.runs.replay import ReplayOptions, render, run_replay, trace_summary
+    from opt.app.runs.replay import (
+        ReplayOptions,
+        ReplayStore,
+        render,
+        run_replay,
+        trace_summary,
+    )
     from opt.app.runs.replay_schedules import check_methods as check_replay_methods
     from opt.app.runs.replay_schedules import schedule_shape, shape_builder
     from opt.app.runs.sweep import Progress
@@ -233,8 +242,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     done = run_replay(requests, methods, out, schedule_shape,
                       shape_builder(card, platform, cat, layers=args.layers), model=card.name,
-                      platform=platform.name, options=opts, fresh=args.fresh, progress=progress,
-                      schedule_dir=schedules)
+                      platform=platform.name, options=opts,
+                      store=ReplayStore(fresh=args.fresh, schedule_dir=schedules),
+                      progress=progress)
     wall = time.perf_counter() - t0
     summ = trace_summary(requests)
     if args.json:
@@ -257,7 +267,14 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     if args.plot:
         require("plot", "--plot")  # before minutes of solving, not after
     from opt.app.runs.replay_schedules import validated_heuristic
-    from opt.app.runs.scaling import insight_table, plot_scaling, render, run_scaling, summarise
+    from opt.app.runs.scaling import (
+        ScalingOptions,
+        insight_table,
+        plot_scaling,
+        render,
+        run_scaling,
+        summarise,
+    )
     from opt.app.runs.sweep import Progress
 
     cat, crds = catalog(args), cards(args)
@@ -266,9 +283,11 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     progress = Progress(n, stream=sys.stderr)
     done = run_scaling(args.models, args.platforms, args.prefill, args.decode, args.batch,
                        args.out, lambda inst, m: validated_heuristic(inst, m), catalog=cat,
-                       cards=crds, method=args.method, layers=args.layers,
-                       scale_capacity=not args.no_capacity_scaling, resume=not args.fresh,
-                       progress=progress, paper_precision=args.paper_precision)
+                       cards=crds,
+                       options=ScalingOptions(method=args.method, layers=args.layers,
+                                              scale_capacity=not args.no_capacity_scaling,
+                                              paper_precision=args.paper_precision,
+                                              resume=not args.fresh, progress=progress))
     records = [rec for rec, _ in done]
     summary = summarise(records, args.platforms, cat)
     insights = insight_table(summary, args.platforms)

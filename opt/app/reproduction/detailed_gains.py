@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opt.app.runs.serving_sweep import ServingCell, run_serving_sweep
+from opt.app.runs.serving_sweep import ServingCell, ServingSweepOptions, run_serving_sweep
 from opt.app.runs.sweep import Progress
 from opt.serving.instance import ServingGrid
 from opt.theory import closed_forms as B
@@ -98,8 +98,9 @@ def verify_detailed(*, catalog, cards, models: Sequence[str] | None = None,
     recs: dict[tuple, dict[str, Any]] = {}
     for cells, methods in ((singles, ("col", "bnb")), (pairs, ("bnb",))):
         bar = Progress(len(cells) * len(methods)) if progress else None
+        options = ServingSweepOptions(grid=grid, resume=resume, progress=bar)
         for rec, _ in run_serving_sweep(cells, methods, Path(out), solve_one, catalog=catalog,
-                                        cards=cards, grid=grid, resume=resume, progress=bar):
+                                        cards=cards, options=options):
             recs[(rec["model"], tuple(rec["gpus"]), rec["context"], rec["method"])] = rec
 
     hom_rows, het_rows = [], []

@@ -412,26 +412,34 @@ def simulate(requests: Sequence[Request], method: str, cache: ShapeCache,
 
 
 def config_key(requests: Sequence[Request], model: str, platform: str,
-               options: ReplayOptions, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+               options: ReplayOptions) -> dict[str, Any]:
     """What a stored per-method result must match to be reused."""
     digest = hash(tuple((r.arrival_s, r.input_tokens, r.output_tokens) for r in requests))
     key = {"model": model, "platform": platform, "options": asdict(options),
-           "trace": {**trace_summary(requests), "hash": digest & 0xFFFFFFFFFFFF},
-           **(extra or {})}
+           "trace": {**trace_summary(requests), "hash": digest & 0xFFFFFFFFFFFF}}
     return json.loads(json.dumps(key))  # as it reads back from the stored JSON (lists)
+
+
+@dataclass(frozen=True)
+class ReplayStore:
+    """Where a replay keeps what it computed: ``schedule_dir`` holds the schedules (None:
+    ``<out>/schedules/``; schedules depend on model, platform, build and shape only, so traces
+    may share them); ``fresh`` recomputes results and schedules instead of reusing them."""
+
+    fresh: bool = False
+    schedule_dir: str | Path | None = None
 
 
 def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | Path,
                schedule: ScheduleFn, build: Callable[[Shape], Any], *, model: str,
-               platform: str, options: ReplayOptions | None = None, fresh: bool = False,
-               progress: Any = None, extra_key: dict[str, Any] | None = None,
-               schedule_dir: str | Path | None = None) -> list[tuple[dict[str, Any], bool]]:
+               platform: str, options: ReplayOptions | None = None,
+               store: ReplayStore | None = None,
+               progress: Any = None) -> list[tuple[dict[str, Any], bool]]:
     """Replay ``requests`` with every method; returns (result, was_cached) per method.
 
     ``build(shape)`` makes the P1 instance of a padded shape; ``schedule(instance, method)``
-    schedules it (:data:`ScheduleFn`). Results go to ``<out>/<method>.json``, schedules to
-    ``schedule_dir`` (default ``<out>/schedules/``; schedules depend on model, platform, build
-    and shape only, so traces may share them); a rerun reuses both (``fresh`` recomputes).
+    schedules it (:data:`ScheduleFn`). Results go to ``<out>/<method>.json``, schedules where
+    ``store`` says (:class:`ReplayStore`); a rerun reuses both unless ``store.fresh``.
     ``progress`` (:class:`opt.app.runs.sweep.Progress`) counts requests served: its total is set
     here to methods × requests, known before anything runs."""
     opts = (options or ReplayOptions()).check()
@@ -441,9 +449,11 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
     if progress is not None:
         progress.total = len(methods) * len(requests)
     out = Path(out)
-    key = config_key(requests, model, platform, opts, extra_key)
-    cache = ShapeCache(Path(schedule_dir) if schedule_dir is not None else out / "schedules",
-                       build, schedule, fresh=fresh, progress=progress)
+    where = store or ReplayStore()
+    fresh = where.fresh
+    key = config_key(requests, model, platform, opts)
+    cache = ShapeCache(Path(where.schedule_dir) if where.schedule_dir is not None
+                       else out / "schedules", build, schedule, fresh=fresh, progress=progress)
     results = []
     with aborting(progress):
         for method in methods:

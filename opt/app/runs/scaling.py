@@ -33,11 +33,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opt.app.runs.replay_schedules import validated_heuristic
 from opt.app.runs.sweep import (
+    Progress,
     SolveFn,
     _Failed,
     aborting,
@@ -57,6 +59,8 @@ from opt.common.errors import InputError
 from opt.common.fingerprint import seal
 from opt.common.jsonio import write_json_atomic
 from opt.common.report import table
+from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.builder import build_placement
 
 DEFAULT_PLATFORMS = ("HP0", "HP32", "HP64", "HP128")
 #: The DOPS grid (Fig. 14): batch, prefill, decode.
@@ -102,80 +106,113 @@ def _reusable(rec: Any, layers: int | None, scale: bool, method: str) -> bool:
         and rec.get("status") not in (None, "ERROR")
 
 
+@dataclass(frozen=True)
+class ScalingOptions:
+    """How :func:`run_scaling` builds, caches and runs its records.
+
+    ``method``: the placement method; ``layers``: transformer layers per instance (None: the
+    model's all); ``scale_capacity``: scale NPU/PIM capacity with ``layers`` (None: yes when
+    ``layers`` is given); ``paper_precision``: each model in DOPS' precision
+    (:func:`opt.app.runs.sweep.workload_precision`); ``resume``: reuse trusted records;
+    ``progress``: the bar on stderr (None: silent)."""
+
+    method: str = "bifocal"
+    layers: int | None = None
+    scale_capacity: bool | None = None
+    paper_precision: bool = False
+    resume: bool = True
+    progress: Progress | None = None
+
+
 def run_scaling(models: Sequence[str], platforms: Sequence[str], prefill: Sequence[int],
                 decode: Sequence[int], batch: Sequence[int], out: str | Path,
-                solve: SolveFn | None = None, *,
-                catalog, cards, method: str = "bifocal", layers: int | None = None,
-                scale_capacity: bool | None = None, resume: bool = True,
-                progress: Any = None, paper_precision: bool = False
-                ) -> list[tuple[dict[str, Any], bool]]:
-    """Solve every (workload, platform) with ``method``; (record, was_cached) in grid order.
-    Each record is written as soon as it finishes; a rerun reuses records of the same build
-    (``layers``, capacity scaling, method, precision: ``paper_precision`` builds each model in
-    DOPS' precision, :func:`opt.app.runs.sweep.workload_precision`)."""
-    from opt.placement.build_options import BuildOptions, Workload
-    from opt.placement.builder import build_placement
-
+                solve: SolveFn | None = None, *, catalog: Any, cards: Any,
+                options: ScalingOptions | None = None) -> list[tuple[dict[str, Any], bool]]:
+    """Solve every (workload, platform) with the method of ``options``; (record, was_cached)
+    in grid order. Each record is written as soon as it finishes; a rerun reuses records of
+    the same build (layers, capacity scaling, method, precision)."""
+    opts = options or ScalingOptions()
     solve = validated_heuristic if solve is None else solve
     if len(set(platforms)) < 2:
         raise InputError("scaling needs at least two platforms", field="platforms")
     # capacity scaling only means something for reduced (--layers) builds
-    scale = layers is not None and (True if scale_capacity is None else bool(scale_capacity))
+    scale = opts.layers is not None and (True if opts.scale_capacity is None
+                                         else bool(opts.scale_capacity))
     wls = grid(models, platforms, prefill, decode, batch)
-    check_workloads(wls, catalog=catalog, cards=cards, layers=layers)
-    out = Path(out)
-    settings = solve_settings(solve, method)
+    check_workloads(wls, catalog=catalog, cards=cards, layers=opts.layers)
+    run = _Scaling(Path(out), solve, catalog, cards, opts, scale,
+                   solve_settings(solve, opts.method))
+    progress = opts.progress
     done: list[tuple[dict[str, Any], bool]] = []
     with aborting(progress):
         for wl in wls:
-            path = record_path(out, wl, method)
             if progress is not None:
-                progress.start(f"{wl.label()} {method}")
-            tag = precision_tag(workload_precision(wl.model, paper_precision))
-            rec = trusted_record(path, lambda r: _reusable(r, layers, scale, method)
-                                 and r.get("precision", "fp16/fp16/fp16") == tag
-                                 and same_settings(r, settings),
-                                 slot=placement_slot(wl, method)) if resume else None
-            if rec is not None:
-                done.append((rec, True))
-                if progress is not None:
-                    progress.finish_item(None)
-                continue
-            t0 = time.perf_counter()
-            card = cards[wl.model]
-            prec = workload_precision(wl.model, paper_precision)
-            try:
-                inst = build_placement(card, catalog.platform(wl.platform), catalog,
-                                       Workload(wl.prefill, wl.decode, wl.batch),
-                                       BuildOptions(layers=layers, precision=prec))
-            except InputError as exc:  # e.g. the KV cache does not fit HP0's NPU
-                rec = build_failed_record(wl, method, str(exc), layers=layers, tp=1,
-                                          precision=precision_tag(prec),
-                                          wall_s=time.perf_counter() - t0)
-                write_json_atomic(seal(rec), path)
-                done.append((rec, False))
-                if progress is not None:
-                    progress.finish_item(time.perf_counter() - t0)
-                continue
-            if scale:
-                inst = scaled_capacity(inst, layers / card.layers)
-            try:
-                result = solve(inst, method)
-            except InputError as exc:
-                result = _Failed(str(exc))
-            rec = make_record(wl, method, result, inst, layers=layers, tp=1,
-                              wall_s=time.perf_counter() - t0, settings=settings)
-            rec["capacity_scaled"] = scale
-            if isinstance(result, _Failed):
-                rec["error"] = result.error
-            rec = seal(rec)
-            write_json_atomic(rec, path)
-            done.append((rec, False))
+                progress.start(f"{wl.label()} {opts.method}")
+            rec, seconds = run.record(wl)
+            done.append((rec, seconds is None))
             if progress is not None:
-                progress.finish_item(time.perf_counter() - t0)
-    if progress is not None:
-        progress.close()
+                progress.finish_item(seconds)
     return done
+
+
+@dataclass(frozen=True)
+class _Scaling:
+    """One scaling run's fixed inputs; :meth:`record` makes or reuses one workload's record."""
+
+    out: Path
+    solve: SolveFn
+    catalog: Any
+    cards: Any
+    opts: ScalingOptions
+    scale: bool
+    settings: dict[str, Any] | None
+
+    def cached(self, wl: Any) -> dict[str, Any] | None:
+        """The trusted record of ``wl`` under this build, if any (None: compute it)."""
+        if not self.opts.resume:
+            return None
+        layers, method = self.opts.layers, self.opts.method
+        tag = precision_tag(workload_precision(wl.model, self.opts.paper_precision))
+        return trusted_record(record_path(self.out, wl, method),
+                              lambda r: _reusable(r, layers, self.scale, method)
+                              and r.get("precision", "fp16/fp16/fp16") == tag
+                              and same_settings(r, self.settings),
+                              slot=placement_slot(wl, method))
+
+    def record(self, wl: Any) -> tuple[dict[str, Any], float | None]:
+        """``wl``'s record and the seconds it took (None: reused from the cache)."""
+        rec = self.cached(wl)
+        if rec is not None:
+            return rec, None
+        t0 = time.perf_counter()
+        layers, method = self.opts.layers, self.opts.method
+        path = record_path(self.out, wl, method)
+        card = self.cards[wl.model]
+        prec = workload_precision(wl.model, self.opts.paper_precision)
+        try:
+            inst = build_placement(card, self.catalog.platform(wl.platform), self.catalog,
+                                   Workload(wl.prefill, wl.decode, wl.batch),
+                                   BuildOptions(layers=layers, precision=prec))
+        except InputError as exc:  # e.g. the KV cache does not fit HP0's NPU
+            rec = build_failed_record(wl, method, str(exc), layers=layers, tp=1,
+                                      precision=precision_tag(prec),
+                                      wall_s=time.perf_counter() - t0)
+            write_json_atomic(seal(rec), path)
+            return rec, time.perf_counter() - t0
+        if self.scale:
+            inst = scaled_capacity(inst, layers / card.layers)
+        try:
+            result = self.solve(inst, method)
+        except InputError as exc:
+            result = _Failed(str(exc))
+        rec = make_record(wl, method, result, inst, layers=layers, tp=1,
+                          wall_s=time.perf_counter() - t0, settings=self.settings)
+        rec["capacity_scaled"] = self.scale
+        if isinstance(result, _Failed):
+            rec["error"] = result.error
+        rec = seal(rec)
+        write_json_atomic(rec, path)
+        return rec, time.perf_counter() - t0
 
 
 # ---- summaries ----------------------------------------------------------------------------------

@@ -151,17 +151,35 @@ def _cached(path: Path, slot: dict[str, Any]) -> dict[str, Any] | None:
     return trusted_record(path, _reusable, "cost_usd_per_mtok", slot=slot)
 
 
+@dataclass(frozen=True)
+class ServingSweepOptions:
+    """How :func:`run_serving_sweep` builds, caches and runs its records.
+
+    ``grid``: the planner's search grid (None: the default); ``tp_degrees``: tensor-parallel
+    degrees a stage may use; ``gpu_cost``, ``unmeasured_gpu``: the GPU cost model
+    (:mod:`opt.serving.kernel_cost`); ``network``: a link replacing the catalog's (None: the
+    catalog's); ``resume``: reuse trusted records; ``progress``: the bar on stderr (None:
+    silent); ``executor``: where the work items run (None: serially in this process)."""
+
+    grid: ServingGrid | None = None
+    tp_degrees: tuple[int, ...] = DEFAULT_TP
+    gpu_cost: str = DEFAULT_GPU_COST
+    unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU
+    network: Link | None = None
+    resume: bool = True
+    progress: Progress | None = None
+    executor: Executor | None = None
+
+
 def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: Path,
                       solve: Callable[[Any, str], Any] | None = None, *, catalog, cards,
-                      grid: ServingGrid | None = None, tp_degrees: Sequence[int] = DEFAULT_TP,
-                      resume: bool = True, progress: Progress | None = None,
-                      executor: Executor | None = None, gpu_cost: str = DEFAULT_GPU_COST,
-                      unmeasured_gpu: str = DEFAULT_UNMEASURED_GPU, network: Link | None = None
+                      options: ServingSweepOptions | None = None
                       ) -> list[tuple[dict[str, Any], bool]]:
     """Solve every cell with every method; (record, was_cached) pairs in grid order.
 
-    ``executor`` runs the work items (default: serially in this process); with a parallel one
-    ``solve`` must be picklable. The records do not depend on the executor (timings aside)."""
+    With a parallel executor (``options``) ``solve`` must be picklable. The records do not
+    depend on the executor (timings aside)."""
+    opts = options or ServingSweepOptions()
     solve = SolveCall() if solve is None else solve
     for cell in todo:  # bad names fail before any solving
         cards[cell.model]
@@ -170,10 +188,8 @@ def run_serving_sweep(todo: Sequence[ServingCell], methods: Sequence[str], out: 
         if cell.context < 1 or cell.slo_ms <= 0:
             raise InputError(f"context must be ≥ 1 and SLO > 0, got {cell.context} tokens, "
                              f"{cell.slo_ms} ms", field="contexts/slo")
-    with aborting(progress):
-        return _run(todo, list(dict.fromkeys(methods)), Path(out), solve, catalog, cards, grid,
-                    tuple(tp_degrees), resume, progress, executor or SerialExecutor(),
-                    (gpu_cost, unmeasured_gpu, _measured_gpus(catalog, gpu_cost)), network)
+    with aborting(opts.progress):
+        return _run(todo, list(dict.fromkeys(methods)), Path(out), solve, catalog, cards, opts)
 
 
 def _measured_gpus(catalog: Any, gpu_cost: str) -> frozenset[str]:
@@ -208,22 +224,25 @@ def _same_network(rec: dict[str, Any] | None, network: Link | None) -> dict[str,
     return rec if rec is not None and rec.get("network_override") == want else None
 
 
-def _run(todo, methods, out, solve, catalog, cards, grid, tp_degrees, resume, progress,
-         executor, build, network):
-    gpu_cost, unmeasured_gpu, _ = build
+def _run(todo: Sequence[ServingCell], methods: list[str], out: Path,
+         solve: Callable[[Any, str], Any], catalog: Any, cards: Any, opts: ServingSweepOptions
+         ) -> list[tuple[dict[str, Any], bool]]:
+    gpu_cost, unmeasured_gpu, network = opts.gpu_cost, opts.unmeasured_gpu, opts.network
+    build = (gpu_cost, unmeasured_gpu, _measured_gpus(catalog, gpu_cost))
+    tp_degrees = tuple(opts.tp_degrees)
     slots = [(cell, method) for cell in todo for method in methods]
     slot_of = {slot[0].folder(out) / f"{slot[1]}.json": serving_slot(*slot) for slot in slots}
     return run_records(
         slots, path_of=lambda slot: slot[0].folder(out) / f"{slot[1]}.json",
         cached=lambda path: _same_network(_same_cost(_cached(path, slot_of[path]), build),
                                           network)
-        if resume else None,
-        task_of=lambda slot: ServingTask(slot[0], slot[1], cards[slot[0].model], catalog, grid,
-                                         tp_degrees, solve, gpu_cost, unmeasured_gpu,
-                                         network),
+        if opts.resume else None,
+        task_of=lambda slot: ServingTask(slot[0], slot[1], cards[slot[0].model], catalog,
+                                         opts.grid, tp_degrees, solve, gpu_cost,
+                                         unmeasured_gpu, network),
         worker=run_serving_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
-        progress=progress, executor=executor, group_of=lambda slot: slot[0],
-        distrust=distrust)
+        progress=opts.progress, executor=opts.executor or SerialExecutor(),
+        group_of=lambda slot: slot[0], distrust=distrust)
 
 
 def render(records: Sequence[dict[str, Any]]) -> str:

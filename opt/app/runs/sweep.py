@@ -383,25 +383,39 @@ def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
         check_tp(card, tp)
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """How :func:`run_sweep` builds, caches and runs its records.
+
+    ``layers``: transformer layers per instance (None: the model's all); ``tp``: tensor-parallel
+    degree; ``paper_precision``: each model in DOPS' precision (INT8 for Mixtral-8x7B and
+    Llama-2-70B, :data:`opt.placement.build_options.PAPER_PRECISION`), fp16 otherwise;
+    ``resume``: reuse trusted records; ``progress``: the bar on stderr (None: silent);
+    ``executor``: where the work items run (None: serially in this process)."""
+
+    layers: int | None = None
+    tp: int = 1
+    paper_precision: bool = False
+    resume: bool = True
+    progress: Progress | None = None
+    executor: Executor | None = None
+
+
 def run_sweep(workloads: Sequence[SweepWorkload], methods: Sequence[str], out: Path,
-              solve: SolveFn | None = None, *, catalog, cards, layers: int | None = None, tp: int = 1,
-              resume: bool = True, progress: Progress | None = None,
-              executor: Executor | None = None,
-              paper_precision: bool = False) -> list[tuple[dict[str, Any], bool]]:
+              solve: SolveFn | None = None, *, catalog, cards,
+              options: SweepOptions | None = None) -> list[tuple[dict[str, Any], bool]]:
     """Solve every workload with every method; returns (record, was_cached) pairs in grid order.
 
     Each record is written (atomically) as soon as its solve finishes. ``catalog`` and ``cards``
     resolve platform and model names (names and sizes are checked before anything runs).
-    ``executor`` runs the work items (default: serially in this process); with a parallel one
-    ``solve`` must be picklable. The records do not depend on the executor (timings aside).
-    ``paper_precision`` builds each model in DOPS' precision (INT8 for Mixtral-8x7B and
-    Llama-2-70B, :data:`opt.placement.build_options.PAPER_PRECISION`), fp16 otherwise."""
+    With a parallel executor (``options``) ``solve`` must be picklable. The records do not
+    depend on the executor (timings aside)."""
+    opts = options or SweepOptions()
     methods = _unique(methods)
     solve = SolveCall() if solve is None else solve
-    check_workloads(workloads, catalog=catalog, cards=cards, layers=layers, tp=tp)
-    with aborting(progress):
-        return _run(workloads, methods, Path(out), solve, catalog, cards, layers, tp, resume,
-                    progress, executor or SerialExecutor(), paper_precision)
+    check_workloads(workloads, catalog=catalog, cards=cards, layers=opts.layers, tp=opts.tp)
+    with aborting(opts.progress):
+        return _run(workloads, methods, Path(out), solve, catalog, cards, opts)
 
 
 def placement_slot(wl: SweepWorkload, method: str) -> dict[str, Any]:
@@ -496,10 +510,11 @@ def precision_tag(precision: Any) -> str:
     return f"{precision.weight}/{precision.activation}/{precision.kv}"
 
 
-def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, progress,
-         executor, paper_precision):
+def _run(workloads: Sequence[SweepWorkload], methods: list[str], out: Path, solve: SolveFn,
+         catalog: Any, cards: Any, opts: SweepOptions) -> list[tuple[dict[str, Any], bool]]:
     slots = [(wl, method) for wl in workloads for method in methods]
     settings = {m: solve_settings(solve, m) for m in methods}
+    layers, tp, paper_precision = opts.layers, opts.tp, opts.paper_precision
     # per record path: the precision tag and the method settings a reusable record carries
     expect = {record_path(out, *slot): (precision_tag(workload_precision(slot[0].model,
                                                                          paper_precision)),
@@ -507,12 +522,12 @@ def _run(workloads, methods, out, solve, catalog, cards, layers, tp, resume, pro
               for slot in slots}
     return run_records(
         slots, path_of=lambda slot: record_path(out, *slot),
-        cached=lambda path: _cached(path, layers, tp, *expect[path]) if resume else None,
+        cached=lambda path: _cached(path, layers, tp, *expect[path]) if opts.resume else None,
         task_of=lambda slot: PlacementTask(slot[0], slot[1], cards[slot[0].model], catalog,
                                            layers, tp, solve, paper_precision),
         worker=run_placement_task, label_of=lambda slot: f"{slot[0].label()} {slot[1]}",
-        progress=progress, executor=executor, group_of=lambda slot: slot[0],
-        distrust=distrust)
+        progress=opts.progress, executor=opts.executor or SerialExecutor(),
+        group_of=lambda slot: slot[0], distrust=distrust)
 
 
 # ---- summaries -----------------------------------------------------------------------------------
