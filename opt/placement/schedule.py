@@ -227,7 +227,8 @@ def _columnar(solution: Mapping[str, Any]) -> ColumnarSolution:
     if not isinstance(rows, Mapping):
         raise InputError(f"not a placement solution: expected a mapping, got "
                          f"{type(rows).__name__}", field="solution")
-    plain = {k: list(rows.get(k, ())) for k in ("compute", "transfers", "loads", "evictions")}
+    plain: dict[str, Any] = {k: list(rows.get(k, ())) for k in (
+        "compute", "transfers", "loads", "evictions")}
     plain["formats"] = dict(rows.get("formats", {}))
     plain["assignment"] = {e.get("task"): e.get("device") for e in plain["compute"]
                            if isinstance(e, Mapping)}

@@ -39,6 +39,12 @@ class Owner:
 
 @dataclass(frozen=True)
 class ServingPlan:
+    """A P3 plan (problems.md §3.2; a serving result's ``result.plan(instance)``): the cyclic
+    stage ``template`` q_0 < … < q_S (block op positions), the ``owners`` (device-group
+    types) in stage order and the ``microbatches`` μ. Its period, cost, replicas and GPUs are
+    the plan checker's (``result.plan_metrics(instance)``,
+    :func:`opt.serving.checker.evaluate_plan`)."""
+
     template: tuple[int, ...]
     owners: tuple[Owner, ...]
     microbatches: int

@@ -58,12 +58,14 @@ def write_view(inst: Any, res: Result, output: str | Path, *, title: str | None 
     header records (default: the instance's source)."""
     where = str((source or {}).get("result", "result"))
     extra = check_result(inst, res, where)
+    solution = res.solution
+    assert solution is not None  # check_result refuses a result without one
     if getattr(inst, "problem", "placement") == "serving":
-        header, blob = serving_payload(inst, res.solution, periods=periods,
+        header, blob = serving_payload(inst, solution, periods=periods,
                                        title=title or f"{inst.model} · {res.method} plan")
     else:
         name = Path(str(getattr(inst, "source", None) or "instance")).name
-        header, blob = placement_payload(inst, res.solution, title=title or name, **extra)
+        header, blob = placement_payload(inst, solution, title=title or name, **extra)
     header["source"] = {"instance": str(getattr(inst, "source", None)), "result": where,
                         **(source or {}), "method": res.method, "status": res.status}
     return write_page(header, blob, output, compress=compress), header
