@@ -27,7 +27,9 @@ from opt.common.result import Result, Status, claims_error, gap_of, status_error
 from opt.placement.instance import PlacementInstance
 from opt.placement.schedule_error import ScheduleError
 from opt.placement.slo import objective_value, violations
+from opt.placement.utilisation import utilisation
 from opt.placement.validator import validate_placement
+from solvers.registry import methods
 
 #: Relative tolerance on a reported objective and gap (the serving cost is a float).
 REPORT_RTOL = 1e-6
@@ -173,7 +175,6 @@ def _content(res: Result) -> None:
     wrong = status_error(res.status, res.solution is not None, res.lower_bound)
     if wrong:
         raise Invalid(wrong)
-    from solvers.registry import methods
 
     known = sorted({m.problem for m in methods() if m.name == res.method})
     if known and res.problem not in known:
@@ -219,8 +220,6 @@ def _claims(res: Result, objective: float, what: str, rtol: float) -> None:
 def _placement(inst: PlacementInstance, res: Result, solution: dict[str, Any]
                ) -> tuple[float | None, dict[str, Any], list[str]]:
     """Validate a P1/P2 schedule: its objective, JSON figures and text lines."""
-    from opt.placement.utilisation import utilisation  # the report's figures only
-
     try:
         metrics = validate_placement(inst, solution)
     except ScheduleError as exc:

@@ -85,18 +85,18 @@ _METHODS: tuple[Method, ...] = (
            "(models.placement.milp_time), chosen per instance or by formulation=",
            P.MILP, warm_start=True, export=True, goals=True),
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
-           "HEFT list scheduling (Topcuoglu et al. 2002)", P.DEVICE_CHOICE + P.ENGINE,
+           "HEFT list scheduling (Topcuoglu et al. 2002)", P.DEVICE_CHOICE,
            settings=f"{_PL}:list_settings"),
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
            "Bifocal list scheduling with weight-load lookahead (problems.md §6)",
-           P.BIFOCAL + P.ENGINE, settings=f"{_PL}:bifocal_settings"),
+           P.BIFOCAL, settings=f"{_PL}:bifocal_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
              f"static policy {name.upper()} (DOPS Table 1): {text}",
-             P.DEVICE_CHOICE + P.ENGINE, settings=f"{_PL}:list_settings")
+             P.DEVICE_CHOICE, settings=f"{_PL}:list_settings")
       for name, text in _STATIC.items()),
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
            "search over static device-class policies, list-scheduled",
-           P.POLICY_SEARCH + P.ENGINE, settings=f"{_PL}:policy_search_settings"),
+           P.POLICY_SEARCH, settings=f"{_PL}:policy_search_settings"),
     # P2 layout strategies on placement instances
     Method("pd/linear", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/linear",
                                               scheduler="pd", fmt="linear"),
@@ -120,9 +120,9 @@ _METHODS: tuple[Method, ...] = (
            _ref(f"{_LA}:wla", method="bifocal/wla+dual", dual=True),
            "Bifocal + WLA with dual as a memory-budgeted option", P.WLA + P.BIFOCAL,
            settings=f"{_LA}:wla_settings"),
-    Method("cpsat-layout", "layout", True, _ref(f"{_LA}:cpsat_layout"),
+    Method("cpsat-layout", "layout", True, _ref("solvers.layout.exact:cpsat_layout"),
            "exact joint placement + format model (CP-SAT, no evictions)", P.CPSAT_LAYOUT),
-    Method("cpsat-formats", "layout", False, _ref(f"{_LA}:cpsat_formats"),
+    Method("cpsat-formats", "layout", False, _ref("solvers.layout.exact:cpsat_formats"),
            "exact formats for a fixed placement and orders (CP-SAT; not exact for P2)",
            P.CPSAT_FORMATS),
     # P3 serving plans
@@ -131,7 +131,7 @@ _METHODS: tuple[Method, ...] = (
            "the sub-block is the whole block)", P.BNB),
     Method("enum", "serving", True, _ref(f"{_SE}:search", method="enum"),
            "exhaustive enumeration of the full template space (tiny instances)", P.ENUM),
-    Method("milp", "serving", True, _ref(f"{_SE}:milp"),
+    Method("milp", "serving", True, _ref("solvers.serving.milp:milp"),
            "exact MILP over the full template space (models.serving.milp, HiGHS)",
            P.SERVING_MILP),
     Method("col", "serving", False, _ref(f"{_SE}:search", method="col"),
@@ -267,7 +267,7 @@ def method_settings(name: str, problem: str | tuple[str, ...], params: dict[str,
     """The effective settings of method ``name`` run with ``params``: from its ``settings``
     function (every default filled in) when it declares one; else, for a method that takes
     params, the given ones, typed (an exact solver's defaults are its back end's own); None for
-    a method without params (the engine does not count: it changes no schedule). A sweep
+    a method without params. A sweep
     record is reused only under equal settings, so a record without them only for a method
     without params."""
     m = get_method(name, problem)
@@ -275,9 +275,9 @@ def method_settings(name: str, problem: str | tuple[str, ...], params: dict[str,
     if m.settings is not None:
         module, _, attr = m.settings.partition(":")
         return getattr(importlib.import_module(module), attr)(given)
-    if m.params.native is None and not set(m.params.names) - {"engine"}:
+    if m.params.native is None and not m.params.names:
         return None
-    return {k: v for k, v in given.items() if k != "engine"}
+    return given
 
 
 def params_by_spec(problem: str | tuple[str, ...] | None = None

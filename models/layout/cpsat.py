@@ -293,7 +293,7 @@ def solve_format_only(inst: PlacementInstance, options: SolveOptions,
     """Exact formats for a fixed placement and orders (CP-SAT). The base schedule is
     ``options.initial_solution``, else ``base``: the schedule of the heuristic named by
     parameter ``base`` (default ``bifocal``), which the caller computes
-    (``solvers.layout.strategies.base_schedule``). Params: ``base``, ``formats`` (allowed
+    (``solvers.layout.exact.base_schedule``). Params: ``base``, ``formats`` (allowed
     formats, default all); the rest go to CP-SAT."""
     params = dict(options.params)
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ Every method honours ``layout.memory_budget``: a layout that cannot fit (all-dua
 budget, or a budget below the least storage of any assignment) gives status ``INFEASIBLE``
 with ``stats["message"]``. Heuristic strategies report ``FEASIBLE``; their lower bound is the
 analytic P1 bound of the format-relaxed instance (:func:`opt.placement.layout.relaxed_instance`), which
-``solvers.solve`` attaches. This module imports heuristics and models lazily.
+``solvers.solve`` attaches. The two exact models (CP-SAT) are in :mod:`solvers.layout.exact`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from heuristics.layout.wla import WLA_VERSION, WlaParams
+from heuristics.layout.wla import wla as run_wla
+from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
+from heuristics.placement.static_policies import static_schedule
 from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.common.result import Result
@@ -39,6 +43,7 @@ from opt.placement.layout import (
     uniform,
     with_formats,
 )
+from solvers.placement.backends import bifocal_settings, list_settings
 from solvers.registry import parsed_params
 
 
@@ -63,16 +68,12 @@ def bifocal_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The effective settings of ``bifocal/linear`` and ``bifocal/dual`` (typed ``params``):
     Bifocal's (:func:`solvers.placement.backends.bifocal_settings`), so a sweep record made
     under another Bifocal default is recomputed."""
-    from solvers.placement.backends import bifocal_settings
-
     return bifocal_settings(params)
 
 
 def pd_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The effective settings of ``pd/linear`` and ``pd/dual``: the static policy's list
     scheduler settings (:func:`solvers.placement.backends.list_settings`, defaults)."""
-    from solvers.placement.backends import list_settings
-
     return list_settings(params)
 
 
@@ -82,9 +83,6 @@ def wla_settings(params: dict[str, Any]) -> dict[str, Any]:
     :data:`heuristics.layout.wla.WLA_VERSION` under the record field ``revision`` (a record of
     another version is recomputed)."""
     from dataclasses import asdict, fields
-
-    from heuristics.layout.wla import WLA_VERSION, WlaParams
-    from solvers.placement.backends import bifocal_settings
 
     own = {f.name for f in fields(WlaParams)}
     return {"wla": asdict(WlaParams(**{k: v for k, v in params.items() if k in own})),
@@ -109,12 +107,8 @@ def fixed_format(inst: PlacementInstance, options: SolveOptions, *, method: str,
     view = with_formats(inst, phi)
     stats: dict[str, Any] = {}
     if scheduler == "pd":
-        from heuristics.placement.static_policies import static_schedule
-
         solution = static_schedule(view, "pd")
     else:
-        from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
-
         bp = BifocalParams(**parsed_params(method, "layout", options.params))
         solution = bifocal_schedule(view, bp, stats=stats)
     return Result(problem="placement", method=method, status="FEASIBLE",
@@ -126,10 +120,6 @@ def fixed_format(inst: PlacementInstance, options: SolveOptions, *, method: str,
 def wla(inst: PlacementInstance, options: SolveOptions, *, method: str, dual: bool) -> Result:
     """Bifocal + WLA (``dual``: with ``dual`` as a memory-budgeted option)."""
     from dataclasses import asdict, fields, replace
-
-    from heuristics.layout.wla import WlaParams
-    from heuristics.layout.wla import wla as run_wla
-    from heuristics.placement.bifocal import BifocalParams
 
     t0 = time.perf_counter()
     given = parsed_params(method, "layout", options.params)
@@ -155,77 +145,3 @@ def wla(inst: PlacementInstance, options: SolveOptions, *, method: str, dual: bo
     return Result(problem="placement", method=method, status="FEASIBLE",
                   runtime_s=time.perf_counter() - t0, seed=options.seed,
                   params=dict(options.params), solution=out.solution, stats=stats)
-
-
-def cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
-    """Joint model, warm-started from the best layout heuristic unless an initial solution
-    is given; the warm start is kept when CP-SAT returns nothing better within the limit."""
-    from dataclasses import replace
-
-    from models.layout.cpsat import solve_layout_cpsat
-    from opt.placement.layout import allowed_formats
-    from solvers.placement.warm_start import layout_warm_start
-
-    t0 = time.perf_counter()
-    params = dict(options.params)
-    formats = allowed_formats(inst, params.get("formats"))
-    msg = budget_message(inst, formats)
-    if msg is not None:
-        return infeasible("cpsat-layout", options, msg, t0)
-    warm_kind = params.pop("warm", "heuristic")  # "heuristic" or "none" (solvers.params)
-    options = replace(options, params=params)
-    if options.initial_solution is not None:
-        warm = ("initial_solution", options.initial_solution)
-    else:
-        warm = layout_warm_start(inst, formats) if warm_kind == "heuristic" else None
-    if warm is not None:
-        options = replace(options, initial_solution=warm[1])
-    res = solve_layout_cpsat(inst, options)
-    res.stats["layout_warm_start"] = None if warm is None else warm[0]
-    if warm is not None and not warm[1].get("evictions"):
-        ms = max((c["end"] for c in warm[1]["compute"]), default=0)
-        if res.solution is None or ms < (res.objective or float("inf")):
-            res.solution = warm[1]
-            res.objective = float(ms)
-            res.status = "FEASIBLE"
-            res.stats["incumbent"] = f"warm start {warm[0]} (CP-SAT found nothing better)"
-    if res.solution is not None:
-        res.stats.update(layout_stats(inst, res.solution["formats"]))
-    return res
-
-
-def base_schedule(inst: PlacementInstance, base: str) -> dict[str, Any]:
-    """The base schedule of the format-only model: ``bifocal`` (Bifocal/Linear),
-    ``bifocal/wla`` (WLA's final schedule) or ``heft`` (all-linear)."""
-    if base == "bifocal":
-        from heuristics.placement.bifocal import bifocal_schedule
-
-        return bifocal_schedule(with_formats(inst, uniform(inst, "linear")))
-    if base == "bifocal/wla":
-        from heuristics.layout.wla import wla
-
-        return wla(inst).solution
-    if base == "heft":
-        from heuristics.placement.list_scheduler import heft
-
-        return heft(with_formats(inst, uniform(inst, "linear")))
-    raise InputError(f"unknown base '{base}'; known: bifocal, bifocal/wla, heft",
-                     field="params.base")
-
-
-def cpsat_formats(inst: PlacementInstance, options: SolveOptions) -> Result:
-    from models.layout.cpsat import solve_format_only
-
-    t0 = time.perf_counter()
-    msg = budget_message(inst)
-    if msg is not None:
-        return infeasible("cpsat-formats", options, msg, t0)
-    base = None  # without an initial solution the model starts from a heuristic's schedule
-    if options.initial_solution is None:
-        base = base_schedule(inst, str(options.params.get("base", "bifocal")))
-    res = solve_format_only(inst, options, base)
-    if res.solution is not None:
-        res.stats.update(layout_stats(inst, res.solution["formats"]))
-    return res
-
-

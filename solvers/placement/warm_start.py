@@ -80,30 +80,3 @@ def _registered(inst: PlacementInstance, name: str, params: dict[str, Any]
     """The schedule of registered placement heuristic ``name`` with ``params`` (no limit)."""
     spec = get_method(name, "placement")
     return lambda: spec.backend(inst, SolveOptions(time_limit=None, params=params)).solution
-
-
-def layout_warm_start(inst: PlacementInstance, formats: tuple[str, ...]) -> Start | None:
-    """The best eviction-free schedule within ``formats`` and the budget among Bifocal/WLA
-    under both pass rules (the paper's and ``incremental``; with ``dual`` when allowed),
-    HEFT/Linear and Bifocal/Dual, or None."""
-    from heuristics.layout.wla import WlaParams, wla
-    from heuristics.placement.bifocal import bifocal_schedule
-    from heuristics.placement.list_scheduler import heft
-    from opt.placement.layout import fits_budget, uniform, with_formats
-
-    cands: list[tuple[str, Callable[[], dict[str, Any]]]] = []
-    if "linear" in formats:
-        dual = "dual" in formats
-        cands.append(("bifocal/wla", lambda: wla(inst, WlaParams(dual=dual)).solution))
-        cands.append(("bifocal/wla (incremental)",
-                      lambda: wla(inst, WlaParams(dual=dual, wla_rule="incremental")).solution))
-        cands.append(("heft/linear", lambda: heft(with_formats(inst, uniform(inst, "linear")))))
-    if "dual" in formats and fits_budget(inst, uniform(inst, "dual")):
-        cands.append(("bifocal/dual",
-                      lambda: bifocal_schedule(with_formats(inst, uniform(inst, "dual")))))
-
-    def within(solution: dict[str, Any]) -> bool:
-        return all(f in formats for f in solution["formats"].values()) \
-            and fits_budget(inst, solution["formats"])
-
-    return pick_start(inst, cands, within)

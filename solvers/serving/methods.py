@@ -22,7 +22,8 @@ is the recomputed cost in $ per million output tokens, with the exact period T_r
 (problems.md §3.2). ``OPTIMAL`` is reported only where it is proven for that objective over
 the full template space: ``enum``; ``bnb`` when its space is the full space (the whole block
 among its sub-block lengths and no stage cap binding); ``milp`` when its formula bound meets
-the exact cost of its best plan. ``bnb`` on a restricted space and the baselines are optimal
+the exact cost of its best plan (the MILP back end is :mod:`solvers.serving.milp`: the
+searches load no MILP stack). ``bnb`` on a restricted space and the baselines are optimal
 over their own spaces only and report ``FEASIBLE`` with ``stats["optimal_in_space"]``. No plan
 meeting the SLO gives ``INFEASIBLE`` with the tightest T_rtt of any plan that fits in memory
 (``stats["tightest_t_rtt_ms"]``), or, when nothing fits, a message saying so. A given
@@ -40,6 +41,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from heuristics.serving import search as ss
 from models.options import SolveOptions
 from opt.common.errors import InputError
 from opt.common.result import Result
@@ -67,8 +69,6 @@ def initial_plan(inst: ServingInstance, solution: dict[str, Any] | None) -> Serv
 def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Result:
     """``bnb``, ``enum`` or a baseline (``col``, ``afd``, ``cad``): the template search of
     ``heuristics.serving.search`` over the method's space, started from the given plan."""
-    from heuristics.serving import search as ss
-
     params = parsed_params(method, "serving", options.params)
     frontier = params.get("frontier", True)
     bounds = params.get("bounds", True)
@@ -155,8 +155,6 @@ def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[
                 deadline: float | None = None) -> Result:
     """No plan in the space meets the SLO: find the tightest T_rtt of a plan that fits
     (within what is left of the time limit: a search cut short reports what it saw)."""
-    from heuristics.serving import search as ss
-
     tight = ss.search(inst, sequences, objective="t_rtt", microbatches=mus,
                       time_limit=_left(deadline))
     if tight.stats.timed_out:
@@ -181,22 +179,3 @@ def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[
                f"{inst.seconds(float(tight.t_rtt)) * 1e3:.3f} ms")
     stats["message"] = msg
     return Result(problem="serving", method=method, status="INFEASIBLE", stats=stats)
-
-
-def milp(inst: ServingInstance, options: SolveOptions) -> Result:
-    """The exact MILP over the full template space (``models.serving.milp``, HiGHS); a proven
-    infeasibility says why (the tightest plans of the searched spaces)."""
-    from models.serving.milp import solve_serving_milp_result
-
-    params = parsed_params("milp", "serving", options.params)
-    deadline = _deadline(options)
-    res = solve_serving_milp_result(inst, options,
-                                    initial_plan=initial_plan(inst, options.initial_solution),
-                                    **params)
-    if res.solution is None and res.status == "INFEASIBLE":
-        from heuristics.serving import search as ss
-
-        got = (ss.full_space if inst.n_ops <= ENUM_MAX_OPS else ss.structured_space)(
-            inst, deadline=deadline, max_sequences=ss.MAX_SEQUENCES)
-        return _infeasible(inst, "milp", got.sequences, None, res.stats, deadline)
-    return res
