@@ -42,7 +42,7 @@ def cpsat_layout(inst: PlacementInstance, options: SolveOptions) -> Result:
     warm_kind = params.pop("warm", "heuristic")  # "heuristic" or "none" (solvers.params)
     options = replace(options, params=params)
     if options.initial_solution is not None:
-        warm = ("initial_solution", options.initial_solution)
+        warm: tuple[str, dict[str, Any]] | None = ("initial_solution", options.initial_solution)
     else:
         warm = layout_warm_start(inst, formats) if warm_kind == "heuristic" else None
     if warm is not None:
