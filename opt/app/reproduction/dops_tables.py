@@ -511,10 +511,9 @@ def read_grid_csv(text: str) -> list[dict[str, Any]]:
 
 
 #: DOPS §6.5: the layout sweep (HP32; prefill and decode {8, 32, 64, 128, 1024} × batch
-#: {1, 4, 8}) and its models.
+#: {1, 4, 8}).
 WLA_AXES: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = (
     (8, 32, 64, 128, 1024), (8, 32, 64, 128, 1024), (1, 4, 8))
-WLA_MODELS = ("llama-2-7b", "dops-qwen-1.8b", "dops-qwen-7b", "dops-qwen-14b")
 #: (over, method, model or None for "over models", paper value or range): DOPS §6.5 text and
 #: abstract ("WLA provides an additional geometric-mean speedup of 1.28x to 1.33x over
 #: Bifocal/Linear"; Qwen-1.8B: 2.12x over PD/Linear and 1.32x over Bifocal/Linear).

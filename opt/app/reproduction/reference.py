@@ -20,6 +20,3 @@ OPWEAVE_ETA = {("H100", "L40S"): (1.42, 1.10), ("H100", "A100"): (1.93, 1.19)}
 
 #: Weight blocks at block span 4 (problems.md §1.4): 7 families × ceil(layers / 4).
 DOPS_BLOCKS = {"llama-2-7b": 56, "dops-qwen-1.8b": 49, "dops-qwen-14b": 70}
-
-#: AFD/CAD stages per token (OpWeave Fig. 10).
-OPWEAVE_AFD_STAGES = {"gemma-3-27b": 124, "qwen3-next-80b-a3b": 96}

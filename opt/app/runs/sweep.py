@@ -48,9 +48,6 @@ from opt.common.report import table
 from opt.common.result import STATUSES, claims_error
 from opt.common.units import TIME_UNITS
 
-#: Fields every record carries (besides the workload's).
-RECORD_FIELDS = ("method", "status", "makespan", "ttft", "decode_time", "mean_tpot",
-                 "lower_bound", "runtime_s", "time_unit", "tasks", "layers", "tp")
 BASELINE = "pd"
 
 
