@@ -128,11 +128,6 @@ NONE = _spec()
 
 #: Bifocal's switches and weights (heuristics.placement.bifocal_params.BifocalParams)
 BIFOCAL = _spec("heuristics.placement.bifocal_params:BIFOCAL_PARAMS")
-#: The list schedulers' engine (heuristics.placement.engine): the same schedule either way, so
-#: it is no part of a method's recorded settings
-ENGINE = _spec(Param("engine", choice("auto", "python", "compiled"),
-                     "scheduling engine (auto: compiled from 50,000 tasks when numba is "
-                     "installed)"))
 #: The list schedulers' device choice under capacity (heuristics.placement.list_params,
 #: problems.md §6 "Device choice under capacity"): part of a method's recorded settings
 DEVICE_CHOICE = _spec("heuristics.placement.list_params:DEVICE_CHOICE_PARAMS")

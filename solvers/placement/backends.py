@@ -61,7 +61,6 @@ def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
 
     typed = parsed_params("bifocal", "placement", options.params)
-    typed.pop("engine", None)  # accepted, changes no schedule
     params = BifocalParams(**typed)
     stats: dict[str, Any] = {}
     result = heuristic_result(inst, "bifocal", options,
@@ -78,26 +77,23 @@ def list_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
     """Bifocal's effective settings for ``params`` (typed): every field of BifocalParams and
-    :data:`heuristics.placement.bifocal.BIFOCAL_VERSION` under the record field ``revision``. An ``engine`` parameter, which no schedule depends on,
-    is left out, so records made with one stay valid."""
+    :data:`heuristics.placement.bifocal.BIFOCAL_VERSION` under the record field ``revision``."""
     from dataclasses import asdict
 
     from heuristics.placement.bifocal import BIFOCAL_VERSION, BifocalParams
 
-    fields = {k: v for k, v in params.items() if k != "engine"}
-    return {**asdict(BifocalParams(**fields)), "revision": BIFOCAL_VERSION}
+    return {**asdict(BifocalParams(**params)), "revision": BIFOCAL_VERSION}
 
 
 def policy_search_settings(params: dict[str, Any]) -> dict[str, Any]:
     """Policy search's effective settings for ``params`` (typed): every field of
     :class:`heuristics.placement.policy_search.PolicySearchParams` but its time limit (the
-    solve's own, ``--time-limit``, replaces it) and the engine (every engine gives the same
-    schedule)."""
+    solve's own, ``--time-limit``, replaces it)."""
     from dataclasses import asdict
 
     from heuristics.placement.policy_search import PolicySearchParams
 
-    fields = asdict(PolicySearchParams(**{k: v for k, v in params.items() if k != "engine"}))
+    fields = asdict(PolicySearchParams(**params))
     del fields["time_limit"]
     return fields
 
@@ -107,7 +103,6 @@ def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.policy_search import policy_search as search
 
     typed = parsed_params("policy-search", "placement", options.params)
-    typed.pop("engine", None)  # accepted, changes no schedule
     params = PolicySearchParams(**typed)
     stats: dict[str, Any] = {}
     result = heuristic_result(inst, "policy-search", options,

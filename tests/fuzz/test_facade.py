@@ -196,7 +196,7 @@ def _solve_params(data: st.DataObject) -> None:
     """``solve``'s options and ``**params``: one method parameter or option, hostile."""
     name = data.draw(st.sampled_from([P1, P3]))
     method = "heft" if name == P1 else "bnb"
-    key = data.draw(st.sampled_from(["engine", "device_choice", "frontier", "bounds", "foo",
+    key = data.draw(st.sampled_from(["device_choice", "frontier", "bounds", "foo",
                                      "initial_solution", "deterministic", "log",
                                      "warm_start", "export_path", ""]))
     _call(hetopt.solve, {"instance": INSTANCES[name], "method": method, "time_limit": 5.0,

@@ -227,15 +227,15 @@ def test_settings_of_methods_with_and_without_params():
     """Resolved settings: every default for the methods that declare them (Bifocal, its layout
     strategies, WLA, policy search, HEFT and the static policies: the list scheduler's
     ``device_choice``); the given params for the exact solvers (their defaults are the back
-    end's); the engine, which changes no schedule, does not count."""
+    end's)."""
     from solvers.registry import PROBLEMS, method_settings
 
     listed = {"device_choice": "fit_in_class"}
     assert method_settings("pd", PROBLEMS, {}) == listed
-    assert method_settings("heft", PROBLEMS, {"engine": "python"}) == listed
+    assert method_settings("heft", PROBLEMS, {}) == listed
     assert method_settings("heft", PROBLEMS, {"device_choice": "eft"}) == {"device_choice": "eft"}
     assert method_settings("pd/linear", PROBLEMS, {}) == listed
-    assert method_settings("bifocal", PROBLEMS, {"engine": "python"}) == \
+    assert method_settings("bifocal", PROBLEMS, {"H": 3}) == \
         method_settings("bifocal", PROBLEMS, {})
     assert method_settings("policy-search", PROBLEMS, {}) == {"max_evaluations": 200,
                                                                **listed}

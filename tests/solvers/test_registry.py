@@ -162,7 +162,7 @@ def test_bad_warm_start_and_export(heft_paper, plan_instance):
 # ---- solve: params ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method,param,accepted", [
-    ("heft", "gamma", "engine"), ("pd+ffn", "window", "engine"), ("pd/dual", "share", "none"),
+    ("heft", "gamma", "device_choice"), ("pd+ffn", "window", "device_choice"), ("pd/dual", "share", "none"),
     ("bifocal", "gama", "window, phase, token, gamma"),
     ("policy-search", "max_evals", "max_evaluations"),
     ("bifocal/wla", "shares", "share, eps, budget, refine, dual, dual_ratio, wla_rule, window"),
