@@ -1,8 +1,9 @@
 """The single entry point: ``solve(instance, method=None, *, time_limit=..., num_workers=...,
 seed=..., initial_solution=..., warm_start=..., export_path=..., **params)``.
 
-The method comes from :mod:`solvers.registry` (None: the instance's problem default); every
-back end is called as ``backend(instance, SolveOptions)``. Every result passes the
+``solve_with(instance, method, SolveOptions, ...)`` takes the same options as one value. The
+method comes from :mod:`solvers.registry` (None: the instance's problem default); every back end
+is called as ``backend(instance, SolveOptions)``. Every result passes the
 independent checker before it is returned — placement: the validator recomputes the makespan
 and the gap comes from the proven (or certified) lower bound; serving plans: the plan checker
 recomputes the cost per million output tokens.
@@ -10,6 +11,7 @@ recomputes the cost per million output tokens.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import time
@@ -109,8 +111,7 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           time_limit: float | None = DEFAULT_TIME_LIMIT_S, num_workers: int = 1, seed: int = 0,
           initial_solution: dict[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | None = None,
-          deterministic: bool = False, log: bool = False, bound_worker: Any = None,
-          **params: Any) -> Result:
+          deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: the default method of the instance's problem,
     :data:`solvers.registry.DEFAULTS`: ``cpsat`` for placement, ``cpsat-layout`` for layout,
     ``bnb`` for serving instances; on a placement instance the exact default cannot build a
@@ -130,32 +131,46 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
     export_path: placement MILP only, write the model as .mps/.lp; deterministic: CP-SAT
     methods give the same result on every run (the time limit becomes CP-SAT's deterministic
     time and is not shortened by the warm start; several workers interleave their search);
-    log: exact methods stream the solver's progress to stderr; bound_worker: a
-    :class:`opt.placement.bound_process.BoundWorker` started before the instance was read
-    (the CLI does so for a heuristic on a large file): a heuristic's certified bound is
-    computed in it; params: the method's knobs,
+    log: exact methods stream the solver's progress to stderr; params: the method's knobs,
     passed to the back end untouched after :mod:`solvers.params` checked them (e.g. CP-SAT
-    parameter names, HiGHS option names).
+    parameter names, HiGHS option names). :func:`solve_with` takes the same options as one
+    :class:`~models.options.SolveOptions`.
     """
+    if isinstance(initial_solution, Result):
+        initial_solution = initial_solution.solution
+    options = SolveOptions(time_limit=time_limit, num_workers=num_workers, seed=seed,
+                           initial_solution=initial_solution, params=params,
+                           export_path=export_path, deterministic=deterministic, log=log)
+    return solve_with(instance, method, options, warm_start=warm_start)
+
+
+def solve_with(instance: PlacementInstance | ServingInstance, method: str | None,
+               options: SolveOptions, *, warm_start: str | None = "best",
+               bound_worker: Any = None) -> Result:
+    """:func:`solve` with its options as one :class:`~models.options.SolveOptions` (its
+    ``initial_solution`` is checked here, its ``params`` by :mod:`solvers.params`).
+    bound_worker: a :class:`opt.placement.bound_process.BoundWorker` started before the
+    instance was read (the CLI does so for a heuristic on a large file): a heuristic's
+    certified bound is computed in it."""
     problems = instance_problems(instance)
     given = get_method(method, problems) if method is not None else None
-    check_options(time_limit, num_workers, seed)
-    spec, choice = _method_for(instance, problems[0], given, time_limit)
-    for name, value in (("deterministic", deterministic), ("log", log)):
+    check_options(options.time_limit, options.num_workers, options.seed)
+    spec, choice = _method_for(instance, problems[0], given, options.time_limit)
+    for name, value in (("deterministic", options.deterministic), ("log", options.log)):
         if not isinstance(value, bool):
             raise InputError(f"{name} must be true or false, got {value!r}", field=name)
     if warm_start == "none":
         warm_start = None
     if warm_start is not None and warm_start not in WARM_STARTS:
         raise UnknownNameError("warm start", warm_start, WARM_STARTS)
-    spec.params.parse(spec.name, params)  # InputError naming params.<name>
-    initial = _given_start(spec.problem, instance, initial_solution)
-    if export_path is not None and not spec.export:
+    spec.params.parse(spec.name, options.params)  # InputError naming params.<name>
+    initial = _given_start(spec.problem, instance, options.initial_solution)
+    if options.export_path is not None and not spec.export:
         raise InputError("export is available for the placement MILP only (--method milp)",
                          field="export")
-    options = SolveOptions(time_limit=time_limit, num_workers=int(num_workers), seed=int(seed),
-                           initial_solution=initial, params=dict(params),
-                           export_path=export_path, deterministic=deterministic, log=log)
+    options = dataclasses.replace(options, num_workers=int(options.num_workers),
+                                  seed=int(options.seed), initial_solution=initial,
+                                  params=dict(options.params))
     res = (_solve_serving(instance, spec, options) if spec.problem == "serving"
            else _solve_placement(instance, spec, options, warm_start, time.perf_counter(),
                                  bound_worker))

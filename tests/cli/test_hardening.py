@@ -99,12 +99,12 @@ def test_seed_range(capsys, seed):
 # ---- item 8: the output path is checked before solving, a result is never lost -----------------
 
 def test_unwritable_output_is_refused_before_solving(capsys, tmp_path, monkeypatch):
-    from opt.app.cli import placement as solvers  # the command calls its own import of solve
+    from opt.app.cli import placement as solvers  # the command calls its own import of solve_with
 
     def no_solve(*_a, **_k):
         raise AssertionError("solved before checking --output")
 
-    monkeypatch.setattr(solvers, "solve", no_solve)
+    monkeypatch.setattr(solvers, "solve_with", no_solve)
     for bad in (tmp_path / "missing" / "x.json", tmp_path):
         one_line_error(*run(capsys, "solve", SMALL, "-o", bad)[::2], "output", str(bad))
 
@@ -155,7 +155,7 @@ def test_log_streams_the_solver_progress_to_stderr(capsys, method, needle):
 # ---- exit codes --------------------------------------------------------------------------------
 
 def test_exit_code_of_error_and_of_a_time_limit_without_solution(capsys, tmp_path, monkeypatch):
-    from opt.app.cli import placement as solvers  # the command calls its own import of solve
+    from opt.app.cli import placement as solvers  # the command calls its own import of solve_with
     from opt.common.result import Result
 
     inst = tmp_path / "mid.json"
@@ -166,7 +166,7 @@ def test_exit_code_of_error_and_of_a_time_limit_without_solution(capsys, tmp_pat
     code, _, err = run(capsys, "solve", inst, "--method", "milp", "--time-limit", 0.001,
                        "--param", "warm_start=none")
     assert code == 3, err
-    monkeypatch.setattr(solvers, "solve", lambda *a, **k: Result(
+    monkeypatch.setattr(solvers, "solve_with", lambda *a, **k: Result(
         "placement", "cpsat", "ERROR", stats={"message": "model invalid: x"}))
     code, _, err = run(capsys, "solve", SMALL)
     assert code == 1 and "model invalid: x" in err

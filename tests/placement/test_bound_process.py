@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 from instances import load
+from models.options import SolveOptions
 from opt.placement.bound_options import BoundOptions
 from opt.placement.bound_process import PARALLEL_BOUND_TASKS, start_bound, usable_cpus
 from opt.placement.certified_bounds import cached_bound, certified_lower_bound
 from opt.placement.io import instance_from_dict
-from solvers.api import solve
+from solvers.api import solve, solve_with
 
 NAME = "p1-llama-2-7b-hp32-p64-d2-l2"
 
@@ -116,7 +117,8 @@ def test_an_unused_worker_is_stopped_and_a_dead_one_replaced():
 
 @pytest.mark.skipif(usable_cpus() < 2, reason="a child is started only with two usable CPUs")
 def test_solve_hands_the_worker_to_a_heuristic(monkeypatch):
-    """solve(bound_worker=...) reaches start_bound (threshold lowered for a small instance)."""
+    """solve_with(bound_worker=...) reaches start_bound (threshold lowered for a small
+    instance)."""
     import solvers.api as backends  # the one owner of the bound request
     from opt.placement.bound_process import BoundWorker
 
@@ -128,7 +130,7 @@ def test_solve_hands_the_worker_to_a_heuristic(monkeypatch):
 
     monkeypatch.setattr(backends, "start_bound", start_any)
     worker = BoundWorker.start()
-    res = solve(fresh(), "bifocal", bound_worker=worker)
+    res = solve_with(fresh(), "bifocal", SolveOptions(), bound_worker=worker)
     assert seen == [worker] and worker.process is None
     assert res.stats["lower_bound_computed"] == "child process"
     assert res.lower_bound == certified_lower_bound(fresh()).value

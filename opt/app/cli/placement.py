@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from models.options import SolveOptions
 from opt.app.cli import serving
 from opt.app.cli.common import (
     STATUS_EXIT,
@@ -21,7 +22,7 @@ from opt.app.cli.common import (
 from opt.app.cli.output import write_output
 from opt.common.errors import InputError
 from opt.common.report import table
-from solvers import solve
+from solvers.api import solve_with
 from solvers.registry import methods
 
 # ---- build / import -------------------------------------------------------------------------
@@ -154,10 +155,12 @@ def _solve_and_report(args: argparse.Namespace, worker) -> int:
     params = parse_params(args.param)
     params.update(serving.serving_only_params(args, is_serving))
     method = args.method if args.method is not None else bundled_method(args.instance)
-    res = solve(inst, method, time_limit=args.time_limit, num_workers=args.num_workers,
-                seed=args.seed, initial_solution=initial, export_path=args.export,
-                deterministic=args.deterministic, log=args.log, bound_worker=worker,
-                **params)
+    warm_start = params.pop("warm_start", "best")  # --param warm_start=...: solve's own
+    options = SolveOptions(time_limit=args.time_limit, num_workers=args.num_workers,
+                           seed=args.seed, initial_solution=initial, params=params,
+                           export_path=args.export, deterministic=args.deterministic,
+                           log=args.log)
+    res = solve_with(inst, method, options, warm_start=warm_start, bound_worker=worker)
     if args.simulate:
         serving.attach_simulation(inst, res)
     _print_result(res, args, is_serving)
