@@ -62,6 +62,7 @@ from opt.placement.instance import Layout, PlacementInstance
 from opt.placement.instance_checks import build_instance
 from opt.placement.step_costs import (
     Rounding,
+    allreduce_bytes,
     step_ops,
     step_shapes,
     task_costs,
@@ -86,8 +87,8 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     steps = step_shapes(workload)
     table = step_ops(card, opt, n_layers, prec, workload)
     rounding = Rounding(opt.time_unit)
-    cost, out_bytes = task_costs(tpl, table, devs, kv, platform, card, workload, opt, prec,
-                                  steps, rounding)
+    cost, out_bytes = task_costs(tpl, table, devs, kv, platform, opt, steps,
+                                  allreduce_bytes(card, workload, prec, steps), rounding)
     measured = None
     if opt.measurements is not None:
         cost, measured = apply_measurements(

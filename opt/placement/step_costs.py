@@ -116,20 +116,26 @@ def step_ops(card: ModelCard, opt: BuildOptions, n_layers: int, prec: Precision,
     return table
 
 
+def allreduce_bytes(card: ModelCard, workload: Workload, prec: Precision, steps: StepShapes
+                    ) -> np.ndarray:
+    """float64 [steps]: bytes one tensor-parallel all-reduce moves at each step (the batch's
+    tokens of the step × the hidden size × the activation bytes)."""
+    return workload.batch * steps.tok * card.hidden * prec.a
+
+
 def task_costs(tpl: StepTemplate, table: dict, devs: BuildDevices, kv: KvPlan,
-                platform: PlatformSpec, card: ModelCard, workload: Workload, opt: BuildOptions,
-                prec: Precision, steps: StepShapes, rounding: Rounding
-                ) -> tuple[np.ndarray, np.ndarray]:
+               platform: PlatformSpec, opt: BuildOptions, steps: StepShapes,
+               ar_bytes: np.ndarray, rounding: Rounding) -> tuple[np.ndarray, np.ndarray]:
     """(cost [steps, K, D] ticks, −1 illegal; output bytes [K, steps]) of the template's tasks.
     A task does its share ``tpl.frac`` of the layer's op (1/tp for a TP shard, the cell's heads
     for attention; row-parallel outputs keep full size). Legality: kv_write on its cell's KV
     home; NPU/GPU everything else, PIM all but PIM_ILLEGAL; the all-reduces only on the host
-    (duration from the fabric's collective model). Op classes take their regime
-    (:func:`opt.costlib.latency.regime_class`: decode attention is the GEMV regime)."""
+    (duration from the fabric's collective model of ``ar_bytes``, :func:`allreduce_bytes`).
+    Op classes take their regime (:func:`opt.costlib.latency.regime_class`: decode attention
+    is the GEMV regime)."""
     tp, nd, k_tasks = opt.tp, len(devs.devices), len(tpl.names)
     cost = np.full((steps.n_steps, k_tasks, nd), -1, dtype=np.int64)
     out_bytes = np.zeros((k_tasks, steps.n_steps))
-    ar_bytes = (workload.batch * steps.tok * card.hidden * prec.a)
     decode = steps.tok == 1
     decode[0] = False  # step 0 is the prefill, even with L_in = 1
     for k in range(k_tasks):
