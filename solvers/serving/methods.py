@@ -38,7 +38,6 @@ before any plan is ``TIME_LIMIT_NO_SOLUTION``, not ``INFEASIBLE``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from heuristics.serving import search as ss
@@ -49,6 +48,7 @@ from opt.serving.checker import check_plan, evaluate_plan, plan_solution
 from opt.serving.instance import ServingInstance
 from opt.serving.plan import PlanError, ServingPlan, plan_from_solution
 from solvers.registry import parsed_params
+from solvers.serving import outcomes
 
 #: Largest block for exhaustive enumeration (sequences grow like 2^N).
 ENUM_MAX_OPS = 16
@@ -74,7 +74,7 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     bounds = params.get("bounds", True)
     mus = params.get("microbatches")
     owners = params.get("owners")
-    deadline = _deadline(options)
+    deadline = outcomes.deadline(options)
     full = False
     cut = None
     try:
@@ -113,8 +113,8 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
         start_cost = met.cost_usd_per_token if met.feasible else None
     period = params.get("period", "exact")
     out = ss.search(inst, sequences, frontier=frontier, bounds=bounds,
-                    microbatches=mus, time_limit=_left(deadline), incumbent=start_cost,
-                    period=period)
+                    microbatches=mus, time_limit=outcomes.seconds_left(deadline),
+                    incumbent=start_cost, period=period)
     stats: dict[str, Any] = {"space": space, "search": out.stats.to_dict(),
                              "frontier": frontier, "bounds": bounds}
     if cut is not None:
@@ -128,7 +128,7 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
         return Result(problem="serving", method=method, status="TIME_LIMIT_NO_SOLUTION",
                       stats=stats)
     if plan is None:
-        return _infeasible(inst, method, sequences, mus, stats, deadline)
+        return outcomes.infeasible(inst, method, sequences, mus, stats, deadline)
     complete = not out.stats.timed_out and cut is None and period == "exact"
     status = "OPTIMAL" if (full and complete) else "FEASIBLE"
     if complete:
@@ -139,43 +139,3 @@ def search(inst: ServingInstance, options: SolveOptions, *, method: str) -> Resu
     if status == "OPTIMAL":
         res.lower_bound = res.solution["cost_usd_per_mtok"]
     return res
-
-
-def _deadline(options: SolveOptions) -> float | None:
-    """The perf_counter time at which ``options.time_limit`` runs out (None: no limit)."""
-    return None if options.time_limit is None else time.perf_counter() + options.time_limit
-
-
-def _left(deadline: float | None) -> float | None:
-    """Seconds left until ``deadline`` (at least 1 ms; None: no limit)."""
-    return None if deadline is None else max(1e-3, deadline - time.perf_counter())
-
-
-def _infeasible(inst: ServingInstance, method: str, sequences, mus, stats: dict[str, Any],
-                deadline: float | None = None) -> Result:
-    """No plan in the space meets the SLO: find the tightest T_rtt of a plan that fits
-    (within what is left of the time limit: a search cut short reports what it saw)."""
-    tight = ss.search(inst, sequences, objective="t_rtt", microbatches=mus,
-                      time_limit=_left(deadline))
-    if tight.stats.timed_out:
-        stats["tightest_search"] = "stopped at the time limit"
-    if tight.t_rtt is None and tight.stats.timed_out:
-        stats["message"] = (f"no plan meets the TPOT SLO of "
-                            f"{inst.seconds(inst.tpot_slo) * 1e3:.3f} ms; the time limit ran "
-                            f"out before a plan that fits was found")
-        return Result(problem="serving", method=method, status="INFEASIBLE", stats=stats)
-    if tight.t_rtt is None:
-        weights = sum(o.weight_bytes * int(c) for o, c in zip(inst.ops, inst.op_count))
-        weights += inst.embed_weight_bytes
-        best_mem = max(inst.replica_memory_bytes(c) for c in inst.configs)
-        k = inst.grid.max_owners
-        msg = (f"the model fits on no configuration: {weights / 1e9:.1f} GB of weights "
-               f"(+ KV at {inst.context_tokens} tokens) against at most {k} owner(s) of "
-               f"{best_mem / 1e9:.1f} GB per replica in this space")
-    else:
-        stats["tightest_t_rtt_ms"] = inst.seconds(float(tight.t_rtt)) * 1e3
-        msg = (f"no plan meets the TPOT SLO of {inst.seconds(inst.tpot_slo) * 1e3:.3f} ms; "
-               f"the tightest T_rtt of a plan that fits is "
-               f"{inst.seconds(float(tight.t_rtt)) * 1e3:.3f} ms")
-    stats["message"] = msg
-    return Result(problem="serving", method=method, status="INFEASIBLE", stats=stats)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import heuristics.serving.search as ss
 import instances
-import solvers.serving.methods as sm
+import solvers.serving.outcomes as so
 from solvers import solve
 from solvers.certify import validate
 
@@ -59,7 +59,7 @@ def test_the_branch_and_bound_looks_at_the_clock_at_every_node(monkeypatch):
 
 def test_a_search_stopped_before_any_plan_is_not_infeasible(monkeypatch):
     inst = instances.load(LLAMA)
-    _fake_clock(monkeypatch, ss, sm)
+    _fake_clock(monkeypatch, ss, so)
     res = solve(inst, "bnb", time_limit=4.0)
     assert res.status == "TIME_LIMIT_NO_SOLUTION" and res.solution is None
     assert "time limit" in res.stats["message"]
