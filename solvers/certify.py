@@ -5,7 +5,7 @@ every result before returning it.
 Placement and layout schedules are checked by the independent validator
 (:func:`opt.placement.validator.validate_placement`: precedence, capacities, transfers, the
 layout's memory budget, the SLO), serving plans by the plan checker
-(:func:`opt.serving.checker.check_plan`). The objective is always recomputed: makespan (or the
+(:func:`opt.serving.checker.check_plan`, in :mod:`solvers.certify_serving`). The objective is always recomputed: makespan (or the
 instance's objective) in ticks of its time unit, or dollars per million output tokens. A report
 is *invalid* when the solution breaks the instance, when the result's own numbers — reported
 objective, gap, status against its lower bound (:func:`opt.common.result.claims_error`) — do
@@ -29,10 +29,15 @@ from opt.placement.schedule_error import ScheduleError
 from opt.placement.slo import objective_value, violations
 from opt.placement.utilisation import utilisation
 from opt.placement.validator import validate_placement
-from solvers.registry import methods
+from solvers.registry import BackendRef, methods
 
 #: Relative tolerance on a reported objective and gap (the serving cost is a float).
 REPORT_RTOL = 1e-6
+
+#: The serving-plan checks (:mod:`solvers.certify_serving`), imported on the first serving
+#: result through the registry's back-end seam: checking a schedule loads no ``opt.serving``.
+CERTIFY_PLAN = BackendRef("solvers.certify_serving:certify_plan")
+VALIDATE_PLAN = BackendRef("solvers.certify_serving:validate_plan")
 
 
 class Invalid(Exception):
@@ -81,7 +86,7 @@ def validate(instance: Any, result: Result) -> Validation:
             raise Invalid(f"no solution to validate (status {result.status})")
         if result.problem == "placement":
             _fixed_formats(instance, result.solution)
-        objective, metrics, text = (_serving(instance, result, result.solution)
+        objective, metrics, text = (VALIDATE_PLAN.resolve()(instance, result, result.solution)
                                     if kind == "serving"
                                     else _placement(instance, result, result.solution))
     except Invalid as exc:
@@ -111,7 +116,7 @@ def certify(instance: Any, result: Result) -> Result:
         return replace(result, objective=None, gap=None)
     serving = problem_of(instance) == "serving"
     try:
-        value, stats = (_certify_serving(instance, result, result.solution) if serving
+        value, stats = (CERTIFY_PLAN.resolve()(instance, result, result.solution) if serving
                         else _certify_placement(instance, result, result.solution))
     except Invalid as exc:
         why = f"invalid {'plan' if serving else 'schedule'}: {exc}"
@@ -145,25 +150,6 @@ def _certify_placement(inst: PlacementInstance, result: Result, solution: dict[s
         if broken and result.status == "OPTIMAL":
             raise Invalid(f"an OPTIMAL schedule breaks the SLO: {'; '.join(broken)}")
     return value, stats
-
-
-def _certify_serving(inst: Any, result: Result, solution: dict[str, Any]
-                     ) -> tuple[float, dict[str, Any]]:
-    """A P3 plan's cost ($ per million output tokens) and stats with the plan checker's
-    figures; :class:`Invalid` when it breaks a rule or its lower bound is above the cost."""
-    from opt.serving.checker import check_plan
-    from opt.serving.plan import PlanError
-
-    try:
-        met = check_plan(inst, solution)
-    except PlanError as exc:
-        raise Invalid(str(exc)) from None
-    value = met.cost_usd_per_mtok
-    if result.lower_bound is not None and result.lower_bound > value * (1 + 1e-9):
-        raise Invalid(f"lower bound {result.lower_bound} above the recomputed objective {value}")
-    return value, {**result.stats, "t_rtt_ms": met.t_rtt_s * 1e3, "bottleneck": met.bottleneck,
-                   "gpus": met.gpus, "stages_per_token": met.stages_per_token,
-                   "checker": "valid"}
 
 
 def _content(res: Result) -> None:
@@ -202,9 +188,9 @@ def _family(problem: str) -> str:
     return "serving" if problem in ("serving", "serving_plan") else "placement"
 
 
-def _claims(res: Result, objective: float, what: str, rtol: float) -> None:
-    """The reported objective (within ``rtol``), gap, status and lower bound agree with
-    ``objective``."""
+def check_claims(res: Result, objective: float, what: str, rtol: float) -> None:
+    """The reported objective (within relative ``rtol``), gap, status and lower bound agree
+    with the recomputed ``objective`` (``what`` names it); :class:`Invalid` otherwise."""
     if res.objective is not None and \
             abs(res.objective - objective) > rtol * max(1.0, abs(objective)):
         raise Invalid(f"result reports objective {res.objective} but {what} is {objective}")
@@ -226,7 +212,7 @@ def _placement(inst: PlacementInstance, res: Result, solution: dict[str, Any]
         raise Invalid(str(exc)) from None
     value = objective_value(inst.objective, metrics)
     if value is not None:  # integer ticks: exact
-        _claims(res, value, f"the schedule's {inst.objective}", 0.0)
+        check_claims(res, value, f"the schedule's {inst.objective}", 0.0)
     broken = violations(inst.slo, metrics, inst.time_unit)
     if broken:
         raise Invalid(f"the schedule breaks the instance's SLO: {'; '.join(broken)}")
@@ -244,22 +230,3 @@ def _placement(inst: PlacementInstance, res: Result, solution: dict[str, Any]
                "pim_only": util.pim_only, "idle": util.idle,
                **({"slo": inst.slo.to_dict()} if inst.slo is not None else {})}
     return value, figures, text
-
-
-def _serving(inst: Any, res: Result, solution: dict[str, Any]
-             ) -> tuple[float, dict[str, Any], list[str]]:
-    """Check a P3 plan: its cost ($ per million output tokens), JSON figures and text lines."""
-    from opt.serving.checker import check_plan
-    from opt.serving.plan import PlanError
-
-    try:
-        met = check_plan(inst, solution)
-    except PlanError as exc:
-        raise Invalid(str(exc)) from None
-    _claims(res, met.cost_usd_per_mtok, "the plan's cost ($/M tokens)", REPORT_RTOL)
-    figures = {"cost_usd_per_mtok": met.cost_usd_per_mtok, "t_rtt_s": met.t_rtt_s,
-               "gpus": met.gpus, "memory_bytes": met.memory_bytes}
-    text = [f"valid: {met.cost_usd_per_mtok:.6g} $/M tokens, T_rtt "
-            f"{met.t_rtt_s * 1e3:.4g} ms (SLO {inst.seconds(inst.tpot_slo) * 1e3:.4g} "
-            f"ms), {met.gpus} GPUs"]
-    return met.cost_usd_per_mtok, figures, text

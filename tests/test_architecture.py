@@ -28,6 +28,7 @@ from importlinter.cli import lint_imports
 
 import opt.api
 from opt.app.cli.parser import Handler, build_parser
+from solvers import certify
 from solvers.registry import BackendRef, methods
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,6 +187,12 @@ def test_registry_back_ends_load_solver_layers() -> None:
                 if isinstance(part, str)]
     for ref in included:
         _loads(ref.partition(":")[0], "opt.common.params")
+
+
+def test_certify_loads_the_plan_checks_through_the_registry_seam() -> None:
+    for ref in (certify.CERTIFY_PLAN, certify.VALIDATE_PLAN):
+        _loads(ref.target.partition(":")[0], "solvers.registry")
+        assert callable(ref.resolve())
 
 
 def test_api_exports_load_opt_modules() -> None:
