@@ -442,89 +442,97 @@ class BlockBranching:
                 # a configuration beat the warm start: the root (on the incumbent's path) has
                 # little left to find, the tree proves it
                 self.root_time = self.path_time
-        tie = itertools.count()
-        heap: list[tuple[float, int, int, Node, int]] = []
-        dive: list[Node] = [Node((), 0.0)]
-        inflight: dict[Future, tuple[Node, int]] = {}
-        stopped = False
-
-        def push(node: Node, attempts: int) -> None:
-            heapq.heappush(heap, (node.bound, -len(node.sets), next(tie), node, attempts))
-
-        def next_node() -> tuple[Node, int] | None:
-            while dive or heap:
-                node, attempts = (dive.pop(), 0) if dive else heapq.heappop(heap)[3:]
-                if self.best_span is None or node.bound < self.best_span:
-                    return node, attempts
-                if not dive and not (heap and heap[0][0] < self.best_span):
-                    heap.clear()  # every queued node is bounded by the incumbent
-            return None
-
-        settled = False  # the whole model, solved alongside the tree, settled everything
+        nodes = _OpenNodes()
         pool = ThreadPoolExecutor(max_workers=self.parallel + 1)
         # Ctrl-C: the solvers stop, the loop ends, KeyboardInterrupt after the pool is done
         with contextlib.ExitStack() as stack:
             stack.enter_context(interruptible(self.halt))
             stack.callback(pool.shutdown, wait=True)  # (first out: the watcher still stops)
-            whole = self._start_whole(pool, deadline) if self.portfolio and self.order \
-                else None
-            while True:
-                if whole is not None and whole[0].done():
-                    settled = self._finish_whole(whole)
-                    whole = None
-                    if settled:
-                        heap.clear()
-                        dive.clear()
-                while not (stopped or settled or self.halted) and len(inflight) < self.parallel:
-                    picked = next_node()
-                    if picked is None:
-                        break
-                    node, attempts = picked
-                    left = None if deadline is None else deadline - time.perf_counter()
-                    if left is not None and left <= 0:
-                        push(node, attempts)
-                        stopped = True
-                        break
-                    depth = len(node.sets)
-                    if not self.order:  # no weight blocks: the root is the only node
-                        limit = left
-                    else:
-                        limit = (self.root_time if depth == 0 else
-                                 self.leaf_time * 2 ** attempts if depth == len(self.order)
-                                 else self.path_time if self._on_incumbent_path(node)
-                                 else self.node_time)
-                        limit = limit if left is None else min(limit, left)
-                    fut = pool.submit(self._run_node, node, limit, deadline,
-                                      *self._cap_and_hint(node),
-                                      self.options if depth == 0 else self.node_options)
-                    inflight[fut] = (node, attempts)
-                if not inflight:  # the queue is empty, or the time is up, or it is settled
-                    break
-                waiting = list(inflight) + ([whole[0]] if whole is not None else [])
-                done, _ = wait(waiting, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    if fut not in inflight:
-                        continue  # the whole model: handled at the top of the loop
-                    node, attempts = inflight.pop(fut)
-                    outcome, bound = self._record(node, fut.result())
-                    if outcome != "open" or settled:
-                        continue
-                    node = dataclasses.replace(node, bound=bound)
-                    if len(node.sets) == len(self.order):
-                        self.stats["retries"] += 1
-                        push(node, attempts + 1)
-                        continue
-                    kids = self.children(node)
-                    dive.extend(kids[:1])
-                    for kid in kids[1:]:
-                        push(kid, 0)
-            if whole is not None:  # the tree finished first (or the time ran out)
-                whole[1].stop_search()
-                settled = self._finish_whole(whole) or settled
+            self._search(pool, nodes, deadline)
+        return self._outcome(nodes)
+
+    def _search(self, pool: ThreadPoolExecutor, nodes: _OpenNodes, deadline: float | None
+                ) -> None:
+        """Solve open nodes, ``parallel_nodes`` at a time, beside the whole model (with
+        ``portfolio``), until none is left below the incumbent, the time is up or the whole
+        model settled everything (the queue is then emptied)."""
+        whole = self._start_whole(pool, deadline) if self.portfolio and self.order else None
+        inflight: dict[Future, tuple[Node, int]] = {}
+        stopped = settled = False
+        while True:
+            if whole is not None and whole[0].done():
+                settled = self._finish_whole(whole)
+                whole = None
                 if settled:
-                    heap.clear()
-                    dive.clear()
-        open_bounds = [entry[0] for entry in heap] + [n.bound for n in dive]
+                    nodes.clear()
+            if not (stopped or settled):
+                stopped = self._submit(pool, nodes, inflight, deadline)
+            if not inflight:  # the queue is empty, or the time is up, or it is settled
+                break
+            waiting = list(inflight) + ([whole[0]] if whole is not None else [])
+            done, _ = wait(waiting, return_when=FIRST_COMPLETED)
+            self._collect(done, inflight, nodes, settled)
+        if whole is not None:  # the tree finished first (or the time ran out)
+            whole[1].stop_search()
+            if self._finish_whole(whole) or settled:
+                nodes.clear()
+
+    def _submit(self, pool: ThreadPoolExecutor, nodes: _OpenNodes,
+                inflight: dict[Future, tuple[Node, int]], deadline: float | None) -> bool:
+        """Start the next open nodes until ``parallel_nodes`` run (or none is left below the
+        incumbent, or the search was halted). True when the time is up: the node picked last
+        goes back to the queue."""
+        while not self.halted and len(inflight) < self.parallel:
+            picked = nodes.next_below(self.best_span)
+            if picked is None:
+                return False
+            node, attempts = picked
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                nodes.push(node, attempts)
+                return True
+            limit = self._node_limit(node, attempts, left)
+            fut = pool.submit(self._run_node, node, limit, deadline, *self._cap_and_hint(node),
+                              self.options if not node.sets else self.node_options)
+            inflight[fut] = (node, attempts)
+        return False
+
+    def _node_limit(self, node: Node, attempts: int, left: float | None) -> float | None:
+        """Seconds for one node: the root's, a leaf's (doubled per earlier attempt), the
+        incumbent path's or an inner node's, within ``left`` (None = no limit)."""
+        if not self.order:  # no weight blocks: the root is the only node
+            return left
+        depth = len(node.sets)
+        limit = (self.root_time if depth == 0 else
+                 self.leaf_time * 2 ** attempts if depth == len(self.order)
+                 else self.path_time if self._on_incumbent_path(node)
+                 else self.node_time)
+        return limit if left is None else min(limit, left)
+
+    def _collect(self, done: set[Future], inflight: dict[Future, tuple[Node, int]],
+                 nodes: _OpenNodes, settled: bool) -> None:
+        """Record the nodes whose solves are ``done``; an open node goes back: a leaf for
+        another attempt, an inner node as its children (the first one dived into)."""
+        for fut in done:
+            if fut not in inflight:
+                continue  # the whole model: handled at the top of the search loop
+            node, attempts = inflight.pop(fut)
+            outcome, bound = self._record(node, fut.result())
+            if outcome != "open" or settled:
+                continue
+            node = dataclasses.replace(node, bound=bound)
+            if len(node.sets) == len(self.order):
+                self.stats["retries"] += 1
+                nodes.push(node, attempts + 1)
+                continue
+            kids = self.children(node)
+            nodes.dive.extend(kids[:1])
+            for kid in kids[1:]:
+                nodes.push(kid, 0)
+
+    def _outcome(self, nodes: _OpenNodes) -> tuple[str, float | None]:
+        """(status, lower bound) from the incumbent and the open nodes below it."""
+        open_bounds = nodes.bounds()
         if self.best_span is not None:
             open_bounds = [b for b in open_bounds if b < self.best_span]
         self.stats["open_nodes"] = len(open_bounds)
@@ -533,6 +541,41 @@ class BlockBranching:
                 else ("INFEASIBLE", None)
         return ("FEASIBLE" if self.best is not None else "TIME_LIMIT_NO_SOLUTION",
                 float(min(open_bounds)))
+
+
+class _OpenNodes:
+    """The open nodes of the search: a dive stack, taken first, and a best-first heap (lowest
+    bound, then deepest, then first pushed), each node with its number of earlier attempts."""
+
+    def __init__(self) -> None:
+        self.dive: list[Node] = [Node((), 0.0)]
+        self.heap: list[tuple[float, int, int, Node, int]] = []
+        self._tie = itertools.count()
+
+    def push(self, node: Node, attempts: int) -> None:
+        """Queue ``node`` on the heap."""
+        heapq.heappush(self.heap, (node.bound, -len(node.sets), next(self._tie), node, attempts))
+
+    def next_below(self, best_span: float | None) -> tuple[Node, int] | None:
+        """The next node whose bound is below ``best_span`` (None = no incumbent) and its
+        attempts; None when there is none (the heap is emptied once the incumbent bounds every
+        queued node)."""
+        while self.dive or self.heap:
+            node, attempts = (self.dive.pop(), 0) if self.dive else heapq.heappop(self.heap)[3:]
+            if best_span is None or node.bound < best_span:
+                return node, attempts
+            if not self.dive and not (self.heap and self.heap[0][0] < best_span):
+                self.heap.clear()  # every queued node is bounded by the incumbent
+        return None
+
+    def clear(self) -> None:
+        """Drop every open node (the whole model settled the search)."""
+        self.heap.clear()
+        self.dive.clear()
+
+    def bounds(self) -> list[float]:
+        """The bounds of the open nodes."""
+        return [entry[0] for entry in self.heap] + [n.bound for n in self.dive]
 
 
 def solve_placement_blocks(inst: PlacementInstance, options: SolveOptions,
