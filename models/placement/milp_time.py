@@ -219,23 +219,20 @@ class _Rows:
         self.n += k
 
     def csr(self) -> tuple[np.ndarray, ...]:
-        """(starts, index, value, lower, upper); duplicate (row, col) entries are summed and
-        zeros dropped (numpy only: importing scipy after Pyomo costs seconds)."""
+        """(starts, index, value, lower, upper): the rows in the order added, each row's
+        columns ascending, duplicate (row, col) entries summed and zeros dropped."""
+        import scipy.sparse  # here: importing this module (the registry) stays cheap
+
         if not self.n:
             z = np.zeros(0)
             return np.zeros(1, np.int64), z.astype(np.int64), z, z, z
-        rows, cols = np.concatenate(self.rows), np.concatenate(self.cols)
-        key = rows.astype(np.int64) * (int(cols.max(initial=0)) + 1) + cols
-        uniq, inv = np.unique(key, return_inverse=True)
-        vals = np.bincount(inv, weights=np.concatenate(self.vals), minlength=len(uniq))
-        keep = vals != 0
-        uniq, vals = uniq[keep], vals[keep]
-        width = int(cols.max(initial=0)) + 1
-        r, c = uniq // width, uniq % width
-        starts = np.zeros(self.n + 1, np.int64)
-        np.cumsum(np.bincount(r, minlength=self.n), out=starts[1:])
-        return (starts, c.astype(np.int64), vals, np.concatenate(self.lower),
-                np.concatenate(self.upper))
+        cols = np.concatenate(self.cols)
+        coo = scipy.sparse.coo_array((np.concatenate(self.vals), (np.concatenate(self.rows), cols)),
+                                     shape=(self.n, int(cols.max(initial=0)) + 1))
+        m = coo.tocsr()  # sums duplicates, sorts each row's columns
+        m.eliminate_zeros()
+        return (m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data,
+                np.concatenate(self.lower), np.concatenate(self.upper))
 
 
 def windows(prep: MilpPrep, res: list[list[int]], horizon: int, delta: int
