@@ -83,7 +83,9 @@ class ClassParams:
 @dataclass(frozen=True)
 class GpuCalibration:
     """The calibrated model of one GPU type: classes, all-reduce links per group size (one
-    node), send/recv links (``intra``, ``inter``), and where each came from."""
+    node), send/recv links (``intra``, ``inter``), where each came from, and the classes
+    ``borrowed`` from another measured card (class → card: no rows of this GPU for them, so
+    their predictions lie outside this GPU's measured regime)."""
 
     gpu: str
     peak_flops: float
@@ -92,6 +94,7 @@ class GpuCalibration:
     all_reduce: Mapping[int, Link] = field(default_factory=dict)
     send_recv: Mapping[str, Link] = field(default_factory=dict)
     source: str = ""
+    borrowed: Mapping[str, str] = field(default_factory=dict)
 
     def kernel_s(self, op_class: str, flops, bytes_, units=1.0):
         """Seconds of a kernel of ``op_class`` (an unfitted class takes ``elementwise``)."""
@@ -110,7 +113,8 @@ class GpuCalibration:
         return {"gpu": self.gpu, "source": self.source,
                 "classes": {c: vars(p) for c, p in self.classes.items()},
                 "all_reduce": {str(g): l.to_dict() for g, l in self.all_reduce.items()},
-                "send_recv": {k: l.to_dict() for k, l in self.send_recv.items()}}
+                "send_recv": {k: l.to_dict() for k, l in self.send_recv.items()},
+                **({"borrowed": dict(self.borrowed)} if self.borrowed else {})}
 
 
 def calibration_from_dict(d: Mapping[str, Any], peak_flops: float, mem_bw: float,
@@ -123,14 +127,15 @@ def calibration_from_dict(d: Mapping[str, Any], peak_flops: float, mem_bw: float
                            str(v.get("source", ""))) for g, v in d.get("all_reduce", {}).items()}
         sr = {k: Link(float(v["latency_s"]), float(v["bandwidth_bytes_per_s"]),
                       str(v.get("source", ""))) for k, v in d.get("send_recv", {}).items()}
-    except (KeyError, TypeError, ValueError) as exc:
+        borrowed = {str(c): str(card) for c, card in d.get("borrowed", {}).items()}
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise InputError(f"bad GPU calibration: {exc!r}", source=source,
                          field=str(d.get("gpu", "?"))) from None
     if "elementwise" not in classes:
         raise InputError("a GPU calibration needs the 'elementwise' class", source=source,
                          field=f"{d.get('gpu')}.classes")
     return GpuCalibration(str(d["gpu"]), peak_flops, mem_bw, classes, ar, sr,
-                          str(d.get("source", "")))
+                          str(d.get("source", "")), borrowed)
 
 
 def read_calibrations(path: str | Path, catalog: Any) -> dict[str, GpuCalibration]:

@@ -7,7 +7,9 @@ OpWeave Table 1 with its source. Users extend it with their own JSON file of the
 Device fields (units in the names): ``peak_flops`` (dense fp16/bf16 FLOP/s), ``mem_bw_bytes_per_s``,
 ``memory_bytes`` (≥ 1, ≤ 2^62), ``price_usd_per_hour`` (> 0, null when unpublished), ``class`` ∈ {npu, pim, gpu, cpu},
 ``latency_model`` (see :mod:`opt.costlib.latency`), ``native_format`` and ``conversions`` (weight-layout
-conversion steps, problems.md §5.4).
+conversion steps, problems.md §5.4); for GPUs optionally ``memory_technology`` ∈ {HBM, GDDR} and
+``interconnect`` ∈ {NVLink, PCIe} (the GPU-to-GPU fabric of its servers), which decide the
+closest measured card of a GPU without measurements (:mod:`opt.costlib.gpu_match`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from opt.common.jsonio import Fields, read_json, write_json
 from opt.costlib.latency import LatencyModel, Link, latency_model_from_dict
 
 DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
+#: Memory technologies and GPU-to-GPU interconnects a device may declare.
+MEMORY_TECHNOLOGIES = ("HBM", "GDDR")
+INTERCONNECTS = ("NVLink", "PCIe")
 FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
 #: Largest device memory (bytes) a catalog may declare: capacities are int64 in instances.
 MAX_MEMORY_BYTES = float(2 ** 62)
@@ -61,6 +66,8 @@ class DeviceSpec:
     native_format: str = "linear"
     conversions: tuple[Conversion, ...] = ()
     source: str = ""
+    memory_technology: str | None = None   # one of MEMORY_TECHNOLOGIES (None: not stated)
+    interconnect: str | None = None        # one of INTERCONNECTS (None: not stated)
 
     def latency_s(self, op_class: str, flops, bytes_):
         """Op latency in seconds from this device's latency model (vectorised)."""
@@ -124,6 +131,8 @@ class DeviceSpec:
                              "overhead_s": c.overhead_s, "source": c.source}
                             for c in self.conversions],
             "source": self.source,
+            **{k: v for k, v in (("memory_technology", self.memory_technology),
+                                 ("interconnect", self.interconnect)) if v is not None},
         }
 
 
@@ -246,7 +255,7 @@ def _link(f: Fields) -> Link:
 def _device(f: Fields) -> DeviceSpec:
     f.check_keys({"name", "class", "peak_flops", "mem_bw_bytes_per_s", "memory_bytes",
                   "price_usd_per_hour", "latency_model", "native_format", "conversions",
-                  "source"})
+                  "source", "memory_technology", "interconnect"})
     cls = f.str("class")
     if cls not in DEVICE_CLASSES:
         raise f.error("class", f"unknown device class '{cls}'; known: {', '.join(DEVICE_CLASSES)}")
@@ -277,7 +286,19 @@ def _device(f: Fields) -> DeviceSpec:
                       mem_bw_bytes_per_s=bw, memory_bytes=memory,
                       price_usd_per_hour=f.num("price_usd_per_hour", None, strict=True),
                       latency_model=model, native_format=native, conversions=tuple(convs),
-                      source=f.str("source", ""))
+                      source=f.str("source", ""),
+                      memory_technology=_choice(f, "memory_technology", MEMORY_TECHNOLOGIES),
+                      interconnect=_choice(f, "interconnect", INTERCONNECTS))
+
+
+def _choice(f: Fields, key: str, known: tuple[str, ...]) -> str | None:
+    """The optional field ``key`` (None when absent), one of ``known``."""
+    if f.obj.get(key) is None:
+        return None
+    value = f.str(key)
+    if value not in known:
+        raise f.error(key, f"unknown {key.replace('_', ' ')} '{value}'; known: {', '.join(known)}")
+    return value
 
 
 def _platform(f: Fields) -> PlatformSpec:

@@ -58,6 +58,7 @@ from opt.common.errors import InputError
 from opt.common.jsonio import json_bytes
 from opt.common.units import dtype_bytes, seconds_to_ticks
 from opt.costlib.gpu_calib import GpuCalibration
+from opt.costlib.gpu_match import CardMatch
 from opt.costlib.hardware import Catalog
 from opt.costlib.latency import COLLECTIVE_OVERHEAD_S, EfficiencyRoofline, Link, ring_allreduce_s
 from opt.costlib.measured import MeasuredTable
@@ -452,7 +453,7 @@ def _coster(catalog: Catalog, card: ModelCard, models: dict[str, EfficiencyRoofl
     """The kernel cost model of a build (the bundled calibrations when none are given; GPU
     types without one take ``unmeasured_gpu``'s rule, opt.serving.kernel_cost)."""
     cals: dict[str, GpuCalibration] = {}
-    donors: dict[str, str] = {}
+    donors: dict[str, CardMatch] = {}
     if gpu_cost == "calibrated":
         every = load_calibrations(catalog) if calibrations is None else dict(calibrations)
         if not every:
@@ -463,9 +464,9 @@ def _coster(catalog: Catalog, card: ModelCard, models: dict[str, EfficiencyRoofl
         if unmeasured_gpu == "transfer" and every:
             for gpu in models:
                 if gpu not in cals:
-                    cals[gpu] = transferred_calibration(gpu, models[gpu], every)
-                    donors[gpu] = nearest_calibrated(models[gpu].peak_flops,
-                                                     models[gpu].mem_bw_bytes_per_s, every).gpu
+                    donors[gpu] = nearest_calibrated(gpu, catalog, every)
+                    cals[gpu] = transferred_calibration(gpu, models[gpu],
+                                                        every[donors[gpu].card])
     return KernelCoster(gpu_cost, models, cals, measurements, card.name, transferred=donors)
 
 

@@ -9,9 +9,10 @@
   others ``unmeasured_gpu`` decides (the provenance lists which GPU got what):
 
   - ``"transfer"`` (default): the fitted *dimensionless* parameters (per class t0, η_c, η_m,
-    u_half) of the nearest measured GPU (:func:`nearest_calibrated`) on the GPU's own
-    datasheet peaks (FLOP/s, memory bandwidth); its collectives and network stay the
-    catalog's (no measured links) — problems.md §5.3b "Unmeasured GPUs";
+    u_half) of the closest measured card (:func:`nearest_calibrated`: same memory technology
+    and interconnect first, then nearest log peaks — :mod:`opt.costlib.gpu_match`) on the
+    GPU's own datasheet peaks (FLOP/s, memory bandwidth); its collectives and network stay
+    the catalog's (no measured links) — problems.md §5.3b "Unmeasured GPUs";
   - ``"roofline"``: the catalog roofline (the model before this option);
 - ``"roofline"``: the catalog's ``t0 + max(f/(η_c·F), m/(η_m·β))`` (the uncalibrated model).
 
@@ -24,13 +25,13 @@ microbatch, share = the GPU's KV-head fraction); the counts by origin go to
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from opt.common.errors import InputError
 from opt.costlib.gpu_calib import BUNDLED_CALIBRATION, GpuCalibration, read_calibrations
+from opt.costlib.gpu_match import CardMatch, closest_measured
 from opt.costlib.latency import EfficiencyRoofline, Link
 from opt.costlib.measured import EXACT, INTERPOLATED, NO_ENTRY, MeasuredTable
 
@@ -62,24 +63,35 @@ def check_unmeasured_gpu(unmeasured_gpu: str) -> None:
                          f"{', '.join(UNMEASURED_GPU)}", field="unmeasured_gpu")
 
 
-def nearest_calibrated(peak_flops: float, mem_bw_bytes_per_s: float,
-                       cals: Mapping[str, GpuCalibration]) -> GpuCalibration:
-    """The measured GPU nearest in (ln peak FLOP/s, ln memory bandwidth) — the two datasheet
-    numbers the kernel model scales by (ties: the first by name)."""
-    def dist(c: GpuCalibration) -> float:
-        return math.hypot(math.log(c.peak_flops / peak_flops),
-                          math.log(c.mem_bw_bytes_per_s / mem_bw_bytes_per_s))
-    return min(sorted(cals.values(), key=lambda c: c.gpu), key=dist)
+def nearest_calibrated(gpu: str, catalog: Any, cals: Mapping[str, GpuCalibration]
+                       ) -> CardMatch:
+    """The closest measured card of catalog GPU ``gpu`` among the calibrated ones
+    (:func:`opt.costlib.gpu_match.closest_measured`)."""
+    return closest_measured(catalog.device(gpu), [catalog.device(g) for g in cals])
 
 
-def transferred_calibration(gpu: str, model: EfficiencyRoofline,
-                            cals: Mapping[str, GpuCalibration]) -> GpuCalibration:
-    """``gpu``'s model under ``unmeasured_gpu="transfer"``: the nearest measured GPU's classes
-    on ``gpu``'s own peaks, no measured collectives or links (the catalog's stay)."""
-    donor = nearest_calibrated(model.peak_flops, model.mem_bw_bytes_per_s, cals)
+def transferred_calibration(gpu: str, model: EfficiencyRoofline, donor: GpuCalibration
+                            ) -> GpuCalibration:
+    """``gpu``'s model under ``unmeasured_gpu="transfer"``: ``donor``'s classes on ``gpu``'s
+    own peaks, no measured collectives or links (the catalog's stay); every class is
+    borrowed (from the donor, or from the card the donor borrowed it from)."""
+    borrowed = {c: donor.borrowed.get(c, donor.gpu) for c in donor.classes}
     return GpuCalibration(gpu, model.peak_flops, model.mem_bw_bytes_per_s, donor.classes, {}, {},
                           f"transferred: {donor.gpu}'s fitted classes ({donor.source}) on "
-                          f"{gpu}'s datasheet peaks; collectives and network from the catalog")
+                          f"{gpu}'s datasheet peaks; collectives and network from the catalog",
+                          borrowed)
+
+
+def outside_measured_regime(cal: GpuCalibration) -> str | None:
+    """Why ``cal``'s predictions lie outside its GPU's measured regime (None: every class was
+    fitted to that GPU's own rows)."""
+    if not cal.borrowed:
+        return None
+    by_card: dict[str, list[str]] = {}
+    for c, card in cal.borrowed.items():
+        by_card.setdefault(card, []).append(c)
+    parts = "; ".join(f"{', '.join(cs)} from {card}" for card, cs in sorted(by_card.items()))
+    return f"{cal.gpu} has no measured rows for these classes, borrowed: {parts}"
 
 
 def load_calibrations(catalog: Any, path: str | None = None) -> dict[str, GpuCalibration]:
@@ -104,7 +116,7 @@ class KernelCoster:
     calibrations: Mapping[str, GpuCalibration]
     table: MeasuredTable | None = None
     model: str = ""
-    transferred: Mapping[str, str] = field(default_factory=dict)  # GPU -> measured donor
+    transferred: Mapping[str, CardMatch] = field(default_factory=dict)  # GPU -> measured card
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("exact", "interpolated", "model_no_entry", "model_outside_range"), 0))
     _memo: dict[tuple, tuple[float | None, str]] = field(default_factory=dict)
@@ -177,10 +189,14 @@ class KernelCoster:
             if cal is None:
                 per_gpu[gpu] = {"model": "roofline", "source": rf.source}
             elif gpu in self.transferred:
-                per_gpu[gpu] = {"model": "transferred", "donor": self.transferred[gpu],
+                match = self.transferred[gpu]
+                per_gpu[gpu] = {"model": "transferred", "donor": match.card, "why": match.why,
                                 "source": cal.source}
             else:
                 per_gpu[gpu] = {"model": "calibrated", "source": cal.source}
+            outside = None if cal is None else outside_measured_regime(cal)
+            if outside is not None:
+                per_gpu[gpu]["outside_measured_regime"] = outside
         return {"gpu_cost": self.gpu_cost, "gpu_models": per_gpu}
 
     def measurements_meta(self) -> dict[str, Any] | None:

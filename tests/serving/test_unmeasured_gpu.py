@@ -31,32 +31,36 @@ def _l40s(unmeasured_gpu: str, gpu_cost: str = "calibrated"):
                               unmeasured_gpu=unmeasured_gpu)
 
 
-def test_the_donor_is_the_nearest_measured_gpu():
-    """Nearest in (ln FLOP/s, ln bandwidth): the L40S and the H20 take the A100's classes,
-    the B200 the H100's."""
+def test_the_donor_is_the_closest_measured_card():
+    """Same memory technology and interconnect first, then nearest in (ln FLOP/s,
+    ln bandwidth): the L40S (GDDR, PCIe) takes the A40's classes, the H20 the A100's, the
+    B200 the H100's."""
     def donor(name):
-        d = CAT.device(name)
-        return nearest_calibrated(d.peak_flops, d.mem_bw_bytes_per_s, CALS).gpu
-    assert (donor("L40S"), donor("H20"), donor("B200")) == ("A100", "A100", "H100")
+        return nearest_calibrated(name, CAT, CALS).card
+    assert (donor("L40S"), donor("H20"), donor("B200")) == ("A40", "A100", "H100")
     assert donor("H100") == "H100" and donor("A100") == "A100"
 
 
 def test_transfer_changes_the_l40s_kernels_and_the_optimum():
-    """Decode attention on the L40S at the A100's measured class (η_m 0.58) instead of the
-    roofline's 0.80: slower wherever the KV-cache read dominates (microbatches ≥ 32; at 16 on
-    TP 8 the launch costs weigh as much and the two agree within 1 %), and the cheapest
-    colocated plan costs more;
-    the provenance names the model and the donor; under ``roofline`` costs the option is
-    inert."""
+    """Decode attention on the L40S at the A100's measured class (η_m 0.58, borrowed by its
+    closest measured card, the A40) instead of the roofline's 0.80: slower wherever the
+    KV-cache read dominates (microbatches ≥ 32; at 16 on TP 8 the launches and the A40's
+    element-wise classes weigh as much: within 10 %), and the cheapest colocated plan costs
+    more;
+    the provenance names the model, the card, why, and that the predictions lie outside the
+    measured regime; under ``roofline`` costs the option is inert."""
     tr, rf = _l40s("transfer"), _l40s("roofline")
-    assert tr.meta["gpu_models"]["L40S"] == {
-        "model": "transferred", "donor": "A100", "source": tr.meta["gpu_models"]["L40S"]["source"]}
-    assert "A100" in tr.meta["gpu_models"]["L40S"]["source"]
+    got = tr.meta["gpu_models"]["L40S"]
+    assert got == {"model": "transferred", "donor": "A40", "why": got["why"],
+                   "source": got["source"],
+                   "outside_measured_regime": got["outside_measured_regime"]}
+    assert "A40" in got["source"] and "GDDR" in got["why"] and "PCIe" in got["why"]
+    assert "attention_decode from A100" in got["outside_measured_regime"]
     assert rf.meta["gpu_models"]["L40S"]["model"] == "roofline"
     assert tr.meta["unmeasured_gpu"] == "transfer" and rf.meta["unmeasured_gpu"] == "roofline"
     attn = [o.kind for o in tr.ops].index("attn")
     t_tr, t_rf = tr.op_duration[:, :, attn], rf.op_duration[:, :, attn]
-    assert (t_tr[:, 1:] > t_rf[:, 1:]).all() and (t_tr > 0.99 * t_rf).all()
+    assert (t_tr[:, 1:] > t_rf[:, 1:]).all() and (t_tr > 0.9 * t_rf).all()
     a = search(tr, baseline_sequences(tr, "col"))
     b = search(rf, baseline_sequences(rf, "col"))
     assert a.cost_usd_per_token > b.cost_usd_per_token * 1.01
