@@ -27,7 +27,8 @@ import grimp
 from importlinter.cli import lint_imports
 
 import opt.api
-from opt.app.cli.parser import Handler, build_parser
+from opt.app.cli.parser import PLACEMENT_METHOD_NAMES, Handler, build_parser
+from opt.app.cli.placement import SERVING_SOLVE
 from solvers import certify
 from solvers.registry import BackendRef, methods
 
@@ -37,13 +38,11 @@ PACKAGES = ("opt", "models", "solvers", "heuristics", "instances")
 #: the modules that import by a string, and the project packages each may load that way:
 #: the CLI's handler table, the registry's back ends and ``opt.api``'s exports; the method
 #: params a registry entry includes by name (``module:attribute``, imported by
-#: :class:`opt.common.params.ParamSpec` on the registry's behalf); numba's modules (no project
-#: module) imported by :mod:`opt.common.jit`
+#: :class:`opt.common.params.ParamSpec` on the registry's behalf)
 SEAMS = {"opt.app.cli.parser": ("opt.app.cli",),
          "solvers.registry": ("solvers", "models", "heuristics"),
          "opt.api": ("opt",),
-         "opt.common.params": ("solvers", "models", "heuristics"),
-         "opt.common.jit": ()}
+         "opt.common.params": ("solvers", "models", "heuristics")}
 
 
 def _module_name(path: Path, root: Path = ROOT) -> str:
@@ -173,7 +172,7 @@ def _loads(module: str, seam: str) -> None:
 def test_cli_handlers_load_command_modules() -> None:
     handlers = list(_handlers(build_parser()))
     assert len(handlers) > 20
-    for h in handlers:
+    for h in (*handlers, PLACEMENT_METHOD_NAMES, SERVING_SOLVE):
         _loads(h.module, "opt.app.cli.parser")
 
 

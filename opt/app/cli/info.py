@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 import instances
-from opt.app.cli.common import cards, catalog, print_json
+from opt.app.cli.helpers import print_json
+from opt.app.cli.sources import cards, catalog
 from opt.common.report import table
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from opt.app.cli.common import cards, catalog, load_instance, print_json
+from opt.app.cli.helpers import load_instance, print_json
+from opt.app.cli.sources import cards, catalog
 from opt.app.plots.common import _pyplot
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from opt.app.cli.common import print_json
+from opt.app.cli.helpers import print_json
 from opt.common.params import Derived, Param, ParamSpec
 from opt.common.report import markdown_table, table
 from solvers.registry import Method, methods, params_by_spec

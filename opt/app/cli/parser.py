@@ -1,12 +1,14 @@
 """The ``hetopt`` parser (every command's arguments) and ``main``.
 
 Commands: ``models``, ``hardware``, ``instances`` (:mod:`opt.app.cli.info`); ``methods``
-(:mod:`opt.app.cli.methods`); ``theory het|hom|verify|
-plot`` (:mod:`opt.app.cli.theory`); ``build placement|layout|serving`` (``serving-plan``: the same), ``import dot``, ``validate``,
-``solve``, ``lower-bound`` (:mod:`opt.app.cli.placement`, :mod:`opt.app.cli.serving`); ``sweep
-placement|layout|serving``, ``bench``, ``replay``, ``scaling`` (:mod:`opt.app.cli.runs`); ``plot
-gantt|utilisation|sweep|serving`` (:mod:`opt.app.cli.plots`); ``view`` (:mod:`opt.app.cli.view`). Bad input prints one line naming the
-file, field and value and exits 2; ``--json`` prints machine-readable output.
+(:mod:`opt.app.cli.methods`); ``theory het|hom|verify|plot`` (:mod:`opt.app.cli.theory`);
+``build placement|layout``, ``import dot`` (:mod:`opt.app.cli.build`); ``build serving``
+(``serving-plan``: the same; :mod:`opt.app.cli.serving`); ``validate``
+(:mod:`opt.app.cli.validate`); ``solve``, ``lower-bound`` (:mod:`opt.app.cli.placement`);
+``sweep placement|layout|serving``, ``bench``, ``replay``, ``scaling``
+(:mod:`opt.app.cli.runs`); ``plot gantt|utilisation|sweep|serving`` (:mod:`opt.app.cli.plots`);
+``view`` (:mod:`opt.app.cli.view`). Bad input prints one line naming the file, field and value
+and exits 2; ``--json`` prints machine-readable output.
 
 Every command's arguments are defined here, and only here; each leaf's ``func`` is a
 :class:`Handler` naming its function in the command-group module, imported when the command runs
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from opt.app.cli.argtypes import (
     COUNT,
@@ -35,7 +38,6 @@ from opt.app.cli.argtypes import (
 from opt.app.cli.common import (
     EXIT_CODES_HELP,
     TABLES,
-    PlacementMethodsHelp,
     add_budget_args,
     add_out_args,
     add_solve_args,
@@ -55,7 +57,9 @@ NOISE = BoundedReal(0.0, 10.0)
 
 
 class Handler:
-    """A command's handler by name: ``function`` of ``module``, imported on the first call."""
+    """A function by name: ``function`` of ``module``, imported on the first call. A command's
+    handler (called with the parsed arguments), or a piece a command or a help text loads only
+    when it runs (:data:`PLACEMENT_METHOD_NAMES`, the serving side of ``solve``)."""
 
     __slots__ = ("module", "function_name")
 
@@ -65,8 +69,9 @@ class Handler:
     def __repr__(self) -> str:
         return f"Handler({self.module!r}, {self.function_name!r})"
 
-    def function(self) -> Callable[[argparse.Namespace], int]:
-        """The handler function itself (its module imported)."""
+    def function(self) -> Callable[..., Any]:
+        """The function itself (its module imported)."""
+        # the handler table is an entry seam: ``models`` too loads only when a command runs
         from models.interrupt import deferred
 
         # __import__, not importlib.import_module: the import statement's machinery, which
@@ -78,6 +83,34 @@ class Handler:
 
     def __call__(self, args: argparse.Namespace) -> int:
         return self.function()(args)
+
+
+#: The registered placement methods (a list of names), for help texts: loads ``solvers``.
+PLACEMENT_METHOD_NAMES = Handler("opt.app.cli.method_names", "placement_method_names")
+
+
+class PlacementMethodsHelp(argparse.Action):
+    """A store action whose help is a template with ``{methods}``, filled with the registered
+    placement methods (:data:`PLACEMENT_METHOD_NAMES`) only when help is printed: importing
+    ``solvers`` while building the parser would load it for every command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self._template: str | None = None
+        super().__init__(option_strings, dest, **kwargs)
+
+    @property
+    def help(self) -> str | None:  # type: ignore[override]
+        if self._template is None:
+            return None
+        return self._template.format(methods=" | ".join(PLACEMENT_METHOD_NAMES.function()()))
+
+    @help.setter
+    def help(self, template: str | None) -> None:
+        self._template = template
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,7 +241,7 @@ def _add_theory_plot_parser(tsub: argparse._SubParsersAction,
 
 
 
-# ---- build placement, import dot, validate, solve, lower-bound (opt.app.cli.placement) ------------
+# ---- build placement, import dot (opt.app.cli.build); solve, lower-bound (opt.app.cli.placement)
 
 def add_build_placement_parser(bsub: argparse._SubParsersAction,
                                common: argparse.ArgumentParser, layout: bool = False) -> None:
@@ -269,7 +302,7 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
                          "size), rows otherwise (default auto); an .npz file is always columns")
     pl.add_argument("--columns", dest="tables", action="store_const", const="columns",
                     default=argparse.SUPPRESS, help="same as --tables columns")
-    pl.set_defaults(func=Handler("opt.app.cli.placement", "cmd_build_placement"))
+    pl.set_defaults(func=Handler("opt.app.cli.build", "cmd_build_placement"))
 
 
 def add_placement_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -280,7 +313,7 @@ def add_placement_parsers(sub: argparse._SubParsersAction, common: argparse.Argu
     dp.add_argument("graph")
     dp.add_argument("--processors", type=COUNT, required=True)
     dp.add_argument("-o", "--output", required=True)
-    dp.set_defaults(func=Handler("opt.app.cli.placement", "cmd_import_dot"))
+    dp.set_defaults(func=Handler("opt.app.cli.build", "cmd_import_dot"))
 
     s = sub.add_parser("validate", parents=[common],
                        help="check a result against its instance (exit 1 if invalid, 2 if bad input)")

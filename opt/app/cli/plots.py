@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opt.app.cli.common import load_instance, print_json
+from opt.app.cli.helpers import load_instance, print_json
 from opt.app.plots.gantt import parse_window, plot_gantt, plot_utilisation
 from opt.app.plots.sweeps import load_records, plot_serving_costs, plot_speedup_heatmap
 from opt.common.errors import InputError

@@ -5,18 +5,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from opt.app.cli.common import (
-    cards,
-    catalog,
-    check_methods,
-    int_csv,
-    parse_method_params,
-    parse_params,
-    print_json,
-)
+from opt.app.bench.report import write_reports
+from opt.app.bench.runner import any_failed, render_case, run_cases, summary
+from opt.app.bench.suites import suite_cases
+from opt.app.cli.helpers import check_methods, int_csv, parse_params, print_json
 from opt.app.cli.serving import grid_from_args
+from opt.app.cli.sources import cards, catalog
+from opt.app.runs import replay, scaling, serving_sweep
+from opt.app.runs.executor import make_executor
+from opt.app.runs.layout_sweep import format_shares, pair_speedups, render_layout
+from opt.app.runs.replay import ReplayOptions, ReplayStore, generate_trace, read_burstgpt_csv
+from opt.app.runs.replay_schedules import check_methods as check_replay_methods
+from opt.app.runs.replay_schedules import schedule_shape, shape_builder, validated_heuristic
+from opt.app.runs.scaling import ScalingOptions, insight_table, plot_scaling, run_scaling
+from opt.app.runs.serving_sweep import ServingSweepOptions, cells, run_serving_sweep
+from opt.app.runs.sweep import (
+    Progress,
+    SweepOptions,
+    geomean_speedups,
+    grid,
+    run_sweep,
+)
+from opt.app.runs.sweep import render as render_sweep
+from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError
 from opt.common.extras import require
 from opt.common.report import table
@@ -24,10 +40,27 @@ from solvers.registry import get_method, names
 
 # ---- sweeps ---------------------------------------------------------------------------------
 
+def parse_method_params(items: Sequence[str] | None, methods: Sequence[str]
+                        ) -> dict[str, dict[str, Any]]:
+    """``--param METHOD.KEY=VALUE`` items (``hetopt sweep placement``) as {method: {key:
+    value}}: KEY=VALUE as :func:`~opt.app.cli.helpers.parse_params` reads it, METHOD one of
+    ``methods`` (the part before the first dot). Each method's params are checked against its
+    declared ones here, before any solve (InputError naming the item)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or ():
+        method, dot, rest = item.partition(".")
+        if not dot or method not in methods or "=" not in rest:
+            raise InputError(f"expected METHOD.KEY=VALUE with METHOD one of the sweep's "
+                             f"methods ({', '.join(methods)}), got {item!r}",
+                             source="<argument>", field="param")
+        out.setdefault(method, {}).update(parse_params([rest]))
+    for method, params in out.items():
+        get_method(method, ("placement", "layout")).params.parse(method, params)
+    return out
+
+
 def _executor(args: argparse.Namespace):
     """The sweep executor of ``--executor`` / ``--jobs`` / ``--scheduler`` (opt.app.runs.executor)."""
-    from opt.app.runs.executor import make_executor
-
     return make_executor(args.executor, args.jobs, args.scheduler, preload=("solvers",))
 
 
@@ -50,8 +83,6 @@ def sweep_exit(records: list[dict], out: Path) -> int:
 
 def _run_grid_sweep(args: argparse.Namespace, out: Path, solve_one, cat, crds):
     """``run_sweep`` over the workload grid × methods of a placement / layout sweep."""
-    from opt.app.runs.sweep import Progress, SweepOptions, grid, run_sweep
-
     workloads = grid(args.models, args.platforms, args.prefill, args.decode, args.batch)
     methods = list(dict.fromkeys(args.methods))
     progress = Progress(len(workloads) * len(methods), stream=sys.stderr)
@@ -65,9 +96,6 @@ def _run_grid_sweep(args: argparse.Namespace, out: Path, solve_one, cat, crds):
 
 def cmd_sweep_placement(args: argparse.Namespace) -> int:
     """``sweep placement``: every model × platform × workload × method, resumable."""
-    from opt.app.runs.sweep import geomean_speedups, render
-    from opt.app.runs.sweep_calls import SolveCall
-
     check_methods(args.methods, names(("placement", "layout")))
     per_method = parse_method_params(args.param, list(dict.fromkeys(args.methods)))
     cat, crds = catalog(args), cards(args)
@@ -83,16 +111,13 @@ def cmd_sweep_placement(args: argparse.Namespace) -> int:
                     "geomean_speedup_vs_pd": geomean_speedups(records)
                     if "pd" in args.methods else None})
     else:
-        print(render(records))
+        print(render_sweep(records))
         _print_sweep_footer(done, out)
     return sweep_exit(records, out)
 
 
 def cmd_sweep_layout(args: argparse.Namespace) -> int:
     """Layout strategies over a workload grid; resumable like ``sweep placement``."""
-    from opt.app.runs.layout_sweep import format_shares, pair_speedups, render_layout
-    from opt.app.runs.sweep_calls import SolveCall
-
     check_methods(args.methods, names(("placement", "layout")), suggest=names("layout"),
                   label="layout strategies")
     cat, crds = catalog(args), cards(args)
@@ -120,10 +145,6 @@ def cmd_sweep_layout(args: argparse.Namespace) -> int:
 
 def cmd_sweep_serving(args: argparse.Namespace) -> int:
     """``sweep serving``: model × GPU mix × context × SLO × method, resumable."""
-    from opt.app.runs.serving_sweep import ServingSweepOptions, cells, render, run_serving_sweep
-    from opt.app.runs.sweep import Progress
-    from opt.app.runs.sweep_calls import SolveCall
-
     check_methods(args.methods, names("serving"))
     todo = cells(args.models, args.gpus, args.contexts, args.slo_ms)
     grid = grid_from_args(args)
@@ -147,7 +168,7 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"records": [{**rec, "cached": cached} for rec, cached in done]})
     else:
-        print(render(records))
+        print(serving_sweep.render(records))
         _print_sweep_footer(done, out)
     return sweep_exit(records, out)
 
@@ -157,10 +178,6 @@ def cmd_sweep_serving(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """``bench``: the bundled benchmark suite (exit 1 if any invariant fails; a paper figure
     that differs from the paper, with its reason, does not fail)."""
-    from opt.app.bench.report import write_reports
-    from opt.app.bench.runner import any_failed, render_case, run_cases, summary
-    from opt.app.bench.suites import suite_cases
-
     out = Path(args.out)
     cases = suite_cases(args.suite, out, args.jobs)
     if args.case:
@@ -192,8 +209,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _replay_trace(args: argparse.Namespace):
     """The requests of ``replay`` (a BurstGPT CSV or a generated trace) and their tag."""
-    from opt.app.runs.replay import generate_trace, read_burstgpt_csv
-
     if args.trace:
         requests = read_burstgpt_csv(args.trace, limit=args.requests, model=args.trace_model,
                                      time_scale=args.time_scale)
@@ -207,21 +222,8 @@ def _replay_trace(args: argparse.Namespace):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Request-level serving replay (opt.app.runs.replay); schedules via opt.app.runs.replay_schedules,
-    lazily."""
-    import time
-
-    from opt.app.runs.replay import (
-        ReplayOptions,
-        ReplayStore,
-        render,
-        run_replay,
-        trace_summary,
-    )
-    from opt.app.runs.replay_schedules import check_methods as check_replay_methods
-    from opt.app.runs.replay_schedules import schedule_shape, shape_builder
-    from opt.app.runs.sweep import Progress
-
+    """Request-level serving replay (opt.app.runs.replay); the schedules of each batch shape
+    come from opt.app.runs.replay_schedules."""
     if args.requests is not None and args.requests < 1:
         raise InputError(f"must be ≥ 1, got {args.requests}", source="<argument>",
                          field="requests")
@@ -240,13 +242,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     schedules = Path(args.out) / card.name / platform.name / f"schedules-{layer_tag}"
     progress = Progress(0, stream=sys.stderr)  # run_replay sets the total: methods x requests
     t0 = time.perf_counter()
-    done = run_replay(requests, methods, out, schedule_shape,
-                      shape_builder(card, platform, cat, layers=args.layers), model=card.name,
-                      platform=platform.name, options=opts,
-                      store=ReplayStore(fresh=args.fresh, schedule_dir=schedules),
-                      progress=progress)
+    done = replay.run_replay(requests, methods, out, schedule_shape,
+                             shape_builder(card, platform, cat, layers=args.layers),
+                             model=card.name, platform=platform.name, options=opts,
+                             store=ReplayStore(fresh=args.fresh, schedule_dir=schedules),
+                             progress=progress)
     wall = time.perf_counter() - t0
-    summ = trace_summary(requests)
+    summ = replay.trace_summary(requests)
     if args.json:
         print_json({"trace": summ, "out": str(out), "wall_s": wall,
                     "methods": [{k: v for k, v in rec.items() if k != "per_request"}
@@ -255,7 +257,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"trace: {summ['requests']} requests over {summ['duration_s']:.1f} s, mean input "
           f"{summ['mean_input']:.0f}, mean output {summ['mean_output']:.0f} tokens; "
           f"{card.name} on {platform.name} ({layer_tag} layers)")
-    print(render([rec for rec, _ in done]))
+    print(replay.render([rec for rec, _ in done]))
     n_sched = sum(rec.get("schedules_computed", 0) for rec, cached in done if not cached)
     print(f"replay took {wall:.1f} s ({n_sched} schedules computed); results in {out}/ "
           f"(rerun resumes; --fresh recomputes)")
@@ -266,17 +268,6 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     """Hardware scaling HP0 → HP128 (opt.app.runs.scaling): speedups, marginal returns, plots."""
     if args.plot:
         require("plot", "--plot")  # before minutes of solving, not after
-    from opt.app.runs.replay_schedules import validated_heuristic
-    from opt.app.runs.scaling import (
-        ScalingOptions,
-        insight_table,
-        plot_scaling,
-        render,
-        run_scaling,
-        summarise,
-    )
-    from opt.app.runs.sweep import Progress
-
     cat, crds = catalog(args), cards(args)
     n = (len(set(args.models)) * len(set(args.platforms)) * len(set(args.prefill))
          * len(set(args.decode)) * len(set(args.batch)))
@@ -289,14 +280,14 @@ def cmd_scaling(args: argparse.Namespace) -> int:
                                               paper_precision=args.paper_precision,
                                               resume=not args.fresh, progress=progress))
     records = [rec for rec, _ in done]
-    summary = summarise(records, args.platforms, cat)
-    insights = insight_table(summary, args.platforms)
-    plots = plot_scaling(summary, args.platforms, args.plot) if args.plot else []
+    summarised = scaling.summarise(records, args.platforms, cat)
+    insights = insight_table(summarised, args.platforms)
+    plots = plot_scaling(summarised, args.platforms, args.plot) if args.plot else []
     if args.json:
-        print_json({"summary": summary, "insights": insights, "plots": plots,
+        print_json({"summary": summarised, "insights": insights, "plots": plots,
                     "records": [{**rec, "cached": cached} for rec, cached in done]})
     else:
-        print(render(summary, args.platforms))
+        print(scaling.render(summarised, args.platforms))
         print()
         print(table(list(insights[0]), [list(x.values()) for x in insights]))
         for path in plots:

@@ -1,31 +1,33 @@
 """P3 serving plans on the command line: ``hetopt build serving-plan`` and the serving side of
-``solve`` / ``validate`` (summary, plan checker, simulation)."""
+``solve`` (simulation and summary), which :mod:`opt.app.cli.placement` loads through its
+:data:`~opt.app.cli.placement.SERVING_SOLVE` handler only for a serving instance: a placement
+solve loads no ``opt.serving``."""
 
 from __future__ import annotations
 
 import argparse
 
-from opt.app.cli.common import int_csv, print_json
+from opt.app.cli.helpers import int_csv, print_json
 from opt.app.cli.output import write_output
 from opt.common.errors import InputError
 from opt.common.report import table
+from opt.common.result import Result
+from opt.costlib.sources import Sources
+from opt.serving.builder import ServingWorkload
+from opt.serving.instance import ServingGrid, ServingInstance
+from opt.serving.request import GpuCost, ServingRequest, build_serving_request, gpu_names
+from opt.serving.simulator import simulate_plan
 
 
-def grid_from_args(args: argparse.Namespace):
+def grid_from_args(args: argparse.Namespace) -> ServingGrid:
     """The ``ServingGrid`` of ``add_grid_args``' options."""
-    from opt.serving.instance import ServingGrid
-
     return ServingGrid(max_gpus=args.max_gpus, max_owners=args.max_owners,
                        max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
                        batches=int_csv(args.batches, "batches"))
 
 
-def serving_request(args: argparse.Namespace):
+def serving_request(args: argparse.Namespace) -> ServingRequest:
     """The :class:`opt.serving.request.ServingRequest` of ``build serving``'s options."""
-    from opt.costlib.sources import Sources
-    from opt.serving.builder import ServingWorkload
-    from opt.serving.request import GpuCost, ServingRequest, gpu_names
-
     return ServingRequest(
         model=args.model, gpus=gpu_names(args.gpus),
         workload=ServingWorkload(args.context, args.slo_ms / 1e3), grid=grid_from_args(args),
@@ -41,8 +43,6 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
         raise InputError("a serving-plan instance is JSON (.json or .json.gz); the .npz "
                          "container holds placement instances only", source="<argument>",
                          field="output")
-    from opt.serving.request import build_serving_request
-
     inst = build_serving_request(serving_request(args))
     write_output(inst.write, args.output)
     info = {"output": args.output, "model": inst.model, "ops_per_block": inst.n_ops,
@@ -66,27 +66,25 @@ def cmd_build_serving(args: argparse.Namespace) -> int:
     return 0
 
 
-def serving_only_params(args: argparse.Namespace, serving: bool) -> dict[str, bool]:
-    """``--no-frontier`` / ``--no-bounds`` of ``solve`` as B&B parameters (serving plans only)."""
-    params: dict[str, bool] = {}
-    for flag, key in ((args.no_frontier, "frontier"), (args.no_bounds, "bounds")):
-        if flag:
-            if not serving:
-                raise InputError(f"--no-{key} applies to serving-plan instances",
-                                 source="<argument>", field=f"no-{key}")
-            params[key] = False
-    return params
+def report_serving_solve(inst: ServingInstance, res: Result, args: argparse.Namespace) -> None:
+    """The serving side of ``solve``: with ``--simulate`` the discrete-event simulation of the
+    plan (into ``res.stats``), then the result on stdout: JSON (the solution unless
+    ``--no-solution``) or the text summary."""
+    if args.simulate:
+        attach_simulation(inst, res)
+    if args.json:
+        print_json(res.body(solution=not args.no_solution))
+    else:
+        print_serving_result(res)
 
 
-def attach_simulation(inst, res) -> None:
+def attach_simulation(inst: ServingInstance, res: Result) -> None:
     """``solve --simulate``: run the discrete-event simulator on the plan, into ``res.stats``."""
     if res.solution is not None:
-        from opt.serving.simulator import simulate_plan
-
         res.stats["simulation"] = simulate_plan(inst, res.solution).to_dict()
 
 
-def print_serving_result(res) -> None:
+def print_serving_result(res: Result) -> None:
     """The text summary of a solved serving plan."""
     print(table(["method", "status", "$/M tokens", "lower bound", "T_rtt ms", "bound by",
                  "GPUs", "runtime s"],

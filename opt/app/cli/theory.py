@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from opt.app.cli.common import cards, catalog, print_json
+from opt.app.cli.helpers import print_json
 from opt.app.cli.parser import Handler
+from opt.app.cli.sources import cards, catalog
 from opt.app.plots.common import plot_cad_regions, plot_het_gain, plot_hom_gain
 from opt.common.errors import InputError
 from opt.common.extras import require

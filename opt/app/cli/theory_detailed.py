@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from opt.app.cli.common import cards, catalog, print_json
+from opt.app.cli.helpers import print_json
+from opt.app.cli.sources import cards, catalog
 from opt.app.reproduction.detailed_gains import DETAILED_CLAIMS, verify_detailed, worst_rows
 from opt.common.report import table
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opt.app.cli.common import load_instance, print_json
+from opt.app.cli.helpers import load_instance, print_json
 from opt.common.errors import InputError
 from opt.common.result import read_result
 from solvers.certify import validate
