@@ -5,9 +5,9 @@ layer, and how many project modules one command imports.
     python .ci/import_census.py --walk -- solve INSTANCE --method bifocal --time-limit 1
     CENSUS_ROOT=/other/checkout python .ci/import_census.py   # another tree (before / after)
 
-The core is ``opt`` minus the application layer (``opt.app``) and the façade (``opt.api``);
-before the application layer existed, ``opt.cli``, ``opt.runs``, ``opt.plots`` and
-``opt.viewer`` were the application inside ``opt``.
+The core is ``opt`` minus the application layer (``opt.app``) and the façade (``opt.api``).
+``opt.cli``, ``opt.runs``, ``opt.plots`` and ``opt.viewer`` count as the application too, so
+that a ``CENSUS_ROOT`` tree which keeps its application in those packages is counted alike.
 """
 
 from __future__ import annotations
