@@ -215,9 +215,9 @@ def model_configs(source: str) -> list[ModelConfig]:
         own, name = _class_fields(node)
         fields[node.name] = {**fields.get(base, {}), **own}
         keys = ("embedding_dim", "num_q_heads", "num_kv_heads", "max_position_embeddings")
-        if name is not None and all(isinstance(fields[node.name].get(k), int) for k in keys):
-            f = fields[node.name]
-            out.append(ModelConfig(name, *(int(f[k]) for k in keys)))  # type: ignore[call-overload]
+        dims = [v for v in (fields[node.name].get(k) for k in keys) if isinstance(v, int)]
+        if name is not None and len(dims) == len(keys):
+            out.append(ModelConfig(name, *dims))
     return out
 
 
@@ -279,10 +279,9 @@ def attention_rows(repo: Repo, configs: Sequence[ModelConfig],
         for rec in repo.show(path, commit):
             cfg, tp = attention_model(rec, configs, f"{path}@{commit[:7]}")
             m = _attention_row(rec, cfg, tp, device, src)
-            key = (cfg.name, tp, m.tokens, m.context, m.batch) if m else None
-            if m is None or key in seen:
+            if m is None or (cfg.name, tp, m.tokens, m.context, m.batch) in seen:
                 continue
-            seen.add(key)  # type: ignore[arg-type]
+            seen.add((cfg.name, tp, m.tokens, m.context, m.batch))
             yield m
 
 
