@@ -251,36 +251,43 @@ def cli_value_cases() -> list[Case]:
 
 def api_cases() -> list[Case]:
     """Wrong types and values handed to ``opt.api``."""
-    bp = 'model="llama-2-7b", platform="HP32", prefill=16, decode=1, layers=1'
-    bs = 'model="gemma-3-27b", gpus="H100", context=8192, slo_ms=60'
+    wl = "h.Workload(prefill=16, decode=1)"
+    bp = f'"llama-2-7b", "HP32", {wl}'
+    bo = "options=h.BuildOptions(layers=1)"
+    sw = "h.ServingWorkload(context_tokens=8192, tpot_slo_s=0.06)"
+    bs = f'"gemma-3-27b", "H100", {sw}'
     calls = {
-        "build_placement(model=1)": 'h.build_placement(model=1, platform="HP32", prefill=16, '
-                                    'decode=1)',
-        "build_placement(platform=None)": 'h.build_placement(model="llama-2-7b", '
-                                          'platform=None, prefill=16, decode=1)',
-        'build_placement(prefill="16")': 'h.build_placement(model="llama-2-7b", '
-                                         'platform="HP32", prefill="16", decode=1)',
-        "build_placement(prefill=True)": 'h.build_placement(model="llama-2-7b", '
-                                         'platform="HP32", prefill=True, decode=1)',
-        "build_placement(batch=0)": f"h.build_placement({bp}, batch=0)",
-        "build_placement(layers=0.5)": 'h.build_placement(model="llama-2-7b", '
-                                       'platform="HP32", prefill=16, decode=1, layers=0.5)',
-        'build_placement(load_timing="soon")': f'h.build_placement({bp}, load_timing="soon")',
-        'build_placement(formats="dual")': f'h.build_placement({bp}, formats="dual", '
-                                           'budget_factor=1.5)',
-        "build_placement(budget_gb=nan)": f'h.build_placement({bp}, budget_gb=float("nan"))',
-        "build_placement(slo_ttft_ms=-1)": f"h.build_placement({bp}, slo_ttft_ms=-1)",
-        "build_serving(slo_ms=inf)": 'h.build_serving(model="gemma-3-27b", gpus="H100", '
-                                     'context=8192, slo_ms=float("inf"))',
-        "build_serving(context=0)": 'h.build_serving(model="gemma-3-27b", gpus="H100", '
-                                    'context=0, slo_ms=60)',
-        "build_serving(tp=[0])": f"h.build_serving({bs}, tp=[0])",
-        "build_serving(batches=[])": f"h.build_serving({bs}, batches=[])",
-        "build_serving(max_owners=-1)": f"h.build_serving({bs}, max_owners=-1)",
+        "build_placement(model=1)": f'h.build_placement(1, "HP32", {wl})',
+        "build_placement(platform=None)": f'h.build_placement("llama-2-7b", None, {wl})',
+        'Workload(prefill="16")': 'h.build_placement("llama-2-7b", "HP32", '
+                                  'h.Workload(prefill="16", decode=1))',
+        "Workload(prefill=True)": 'h.build_placement("llama-2-7b", "HP32", '
+                                  'h.Workload(prefill=True, decode=1))',
+        "Workload(batch=0)": 'h.build_placement("llama-2-7b", "HP32", '
+                             'h.Workload(prefill=16, decode=1, batch=0))',
+        "build_placement(workload=dict)": 'h.build_placement("llama-2-7b", "HP32", '
+                                          '{"prefill": 16, "decode": 1})',
+        "BuildOptions(layers=0.5)": f"h.build_placement({bp}, "
+                                    "options=h.BuildOptions(layers=0.5))",
+        'BuildOptions(load_timing="soon")': f"h.build_placement({bp}, options=h.BuildOptions("
+                                            'layers=1, load_timing="soon"))',
+        'BuildOptions(formats="dual")': f"h.build_placement({bp}, options=h.BuildOptions("
+                                        'layers=1, formats="dual"), '
+                                        "budget=h.Budget(factor=1.5))",
+        "Budget(gb=nan)": f'h.build_placement({bp}, {bo}, budget=h.Budget(gb=float("nan")))',
+        "Goal(slo_ttft_ms=-1)": f"h.build_placement({bp}, {bo}, goal=h.Goal(slo_ttft_ms=-1))",
+        "ServingWorkload(tpot_slo_s=inf)": 'h.build_serving("gemma-3-27b", "H100", '
+                                           'h.ServingWorkload(8192, float("inf")))',
+        "ServingWorkload(context_tokens=0)": 'h.build_serving("gemma-3-27b", "H100", '
+                                             "h.ServingWorkload(0, 0.06))",
+        "Parallelism(tp_degrees=[0])": f"h.build_serving({bs}, "
+                                       "parallelism=h.Parallelism(tp_degrees=[0]))",
+        "ServingGrid(batches=[])": f"h.build_serving({bs}, grid=h.ServingGrid(batches=[]))",
+        "ServingGrid(max_owners=-1)": f"h.build_serving({bs}, "
+                                      "grid=h.ServingGrid(max_owners=-1))",
         "build_serving(memory_fraction=2)": f"h.build_serving({bs}, memory_fraction=2)",
-        'build_serving(gpu_cost="x")': f'h.build_serving({bs}, gpu_cost="x")',
-        "build_serving(gpus=[1, 2])": 'h.build_serving(model="gemma-3-27b", gpus=[1, 2], '
-                                      'context=8192, slo_ms=60)',
+        'GpuCost(kind="x")': f'h.build_serving({bs}, cost=h.GpuCost(kind="x"))',
+        "build_serving(gpus=[1, 2])": f'h.build_serving("gemma-3-27b", [1, 2], {sw})',
         "solve(inst, method=5)": 'h.solve(h.load_instance("heft-topcuoglu-2002"), method=5)',
         'solve(inst, time_limit="10")': 'h.solve(h.load_instance("heft-topcuoglu-2002"), '
                                         '"heft", time_limit="10")',

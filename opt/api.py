@@ -19,6 +19,14 @@ _FUNCTIONS = ("read_instance", "write_instance", "read_result", "write_result",
               "build_placement", "build_layout", "build_serving", "import_dot",
               "instance_names", "load_instance", "solve", "validate", "lower_bound", "methods",
               "simulate", "view")
+#: the builders' typed options and where each lives
+_OPTIONS = {"Workload": "opt.placement.build_options",
+            "BuildOptions": "opt.placement.build_options",
+            "Precision": "opt.costlib.operators", "Sparsity": "opt.costlib.operators",
+            "Budget": "opt.placement.request", "Goal": "opt.placement.request",
+            "Sources": "opt.costlib.sources", "ServingWorkload": "opt.serving.builder",
+            "ServingGrid": "opt.serving.instance", "Parallelism": "opt.serving.request",
+            "GpuCost": "opt.serving.request"}
 #: the typed solution views (opt.placement.schedule)
 _SCHEDULE = ("Schedule", "ScheduledTask", "ScheduledTransfer", "ScheduledLoad",
              "ScheduledEviction", "LayoutSolution")
@@ -26,6 +34,8 @@ _SCHEDULE = ("Schedule", "ScheduledTask", "ScheduledTransfer", "ScheduledLoad",
 __all__ = ["Problem", "Status", "Result", "PlacementInstance", "ServingInstance", "InputError",
            "Schedule", "ScheduledTask", "ScheduledTransfer", "ScheduledLoad",
            "ScheduledEviction", "LayoutSolution", "ServingPlan", "PlanMetrics", "SimReport",
+           "Workload", "BuildOptions", "Precision", "Sparsity", "Budget", "Goal", "Sources",
+           "ServingWorkload", "ServingGrid", "Parallelism", "GpuCost",
            "read_instance", "write_instance", "read_result", "write_result",
            "build_placement", "build_layout", "build_serving", "import_dot",
            "instance_names", "load_instance", "solve", "validate", "lower_bound", "methods",
@@ -37,7 +47,7 @@ _HOMES = {"Problem": "opt.problems", "Status": "opt.common.result",
           "ServingInstance": "opt.serving.instance", "InputError": "opt.common.errors",
           "ServingPlan": "opt.serving.plan", "PlanMetrics": "opt.serving.checker",
           "SimReport": "opt.serving.simulator",
-          **{name: "opt.placement.schedule" for name in _SCHEDULE},
+          **{name: "opt.placement.schedule" for name in _SCHEDULE}, **_OPTIONS,
           **{name: "opt.app.facade" for name in _FUNCTIONS}}
 
 if TYPE_CHECKING:
@@ -61,7 +71,11 @@ if TYPE_CHECKING:
     )
     from opt.common.errors import InputError
     from opt.common.result import Result, Status
+    from opt.costlib.operators import Precision, Sparsity
+    from opt.costlib.sources import Sources
+    from opt.placement.build_options import BuildOptions, Workload
     from opt.placement.instance import PlacementInstance
+    from opt.placement.request import Budget, Goal
     from opt.placement.schedule import (
         LayoutSolution,
         Schedule,
@@ -71,9 +85,11 @@ if TYPE_CHECKING:
         ScheduledTransfer,
     )
     from opt.problems import Problem
+    from opt.serving.builder import ServingWorkload
     from opt.serving.checker import PlanMetrics
-    from opt.serving.instance import ServingInstance
+    from opt.serving.instance import ServingGrid, ServingInstance
     from opt.serving.plan import ServingPlan
+    from opt.serving.request import GpuCost, Parallelism
     from opt.serving.simulator import SimReport
 
 

@@ -1,9 +1,10 @@
 """The functions of the public API :mod:`opt.api` (``import opt.api as hetopt``): reading and
 writing instances and results, the builders, DOT import, bundled instances by name,
-``solve``, ``validate``, ``lower_bound``, the method list, P3 simulation and the viewer page. Each builder takes the options of its
-``hetopt build`` command as keywords (``--slo-ttft-ms`` is ``slo_ttft_ms``), reads them into
-the core's typed request (:mod:`opt.placement.request`, :mod:`opt.serving.request`) and builds
-it with the same function as the command.
+``solve``, ``validate``, ``lower_bound``, the method list, P3 simulation and the viewer page.
+Each builder takes the core's typed options (:mod:`opt.placement.request`,
+:mod:`opt.serving.request`: workload, build options, budget, goal, grid, parallelism, GPU
+cost, sources), makes the request ``hetopt build`` makes from its arguments and builds it with
+the same function as the command.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any, TypeVar, Union
 import instances
 from opt.app.viewer.page import DEFAULT_PERIODS, write_view
 from opt.common.errors import InputError, UnknownNameError
-from opt.common.lists import positive_ints
 from opt.common.outpath import FILE, output_error
 from opt.common.result import Result, Status
 from opt.common.result import read_result as _read_result
@@ -34,19 +34,18 @@ from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.dot import dot_to_instance, read_dot
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import relaxed_instance
-from opt.placement.request import (
-    Budget,
-    Goal,
-    PlacementRequest,
-    build_placement_request,
-    chosen_precision,
-    chosen_sparsity,
-)
+from opt.placement.request import Budget, Goal, PlacementRequest, build_placement_request
 from opt.problems import PROBLEMS, problem_name, read_problem_instance
-from opt.serving.builder import DEFAULT_TP, ServingWorkload
+from opt.serving.builder import ServingWorkload
 from opt.serving.instance import ServingGrid, ServingInstance
 from opt.serving.plan import PlanError, ServingPlan
-from opt.serving.request import GpuCost, ServingRequest, build_serving_request, gpu_names
+from opt.serving.request import (
+    GpuCost,
+    Parallelism,
+    ServingRequest,
+    build_serving_request,
+    gpu_names,
+)
 from opt.serving.simulator import ORDERS, SimReport, simulate_plan
 from solvers.api import DEFAULT_TIME_LIMIT_S
 from solvers.api import solve as _solve
@@ -248,93 +247,69 @@ def _check_writable(path: str | Path, function: str) -> None:
 
 
 @checked
-def build_placement(*, model: str, platform: str, prefill: int, decode: int,
-                    batch: int = Workload.batch, layers: int | None = None,
-                    tp: int = BuildOptions.tp, block_span: int = BuildOptions.block_span,
-                    kv_layout: str = BuildOptions.kv_layout, dtype: str = BuildOptions.dtype,
-                    weight_dtype: str | None = None, act_dtype: str | None = None,
-                    kv_dtype: str | None = None, paper_precision: bool = False,
-                    weight_sparsity: float | None = None,
-                    act_sparsity: str | float | None = None,
-                    attn_sparsity: float | None = None,
-                    time_unit: str = BuildOptions.time_unit,
-                    load_timing: str = BuildOptions.load_timing,
-                    formats: Sequence[str] | None = None, budget_gb: float | None = None,
-                    budget_factor: float | None = None, measurements: str | None = None,
-                    objective: str = Goal.objective, slo_ttft_ms: float | None = None,
-                    slo_tpot_ms: float | None = None, slo_e2e_ms: float | None = None,
-                    catalog: str | None = None, models_file: str | None = None
-                    ) -> PlacementInstance:
-    """A P1 instance (``hetopt build placement``; a P2 layout instance when ``budget_gb`` or
-    ``budget_factor`` is given): ``model`` on ``platform`` for ``prefill`` input tokens,
-    ``decode`` steps and ``batch`` requests. Durations in ticks of ``time_unit``; weight loads
-    follow ``load_timing`` (problems.md §1.2 rule 5: ``at_use``, DOPS Eq. 1, or
-    ``prefetch``). ``act_sparsity``: ``"prefill=R,decode=R"`` or one fraction R (a number
-    or its text) for both phases. The keywords become a
-    :class:`opt.placement.request.PlacementRequest`."""
-    if budget_gb is not None and budget_factor is not None:
-        raise InputError("give budget_gb or budget_factor, not both", field="budget")
+def build_placement(model: str, platform: str, workload: Workload, *,
+                    options: BuildOptions | None = None, budget: Budget | None = None,
+                    goal: Goal | None = None, measurements: str | Path | None = None,
+                    sources: Sources | None = None) -> PlacementInstance:
+    """A P1 instance (``hetopt build placement``; a P2 layout instance when ``budget`` is not
+    empty): ``model`` (a model card's name) on ``platform`` (a platform of the catalog) for
+    ``workload`` (:class:`~opt.placement.build_options.Workload`: prefill tokens, decode
+    steps, batch). ``options``: the builder's :class:`~opt.placement.build_options.BuildOptions`
+    (layers, tp, block span, precision, sparsity, time unit, load rule, formats …; None: the
+    defaults); ``budget``: the P2 memory :class:`~opt.placement.request.Budget`; ``goal``: the
+    objective and SLOs in ms (:class:`~opt.placement.request.Goal`); ``measurements``: a
+    measured-latency table file (docs/measurements.md); ``sources``: catalog and model-card
+    files (:class:`~opt.costlib.sources.Sources`). Each option checks itself on construction
+    (InputError naming the field); together they make the
+    :class:`~opt.placement.request.PlacementRequest` the command builds too."""
     request = PlacementRequest(
-        model=model, platform=platform, workload=Workload(prefill, decode, batch),
-        options=BuildOptions(
-            layers=layers, tp=tp, block_span=block_span, dtype=dtype, kv_layout=kv_layout,
-            time_unit=time_unit, load_timing=load_timing,
-            formats=tuple(formats) if formats else None,
-            precision=chosen_precision(model, dtype, weight=weight_dtype,
-                                       activation=act_dtype, kv=kv_dtype,
-                                       paper=paper_precision),
-            sparsity=chosen_sparsity(weight_sparsity, act_sparsity, attn_sparsity)),
-        budget=Budget(budget_gb, budget_factor),
-        goal=Goal(objective, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms),
-        measurements=measurements, sources=Sources(catalog, models_file))
+        model=model, platform=platform, workload=workload,
+        options=BuildOptions() if options is None else options,
+        budget=Budget() if budget is None else budget, goal=Goal() if goal is None else goal,
+        measurements=None if measurements is None else os.fspath(measurements),
+        sources=Sources() if sources is None else sources)
     return build_placement_request(request)
 
 
 @checked
-def build_layout(*, budget_gb: float | None = None, budget_factor: float | None = None,
-                 **options: Any) -> PlacementInstance:
-    """A P2 layout instance (``hetopt build layout``): :func:`build_placement` with a memory
-    budget, ``budget_gb`` (10^9 bytes) or ``budget_factor`` (× the blocks' linear bytes)."""
-    if budget_gb is None and budget_factor is None:
-        raise InputError("a layout instance needs budget_gb or budget_factor", field="budget")
-    return build_placement(budget_gb=budget_gb, budget_factor=budget_factor, **options)
-
-
-def _csv(values: Sequence[int]) -> str:
-    """``values`` as the comma-separated text of a command-line option (``1,2,4``)."""
-    return ",".join(str(v) for v in values)
+def build_layout(model: str, platform: str, workload: Workload, *, budget: Budget,
+                 options: BuildOptions | None = None, goal: Goal | None = None,
+                 measurements: str | Path | None = None,
+                 sources: Sources | None = None) -> PlacementInstance:
+    """A P2 layout instance (``hetopt build layout``): :func:`build_placement` under the
+    memory ``budget`` (``Budget(gb=…)``, 10^9 bytes, or ``Budget(factor=…)``, × the blocks'
+    linear bytes; an empty budget is an InputError)."""
+    if budget.empty:
+        raise InputError("a layout instance needs a budget: Budget(gb=...) or "
+                         "Budget(factor=...)", source="opt.api.build_layout", field="budget")
+    return build_placement(model, platform, workload, options=options, budget=budget,
+                           goal=goal, measurements=measurements, sources=sources)
 
 
 @checked
-def build_serving(*, model: str, gpus: str | Sequence[str], context: int, slo_ms: float,
-                  tp: str | Sequence[int] = _csv(DEFAULT_TP), no_ep: bool = False,
-                  batches: str | Sequence[int] = _csv(ServingGrid.batches),
-                  max_gpus: int = ServingGrid.max_gpus, max_owners: int = ServingGrid.max_owners,
-                  max_replicas: int = ServingGrid.max_replicas,
-                  max_microbatches: int = ServingGrid.max_microbatches,
+def build_serving(model: str, gpus: str | Sequence[str], workload: ServingWorkload, *,
+                  grid: ServingGrid | None = None, parallelism: Parallelism | None = None,
                   memory_fraction: float = ServingRequest.memory_fraction,
-                  gpu_cost: str = GpuCost.kind, unmeasured_gpu: str = GpuCost.unmeasured,
-                  gpu_calibration: str | None = None,
-                  measurements: str | None = None,
-                  catalog: str | None = None, models_file: str | None = None
-                  ) -> ServingInstance:
+                  cost: GpuCost | None = None, measurements: str | Path | None = None,
+                  sources: Sources | None = None) -> ServingInstance:
     """A P3 serving instance (``hetopt build serving``): ``model`` on the GPU mix ``gpus``
-    (types, e.g. ``"H100,L40S"`` or ``["H100", "L40S"]``) at mean context ``context`` tokens
-    under a TPOT SLO of ``slo_ms`` milliseconds. GPU kernels are costed by ``gpu_cost``:
-    ``calibrated`` (fitted to measured profiles, ``gpu_calibration`` a fit file replacing the
-    bundled one) or ``roofline``; ``unmeasured_gpu`` (``transfer`` | ``roofline``) what
-    ``calibrated`` does for GPU types without measurements; ``measurements`` is a measured
-    table used where it has entries. The keywords become a
-    :class:`opt.serving.request.ServingRequest`."""
+    (types, e.g. ``"H100,L40S"`` or ``["H100", "L40S"]``) for ``workload``
+    (:class:`~opt.serving.builder.ServingWorkload`: mean context in tokens, TPOT SLO in
+    seconds). ``grid``: the search limits (:class:`~opt.serving.instance.ServingGrid`);
+    ``parallelism``: TP degrees and expert parallelism (:class:`~opt.serving.request.Parallelism`);
+    ``memory_fraction``: the share of each GPU's memory usable, in (0, 1]; ``cost``: the GPU
+    cost model (:class:`~opt.serving.request.GpuCost`); ``measurements``: a measured kernel
+    table file used where it has entries; ``sources``: catalog and model-card files. Each
+    option checks itself on construction (InputError naming the field); together they make
+    the :class:`~opt.serving.request.ServingRequest` the command builds too."""
+    par = Parallelism() if parallelism is None else parallelism
     request = ServingRequest(
-        model=model, gpus=gpu_names(gpus), workload=ServingWorkload(context, slo_ms / 1e3),
-        grid=ServingGrid(max_gpus=max_gpus, max_owners=max_owners, max_replicas=max_replicas,
-                         max_microbatches=max_microbatches,
-                         batches=positive_ints(batches, "batches")),
-        tp_degrees=positive_ints(tp, "tp"), expert_parallel=not no_ep,
-        memory_fraction=memory_fraction,
-        cost=GpuCost(gpu_cost, unmeasured_gpu, gpu_calibration), measurements=measurements,
-        sources=Sources(catalog, models_file))
+        model=model, gpus=gpu_names(gpus), workload=workload,
+        grid=ServingGrid() if grid is None else grid, tp_degrees=par.tp_degrees,
+        expert_parallel=par.expert_parallel, memory_fraction=memory_fraction,
+        cost=GpuCost() if cost is None else cost,
+        measurements=None if measurements is None else os.fspath(measurements),
+        sources=Sources() if sources is None else sources)
     return build_serving_request(request)
 
 

@@ -87,6 +87,42 @@ class BuildOptions:
     kv_memory: bool = True
     load_timing: str = "at_use"
 
+    def __post_init__(self) -> None:
+        """Each field of its annotated type (InputError naming it, e.g. ``tp`` or
+        ``precision.kv``); ``formats`` and ``experts`` given as lists are stored as tuples.
+        The checks that need the model card (layers and tp within the model's, the names of
+        formats, dtypes and layouts) run at build time (:func:`check_options`)."""
+        for name in ("tp", "block_span"):
+            _check_int(name, getattr(self, name))
+        for name in ("layers", "memory_budget"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name))
+        for name in ("dtype", "time_unit", "kv_layout", "load_timing"):
+            if not isinstance(getattr(self, name), str):
+                raise InputError(f"{name} must be a string, got {getattr(self, name)!r}",
+                                 field=name)
+        if not isinstance(self.kv_memory, (bool, np.bool_)):
+            raise InputError(f"kv_memory must be True or False, got {self.kv_memory!r}",
+                             field="kv_memory")
+        if self.measurements is not None and not isinstance(self.measurements, MeasuredTable):
+            raise InputError(f"measurements must be a MeasuredTable, got "
+                             f"{self.measurements!r}", field="measurements")
+        self._store_tuple("formats", str, "format names")
+        self._store_tuple("experts", (int, np.integer), "expert indices")
+        _check_precision(self.precision)
+        _check_sparsity(self.sparsity)
+
+    def _store_tuple(self, name: str, kind: type | tuple[type, ...], what: str) -> None:
+        """Field ``name`` (None or a list or tuple of ``kind``) stored as a tuple."""
+        value = getattr(self, name)
+        if value is None:
+            return
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(
+                isinstance(v, kind) and not isinstance(v, bool) for v in value):
+            raise InputError(f"{name} must be a list of {what} or None, got {value!r}",
+                             field=name)
+        object.__setattr__(self, name, tuple(value))
+
     def resolved_precision(self) -> Precision:
         """The precision the builder uses (``precision``, else ``dtype`` weights, fp16 rest)."""
         if self.precision is None:
@@ -99,6 +135,44 @@ class BuildOptions:
             raise InputError(f"dtype '{self.dtype}' disagrees with precision.weight "
                              f"'{self.precision.weight}'", field="dtype")
         return self.precision.check()
+
+
+def _check_int(name: str, value: object) -> None:
+    """InputError naming ``name`` unless ``value`` is an integer (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name} must be an integer, got {value!r}", field=name)
+
+
+def _check_precision(precision: object) -> None:
+    """InputError naming the field unless ``precision`` is None or a :class:`Precision` of
+    known dtype names (``precision.weight`` …)."""
+    if precision is None:
+        return
+    if not isinstance(precision, Precision):
+        raise InputError(f"precision must be a Precision or None, got {precision!r}",
+                         field="precision")
+    for name in ("weight", "activation", "kv"):
+        if not isinstance(getattr(precision, name), str):
+            raise InputError(f"must be a dtype name, got {getattr(precision, name)!r}",
+                             field=f"precision.{name}")
+    precision.check()
+
+
+def _check_sparsity(sparsity: object) -> None:
+    """InputError naming the field unless ``sparsity`` is None or a :class:`Sparsity` whose
+    ratios are numbers in [0, 1) (``sparsity.weight`` …)."""
+    if sparsity is None:
+        return
+    if not isinstance(sparsity, Sparsity):
+        raise InputError(f"sparsity must be a Sparsity or None, got {sparsity!r}",
+                         field="sparsity")
+    for name in ("weight", "activation_prefill", "activation_decode", "attention"):
+        value = getattr(sparsity, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+                or not 0 <= value < 1:
+            raise InputError(f"sparsity ratio must be in [0, 1), got {value!r}",
+                             field=f"sparsity.{name}")
+    sparsity.check()
 
 
 #: Precision DOPS runs each model in (§6.1: Mixtral-8x7B and Llama-2-70B in INT8 on HP128;

@@ -2,17 +2,17 @@
 with a memory budget, P2) instance — model and platform by name, the :class:`Workload`, the
 builder's :class:`BuildOptions`, the memory :class:`Budget`, the :class:`Goal` (objective and
 SLOs), a measured-latency table and the catalog and model-card files — and
-:func:`build_placement_request`, which builds it. ``opt.api.build_placement`` and
-``hetopt build placement`` both read their options into a :class:`PlacementRequest`; the
-precision and sparsity options become typed here too (:func:`chosen_precision`,
-:func:`chosen_sparsity`)."""
+:func:`build_placement_request`, which builds it. ``opt.api.build_placement`` takes these
+typed options, ``hetopt build placement`` reads its arguments into them; both build a
+:class:`PlacementRequest`. The command line's precision and sparsity options become typed here
+too (:func:`chosen_precision`, :func:`chosen_sparsity`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from numbers import Real
+from numbers import Integral, Real
 
 from opt.common.errors import InputError
 from opt.common.units import TIME_UNITS, ms_to_ticks
@@ -32,6 +32,14 @@ MAX_SLO_MS = 1e15
 _PHASES = ("prefill", "decode")
 
 
+def _finite(value: Real) -> bool:
+    """Whether the real ``value`` is finite (False for an integer beyond a float's range)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Budget:
     """The P2 memory budget for the stored weight blocks: ``gb`` (10⁹ bytes) or ``factor``
@@ -42,6 +50,10 @@ class Budget:
     factor: float | None = None
 
     def __post_init__(self) -> None:
+        for name, value in (("budget_gb", self.gb), ("budget_factor", self.factor)):
+            if isinstance(value, Integral) and not isinstance(value, bool) \
+                    and not _finite(value):
+                raise InputError(f"must be a finite number, got {value!r}", field=name)
         check_budget(self.gb, self.factor)
 
     @property
@@ -72,7 +84,7 @@ class Goal:
         for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, Real) and not isinstance(v, bool)
-                                      and math.isfinite(v) and 0 < float(v) <= MAX_SLO_MS):
+                                      and _finite(v) and 0 < float(v) <= MAX_SLO_MS):
                 raise InputError(f"must be a positive number of ms up to {MAX_SLO_MS:g}, "
                                  f"got {v}", field=name)
 

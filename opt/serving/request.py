@@ -1,15 +1,17 @@
 """A serving build request (problems.md §3, OpWeave §6): the typed, checked options of one P3
 instance — model, GPU mix, the :class:`~opt.serving.builder.ServingWorkload` (context and
-TPOT SLO), the search :class:`~opt.serving.instance.ServingGrid`, TP degrees, expert
-parallelism, the usable memory share, the GPU cost model (:class:`GpuCost`), a measured kernel
-table and the catalog and model-card files — and :func:`build_serving_request`, which builds
-it. ``opt.api.build_serving`` and ``hetopt build serving`` both read their options into a
+TPOT SLO), the search :class:`~opt.serving.instance.ServingGrid`, the TP degrees and expert
+parallelism (:class:`Parallelism`), the usable memory share, the GPU cost model
+(:class:`GpuCost`), a measured kernel table and the catalog and model-card files — and
+:func:`build_serving_request`, which builds it. ``opt.api.build_serving`` takes these typed
+options, ``hetopt build serving`` reads its arguments into them; both build a
 :class:`ServingRequest`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 
 from opt.common.errors import InputError
 from opt.costlib.gpu_calib import read_calibrations
@@ -51,6 +53,36 @@ class GpuCost:
         check_path(self.calibration, "gpu_calibration")
 
 
+def _check_tp_degrees(degrees: object) -> None:
+    """InputError naming ``tp`` unless ``degrees`` is one or more integers ≥ 1 (a tuple or
+    a list)."""
+    if not isinstance(degrees, (tuple, list)) or not degrees or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in degrees):
+        raise InputError(f"must be one or more integers ≥ 1, got {degrees!r}", field="tp")
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """The parallel configurations a serving instance offers: ``tp_degrees``, the
+    tensor-parallel degrees (integers ≥ 1; a list is stored as a tuple), and, for an MoE
+    model, expert-parallel configurations too when ``expert_parallel``. Checked on
+    construction (InputError naming ``tp`` / ``expert_parallel``)."""
+
+    tp_degrees: tuple[int, ...] = DEFAULT_TP
+    expert_parallel: bool = True
+
+    def __post_init__(self) -> None:
+        degrees = self.tp_degrees
+        if isinstance(degrees, (list, tuple)) and all(
+                isinstance(t, Integral) and not isinstance(t, bool) for t in degrees):
+            degrees = tuple(int(t) for t in degrees)
+            object.__setattr__(self, "tp_degrees", degrees)
+        _check_tp_degrees(degrees)
+        if not isinstance(self.expert_parallel, bool):
+            raise InputError(f"must be True or False, got {self.expert_parallel!r}",
+                             field="expert_parallel")
+
+
 @dataclass(frozen=True)
 class ServingRequest:
     """One serving instance to build: ``model`` (a card name) on the GPU mix ``gpus`` (GPU
@@ -85,10 +117,7 @@ class ServingRequest:
             if not isinstance(getattr(self, name), kind):
                 raise InputError(f"must be a {kind.__name__}, got {getattr(self, name)!r}",
                                  field=name)
-        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1
-                   for t in self.tp_degrees) or not self.tp_degrees:
-            raise InputError(f"must be one or more integers ≥ 1, got {self.tp_degrees!r}",
-                             field="tp")
+        _check_tp_degrees(self.tp_degrees)
         fraction = self.memory_fraction
         if isinstance(fraction, bool) or not (isinstance(fraction, (int, float))
                                               and 0 < fraction <= 1):

@@ -245,12 +245,12 @@ def test_serving_grid_is_checked_alike_by_builder_and_reader(field, value):
 
 
 def test_api_build_serving_names_the_grid_field():
-    from opt.api import build_serving
+    from opt.api import ServingGrid, ServingWorkload, build_serving
 
     for field, value in (("max_gpus", -1), ("max_owners", 0), ("max_microbatches", 0)):
         with pytest.raises(InputError) as exc:
-            build_serving(model="llama-2-7b", gpus="H100", context=1024, slo_ms=60,
-                          **{field: value})
+            build_serving("llama-2-7b", "H100", ServingWorkload(1024, 0.06),
+                          grid=ServingGrid(**{field: value}))
         assert exc.value.field == field, exc.value
 
 

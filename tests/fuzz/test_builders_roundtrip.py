@@ -13,8 +13,21 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from opt.api import build_placement, build_serving
+from opt.api import (
+    Budget,
+    BuildOptions,
+    Goal,
+    GpuCost,
+    Parallelism,
+    ServingGrid,
+    ServingWorkload,
+    Workload,
+    build_placement,
+    build_serving,
+)
 from opt.common.errors import InputError
+from opt.common.lists import positive_ints
+from opt.placement.request import chosen_precision, chosen_sparsity
 from opt.problems import read_problem_instance
 from solvers import solve
 
@@ -81,6 +94,39 @@ SERVING = st.fixed_dictionaries({
 })
 
 
+def _build_placement(opts: dict):
+    """The instance of the drawn options, made into the typed options the API takes (the
+    dtype and sparsity options read as ``hetopt build placement`` reads them)."""
+    budget = opts["budget"]
+    return build_placement(
+        opts["model"], opts["platform"], Workload(opts["prefill"], opts["decode"], opts["batch"]),
+        options=BuildOptions(
+            layers=opts["layers"], tp=opts["tp"], block_span=opts["block_span"],
+            kv_layout=opts["kv_layout"], dtype=opts["dtype"], load_timing=opts["load_timing"],
+            time_unit=opts["time_unit"],
+            formats=None if opts["formats"] is None else list(opts["formats"]),
+            precision=chosen_precision(opts["model"], opts["dtype"], activation=opts["act_dtype"],
+                                       kv=opts["kv_dtype"]),
+            sparsity=chosen_sparsity(opts["weight_sparsity"], opts["act_sparsity"],
+                                     opts["attn_sparsity"])),
+        budget=Budget() if budget is None else Budget(**{budget[0][len("budget_"):]: budget[1]}),
+        goal=Goal(opts["objective"], opts["slo_ttft_ms"], opts["slo_tpot_ms"],
+                  opts["slo_e2e_ms"]))
+
+
+def _build_serving(opts: dict):
+    """The serving instance of the drawn options, made into the typed options."""
+    return build_serving(
+        opts["model"], opts["gpus"], ServingWorkload(opts["context"], opts["slo_ms"] / 1e3),
+        grid=ServingGrid(max_gpus=opts["max_gpus"], max_owners=opts["max_owners"],
+                         max_replicas=opts["max_replicas"],
+                         max_microbatches=opts["max_microbatches"],
+                         batches=positive_ints(opts["batches"], "batches")),
+        parallelism=Parallelism(positive_ints(opts["tp"], "tp")),
+        memory_fraction=opts["memory_fraction"],
+        cost=GpuCost(opts["gpu_cost"], opts["unmeasured_gpu"]))
+
+
 def _round_trip(inst, suffix: str):
     """``inst`` written under ``suffix`` and read back (the reader's own checks)."""
     with tempfile.TemporaryDirectory() as d:
@@ -100,14 +146,8 @@ def _solves(inst) -> None:
 @SETTINGS
 @given(PLACEMENT, st.sampled_from([".json", ".json.gz", ".npz"]))
 def test_placement_builder_writes_what_its_reader_and_solve_accept(opts, suffix):
-    opts = dict(opts)
-    budget = opts.pop("budget")
-    if budget is not None:
-        opts[budget[0]] = budget[1]
-    if opts["formats"] is not None:
-        opts["formats"] = list(opts["formats"])
     try:
-        inst = build_placement(**opts)
+        inst = _build_placement(opts)
     except InputError:
         return
     back = _round_trip(inst, suffix)
@@ -120,7 +160,7 @@ def test_placement_builder_writes_what_its_reader_and_solve_accept(opts, suffix)
 @given(SERVING)
 def test_serving_builder_writes_what_its_reader_and_solve_accept(opts):
     try:
-        inst = build_serving(**opts)
+        inst = _build_serving(opts)
     except InputError:
         return
     back = _round_trip(inst, ".json")
@@ -132,6 +172,6 @@ def test_serving_builder_writes_what_its_reader_and_solve_accept(opts):
                                           ("max_gpus", -1), ("max_replicas", 0)])
 def test_grid_limits_below_one_are_refused_by_the_builder(option, value):
     with pytest.raises(InputError) as exc:
-        build_serving(model="llama-2-7b", gpus="H100", context=1024, slo_ms=60,
-                      **{option: value})
+        build_serving("llama-2-7b", "H100", ServingWorkload(1024, 0.06),
+                      grid=ServingGrid(**{option: value}))
     assert exc.value.field == option

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import opt.api as hetopt
+from opt.placement.build_options import paper_precision
 
 SHORT, LONG = 40, 400
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
@@ -69,10 +70,36 @@ HOSTILE = st.one_of(st.sampled_from(HOSTILE_SCALARS), st.sampled_from(HOSTILE_PA
                     st.floats(allow_nan=True, allow_infinity=True))
 
 
+class _Option:
+    """A typed option argument (a builder's ``Workload``, ``BuildOptions`` …): made from
+    drawn fields, hostile ones too, when the call runs."""
+
+    def __init__(self, kind: type, fields: dict[str, list[Any]]) -> None:
+        self.kind, self.fields = kind, fields
+
+    def __repr__(self) -> str:
+        return f"{self.kind.__name__}(…)"
+
+
+class _Made:
+    """An option to make, with its drawn fields (made inside the checked call)."""
+
+    def __init__(self, kind: type, kwargs: dict[str, Any]) -> None:
+        self.kind, self.kwargs = kind, kwargs
+
+    def make(self) -> Any:
+        return self.kind(**{k: v.make() if isinstance(v, _Made) else v
+                            for k, v in self.kwargs.items()})
+
+    def __repr__(self) -> str:
+        return f"{self.kind.__name__}(**{self.kwargs!r})"
+
+
 def _call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
-    """Call ``fn``: a normal return or an InputError pass, anything else fails the test."""
+    """Make the drawn options and call ``fn``: a normal return or an InputError (from an
+    option's own check or from ``fn``) pass, anything else fails the test."""
     try:
-        fn(**kwargs)
+        fn(**{k: v.make() if isinstance(v, _Made) else v for k, v in kwargs.items()})
     except hetopt.InputError:
         pass
 
@@ -89,15 +116,20 @@ OMIT = _Omit()
 HOSTILE_PATH = st.one_of(st.sampled_from(HOSTILE_PATHS), HOSTILE)
 
 
-def _args(data: st.DataObject, valid: dict[str, list[Any]]) -> dict[str, Any]:
+def _args(data: st.DataObject, valid: dict[str, list[Any]], prefix: str = ""
+          ) -> dict[str, Any]:
     """One keyword set: a valid value for most arguments, a hostile one for up to three of
-    them (each argument left out when ``valid`` offers ``OMIT`` and it is drawn)."""
+    them (each argument left out when ``valid`` offers ``OMIT`` and it is drawn); a typed
+    option drawn valid gets its own keyword set, hostile fields included."""
     names = sorted(valid)
-    bad = data.draw(st.sets(st.sampled_from(names), max_size=3), label="hostile")
+    bad = data.draw(st.sets(st.sampled_from(names), max_size=3), label=f"{prefix}hostile")
     out = {}
     for name in names:
         hostile = HOSTILE_PATH if name in ("path", "name") else HOSTILE
-        value = data.draw(hostile if name in bad else st.sampled_from(valid[name]), label=name)
+        value = data.draw(hostile if name in bad else st.sampled_from(valid[name]),
+                          label=prefix + name)
+        if isinstance(value, _Option):
+            value = _Made(value.kind, _args(data, value.fields, f"{prefix}{name}."))
         if value is not OMIT:
             out[name] = value
     return out
@@ -123,32 +155,50 @@ def _write_paths(*suffixes: str) -> list[Any]:
     return [OUT / f"w{s}" for s in suffixes] + [str(OUT / f"w{s}") for s in suffixes]
 
 
+PRECISION = _Option(hetopt.Precision, {"weight": [OMIT, "fp16", "int8"],
+                                        "activation": [OMIT, "fp16"], "kv": [OMIT, "int8"]})
+SPARSITY = _Option(hetopt.Sparsity, {"weight": [OMIT, 0.5], "activation_prefill": [OMIT, 0.1],
+                                     "activation_decode": [OMIT, 0.25, 0.2],
+                                     "attention": [OMIT, 0.3]})
+BUILD_OPTIONS = {
+    "layers": [1, 2], "tp": [OMIT, 1, 2], "block_span": [OMIT, 1, 4],
+    "kv_layout": [OMIT, "heads", "single"], "dtype": [OMIT, "fp16", "int8", "int4"],
+    "precision": [OMIT, None, PRECISION, paper_precision("mixtral-8x7b")],
+    "sparsity": [OMIT, None, SPARSITY], "time_unit": [OMIT, "ns", "us"],
+    "load_timing": [OMIT, "at_use", "prefetch"], "formats": [OMIT, None, ["linear", "dual"]]}
+SOURCES = _Option(hetopt.Sources, {"catalog": [OMIT, None], "models_file": [OMIT, None]})
 PLACEMENT_ARGS = {
     "model": ["llama-2-7b", "dops-qwen-1.8b", "mixtral-8x7b", "no-such-model"],
-    "platform": ["HP32", "HP64", "no-such-platform"], "prefill": [1, 8, 16],
-    "decode": [0, 1, 2], "batch": [OMIT, 1, 2], "layers": [1, 2], "tp": [OMIT, 1, 2],
-    "block_span": [OMIT, 1, 4], "kv_layout": [OMIT, "heads", "single"],
-    "dtype": [OMIT, "fp16", "int8", "int4"], "weight_dtype": [OMIT, None, "int8"],
-    "act_dtype": [OMIT, None, "fp16"], "kv_dtype": [OMIT, None, "int8"],
-    "paper_precision": [OMIT, True], "weight_sparsity": [OMIT, 0.5],
-    "act_sparsity": [OMIT, 0.25, "prefill=0.1,decode=0.2"], "attn_sparsity": [OMIT, 0.3],
-    "time_unit": [OMIT, "ns", "us"], "load_timing": [OMIT, "at_use", "prefetch"],
-    "formats": [OMIT, None, ["linear", "dual"]], "budget_gb": [OMIT, 8.0],
-    "budget_factor": [OMIT, 1.5], "measurements": [OMIT, None],
-    "objective": [OMIT, "makespan", "ttft"], "slo_ttft_ms": [OMIT, 100.0],
-    "slo_tpot_ms": [OMIT, 50], "slo_e2e_ms": [OMIT, 1000.0], "catalog": [OMIT, None],
-    "models_file": [OMIT, None]}
-LAYOUT_ARGS = {**{k: v for k, v in PLACEMENT_ARGS.items() if k != "budget_gb"},
-               "budget_factor": [1.5, 3], "load_timing": ["prefetch"]}
+    "platform": ["HP32", "HP64", "no-such-platform"],
+    "workload": [_Option(hetopt.Workload, {"prefill": [1, 8, 16], "decode": [0, 1, 2],
+                                           "batch": [OMIT, 1, 2]})],
+    "options": [_Option(hetopt.BuildOptions, BUILD_OPTIONS)],
+    "budget": [OMIT, None, _Option(hetopt.Budget, {"gb": [OMIT, 8.0]}),
+               _Option(hetopt.Budget, {"factor": [OMIT, 1.5]})],
+    "measurements": [OMIT, None],
+    "goal": [OMIT, None, _Option(hetopt.Goal, {
+        "objective": [OMIT, "makespan", "ttft"], "slo_ttft_ms": [OMIT, 100.0],
+        "slo_tpot_ms": [OMIT, 50], "slo_e2e_ms": [OMIT, 1000.0]})],
+    "sources": [OMIT, None, SOURCES]}
+LAYOUT_ARGS = {**PLACEMENT_ARGS,
+               "options": [_Option(hetopt.BuildOptions,
+                                   {**BUILD_OPTIONS, "load_timing": ["prefetch"]})],
+               "budget": [_Option(hetopt.Budget, {"factor": [1.5, 3]})]}
 SERVING_ARGS = {
     "model": ["llama-2-7b", "gemma-3-27b", "no-such-model"],
-    "gpus": ["H100", ["H100", "L40S"], "A100,L40S", "no-such-gpu"], "context": [512, 8192],
-    "slo_ms": [50, 60.0], "tp": [OMIT, "1,2", [1, 2], (1,)], "no_ep": [OMIT, True],
-    "batches": ["1,4", [1, 4, 16]], "max_gpus": [2, 4], "max_owners": [1, 2],
-    "max_replicas": [1, 2], "max_microbatches": [OMIT, 1, 2],
-    "memory_fraction": [OMIT, 0.9], "gpu_cost": [OMIT, "calibrated", "roofline"],
-    "unmeasured_gpu": [OMIT, "transfer", "roofline"], "gpu_calibration": [OMIT, None],
-    "measurements": [OMIT, None], "catalog": [OMIT, None], "models_file": [OMIT, None]}
+    "gpus": ["H100", ["H100", "L40S"], "A100,L40S", "no-such-gpu"],
+    "workload": [_Option(hetopt.ServingWorkload, {"context_tokens": [512, 8192],
+                                                  "tpot_slo_s": [0.05, 0.06]})],
+    "grid": [_Option(hetopt.ServingGrid, {
+        "batches": [(1, 4), [1, 4, 16]], "max_gpus": [2, 4], "max_owners": [1, 2],
+        "max_replicas": [1, 2], "max_microbatches": [OMIT, 1, 2]})],
+    "parallelism": [OMIT, None, _Option(hetopt.Parallelism, {
+        "tp_degrees": [OMIT, [1, 2], (1,)], "expert_parallel": [OMIT, False]})],
+    "memory_fraction": [OMIT, 0.9],
+    "cost": [OMIT, None, _Option(hetopt.GpuCost, {
+        "kind": [OMIT, "calibrated", "roofline"], "unmeasured": [OMIT, "transfer", "roofline"],
+        "calibration": [OMIT, None]})],
+    "measurements": [OMIT, None], "sources": [OMIT, None, SOURCES]}
 PROBLEMS = [OMIT, None, "placement", "layout", "serving", hetopt.Problem.LAYOUT, "P1"]
 SOLVE_ARGS = {
     "instance": list(INSTANCES.values()),
