@@ -6,7 +6,7 @@ forked child (a fresh instance object, so no stage reuses another repeat's cache
 
 * start — a fresh interpreter importing what ``hetopt solve`` imports before it reads
   (``opt.app.cli``, ``solvers``, the Bifocal back end), in a subprocess;
-* read — :func:`opt.app.cli.common.load_instance` (the CLI's reader);
+* read — :func:`opt.app.cli.helpers.load_instance` (the CLI's reader);
 * schedule — Bifocal with default parameters (the back end's call), and HEFT on the same
   instance as the same-run baseline (not part of the total);
 * bound — :func:`opt.placement.certified_bounds.certified_lower_bound` (``solve`` attaches it);

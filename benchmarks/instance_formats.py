@@ -5,7 +5,7 @@ JSON column tables (``json.gz``, problems.md §1.2b), the binary column containe
 The instance (``--instance``, else the flagship: Llama-2-7B, HP64, prefill 1024, decode 1024,
 batch 16, built once into ``--cache`` as benchmarks/end_to_end.py does) is written once in
 each format; then, ``--repeat`` times and interleaving the formats, a forked child reads each
-file with :func:`opt.app.cli.common.load_instance` (the CLI's reader) and writes it back with
+file with :func:`opt.app.cli.helpers.load_instance` (the CLI's reader) and writes it back with
 :meth:`PlacementInstance.write`, timing both (wall and CPU seconds). Every file must read
 back to the same fingerprint. Prints medians, the ratios to ``npz`` and the sizes.
 
