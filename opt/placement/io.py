@@ -164,6 +164,8 @@ def _blocks(f: Fields, dindex: dict[str, int], nd: int, formats: tuple[str, ...]
 def _column_tables(f: Fields, dindex: dict[str, int], bindex: dict[str, int], nd: int
                    ) -> tuple:
     """The column tables of a ``"columns": 1`` file (§1.2b, :mod:`opt.placement.columns`)."""
+    # a format seam: the column reader loads only for a column file, never for rows (every
+    # bundled instance, a solve's path: tests/cli/test_startup.py)
     from opt.placement.columns import column_tables
 
     return (*column_tables(f, f.obj, dindex, bindex, nd), None)
