@@ -65,13 +65,12 @@ def test_fig7_ranges_and_the_grid_table(monkeypatch, tmp_path):
 def test_jobs_reach_the_sweeps_executor_and_a_bad_value_is_refused(monkeypatch):
     import pytest
 
-    import opt.app.runs.sweep as sweep
     from opt.app.bench.suites import suite_cases
     from opt.app.runs.executor import ProcessExecutor, SerialExecutor
     from opt.common.errors import InputError
 
     seen = []
-    monkeypatch.setattr(sweep, "run_sweep",
+    monkeypatch.setattr(dops, "run_sweep",
                         lambda *a, options, **k: seen.append(options.executor) or [])
     for jobs in (1, 2):
         dops._records(Path("unused"), [], jobs)

@@ -18,6 +18,7 @@ from opt.costlib.hardware import Catalog, bundled_catalog
 from opt.costlib.modelcard import CardSet, bundled_cards
 from opt.costlib.operators import layer_ops
 from opt.theory.gains import GpuGroup, het_report, hom_report, min_gpus
+from opt.theory.verify import CLAIMS, verify_closed_forms
 
 SUITE = "core"
 OPWEAVE_MODELS = ("gemma-3-27b", "qwen3-next-80b-a3b", "qwen3-235b-a22b", "gpt-oss-120b")
@@ -190,7 +191,6 @@ def speed_case(cat: Catalog, cards: CardSet) -> CaseResult:
 def theorem_case(samples: int = 2000) -> CaseResult:
     """Theorems 3.1/3.2 and CAD on the closed forms (``hetopt theory verify``): claim ×
     samples × pass/fail × worst margin."""
-    from opt.theory.verify import CLAIMS, verify_closed_forms
 
     results = verify_closed_forms(samples=samples, seed=0)
     rows = [[r.claim, r.samples, r.passed, r.failed, r.worst_margin, CLAIMS[r.claim]]

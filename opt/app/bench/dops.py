@@ -36,6 +36,9 @@ from opt.app.reproduction.dops_tables import (
     geomean_table,
     grid_csv,
 )
+from opt.app.runs.executor import jobs_executor
+from opt.app.runs.sweep import Progress, SweepOptions, grid, run_sweep, speedups, workload_key
+from opt.app.runs.sweep_calls import SolveCall
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 
@@ -56,9 +59,6 @@ def _records(cache: Path, workloads, jobs: int = 1) -> list[dict]:
     sweep's progress line on stderr."""
     import sys
 
-    from opt.app.runs.executor import jobs_executor
-    from opt.app.runs.sweep import Progress, SweepOptions, run_sweep
-    from opt.app.runs.sweep_calls import SolveCall
 
     progress = Progress(len(workloads) * len(METHODS), stream=sys.stderr)
     with jobs_executor(jobs) as executor:
@@ -72,7 +72,6 @@ def _records(cache: Path, workloads, jobs: int = 1) -> list[dict]:
 def _grid_records(cache: Path, jobs: int = 1) -> list[dict]:
     """Every model's grid on its platform (resumable) and Fig. 7's Llama-7B HP32 workloads, in
     one sweep (one worker pool)."""
-    from opt.app.runs.sweep import grid
 
     workloads = [w for model, (platform, _) in PAPER_GEOMEAN.items()
                  for w in grid([model], [platform], *FULL)]
@@ -81,7 +80,6 @@ def _grid_records(cache: Path, jobs: int = 1) -> list[dict]:
 
 def _fig7_workloads() -> list:
     """Fig. 7's workloads on HP32 (each model at its batch)."""
-    from opt.app.runs.sweep import grid
 
     return [w for model, batch, prefills, decodes, _ in PAPER_FIG7
             for w in grid([model], ["HP32"], prefills, decodes, [batch])]
@@ -101,8 +99,6 @@ def geomean_checks(row: dict) -> list[Check]:
 
 
 def _model_case(cache: Path, model: str, jobs: int = 1) -> CaseResult:
-    from opt.app.runs.sweep import grid, speedups, workload_key
-
     platform, _ = PAPER_GEOMEAN[model]
     records = _records(cache, grid([model], [platform], *FULL), jobs)
     sp = speedups(records)
@@ -135,8 +131,6 @@ def _fig7_case(cache: Path, jobs: int = 1) -> CaseResult:
 
 
 def _fig10_case(cache: Path, jobs: int = 1) -> CaseResult:
-    from opt.app.runs.sweep import grid
-
     records = _records(cache, grid(["llama-2-7b"], ["HP64"], *FULL), jobs)
     found = fig10(records)
     rows = [[r["method"], r["workloads"], r["median"], r["p90"], r["u_npu"], r["u_pim"],

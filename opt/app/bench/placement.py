@@ -9,6 +9,7 @@ from pathlib import Path
 
 import instances
 from heuristics.placement.bifocal import BifocalParams, bifocal_schedule
+from instances.generated import gap_case
 from opt.app.bench.checks import (
     EXACT,
     RATIO,
@@ -20,6 +21,9 @@ from opt.app.bench.checks import (
     stopped_by_clock,
 )
 from opt.app.bench.runner import BenchCase, CaseResult
+from opt.app.runs.sweep import geomean_speedups, grid, run_sweep, speedups, workload_key
+from opt.app.viewer.html import write_page
+from opt.app.viewer.placement import placement_payload
 from opt.common.report import fmt
 from opt.common.units import TIME_UNITS
 from opt.costlib.hardware import bundled_catalog
@@ -27,6 +31,8 @@ from opt.costlib.modelcard import bundled_cards
 from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.builder import build_placement
 from opt.placement.io import read_instance
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.validator import validate_placement
 from solvers.api import solve
 from solvers.registry import methods, names, parsed_params
 
@@ -134,7 +140,6 @@ def heuristic_gap_case(n: int = 6) -> CaseResult:
     optima CP-SAT proves within its wall-clock limit (which ones depends on the machine's load:
     a note lists the others). Under a deterministic limit CP-SAT's proofs here take minutes on
     a loaded machine, so the proofs are not what the case checks."""
-    from instances.generated import gap_case
 
     # P1 heuristics only: layout strategies choose formats, so P1 optima do not bound them
     heuristics = [m.name for m in methods("placement") if not m.exact]
@@ -233,10 +238,6 @@ def schedule_view(inst, root: Path, res: CaseResult, *, page: str = FLAGSHIP_PAG
     """Schedule ``inst`` with Bifocal (no certified bound: the viewer needs the schedule
     only), validate it and write its viewer page to ``root / page``; adds a note, a check and
     the page to ``res``."""
-    from opt.app.viewer.html import write_page
-    from opt.app.viewer.placement import placement_payload
-    from opt.placement.schedule_error import ScheduleError
-    from opt.placement.validator import validate_placement
 
     t0 = time.perf_counter()
     solution = bifocal_schedule(inst, BifocalParams(**parsed_params("bifocal", "placement",
@@ -265,7 +266,6 @@ def schedule_view(inst, root: Path, res: CaseResult, *, page: str = FLAGSHIP_PAG
 
 def _speedup_rows(records, workloads, methods) -> list[list]:
     """Per workload: tag, tasks, each method's speed-up over PD, Bifocal's certified gap."""
-    from opt.app.runs.sweep import speedups, workload_key
 
     sp = speedups(records)
     rows = []
@@ -282,8 +282,6 @@ def _speedup_rows(records, workloads, methods) -> list[list]:
 
 
 def _sweep(workloads, methods) -> list[dict]:
-    from opt.app.runs.sweep import run_sweep
-
     with tempfile.TemporaryDirectory() as tmp:
         done = run_sweep(workloads, methods, Path(tmp), lambda inst, m: solve(inst, m),
                          catalog=bundled_catalog(), cards=bundled_cards())
@@ -296,7 +294,6 @@ def dops_sweep_case() -> CaseResult:
     and geomean (the full grid: ``hetopt sweep placement``, ``hetopt bench --suite dops``).
     Then two of DOPS Fig. 7's Qwen-1.8B configurations (batch 8, prefill {128, 1024}, decode
     128), PD and Bifocal only, compared with the paper's 1.89–2.43×."""
-    from opt.app.runs.sweep import geomean_speedups, grid, speedups, workload_key
 
     methods = ["pd", "af", "pd+linear", "pd+attn", "pd+ffn", "heft", "bifocal"]
     workloads = grid(["dops-qwen-1.8b"], ["HP32"], [128, 512], [32], [1, 8])

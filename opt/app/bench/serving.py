@@ -19,6 +19,7 @@ from opt.app.bench.checks import (
     stopped_by_clock,
 )
 from opt.app.bench.runner import BenchCase, CaseResult
+from opt.app.viewer.html import write_view
 from opt.common.report import fmt
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -250,7 +251,6 @@ PLAN_PAGE = "viewer/serving-plan.html"
 def plan_view(inst: ServingInstance, res: Any, root: Path, title: str, *,
               page: str = PLAN_PAGE) -> dict[str, str]:
     """Write the viewer page of a certified serving plan to ``root / page``; label → page."""
-    from opt.app.viewer.html import write_view
 
     (root / page).parent.mkdir(parents=True, exist_ok=True)
     write_view(inst, res.solution, root / page, title=title)

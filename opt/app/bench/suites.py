@@ -24,8 +24,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from opt.app.bench.checks import invariant
+from opt.app.bench.checks import Tolerance, invariant, paper_figure
+from opt.app.bench.core_cases import core_cases
+from opt.app.bench.dops import dops_cases
+from opt.app.bench.opweave_figures import METHODS, Cells, opweave_checks
+from opt.app.bench.placement import placement_cases
 from opt.app.bench.runner import BenchCase, CaseResult
+from opt.app.bench.serving import serving_cases
+from opt.app.reproduction import opweave_tables as ot
+from opt.app.reproduction.detailed_gains import DETAILED_CLAIMS, verify_detailed
+from opt.app.runs.executor import jobs_executor
+from opt.app.runs.serving_sweep import ServingSweepOptions, cells, run_serving_sweep
+from opt.app.runs.sweep_calls import SolveCall
 from opt.common.errors import InputError, UnknownNameError
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
@@ -34,9 +44,6 @@ from opt.costlib.modelcard import bundled_cards
 def default_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
     """Core, placement and serving cases; the viewer pages go to ``<out>/viewer/``. Its cases
     run in this process (``jobs`` is for the sweeps of the large suites)."""
-    from opt.app.bench.core_cases import core_cases
-    from opt.app.bench.placement import placement_cases
-    from opt.app.bench.serving import serving_cases
 
     return core_cases() + placement_cases(out) + serving_cases(out)
 
@@ -44,9 +51,6 @@ def default_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
 def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
     """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table (resumable sweep, ``jobs``
     workers)."""
-    from opt.app.runs.executor import jobs_executor
-    from opt.app.runs.serving_sweep import ServingSweepOptions, cells, run_serving_sweep
-    from opt.app.runs.sweep_calls import SolveCall
 
     records = []
     with jobs_executor(jobs) as executor:  # one pool for both models
@@ -62,8 +66,6 @@ def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
 
 
 def _opweave_table(cache: Path, jobs: int = 1) -> CaseResult:
-    from opt.app.bench.opweave_figures import METHODS, Cells, opweave_checks
-
     by_cell: Cells = {}
     for r in _opweave_records(cache, jobs):
         by_cell.setdefault((r["model"], "+".join(r["gpus"]), r["context"], r["slo_ms"]),
@@ -86,8 +88,6 @@ def _opweave_table(cache: Path, jobs: int = 1) -> CaseResult:
 
 
 def _theorems_detailed(cache: Path) -> CaseResult:
-    from opt.app.reproduction.detailed_gains import DETAILED_CLAIMS, verify_detailed
-
     res = verify_detailed(catalog=bundled_catalog(), cards=bundled_cards(),
                           out=cache / "verify-detailed", progress=False)
     rows = [[c.claim, c.samples, c.passed, c.failed, c.worst_margin, DETAILED_CLAIMS[c.claim]]
@@ -105,7 +105,6 @@ def _opweave_figures(cache: Path, jobs: int = 1) -> CaseResult:
     """Figs. 10, 11, 13 and Table 3 from the cost table's records (their plans re-evaluated;
     :mod:`opt.app.reproduction.opweave_tables`), one row per figure quantity with the paper's value, ours,
     the verdict and the evidence (docs/serving.md)."""
-    from opt.app.reproduction import opweave_tables as ot
 
     recs = [{**r, "_path": "bench"} for r in _opweave_records(cache, jobs)]
     cells_ = ot.by_cell(ot.figure_rows(recs))
@@ -137,8 +136,6 @@ FIG10_REASONS = {
 def _fig10_checks(cells_) -> list:
     """Fig. 10 per model, quantity and method (CAD, AFD, OpWeave) as paper figures: stage
     counts to 0.005, the other quantities within 10 % (the tables' rule)."""
-    from opt.app.bench.checks import Tolerance, paper_figure
-    from opt.app.reproduction import opweave_tables as ot
 
     checks = []
     for model, paper in ot.FIG10_PAPER.items():
@@ -160,8 +157,6 @@ def opweave_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
 
 
 def dops_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
-    from opt.app.bench.dops import dops_cases
-
     return dops_cases(out, jobs)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from opt.app.bench.checks import RATIO
+from opt.app.runs.scaling import summarise
 from opt.app.runs.sweep import geomean, speedups, usable, workload_key
 from opt.common.units import TIME_UNITS
 
@@ -395,7 +396,6 @@ def insights(records: Sequence[dict[str, Any]], catalog: Any,
     summary; a workload whose first platform has no schedule says why) and that gain, against
     the paper's first → last, and the verdict (``pending (n/k)`` while a workload has no
     records)."""
-    from opt.app.runs.scaling import summarise
 
     summary = {(r["model"], r["prefill"], r["decode"], r["batch"]): r
                for r in summarise(records, platforms, catalog)}

@@ -14,6 +14,7 @@ from typing import Any
 
 from opt.app.runs.sweep import geomean, usable, workload_key
 from opt.common.report import table
+from opt.common.units import TIME_UNITS
 from opt.placement.instance import LAYOUT_FORMATS
 
 #: (numerator method, denominator method): speedup = makespan(num) / makespan(den)
@@ -68,7 +69,6 @@ def format_shares(records: Sequence[dict[str, Any]], method: str = "bifocal/wla"
 
 def render_layout(records: Sequence[dict[str, Any]]) -> str:
     """Per-workload makespans (ms) per method, the speedup geomeans and the format mix."""
-    from opt.common.units import TIME_UNITS
 
     methods = list(dict.fromkeys(r["method"] for r in records))
     unit = {workload_key(r): r.get("time_unit", "ns") for r in records}

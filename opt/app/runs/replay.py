@@ -59,6 +59,7 @@ import numpy as np
 from opt.app.runs.sweep import aborting
 from opt.common.errors import InputError
 from opt.common.jsonio import read_json, write_json_atomic
+from opt.common.report import table
 from opt.common.units import TIME_UNITS
 
 #: BurstGPT's CSV columns (https://github.com/HPMLL/BurstGPT).
@@ -483,7 +484,6 @@ def run_replay(requests: Sequence[Request], methods: Sequence[str], out: str | P
 
 def render(results: Sequence[dict[str, Any]]) -> str:
     """Per method: TTFT / TBT / E2E median, p90, p99 in milliseconds, batches, shapes."""
-    from opt.common.report import table
 
     def ms(v):
         return None if v is None else v * 1e3

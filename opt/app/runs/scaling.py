@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opt.app.plots.common import _pyplot, _save
 from opt.app.runs.replay_schedules import validated_heuristic
 from opt.app.runs.sweep import (
     Progress,
@@ -305,7 +306,6 @@ def plot_scaling(summary: Sequence[dict[str, Any]], platforms: Sequence[str],
     platform, one panel per larger platform, rows = batch × prefill, columns = decode) and
     ``marginal-<model>.png`` (Fig. 15-like marginal return per increment for every workload,
     the highest-payoff increment marked). matplotlib is imported lazily (``plot`` extra)."""
-    from opt.app.plots.common import _pyplot, _save
 
     plt = _pyplot()
     import numpy as np

@@ -33,7 +33,7 @@ from opt.common.report import table
 from opt.costlib.latency import Link
 from opt.serving.builder import DEFAULT_TP, ServingWorkload, build_serving_plan
 from opt.serving.instance import ServingGrid
-from opt.serving.kernel_cost import DEFAULT_GPU_COST, DEFAULT_UNMEASURED_GPU
+from opt.serving.kernel_cost import DEFAULT_GPU_COST, DEFAULT_UNMEASURED_GPU, load_calibrations
 
 #: How this build costs a stage-boundary crossing (problems.md §3.1 "Network model"): records
 #: of mixed-GPU cells without it were built with the instance-wide slowest network.
@@ -196,7 +196,6 @@ def _measured_gpus(catalog: Any, gpu_cost: str) -> frozenset[str]:
     """GPU types the bundled calibration covers (none under the roofline)."""
     if gpu_cost != "calibrated":
         return frozenset()
-    from opt.serving.kernel_cost import load_calibrations
     return frozenset(load_calibrations(catalog))
 
 

@@ -47,6 +47,12 @@ from opt.common.jsonio import read_json
 from opt.common.report import table
 from opt.common.result import STATUSES, claims_error
 from opt.common.units import TIME_UNITS
+from opt.costlib.operators import Precision
+from opt.placement.build_options import BuildOptions, Workload, check_tp
+from opt.placement.build_options import paper_precision as dops_precision
+from opt.placement.builder import build_placement
+from opt.placement.schedule_error import ScheduleError
+from opt.placement.utilisation import class_shares
 
 BASELINE = "pd"
 
@@ -260,7 +266,6 @@ class _Failed:
 
 def _shares(inst: Any, result: Any) -> dict[str, float | None]:
     """NPU / PIM busy fractions and their co-utilisation (DOPS Eq. 5) of a solved record."""
-    from opt.placement.utilisation import class_shares
 
     if getattr(result, "solution", None) is None or result.objective is None:
         return {}
@@ -282,7 +287,6 @@ def _traffic(inst: Any, result: Any) -> dict[str, dict[str, int]]:
 def _precision_tag(inst: Any) -> str:
     """:func:`precision_tag` of the precision the instance was built with (fp16 throughout when
     its builder recorded none)."""
-    from opt.costlib.operators import Precision
 
     return precision_tag(Precision(**(((inst.meta or {}).get("builder") or {})
                                        .get("precision") or {})))
@@ -290,17 +294,14 @@ def _precision_tag(inst: Any) -> str:
 
 def workload_precision(model: str, paper_precision: bool) -> Any:
     """The :class:`~opt.costlib.operators.Precision` a sweep builds ``model`` with."""
-    from opt.costlib.operators import Precision
-    from opt.placement.build_options import paper_precision as paper
 
-    return paper(model) if paper_precision else Precision()
+    return dops_precision(model) if paper_precision else Precision()
 
 
 def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
     """A finished record of the same build (ERROR records are retried; records from before the
     head-sharded KV layout, which carry no ``kv_layout``, or before the KV took its share of
     memory, which carry no ``kv_reserved``, are rebuilt)."""
-    from opt.placement.build_options import BuildOptions
 
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
         and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
@@ -330,9 +331,6 @@ def run_placement_task(task: PlacementTask) -> dict[str, Any]:
     """Build the task's instance (reused from the previous task of the same workload), solve it
     and return its record. A method that rejects the workload (InputError) gives an ERROR record
     with ``error``; a schedule that fails validation gives an ERROR record with ``invalid``."""
-    from opt.placement.build_options import BuildOptions, Workload
-    from opt.placement.builder import build_placement
-    from opt.placement.schedule_error import ScheduleError
 
     wl, method = task.workload, task.method
     t0 = time.perf_counter()
@@ -368,7 +366,6 @@ def check_workloads(workloads: Sequence[SweepWorkload], *, catalog, cards,
                     layers: int | None, tp: int = 1) -> None:
     """Fail on a bad model, platform, workload, ``layers`` or ``tp`` before hours of solving,
     not in the middle (:class:`InputError` naming it)."""
-    from opt.placement.build_options import Workload, check_tp
 
     for wl in workloads:
         card = cards[wl.model]

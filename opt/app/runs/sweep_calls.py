@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opt.common.result import Result
+from opt.placement.layout import budget_from, check_budget, with_budget
 from solvers.api import check_options, solve
 from solvers.registry import PROBLEMS, method_settings
 
@@ -41,15 +42,12 @@ class SolveCall:
         """The options checked on construction, before a sweep solves anything
         (:func:`solvers.api.check_options`, :func:`opt.placement.layout.check_budget`:
         InputError naming the option)."""
-        from opt.placement.layout import check_budget
 
         check_options(self.time_limit, self.num_workers, self.seed)
         check_budget(self.budget_gb, self.budget_factor)
 
     def __call__(self, instance: Any, method: str) -> Result:
-
         if self.budget_gb is not None or self.budget_factor is not None:
-            from opt.placement.layout import budget_from, with_budget
 
             instance = with_budget(instance, budget_from(instance, gb=self.budget_gb,
                                                          factor=self.budget_factor))
