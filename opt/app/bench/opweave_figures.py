@@ -37,12 +37,11 @@ NO_INFEASIBLE = ("docs/serving.md §Measured GPU costs (Fig. 9 on the calibrated
                  "b / 36.2 GB/s), so AFD / CAD's 124 / 96 crossings per token fit every SLO")
 #: Why the L40S / A100 change the best plan's cost differently from OpWeave's Fig. 13.
 MIX_REASON = {"H100+L40S": "docs/serving.md §OpWeave's evaluation on the calibrated model "
-                           "(the L40S): it never enters a best plan — its bandwidth per "
-                           "dollar loses to the H100's on the roofline and, calibrated, on "
-                           "the A100's measured classes transferred to its own peaks "
-                           "(problems.md §5.3b; decode attention 467 vs 565 GB/s per $/h), "
-                           "and an H100-only plan crosses at the H100's own link "
-                           "(problems.md §3.1), so the het optimum is the hom one",
+                           "(the L40S): where it never enters a best plan its bandwidth "
+                           "per dollar loses to the H100's (on the roofline, and calibrated "
+                           "on the classes of its closest measured card, the A40: "
+                           "problems.md §5.3b), and an H100-only plan crosses at the H100's "
+                           "own link (problems.md §3.1), so the het optimum is the hom one",
               "H100+A100": "docs/serving.md §Measured (Fig. 13 rows): a colocated A100 plan "
                            "(a baseline) already takes most of the A100's gain; and our "
                            "baselines search configurations, batches, μ"}
