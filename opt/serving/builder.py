@@ -338,16 +338,9 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     inter-node link, overriding the catalog's and the calibration's measured send/recv
     (OpWeave Fig. 14's network sweep; ``meta.network_override``).
     """
-    _check_kernels(kernels)
-    check_gpu_cost(gpu_cost)
-    check_unmeasured_gpu(unmeasured_gpu)
+    _check_choices(kernels, gpu_cost, unmeasured_gpu, memory_fraction, gpu_names)
     p = precision or Precision(weight=card.dtype, activation=card.dtype, kv=card.dtype)
     grid = grid or ServingGrid()
-    if not (isinstance(memory_fraction, (int, float)) and 0 < memory_fraction <= 1):
-        raise InputError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}",
-                         field="memory_fraction")
-    if not gpu_names:
-        raise InputError("at least one GPU type is needed", field="gpus")
     gpus, models, networks = _gpu_types(catalog, gpu_names)
     coster = _coster(catalog, card, models, gpu_cost, calibrations, measurements,
                      unmeasured_gpu)
@@ -360,30 +353,18 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     configs = _configs(card, gpus, tp_degrees, grid, expert_parallel)
     mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
     s = workload.context_tokens
-    period = card.block_period
     ops, members_by_mb = _block_ops(card, mbs, s, p)
     dur_s, head_s = _durations(card, configs, gpus, coster, ops, members_by_mb, mbs, s, p,
                                kernels)
-
-    out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
-    mb_arr = np.array(mbs, dtype=np.float64)
-
-    def ticks(x):
-        return np.asarray(seconds_to_ticks(x, time_unit), dtype=np.int64)
-
-    # per network n: [n, mb, i] (problems.md §3.1 "Network model")
-    bw = np.array([n.bandwidth_bytes_per_s for n in nets])
-    busy = ticks(mb_arr[None, :, None] * out_b[None, None, :] / bw[:, None, None])
-    tok_busy = ticks(mb_arr[None, :] * TOKEN_ID_BYTES / bw[:, None])
-    lat = ticks(np.array([n.latency_s for n in nets]))
+    busy, tok_busy, lat = _network_ticks(nets, mbs, ops, time_unit)
     embed_w = card.vocab * card.hidden * p.w
     return as_read(ServingInstance(
-        model=card.name, layers=card.layers, block_layers=period, ops=tuple(ops),
+        model=card.name, layers=card.layers, block_layers=card.block_period, ops=tuple(ops),
         embed_weight_bytes=int(embed_w), lm_head_weight_bytes=int(embed_w),
         tied_embeddings=card.tied_embeddings, gpus=gpus, network=slowest,
         configs=tuple(configs), context_tokens=s,
-        tpot_slo=int(ticks(workload.tpot_slo_s)), grid=grid, microbatch_sizes=mbs,
-        op_duration=ticks(dur_s), head_duration=ticks(head_s),
+        tpot_slo=int(_ticks(workload.tpot_slo_s, time_unit)), grid=grid, microbatch_sizes=mbs,
+        op_duration=_ticks(dur_s, time_unit), head_duration=_ticks(head_s, time_unit),
         transfer_duration=busy + lat[:, None, None], transfer_busy=busy,
         token_transfer_duration=tok_busy + lat[:, None], token_transfer_busy=tok_busy,
         memory_fraction=memory_fraction, time_unit=time_unit,
@@ -398,6 +379,39 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
               "crossing_rule": CROSSING_RULE, "unmeasured_gpu": unmeasured_gpu,
               **coster.provenance(),
               **({"measurements": coster.measurements_meta()} if measurements else {})}))
+
+
+def _check_choices(kernels: str, gpu_cost: str, unmeasured_gpu: str, memory_fraction: float,
+                   gpu_names: Sequence[str]) -> None:
+    """InputError naming the field for an unknown kernel model, GPU cost model or unmeasured
+    GPU policy, a memory fraction outside (0, 1], or no GPU type."""
+    _check_kernels(kernels)
+    check_gpu_cost(gpu_cost)
+    check_unmeasured_gpu(unmeasured_gpu)
+    if not (isinstance(memory_fraction, (int, float)) and 0 < memory_fraction <= 1):
+        raise InputError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}",
+                         field="memory_fraction")
+    if not gpu_names:
+        raise InputError("at least one GPU type is needed", field="gpus")
+
+
+def _ticks(seconds: object, time_unit: str) -> np.ndarray:
+    """``seconds`` (scalar or array) as int64 ticks of ``time_unit``."""
+    return np.asarray(seconds_to_ticks(seconds, time_unit), dtype=np.int64)
+
+
+def _network_ticks(nets: Sequence[Link], mbs: Sequence[int], ops: Sequence[ServingOp],
+                   time_unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(busy [net, mb, op], token busy [net, mb], latency [net]) in ticks of ``time_unit``:
+    each network's serialisation of an op's output for a microbatch, of the sampled token
+    ids, and its latency (problems.md §3.1 "Network model")."""
+    out_b = np.array([o.out_bytes_per_request for o in ops], dtype=np.float64)
+    mb_arr = np.array(mbs, dtype=np.float64)
+    bw = np.array([n.bandwidth_bytes_per_s for n in nets])
+    busy = _ticks(mb_arr[None, :, None] * out_b[None, None, :] / bw[:, None, None], time_unit)
+    tok_busy = _ticks(mb_arr[None, :] * TOKEN_ID_BYTES / bw[:, None], time_unit)
+    lat = _ticks(np.array([n.latency_s for n in nets]), time_unit)
+    return busy, tok_busy, lat
 
 
 def as_read(inst: ServingInstance) -> ServingInstance:
