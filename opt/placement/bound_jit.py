@@ -13,8 +13,26 @@ stopped ones could not change a per-cell minimum or a below-bound test. Duration
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numba
 import numpy as np
+
+#: :func:`segment_below`'s per-segment tables (:func:`opt.placement.segment_bound.kernel_tables`
+#: in this order): durations [n, D] and their least per task, releases [n, D] and their least,
+#: transfers [E, D, D] and their least per source device, per destination device and overall
+#: (ticks), edge sources and destinations, CSR of the edges into and out of each task
+SegmentTables = namedtuple("SegmentTables",
+                           "cost cmin rel rmin te te_row te_col te_min esrc edst ins outs")
+#: one assignment row's scratch arrays in :func:`segment_below` (ticks): durations ``c``,
+#: heads, running longest path ``pm``, tails ``tl``, transfer durations ``ed``, the
+#: one-machine sort buffer, the row's tasks per device (``on``, ``n_on``), per-device sums
+RowScratch = namedtuple("RowScratch", "c head pm tl ed buf on n_on acc")
+#: :func:`chain_decompose`'s segments: first and last position in the order, cut before
+ChainCuts = namedtuple("ChainCuts", "starts ends has_prev")
+#: :func:`segment_labels`' segments: first position, size, first local edge, edge count, cut
+#: before, cut after
+SegmentSpans = namedtuple("SegmentSpans", "lo size e0 ne has_prev has_end")
 
 
 @numba.njit(cache=True)
@@ -104,12 +122,9 @@ def min_plus_backward(seq: np.ndarray, flat: np.ndarray, offs: np.ndarray, rows:
 
 
 @numba.njit(cache=True, nogil=True)
-def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray,
-                  rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
-                  te_col: np.ndarray, te_min: np.ndarray, esrc: np.ndarray, edst: np.ndarray,
-                  ins: np.ndarray, outs: np.ndarray, first: int, thresholds: bool, big: int,
-                  cell: np.ndarray, bound: np.ndarray, update: bool, ordered: bool
-                  ) -> np.ndarray:
+def segment_below(dev: np.ndarray, flag: np.ndarray, t: SegmentTables, first: int,
+                  thresholds: bool, big: int, cell: np.ndarray, bound: np.ndarray, update: bool,
+                  ordered: bool) -> np.ndarray:
     """bool [m]: whether assignment row a's value (:func:`opt.placement.segment_bound.
     _numpy_values` for the durations, releases and transfers of ``_assigned_times`` and
     ``_edge_durations``, as a float capped at ``big`` like ``_as_float``) is below
@@ -117,8 +132,9 @@ def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.
     ``bound`` ends as the least value per cell, as ``np.minimum.at`` would leave it, in any
     row order).
 
-    Task j (edge e) takes its assigned entry when ``flag[j]`` (both ends flagged), else its
-    least one (``cmin``, ``rmin``; ``te_row``/``te_col`` with one flagged end, ``te_min``).
+    Task j (edge e) takes its assigned entry of the :data:`SegmentTables` ``t`` when
+    ``flag[j]`` (both ends flagged), else its least one (``cmin``, ``rmin``;
+    ``te_row``/``te_col`` with one flagged end, ``te_min``).
     ``ins`` (``outs``): the edges into (out of) each local task, CSR offsets (shifted by
     n + 1) then edge indices. A row's value is the maximum of the longest path, every
     device's least head + work + least tail and with ``thresholds``
@@ -129,25 +145,14 @@ def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.
     heads up to its first device differing from the previous row's are the previous row's
     (a head depends on earlier tasks only)."""
     m, n = dev.shape
-    nd = cost.shape[1]
-    ne = len(esrc)
+    nd = t.cost.shape[1]
     perm = np.arange(m) if ordered else _lex_order(dev, flag, nd)
     rows = dev if ordered else dev[perm]
     tasks, k_of = _present_tasks(rows, first, nd)
-    emode = np.empty(max(ne, 1), dtype=np.int64)  # 0 both ends flagged, 1 src, 2 dst, 3 none
-    for e in range(ne):
-        emode[e] = 0 if flag[esrc[e]] and flag[edst[e]] else \
-            1 if flag[esrc[e]] else 2 if flag[edst[e]] else 3
+    emode = _edge_modes(flag, t.esrc, t.edst)
     below = np.zeros(m, dtype=np.bool_)
-    c = np.empty(n, dtype=np.int64)
-    head = np.zeros(n, dtype=np.int64)
-    pm = np.zeros(n, dtype=np.int64)  # pm[j]: max of head + c over tasks 0 … j
-    tl = np.zeros(n, dtype=np.int64)
-    ed = np.empty(max(ne, 1), dtype=np.int64)
-    buf = np.empty((2, n), dtype=np.int64)
-    on = np.empty((nd, n), dtype=np.int64)  # on[d, :n_on[d]]: the row's tasks on d, ascending
-    n_on = np.empty(nd, dtype=np.int64)
-    acc = np.empty((3, nd), dtype=np.int64)  # per device: least head, work, least tail
+    r = _row_scratch(n, nd, len(t.esrc))
+    pm = r.pm
     valid = 0  # the heads of tasks < valid are those of the previous row
     for a in range(m):
         ca = cell[perm[a]]
@@ -159,19 +164,43 @@ def segment_below(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.
         if s > 0 and _capped(pm[s - 1], big) >= lim:
             valid = s
             continue
-        valid = _heads(rows, flag, cost, cmin, rel, rmin, te, te_row, te_col, te_min, emode,
-                       esrc, ins, a, s, c, head, pm, ed, big, lim)
+        valid = _heads(rows, flag, t, emode, a, s, r, big, lim)
         if valid < n:
             continue
-        _tails(c, ed, edst, outs, tl)
-        val = _device_bounds(rows, a, c, head, tl, on, n_on, tasks, k_of, first, thresholds,
-                             big, pm[n - 1], buf, acc, lim)
+        _tails(r.c, r.ed, t.edst, t.outs, r.tl)
+        val = _device_bounds(rows, a, r, tasks, k_of, first, thresholds, big, pm[n - 1], lim)
         f = _capped(val, big)
         if f < lim:
             below[perm[a]] = True
             if update:
                 bound[ca] = f
     return below
+
+
+@numba.njit(cache=True)
+def _edge_modes(flag: np.ndarray, esrc: np.ndarray, edst: np.ndarray) -> np.ndarray:
+    """int64 [max(E, 1)]: per edge 0 when both ends are flagged, 1 only its source, 2 only
+    its destination, 3 neither."""
+    ne = len(esrc)
+    emode = np.empty(max(ne, 1), dtype=np.int64)
+    for e in range(ne):
+        emode[e] = 0 if flag[esrc[e]] and flag[edst[e]] else \
+            1 if flag[esrc[e]] else 2 if flag[edst[e]] else 3
+    return emode
+
+
+@numba.njit(cache=True, inline="always")  # no per-call array reference counts
+def _row_scratch(n: int, nd: int, ne: int) -> RowScratch:
+    """Scratch arrays of one assignment row over n tasks, nd devices and ne edges."""
+    return RowScratch(c=np.empty(n, dtype=np.int64),
+                      head=np.zeros(n, dtype=np.int64),
+                      pm=np.zeros(n, dtype=np.int64),  # pm[j]: max of head + c over 0 … j
+                      tl=np.zeros(n, dtype=np.int64),
+                      ed=np.empty(max(ne, 1), dtype=np.int64),
+                      buf=np.empty((2, n), dtype=np.int64),
+                      on=np.empty((nd, n), dtype=np.int64),  # on[d, :n_on[d]]: tasks on d
+                      n_on=np.empty(nd, dtype=np.int64),
+                      acc=np.empty((3, nd), dtype=np.int64))  # least head, work, least tail
 
 
 @numba.njit(cache=True)
@@ -220,16 +249,15 @@ def _present_tasks(dev: np.ndarray, first: int, nd: int) -> tuple[np.ndarray, np
 
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
-def _heads(dev: np.ndarray, flag: np.ndarray, cost: np.ndarray, cmin: np.ndarray,
-           rel: np.ndarray, rmin: np.ndarray, te: np.ndarray, te_row: np.ndarray,
-           te_col: np.ndarray, te_min: np.ndarray, emode: np.ndarray, esrc: np.ndarray,
-           ins: np.ndarray, a: int, start: int, c: np.ndarray, head: np.ndarray,
-           pm: np.ndarray, ed: np.ndarray, big: int, lim: float) -> int:
-    """Row a's durations ``c``, transfer durations ``ed`` (of the edges into each task) and
-    heads (release, then the longest path from the predecessors) in local order from task
-    ``start`` (those before are row a's already), with ``pm`` the running longest path
+def _heads(dev: np.ndarray, flag: np.ndarray, t: SegmentTables, emode: np.ndarray, a: int,
+           start: int, r: RowScratch, big: int, lim: float) -> int:
+    """Row a's durations ``r.c``, transfer durations ``r.ed`` (of the edges into each task)
+    and heads (release, then the longest path from the predecessors) in local order from task
+    ``start`` (those before are row a's already), with ``r.pm`` the running longest path
     max(head + c). Returns the number of tasks done: j + 1 once ``pm[j]`` (capped) reaches
     ``lim``, else n."""
+    c, head, pm, ed = r.c, r.head, r.pm, r.ed
+    cost, cmin, rel, rmin, te, te_row, te_col, te_min, esrc, _, ins, _ = t
     n = len(c)
     for j in range(start, n):
         dj = dev[a, j]
@@ -282,14 +310,15 @@ def _tails(c: np.ndarray, ed: np.ndarray, edst: np.ndarray, outs: np.ndarray,
 
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
-def _device_bounds(dev: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, tl: np.ndarray,
-                   on: np.ndarray, n_on: np.ndarray, tasks: np.ndarray, k_of: np.ndarray,
-                   first: int, thresholds: bool, big: int, val: int, buf: np.ndarray,
-                   acc: np.ndarray, lim: float) -> int:
+def _device_bounds(dev: np.ndarray, a: int, r: RowScratch, tasks: np.ndarray,
+                   k_of: np.ndarray, first: int, thresholds: bool, big: int, val: int,
+                   lim: float) -> int:
     """``val`` raised by every device's bounds for assignment row a (numpy's masks: nothing
     for a device no row uses, 0 for a row without a task on it); ``tasks[d, :k_of[d]]``: the
-    tasks on d in some row (numpy's ``rows``); ``on[d, :n_on[d]]`` ← the row's tasks on d.
-    Returns early once ``val`` (capped) reaches ``lim``: the one-machine sorts are skipped."""
+    tasks on d in some row (numpy's ``rows``); ``r.on[d, :r.n_on[d]]`` ← the row's tasks on
+    d. Returns early once ``val`` (capped) reaches ``lim``: the one-machine sorts are
+    skipped."""
+    c, head, tl, on, n_on, acc = r.c, r.head, r.tl, r.on, r.n_on, r.acc
     nd = len(k_of)
     for d in range(nd):
         acc[0, d], acc[1, d], acc[2, d], n_on[d] = big, 0, big, 0
@@ -310,26 +339,27 @@ def _device_bounds(dev: np.ndarray, a: int, c: np.ndarray, head: np.ndarray, tl:
         if k_of[d] == 1:
             val = max(val, 0)
         elif k_of[d] > 1:
-            val = max(val, _one_machine_row(dev, a, c, head, tl, on, n_on[d], tasks,
-                                            k_of[d], d, big, buf))
+            val = max(val, _one_machine_row(dev, a, r, head, tl, n_on[d], tasks, k_of[d], d,
+                                            big))
             if _capped(val, big) >= lim:
                 return val
-            val = max(val, _one_machine_row(dev, a, c, tl, head, on, n_on[d], tasks,
-                                            k_of[d], d, big, buf))
+            val = max(val, _one_machine_row(dev, a, r, tl, head, n_on[d], tasks, k_of[d], d,
+                                            big))
             if _capped(val, big) >= lim:
                 return val
     return val
 
 
 @numba.njit(cache=True, inline="always")  # no per-call array reference counts
-def _one_machine_row(dev: np.ndarray, a: int, c: np.ndarray, key_of: np.ndarray,
-                     tail_of: np.ndarray, on: np.ndarray, k_on: int, tasks: np.ndarray, k: int,
-                     d: int, big: int, buf: np.ndarray) -> int:
+def _one_machine_row(dev: np.ndarray, a: int, r: RowScratch, key_of: np.ndarray,
+                     tail_of: np.ndarray, k_on: int, tasks: np.ndarray, k: int, d: int, big: int
+                     ) -> int:
     """:func:`opt.placement.segment_bound.one_machine` for assignment row a over
-    ``tasks[d, :k]`` (``on[d, :k_on]``: those on d, in the same order): stable sort by
+    ``tasks[d, :k]`` (``r.on[d, :k_on]``: those on d, in the same order): stable sort by
     ``-key`` (key −big off the device), then the maximum of key + cumulated duration + least
     tail so far (0 where key is −big), capped at big. When every key on d exceeds −big, the
     tasks off d sort last and each gives 0: only the tasks on d are sorted."""
+    c, on, buf = r.c, r.on, r.buf
     neg, idx = buf[0], buf[1]
     for i in range(k_on):
         j = on[d, i]
@@ -386,8 +416,7 @@ def _one_machine_full(row: np.ndarray, c: np.ndarray, key_of: np.ndarray, tail_o
 
 
 @numba.njit(cache=True, nogil=True)
-def chain_decompose(order: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                    has_prev: np.ndarray, p_off: np.ndarray, preds: np.ndarray,
+def chain_decompose(order: np.ndarray, cuts: ChainCuts, p_off: np.ndarray, preds: np.ndarray,
                     edge_src: np.ndarray, edge_bytes: np.ndarray, cost: np.ndarray,
                     task_block: np.ndarray, load_duration: np.ndarray, big: int
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -395,7 +424,9 @@ def chain_decompose(order: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     segment-local edges (source inside segment k or its previous cut) sorted by segment,
     destination, source — ties in edge order, as its stable sort — from the instance's
     predecessor CSR (``preds[p_off[t]:p_off[t + 1]]``: the edges into t in edge order); and
-    per segment the largest weight-load release on a legal device (ticks, 0 without one)."""
+    per segment the largest weight-load release on a legal device (ticks, 0 without one).
+    Segment k (:data:`ChainCuts`): positions ``starts[k]`` … ``ends[k]`` of ``order``."""
+    starts, ends, has_prev = cuts
     n, nd = len(order), cost.shape[1]
     pos = np.empty(n, dtype=np.int64)
     for p in range(n):
@@ -446,19 +477,18 @@ def _sort_bucket(key: np.ndarray, other: np.ndarray, lo: int, hi: int) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def segment_labels(lo: np.ndarray, size: np.ndarray, e0: np.ndarray, ne: np.ndarray,
-                   has_prev: np.ndarray, has_end: np.ndarray, order: np.ndarray,
-                   cost: np.ndarray, kind: np.ndarray, lu: np.ndarray, lv: np.ndarray,
-                   eb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def segment_labels(seg: SegmentSpans, order: np.ndarray, cost: np.ndarray, kind: np.ndarray,
+                   lu: np.ndarray, lv: np.ndarray, eb: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """(shape_of, data_of) of :func:`opt.placement.chain_bound._shapes`: per segment the first
     segment of equal shape (cut flags, size, legal devices, kinds, local edges), and the first
-    of equal shape and data (durations, edge bytes). Segment k: positions ``lo[k]`` …
+    of equal shape and data (durations, edge bytes). Segment k (:data:`SegmentSpans` ``seg``):
+    positions ``lo[k]`` …
     ``lo[k] + size[k] − 1`` of ``order``, edges ``e0[k]`` … ``e0[k] + ne[k] − 1``. Equal shape
     and data is equal everything, so data labels come first (over all segments); the first
     segment of a shape is the first of its data, so shape labels are found among the data
     labels only. Both through a hash table of 64-bit hashes, every match compared in full."""
-    m = len(lo)
-    seg = (lo, size, e0, ne, has_prev, has_end)
+    m = len(seg.lo)
     everything = np.arange(m)
     data_of = _first_equal(everything, seg, order, cost, kind, lu, lv, eb, True)
     reps = np.flatnonzero(data_of == everything)
@@ -479,7 +509,7 @@ def _mix(h: np.uint64, x: int) -> np.uint64:
 
 
 @numba.njit(cache=True)
-def _segment_hash(k: int, seg: tuple, order: np.ndarray, cost: np.ndarray, kind: np.ndarray,
+def _segment_hash(k: int, seg: SegmentSpans, order: np.ndarray, cost: np.ndarray, kind: np.ndarray,
                   lu: np.ndarray, lv: np.ndarray, eb: np.ndarray, data: bool) -> np.uint64:
     """Hash of segment k's shape and, with ``data``, its durations and edge bytes."""
     lo, size, e0, ne, has_prev, has_end = seg
@@ -497,7 +527,7 @@ def _segment_hash(k: int, seg: tuple, order: np.ndarray, cost: np.ndarray, kind:
 
 
 @numba.njit(cache=True)
-def _first_equal(idx: np.ndarray, seg: tuple, order: np.ndarray, cost: np.ndarray,
+def _first_equal(idx: np.ndarray, seg: SegmentSpans, order: np.ndarray, cost: np.ndarray,
                  kind: np.ndarray, lu: np.ndarray, lv: np.ndarray, eb: np.ndarray,
                  data: bool) -> np.ndarray:
     """int64 [len(idx)]: for each segment ``idx[i]`` (ascending), the first of ``idx`` equal
@@ -528,7 +558,7 @@ def _first_equal(idx: np.ndarray, seg: tuple, order: np.ndarray, cost: np.ndarra
 
 
 @numba.njit(cache=True)
-def _segments_equal(k: int, r: int, seg: tuple, order: np.ndarray, cost: np.ndarray,
+def _segments_equal(k: int, r: int, seg: SegmentSpans, order: np.ndarray, cost: np.ndarray,
                     kind: np.ndarray, lu: np.ndarray, lv: np.ndarray, eb: np.ndarray,
                     data: bool) -> bool:
     """Segments k and r have the same shape (cut flags, size, edge count, legal devices,

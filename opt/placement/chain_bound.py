@@ -156,8 +156,8 @@ def _decompose(inst: PlacementInstance) -> _Chain:
     if jit is not None:
         p_off, p_idx = inst.predecessors
         lu, lv, eb, e_off, seg_rmax = jit.chain_decompose(
-            order, starts, ends, has_prev, p_off, p_idx, inst.edge_src, inst.edge_bytes,
-            inst.cost, inst.task_block, inst.load_duration, int(BIG))
+            order, jit.ChainCuts(starts, ends, has_prev), p_off, p_idx, inst.edge_src,
+            inst.edge_bytes, inst.cost, inst.task_block, inst.load_duration, int(BIG))
     else:
         lu, lv, eb, e_off = _local_edges(inst, order, starts, ends, has_prev)
         legal_pos = inst.cost[order] >= 0
@@ -202,9 +202,9 @@ def _shapes(inst: PlacementInstance, ch: _Chain) -> dict[int, dict[int, np.ndarr
     n_edges = ch.e_off[1:] - e0
     jit = jit_kernels(inst.n_tasks)
     if jit is not None:
-        shape_of, data_of = jit.segment_labels(lo, size, e0, n_edges, ch.has_prev, ch.has_end,
-                                               ch.order, ch.cost, _kind_codes(inst), ch.lu,
-                                               ch.lv, ch.eb)
+        spans = jit.SegmentSpans(lo, size, e0, n_edges, ch.has_prev, ch.has_end)
+        shape_of, data_of = jit.segment_labels(spans, ch.order, ch.cost, _kind_codes(inst),
+                                               ch.lu, ch.lv, ch.eb)
     else:
         shape_of, data_of = _labels(inst, ch, lo, size, e0, n_edges)
     # labels are the first members, so ascending labels are the order of first appearance

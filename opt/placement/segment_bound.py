@@ -304,7 +304,8 @@ def compiled_below(jit: ModuleType, tables: tuple[np.ndarray, ...], flag: np.nda
     :func:`kernel_tables`: the same integers, a row stopped once it reaches its bound; rows
     visited in their order when ``ordered``, else lexicographic in the flagged columns."""
     return jit.segment_below(np.ascontiguousarray(dev, dtype=np.int64),
-                             np.ascontiguousarray(flag, dtype=np.bool_), *tables, first,
+                             np.ascontiguousarray(flag, dtype=np.bool_),
+                             jit.SegmentTables(*tables), first,
                              thresholds, int(BIG), np.ascontiguousarray(cell, dtype=np.int64),
                              bound, update, ordered)
 
