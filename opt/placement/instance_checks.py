@@ -82,18 +82,12 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
         raise err(f"unknown load_timing '{load_timing}'; known: {', '.join(LOAD_TIMINGS)}",
                   "load_timing")
     cost = _check_costs(_int64(cost, "tasks.cost", err), task_ids, names, err)
-    nb = len(block_ids)
     task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
                   else np.asarray(task_block, dtype=np.int64))
-    if len(set(block_ids)) != nb:
-        raise err("duplicate block id", "blocks")
-    block_bytes = _int64(block_bytes, "blocks.bytes", err).reshape(nb)
-    if (block_bytes < 0).any():
-        b = int(np.flatnonzero(block_bytes < 0)[0])
-        raise err(f"block '{block_ids[b]}' has negative bytes", f"blocks[{b}].bytes")
+    block_bytes = _block_bytes(block_ids, block_bytes, err)
     layout = layout or Layout()
     _check_layout(layout, err)
-    block_load = {f: _int64(a, "blocks.load", err).reshape(nb, d)
+    block_load = {f: _int64(a, "blocks.load", err).reshape(len(block_ids), d)
                   for f, a in (block_load or {}).items()}
     _check_block_loads(layout, block_ids, block_load, names, err)
     _check_task_blocks(cost, task_block, task_ids, block_ids, block_load, layout, names, err)
@@ -107,10 +101,7 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
     def opt_arr(a, dtype):
         return None if a is None else frozen(np.asarray(a, dtype=dtype).reshape(n))
 
-    for dev in devices:
-        if dev.device_class not in DEVICE_CLASSES:
-            raise err(f"device '{dev.name}' has unknown class '{dev.device_class}'; known: "
-                      f"{', '.join(DEVICE_CLASSES)}", "devices")
+    _check_device_classes(devices, err)
     inst = PlacementInstance(
         time_unit=time_unit, devices=tuple(devices), links=links, task_ids=tuple(task_ids),
         cost=frozen(cost), task_block=frozen(task_block), edge_src=frozen(edge_src),
@@ -149,6 +140,26 @@ def _check_names(time_unit: str, devices: Sequence[Device], task_ids: Sequence[s
         dup = next(t for t in task_ids if t in seen or seen.add(t))
         raise err(f"duplicate task id '{dup}'", "tasks")
     return names
+
+
+def _block_bytes(block_ids: Sequence[str], block_bytes: Any, err: _Err) -> np.ndarray:
+    """The blocks' bytes as int64 [B] once block ids are unique and no bytes are negative."""
+    nb = len(block_ids)
+    if len(set(block_ids)) != nb:
+        raise err("duplicate block id", "blocks")
+    out = _int64(block_bytes, "blocks.bytes", err).reshape(nb)
+    if (out < 0).any():
+        b = int(np.flatnonzero(out < 0)[0])
+        raise err(f"block '{block_ids[b]}' has negative bytes", f"blocks[{b}].bytes")
+    return out
+
+
+def _check_device_classes(devices: Sequence[Device], err: _Err) -> None:
+    """Every device's class is one of DEVICE_CLASSES."""
+    for dev in devices:
+        if dev.device_class not in DEVICE_CLASSES:
+            raise err(f"device '{dev.name}' has unknown class '{dev.device_class}'; known: "
+                      f"{', '.join(DEVICE_CLASSES)}", "devices")
 
 
 def _check_costs(cost: np.ndarray, task_ids: Sequence[str], names: list[str], err: _Err
