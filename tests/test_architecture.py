@@ -27,7 +27,7 @@ import grimp
 from importlinter.cli import lint_imports
 
 import opt.api
-from opt.app.cli.parser import PLACEMENT_METHOD_NAMES, Handler, build_parser
+from opt.app.cli.parser import PLACEMENT_METHOD_NAMES, RUN_COMMAND, Handler, build_parser
 from opt.app.cli.placement import SERVING_SOLVE
 from solvers import certify
 from solvers.registry import BackendRef, methods
@@ -172,7 +172,7 @@ def _loads(module: str, seam: str) -> None:
 def test_cli_handlers_load_command_modules() -> None:
     handlers = list(_handlers(build_parser()))
     assert len(handlers) > 20
-    for h in (*handlers, PLACEMENT_METHOD_NAMES, SERVING_SOLVE):
+    for h in (*handlers, RUN_COMMAND, PLACEMENT_METHOD_NAMES, SERVING_SOLVE):
         _loads(h.module, "opt.app.cli.parser")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import instances
 from opt.app.cli import build_parser, main
-from opt.app.cli.common import check_output_args
+from opt.app.cli.run import check_output_args
 from opt.common.errors import InputError
 from opt.common.outpath import JSON_SUFFIXES, PLACEMENT_SUFFIXES
 from opt.common.result import Result

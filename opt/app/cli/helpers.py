@@ -110,7 +110,7 @@ def check_methods(methods: Sequence[str], registry: Sequence[str], *,
 # ---- results --------------------------------------------------------------------------------
 
 #: exit code of ``solve`` per result status (docs/cli.md, "Exit codes and input limits"); bad
-#: input exits 2 (:func:`opt.app.cli.common.run_command`)
+#: input exits 2 (:func:`opt.app.cli.run.run_command`)
 STATUS_EXIT = MappingProxyType({"OPTIMAL": 0, "FEASIBLE": 0, "INFEASIBLE": 0, "ERROR": 1,
                                 "TIME_LIMIT_NO_SOLUTION": 3})
 

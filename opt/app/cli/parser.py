@@ -42,7 +42,6 @@ from opt.app.cli.common import (
     add_out_args,
     add_solve_args,
     common_parser,
-    run_command,
 )
 
 #: ``theory verify --samples``: at most 10 million random draws
@@ -85,6 +84,8 @@ class Handler:
         return self.function()(args)
 
 
+#: Runs a parsed command (:func:`opt.app.cli.run.run_command`): loaded once parsing is done.
+RUN_COMMAND = Handler("opt.app.cli.run", "run_command")
 #: The registered placement methods (a list of names), for help texts: loads ``solvers``.
 PLACEMENT_METHOD_NAMES = Handler("opt.app.cli.method_names", "placement_method_names")
 
@@ -138,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``hetopt`` (and ``python -m opt``): parse ``argv`` and run the command; its exit code
-    (Ctrl-C while parsing too: one line, 130, as :func:`run_command` does)."""
+    (Ctrl-C while parsing too: one line, 130, as :func:`opt.app.cli.run.run_command` does)."""
     try:
         args = build_parser().parse_args(argv)
+        run_command = RUN_COMMAND.function()
     except KeyboardInterrupt:
         print("hetopt: interrupted", file=sys.stderr)
         return 130
