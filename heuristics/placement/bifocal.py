@@ -319,13 +319,17 @@ def load_port_prior(inst: PlacementInstance, dev_cls: list[int]) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalParams | None = None,
-                     *, order: list[int] | None = None, stats: dict[str, Any] | None = None
-                     ) -> dict:
+                     *, order: list[int] | None = None, stats: dict[str, Any] | None = None,
+                     rescore_all: bool = False) -> dict:
     """The Bifocal schedule of ``inst`` (problems.md §1.2a solution dict); see the module docstring.
 
     params: a dict of :class:`BifocalParams` fields (unknown names raise InputError);
     order: a static task order to commit in (``ready_set`` then does not apply; default: the
-    ``ready_set`` parameter's order); stats: filled with counters and timings when given."""
+    ``ready_set`` parameter's order); stats: filled with counters and timings when given;
+    rescore_all: under the ready set by score, re-score every ready task on every device at
+    each iteration rather than keep the scores the last commit cannot change (the same
+    schedule and statistics, more work: the oracle of tests/placement/test_score_cache.py;
+    no method parameter)."""
     p = params if isinstance(params, BifocalParams) else BifocalParams.from_dict(params)
     t0 = time.perf_counter()
     classes: list[str] = []
@@ -348,7 +352,8 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             _static_order(inst, p)
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
-    ties_by_hint, flips = _run(inst, cs, order_a, prio, p, look, bias, dcls_l, len(classes))
+    ties_by_hint, flips = _run(inst, cs, order_a, prio, p, look, bias, dcls_l, len(classes),
+                               rescore_all)
     t_loop = time.perf_counter()
     solution = _arrays.compiled_solution(cs)
     t_end = time.perf_counter()
@@ -422,16 +427,18 @@ def _static_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
 
 def _run(inst: PlacementInstance, cs: _arrays.CompiledState, order: np.ndarray | None,
          prio: np.ndarray | None, p: BifocalParams, look: _Lookahead | None, bias: _Biases,
-         dcls_l: list[int], K: int) -> tuple[int, dict[str, int]]:
+         dcls_l: list[int], K: int, rescore_all: bool = False) -> tuple[int, dict[str, int]]:
     """Run the loop (:func:`heuristics.placement.bifocal_kernels.bifocal_loop`) in a static
     ``order`` or, when it is None, by the score with ties to the lower ``prio``: per task the
     device of lowest score EFT + γ·tail + B_phase + B_token (+ the eviction and copy costs;
-    problems.md §6), ties to the hinted class. Returns (ties broken by the hint, flipped
+    problems.md §6), ties to the hinted class; ``rescore_all``: every ready task re-scored at
+    each iteration (:func:`bifocal_schedule`). Returns (ties broken by the hint, flipped
     decisions per term of :data:`FLIP_TERMS`)."""
     track_uses = p.evict_cost > 0 or bias.use_token or copy_weight(inst, p) > 0
     terms = Terms(int(bias.use_phase), int(bias.use_token), int(capped(inst, p)),
                   int(look is not None), look.H if look is not None else 0, bias.l_out or 0,
-                  int(track_uses), int(uses_horizon(inst, p)), float(phase_weight(inst, p)),
+                  int(track_uses), int(uses_horizon(inst, p)), int(rescore_all),
+                  float(phase_weight(inst, p)),
                   float(p.eta), float(p.alpha), float(p.evict_cost), float(p.r_min),
                   float(p.p_reuse), float(copy_weight(inst, p)))
     data = _bias_arrays(inst, p, bias, dcls_l, K)

@@ -326,7 +326,9 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     iterations, and a row is recomputed only when the last commit may have changed it
     (:func:`_stale_columns`: the committed device, the devices its transfers' channels lead
     to, every row of a task whose block was loaded, evicted or used); no other input of a row
-    changes with a commit, so the rows — and the choice — are those of a full re-scoring."""
+    changes with a commit, so the rows — and the choice — are those of a full re-scoring.
+    ``terms.rescore_all`` makes every row stale after each commit: the full re-scoring itself,
+    against which tests/placement/test_score_cache.py compares the kept rows."""
     prio, indeg, s_off, s_idx, edst = ready.prio, ready.indeg, ready.s_off, ready.s_idx, ready.edst
     ttype, type_dur = costs.ttype, costs.type_dur
     p_off, p_edge, esrc, etype = graph.p_off, graph.p_edge, graph.esrc, graph.etype
@@ -344,6 +346,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     use_phase, use_token = terms.phase != 0, terms.token != 0
     token_cap, use_window = terms.token_cap != 0, terms.window != 0
     H, l_out, track_uses, by_uses = terms.H, terms.l_out, terms.track_uses != 0, terms.by_uses != 0
+    rescore_all = terms.rescore_all != 0
     fl = (terms.lam, terms.eta, terms.alpha, terms.kappa, terms.rho)
     r_min, p_reuse, rho = terms.r_min, terms.p_reuse, terms.rho
     n, nd = len(ttype), cf.nd
@@ -475,6 +478,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             continue
         mask, all_stale = _stale_columns(best_d, k, b, graph, state, cf, bias, terms, ctarget,
                                          homeless0)
+        all_stale = all_stale or rescore_all
         if b >= 0:
             bstale[b] = it
         for j in range(n_ld0, cnt[0]):

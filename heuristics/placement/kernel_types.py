@@ -66,8 +66,10 @@ Window = namedtuple("Window", "type_w type_best hs hint hint_dist patterns")
 
 #: Bifocal's score settings: switches (ints) — the phase and token terms, the token cap, the
 #: window and its depth ``H``, L_out (decode steps), whether uses left are tracked, whether
-#: the token term amortises over the block's uses rather than the steps — and weights
-#: (floats) — λ (phase), η (prefill credit), α (token), κ (eviction cost), r_min and p_reuse
-#: (token reuse), ρ (copy cost).
+#: the token term amortises over the block's uses rather than the steps, whether the ready
+#: set by score re-scores every ready task on every device at each iteration
+#: (``rescore_all``: Algorithm 1 literally, the oracle of the kept scores; 0: only the scores
+#: the last commit can change) — and weights (floats) — λ (phase), η (prefill credit),
+#: α (token), κ (eviction cost), r_min and p_reuse (token reuse), ρ (copy cost).
 Terms = namedtuple("Terms", "phase token token_cap window H l_out track_uses by_uses "
-                            "lam eta alpha kappa r_min p_reuse rho")
+                            "rescore_all lam eta alpha kappa r_min p_reuse rho")

@@ -112,7 +112,7 @@ def placement_instances(draw, *, contention: bool | None = None, min_devices: in
 def heft_or_skip(inst: PlacementInstance) -> dict:
     """HEFT's schedule, or discard the example when capacities leave a task no device or when
     HEFT evicts (LRU residency): the mutations below assume one load per block and
-    device (evicting schedules: test_validator_residency.py, test_compiled_engine.py)."""
+    device (evicting schedules: test_validator_residency.py, test_schedule_kernels.py)."""
     try:
         sol = heft(inst)
     except InputError:
