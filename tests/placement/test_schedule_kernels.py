@@ -180,13 +180,3 @@ def test_bad_orders_raise_one_line():
     with pytest.raises(InputError, match="outside"):
         list_schedule(inst, [0, inst.n_tasks])
     assert list_schedule(inst, iter(order)) == list_schedule(inst, order)
-
-
-def test_engine_param_is_no_recorded_setting():
-    """An ``engine`` parameter (accepted while the registry declares it) changes no recorded
-    setting, so sweep records made with one stay valid."""
-    from solvers.registry import method_settings
-
-    base = method_settings("bifocal", "placement", {"H": 2})
-    for engine in ("python", "compiled", "auto"):
-        assert method_settings("bifocal", "placement", {"H": 2, "engine": engine}) == base
