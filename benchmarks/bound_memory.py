@@ -19,7 +19,7 @@ def random_dag(n: int, seed: int = 0):
     """n tasks on 4 identical CPUs, each task with up to 2 predecessors among the 50 before it,
     durations 1..99, payloads 0..49 bytes (1 byte per tick, latency 1)."""
     from opt.placement.instance import Device
-    from opt.placement.instance_checks import build_instance, make_links
+    from opt.placement.instance_checks import EdgeColumns, TaskColumns, build_instance, make_links
 
     rng = np.random.default_rng(seed)
     devs = [Device(f"P{i}", "cpu", None) for i in range(4)]
@@ -28,11 +28,10 @@ def random_dag(n: int, seed: int = 0):
         for u in rng.choice(min(v, 50), size=min(2, v), replace=False):
             src.append(v - 1 - int(u))
             dst.append(v)
-    return build_instance(time_unit="unit", devices=devs, links=make_links(devs, "full", True, 1,
-                                                                           1.0),
-                          task_ids=[f"t{i}" for i in range(n)],
-                          cost=rng.integers(1, 100, size=(n, 4)), edge_src=src, edge_dst=dst,
-                          edge_bytes=rng.integers(0, 50, size=len(src)))
+    return build_instance(
+        time_unit="unit", devices=devs, links=make_links(devs, "full", True, 1, 1.0),
+        tasks=TaskColumns([f"t{i}" for i in range(n)], rng.integers(1, 100, size=(n, 4))),
+        edges=EdgeColumns(src, dst, rng.integers(0, 50, size=len(src))))
 
 
 def one(n: int) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.placement.instance import Device, PlacementInstance
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import EdgeColumns, TaskColumns, build_instance, make_links
 
 _DIR = "data/stg"
 
@@ -64,10 +64,11 @@ def to_instance(cost: list[int], edges: list[tuple[int, int]], processors: int,
                        source=name)
     c = np.repeat(np.asarray(cost, dtype=np.int64)[:, None], processors, axis=1)
     meta = {"source": f"STG {name}", "processors": processors, "builder": "instances.stg"}
-    return build_instance(time_unit="unit", devices=devices, links=links,
-                          task_ids=[str(i + 1) for i in range(len(cost))], cost=c,
-                          edge_src=[u for u, _ in edges], edge_dst=[v for _, v in edges],
-                          edge_bytes=[0] * len(edges), meta=meta, source=name)
+    return build_instance(
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns([str(i + 1) for i in range(len(cost))], c),
+        edges=EdgeColumns([u for u, _ in edges], [v for _, v in edges], [0] * len(edges)),
+        meta=meta, source=name)
 
 
 def load(graph: str, processors: int) -> PlacementInstance:

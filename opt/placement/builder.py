@@ -59,7 +59,7 @@ from opt.costlib.operators import expert_token_counts
 from opt.placement.build_devices import kv_plan, platform_devices, reserve_kv
 from opt.placement.build_options import BuildOptions, Workload, check_options, check_size
 from opt.placement.instance import Layout, PlacementInstance
-from opt.placement.instance_checks import build_instance
+from opt.placement.instance_checks import BlockColumns, EdgeColumns, TaskColumns, build_instance
 from opt.placement.step_costs import (
     Rounding,
     allreduce_bytes,
@@ -133,13 +133,15 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
     if measured is not None:
         meta["measurements"] = measured
     inst = build_instance(
-        time_unit=opt.time_unit, devices=devs.devices, links=devs.links, task_ids=ids,
-        cost=cols["cost"], task_block=cols["task_block"],
-        edge_src=edge_src, edge_dst=edge_dst, edge_bytes=edge_bytes, block_ids=block_ids,
-        block_bytes=block_bytes, block_load=block_load,
-        layout=Layout(formats=formats, default="linear", memory_budget=opt.memory_budget),
-        kind=list(cols["kind"]), phase=cols["phase"], step=cols["step"], layer=cols["layer"],
-        shard=cols["shard"], meta=meta, check_acyclic=False, load_timing=opt.load_timing)
+        time_unit=opt.time_unit, devices=devs.devices, links=devs.links,
+        tasks=TaskColumns(ids, cols["cost"], kind=list(cols["kind"]), phase=cols["phase"],
+                          step=cols["step"], layer=cols["layer"], shard=cols["shard"]),
+        edges=EdgeColumns(edge_src, edge_dst, edge_bytes),
+        blocks=BlockColumns(block_ids, block_bytes, load=block_load,
+                            task_block=cols["task_block"],
+                            layout=Layout(formats=formats, default="linear",
+                                          memory_budget=opt.memory_budget)),
+        meta=meta, check_acyclic=False, load_timing=opt.load_timing)
     meta["build_s"] = time.perf_counter() - t_start
     return inst
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from opt.common.errors import InputError
 from opt.placement.instance import Device, PlacementInstance
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import EdgeColumns, TaskColumns, build_instance, make_links
 
 __all__ = ["DotNode", "DotEdge", "DotGraph", "parse_dot", "read_dot", "dot_to_instance"]
 
@@ -464,7 +464,8 @@ def dot_to_instance(graph: DotGraph, processors: int, *, source: str | None = No
             "notes": "identical processors; edge bytes = communication time (latency 0, "
                      "bandwidth 1, no contention)"}
     return build_instance(
-        time_unit="unit", devices=devices, links=links, task_ids=ids, cost=cost,
-        edge_src=[index[e.src] for e in graph.edges],
-        edge_dst=[index[e.dst] for e in graph.edges],
-        edge_bytes=[e.weight for e in graph.edges], meta=meta, source=source)
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns(ids, cost),
+        edges=EdgeColumns([index[e.src] for e in graph.edges], [index[e.dst] for e in graph.edges],
+                          [e.weight for e in graph.edges]),
+        meta=meta, source=source)

@@ -8,6 +8,7 @@ block or device (and the file when ``source`` is set)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -59,19 +60,55 @@ def make_links(devices: Sequence[Device], topology: str = "full", contention: bo
                  frozen(lat), frozen(bw))
 
 
+@dataclass(frozen=True)
+class TaskColumns:
+    """The tasks of an instance: ids, durations [n, D] (ticks, −1 = illegal on that device)
+    and the optional labels of built instances: kind, phase (0 prefill, 1 decode), step,
+    layer and shard per task (None = absent)."""
+
+    ids: Sequence[str]
+    cost: Any
+    kind: Sequence[str | None] | None = None
+    phase: Any = None
+    step: Any = None
+    layer: Any = None
+    shard: Any = None
+
+
+@dataclass(frozen=True)
+class EdgeColumns:
+    """The edges of an instance: source and destination task indices and the bytes each
+    moves (one entry per edge)."""
+
+    src: Any = ()
+    dst: Any = ()
+    nbytes: Any = ()
+
+
+@dataclass(frozen=True)
+class BlockColumns:
+    """The weight blocks of an instance: ids, bytes, load durations per format [B, D] (ticks,
+    −1 = not loadable there), each task's block index (−1 = none; None: no task has one) and
+    the layout (formats, fixed formats, memory budget; None: the default layout)."""
+
+    ids: Sequence[str] = ()
+    nbytes: Any = ()
+    load: Mapping[str, Any] | None = None
+    task_block: Any = None
+    layout: Layout | None = None
+
+
 def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
-                   task_ids: Sequence[str], cost: np.ndarray, task_block: np.ndarray | None = None,
-                   edge_src=(), edge_dst=(), edge_bytes=(), block_ids: Sequence[str] = (),
-                   block_bytes=(), block_load: Mapping[str, np.ndarray] | None = None,
-                   layout: Layout | None = None, kind: Sequence[str | None] | None = None,
-                   phase=None, step=None, layer=None, shard=None,
-                   meta: Mapping[str, Any] | None = None, source: str | None = None,
-                   check_acyclic: bool = True, load_timing: str = "prefetch"
-                   ) -> PlacementInstance:
+                   tasks: TaskColumns, edges: EdgeColumns = EdgeColumns(),
+                   blocks: BlockColumns = BlockColumns(), meta: Mapping[str, Any] | None = None,
+                   source: str | None = None, check_acyclic: bool = True,
+                   load_timing: str = "prefetch") -> PlacementInstance:
     """Validate columnar data and freeze it into a :class:`PlacementInstance`.
 
     Errors name the offending task, edge, block or device (and the file when ``source`` is set).
     """
+    task_ids, kind = tasks.ids, tasks.kind
+    block_ids = blocks.ids
     n, d = len(task_ids), len(devices)
 
     def err(msg: str, fld: str) -> InputError:
@@ -81,19 +118,19 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
     if load_timing not in LOAD_TIMINGS:
         raise err(f"unknown load_timing '{load_timing}'; known: {', '.join(LOAD_TIMINGS)}",
                   "load_timing")
-    cost = _check_costs(_int64(cost, "tasks.cost", err), task_ids, names, err)
-    task_block = (np.full(n, -1, dtype=np.int64) if task_block is None
-                  else np.asarray(task_block, dtype=np.int64))
-    block_bytes = _block_bytes(block_ids, block_bytes, err)
-    layout = layout or Layout()
+    cost = _check_costs(_int64(tasks.cost, "tasks.cost", err), task_ids, names, err)
+    task_block = (np.full(n, -1, dtype=np.int64) if blocks.task_block is None
+                  else np.asarray(blocks.task_block, dtype=np.int64))
+    block_bytes = _block_bytes(block_ids, blocks.nbytes, err)
+    layout = blocks.layout or Layout()
     _check_layout(layout, err)
     block_load = {f: _int64(a, "blocks.load", err).reshape(len(block_ids), d)
-                  for f, a in (block_load or {}).items()}
+                  for f, a in (blocks.load or {}).items()}
     _check_block_loads(layout, block_ids, block_load, names, err)
     _check_task_blocks(cost, task_block, task_ids, block_ids, block_load, layout, names, err)
-    edge_src = np.asarray(edge_src, dtype=np.int64)
-    edge_dst = np.asarray(edge_dst, dtype=np.int64)
-    edge_bytes = _int64(edge_bytes, "edges.bytes", err)
+    edge_src = np.asarray(edges.src, dtype=np.int64)
+    edge_dst = np.asarray(edges.dst, dtype=np.int64)
+    edge_bytes = _int64(edges.nbytes, "edges.bytes", err)
     _check_edges(edge_src, edge_dst, edge_bytes, task_ids, err)
     _check_magnitudes(cost, block_ids, block_bytes, block_load, edge_bytes, devices, links,
                       layout, err)
@@ -108,9 +145,9 @@ def build_instance(*, time_unit: str, devices: Sequence[Device], links: Links,
         edge_dst=frozen(edge_dst), edge_bytes=frozen(edge_bytes), block_ids=tuple(block_ids),
         block_bytes=frozen(block_bytes),
         block_load={f: frozen(a) for f, a in block_load.items()}, layout=layout,
-        kind=tuple(kind) if kind is not None else (), phase=opt_arr(phase, np.int8),
-        step=opt_arr(step, np.int64), layer=opt_arr(layer, np.int64),
-        shard=opt_arr(shard, np.int64), meta=dict(meta or {}), source=source,
+        kind=tuple(kind) if kind is not None else (), phase=opt_arr(tasks.phase, np.int8),
+        step=opt_arr(tasks.step, np.int64), layer=opt_arr(tasks.layer, np.int64),
+        shard=opt_arr(tasks.shard, np.int64), meta=dict(meta or {}), source=source,
         load_timing=load_timing)
     if check_acyclic:
         inst.topological_order  # noqa: B018 — raises on a cycle

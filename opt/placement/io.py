@@ -33,7 +33,13 @@ from opt.placement.instance import (
     Links,
     PlacementInstance,
 )
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.npz import open_container
 from opt.placement.slo import Slo, with_goal
 
@@ -77,12 +83,12 @@ def instance_from_header(f: Fields, tables: TableReader) -> PlacementInstance:
     *cols, tindex = tables(f, dindex, bindex, len(devices))
     ids, kinds, cost, task_block, phase, step, layer, shard, src, dst, nbytes = cols
     inst = build_instance(
-        time_unit=time_unit, devices=devices, links=links, task_ids=ids, cost=cost,
-        task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
-        block_ids=block_ids, block_bytes=block_bytes, block_load=block_load, layout=layout,
-        kind=kinds, phase=phase, step=step, layer=layer, shard=shard,
-        meta=_object(f, "meta"), source=f.source,
-        load_timing=f.str("load_timing", "prefetch"))
+        time_unit=time_unit, devices=devices, links=links,
+        tasks=TaskColumns(ids, cost, kind=kinds, phase=phase, step=step, layer=layer, shard=shard),
+        edges=EdgeColumns(src, dst, nbytes),
+        blocks=BlockColumns(block_ids, block_bytes, load=block_load, task_block=task_block,
+                            layout=layout),
+        meta=_object(f, "meta"), source=f.source, load_timing=f.str("load_timing", "prefetch"))
     if tindex is not None:  # ids are unique (build_instance checked): it is task_index
         inst.__dict__["task_index"] = tindex
     return _with_goal(inst, f)

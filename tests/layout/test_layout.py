@@ -95,18 +95,24 @@ def test_format_only_keeps_evictions_valid(catalog, cards):
     residency order, so capacities and residencies still validate."""
     import dataclasses
 
-    from opt.placement.instance_checks import build_instance
+    from opt.placement.instance_checks import (
+        BlockColumns,
+        EdgeColumns,
+        TaskColumns,
+        build_instance,
+    )
 
     inst = build_placement(cards["dops-qwen-1.8b"], catalog.platform("HP0"), catalog,
                            Workload(prefill=8, decode=2, batch=1), BuildOptions(layers=4))
     cap = int(0.3 * int(inst.block_bytes.sum()))
     devices = [dataclasses.replace(d, weight_capacity=cap) for d in inst.devices]
     tight = build_instance(
-        time_unit=inst.time_unit, devices=devices, links=inst.links, task_ids=inst.task_ids,
-        cost=inst.cost, task_block=inst.task_block, edge_src=inst.edge_src,
-        edge_dst=inst.edge_dst, edge_bytes=inst.edge_bytes, block_ids=inst.block_ids,
-        block_bytes=inst.block_bytes, block_load=dict(inst.block_load), layout=inst.layout,
-        kind=inst.kind, phase=inst.phase, step=inst.step, layer=inst.layer, shard=inst.shard,
+        time_unit=inst.time_unit, devices=devices, links=inst.links,
+        tasks=TaskColumns(inst.task_ids, inst.cost, kind=inst.kind, phase=inst.phase,
+                          step=inst.step, layer=inst.layer, shard=inst.shard),
+        edges=EdgeColumns(inst.edge_src, inst.edge_dst, inst.edge_bytes),
+        blocks=BlockColumns(inst.block_ids, inst.block_bytes, load=dict(inst.block_load),
+                            task_block=inst.task_block, layout=inst.layout),
         meta=inst.meta)
     base = solve(tight, "bifocal/linear")
     assert base.solution["evictions"]

@@ -33,7 +33,13 @@ from opt.costlib.modelcard import bundled_cards
 from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.builder import build_placement
 from opt.placement.instance import Device, PlacementInstance
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.validator import validate_placement
 from solvers.api import solve
 
@@ -64,11 +70,12 @@ def with_capacity(inst: PlacementInstance, fraction: float, cls: str = "npu") ->
     devices = [dataclasses.replace(d, weight_capacity=cap) if d.device_class == cls else d
                for d in inst.devices]
     return build_instance(
-        time_unit=inst.time_unit, devices=devices, links=inst.links, task_ids=inst.task_ids,
-        cost=inst.cost, task_block=inst.task_block, edge_src=inst.edge_src,
-        edge_dst=inst.edge_dst, edge_bytes=inst.edge_bytes, block_ids=inst.block_ids,
-        block_bytes=inst.block_bytes, block_load=dict(inst.block_load), layout=inst.layout,
-        kind=inst.kind, phase=inst.phase, step=inst.step, layer=inst.layer, shard=inst.shard,
+        time_unit=inst.time_unit, devices=devices, links=inst.links,
+        tasks=TaskColumns(inst.task_ids, inst.cost, kind=inst.kind, phase=inst.phase,
+                          step=inst.step, layer=inst.layer, shard=inst.shard),
+        edges=EdgeColumns(inst.edge_src, inst.edge_dst, inst.edge_bytes),
+        blocks=BlockColumns(inst.block_ids, inst.block_bytes, load=dict(inst.block_load),
+                            task_block=inst.task_block, layout=inst.layout),
         meta=inst.meta)
 
 
@@ -135,10 +142,12 @@ def test_random_small_instances_valid_with_tight_capacities():
         task_block = np.where(rng.random(n) < 0.8, rng.integers(0, nb, n), -1)
         inst = build_instance(
             time_unit="unit", devices=devices, links=links,
-            task_ids=[f"t{i}" for i in range(n)], cost=cost, task_block=task_block,
-            edge_src=[a for a, _ in pairs], edge_dst=[b for _, b in pairs],
-            edge_bytes=rng.integers(0, 30, len(pairs)), block_ids=[f"B{b}" for b in range(nb)],
-            block_bytes=bbytes, block_load={"linear": rng.integers(0, 10, (nb, nd))})
+            tasks=TaskColumns([f"t{i}" for i in range(n)], cost),
+            edges=EdgeColumns([a for a, _ in pairs], [b for _, b in pairs],
+                              rng.integers(0, 30, len(pairs))),
+            blocks=BlockColumns([f"B{b}" for b in range(nb)], bbytes,
+                                load={"linear": rng.integers(0, 10, (nb, nd))},
+                                task_block=task_block))
         for params in ({}, EFT_ONLY):
             sol = bifocal_schedule(inst, params)
             validate_placement(inst, sol)
@@ -298,9 +307,10 @@ def test_npu_only_platform_needs_evictions(catalog, cards):
 
 def test_block_larger_than_every_capacity_is_an_input_error():
     devices = [Device("N0", "npu", 5)]
-    inst = build_instance(time_unit="unit", devices=devices, links=make_links(devices),
-                          task_ids=["a"], cost=[[3]], task_block=[0], block_ids=["W"],
-                          block_bytes=[9], block_load={"linear": [[2]]})
+    inst = build_instance(
+        time_unit="unit", devices=devices, links=make_links(devices),
+        tasks=TaskColumns(["a"], [[3]]),
+        blocks=BlockColumns(["W"], [9], load={"linear": [[2]]}, task_block=[0]))
     with pytest.raises(InputError, match="fits on no device"):
         bifocal_schedule(inst)
 
@@ -375,9 +385,10 @@ def test_evict_cost_stops_thrashing_under_capacity_pressure():
 def _two_ready_tasks() -> PlacementInstance:
     """One NPU; ready at once: A (5 ticks, then its successor C, 10 ticks) and B (1 tick)."""
     dev = [Device("NPU0", "npu")]
-    return build_instance(time_unit="ns", devices=dev, links=make_links(dev),
-                          task_ids=["A", "B", "C"], cost=np.array([[5], [1], [10]]),
-                          edge_src=[0], edge_dst=[2], edge_bytes=[0])
+    return build_instance(
+        time_unit="ns", devices=dev, links=make_links(dev),
+        tasks=TaskColumns(["A", "B", "C"], np.array([[5], [1], [10]])),
+        edges=EdgeColumns([0], [2], [0]))
 
 
 def test_score_order_commits_the_ready_task_of_least_score():

@@ -31,7 +31,13 @@ from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.builder import build_placement
 from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.instance import Device
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.validator import validate_placement
 from solvers import solve
 from solvers.placement.block_branching import (
@@ -392,9 +398,10 @@ def _eviction_instance():
     devs = [Device("A", "npu", 5), Device("B", "pim", None)]
     inst = build_instance(
         time_unit="unit", devices=devs, links=make_links(devs, "full", False, 0, 1.0),
-        task_ids=["t0", "t1"], cost=np.array([[2, 20], [2, 20]]), task_block=np.array([0, 1]),
-        edge_src=[0], edge_dst=[1], edge_bytes=[0], block_ids=["W0", "W1"],
-        block_bytes=[4, 4], block_load={"linear": np.array([[1, 1], [1, 1]])})
+        tasks=TaskColumns(["t0", "t1"], np.array([[2, 20], [2, 20]])),
+        edges=EdgeColumns([0], [1], [0]),
+        blocks=BlockColumns(["W0", "W1"], [4, 4], load={"linear": np.array([[1, 1], [1, 1]])},
+                            task_block=np.array([0, 1])))
     evicting = {
         "assignment": {"t0": "A", "t1": "A"},
         "compute": [{"task": "t0", "device": "A", "start": 1, "end": 3},

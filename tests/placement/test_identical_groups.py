@@ -16,7 +16,13 @@ from opt.placement.group_bound import (
     trivial_bound,
 )
 from opt.placement.instance import Device
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.lower_bounds import heads_tails
 from solvers import solve
 
@@ -34,12 +40,11 @@ def _bound(inst):
 
 def _identical(n, p, costs, edges):
     devs = [Device(f"P{i}", "cpu", None) for i in range(p)]
-    return build_instance(time_unit="unit", devices=devs,
-                          links=make_links(devs, "full", contention=False),
-                          task_ids=[f"t{i}" for i in range(n)],
-                          cost=np.repeat(np.asarray(costs)[:, None], p, axis=1),
-                          edge_src=[u for u, _ in edges], edge_dst=[v for _, v in edges],
-                          edge_bytes=[0] * len(edges))
+    return build_instance(
+        time_unit="unit", devices=devs, links=make_links(devs, "full", contention=False),
+        tasks=TaskColumns([f"t{i}" for i in range(n)],
+                          np.repeat(np.asarray(costs)[:, None], p, axis=1)),
+        edges=EdgeColumns([u for u, _ in edges], [v for _, v in edges], [0] * len(edges)))
 
 
 def _p1(rng):
@@ -56,11 +61,12 @@ def _p1(rng):
     loads = rng.integers(1, 5, (2, 1))
     return build_instance(
         time_unit="unit", devices=devs, links=make_links(devs, "full", True, 1, 2.0),
-        task_ids=[f"t{i}" for i in range(n)], cost=cost, task_block=block,
-        edge_src=[u for u, _ in edges], edge_dst=[v for _, v in edges],
-        edge_bytes=rng.integers(0, 6, len(edges)).tolist(), block_ids=["w0", "w1"],
-        block_bytes=[150, 150],
-        block_load={"linear": np.concatenate([loads, loads, loads + 2], axis=1)})
+        tasks=TaskColumns([f"t{i}" for i in range(n)], cost),
+        edges=EdgeColumns([u for u, _ in edges], [v for _, v in edges],
+                          rng.integers(0, 6, len(edges)).tolist()),
+        blocks=BlockColumns(["w0", "w1"], [150, 150],
+                            load={"linear": np.concatenate([loads, loads, loads + 2], axis=1)},
+                            task_block=block))
 
 
 def test_three_parallel_tasks_energetic_bound_beats_trivial():

@@ -363,13 +363,14 @@ def test_large_instance_round_trip_through_gzip(catalog, cards, tmp_path):
 def test_limits_hold_for_columnar_construction_too():
     """build_instance (builders, DOT import) applies the same limits as the reader."""
     from opt.placement.instance import MAX_TICKS, Device
-    from opt.placement.instance_checks import build_instance, make_links
+    from opt.placement.instance_checks import TaskColumns, build_instance, make_links
 
     devs = [Device("D0", "cpu")]
 
     def make(ids, cost):
-        return build_instance(time_unit="unit", devices=devs, links=make_links(devs),
-                              task_ids=ids, cost=np.asarray(cost, dtype=object))
+        return build_instance(
+            time_unit="unit", devices=devs, links=make_links(devs),
+            tasks=TaskColumns(ids, np.asarray(cost, dtype=object)))
 
     with pytest.raises(InputError, match="at least one task") as err:
         make([], np.zeros((0, 1)))

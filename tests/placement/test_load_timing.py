@@ -10,7 +10,13 @@ import pytest
 
 from opt.common.errors import InputError
 from opt.placement.instance import Device
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.io import instance_from_dict
 from opt.placement.schedule_error import ScheduleError
 from opt.placement.solution import make_solution
@@ -23,10 +29,11 @@ def worked_example(load_timing: str = "at_use"):
     devices = [Device("NPU", "npu", None), Device("PIM", "pim", None)]
     links = make_links(devices, "full", True, 3, 1e9)
     return build_instance(
-        time_unit="ns", devices=devices, links=links, task_ids=["a", "v"],
-        cost=[[10, -1], [-1, 5]], task_block=[-1, 0], edge_src=[0], edge_dst=[1],
-        edge_bytes=[0], block_ids=["W"], block_bytes=[100],
-        block_load={"linear": [[-1, 20]]}, load_timing=load_timing)
+        time_unit="ns", devices=devices, links=links,
+        tasks=TaskColumns(["a", "v"], [[10, -1], [-1, 5]]),
+        edges=EdgeColumns([0], [1], [0]),
+        blocks=BlockColumns(["W"], [100], load={"linear": [[-1, 20]]}, task_block=[-1, 0]),
+        load_timing=load_timing)
 
 
 def _solution(inst, load_start: int, v_start: int):
@@ -55,9 +62,10 @@ def test_at_use_rejects_compute_between_load_and_task():
     """The device is v's from the load's start: a task on σ(v) in between breaks dispatch."""
     devices = [Device("PIM", "pim", None)]
     inst = build_instance(
-        time_unit="ns", devices=devices, links=make_links(devices), task_ids=["x", "v"],
-        cost=[[4], [5]], task_block=[-1, 0], block_ids=["W"], block_bytes=[1],
-        block_load={"linear": [[20]]}, load_timing="at_use")
+        time_unit="ns", devices=devices, links=make_links(devices),
+        tasks=TaskColumns(["x", "v"], [[4], [5]]),
+        blocks=BlockColumns(["W"], [1], load={"linear": [[20]]}, task_block=[-1, 0]),
+        load_timing="at_use")
     bad = make_solution(inst, [0, 0], [0, 20], {}, loads=[(0, 0, 0)])
     with pytest.raises(ScheduleError, match="device free 4"):
         validate_placement(inst, bad)
@@ -110,10 +118,13 @@ def tiny_instance(seed: int, load_timing: str):
             src.append(i)
             dst.append(j)
     return build_instance(
-        time_unit="ns", devices=devices, links=links, task_ids=[f"t{i}" for i in range(n)],
-        cost=cost, task_block=block, edge_src=src, edge_dst=dst, edge_bytes=[0] * len(src),
-        block_ids=[f"W{b}" for b in range(nb)], block_bytes=[1] * nb,
-        block_load={"linear": [[r.randint(1, 12), r.randint(1, 12)] for _ in range(nb)]},
+        time_unit="ns", devices=devices, links=links,
+        tasks=TaskColumns([f"t{i}" for i in range(n)], cost),
+        edges=EdgeColumns(src, dst, [0] * len(src)),
+        blocks=BlockColumns([f"W{b}" for b in range(nb)], [1] * nb,
+                            load={"linear": [[r.randint(1, 12), r.randint(1, 12)]
+                                             for _ in range(nb)]},
+                            task_block=block),
         load_timing=load_timing)
 
 

@@ -14,7 +14,13 @@ from models.placement.milp import solve_placement_milp
 from models.placement.milp_time import build_time_model, resources, to_pyomo
 from opt.common.errors import InputError
 from opt.placement.instance import Device, Layout, PlacementInstance
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.slo import Slo, with_goal
 from solvers import solve
 from solvers.certify import certify
@@ -40,12 +46,13 @@ def identical_instance(seed: int, *, n_tasks: int = 6, n_devices: int = 2, comm:
                 src.append(i)
                 dst.append(j)
                 nbytes.append(int(rng.integers(0, 4)) if comm else 0)
-    return build_instance(time_unit="unit", devices=devices, links=links,
-                          task_ids=[f"t{t}" for t in range(n_tasks)], cost=cost,
-                          task_block=np.full(n_tasks, -1), edge_src=src, edge_dst=dst,
-                          edge_bytes=nbytes, block_ids=[], block_bytes=np.zeros(0, np.int64),
-                          block_load={"linear": np.zeros((0, n_devices), np.int64)},
-                          layout=Layout())
+    return build_instance(
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns([f"t{t}" for t in range(n_tasks)], cost),
+        edges=EdgeColumns(src, dst, nbytes),
+        blocks=BlockColumns([], np.zeros(0, np.int64),
+                            load={"linear": np.zeros((0, n_devices), np.int64)},
+                            task_block=np.full(n_tasks, -1), layout=Layout()))
 
 
 def _milp(inst: PlacementInstance, formulation: str, **kw):

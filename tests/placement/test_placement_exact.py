@@ -7,7 +7,13 @@ import instances
 from heuristics.placement.list_scheduler import heft
 from opt.common.errors import InputError, UnknownNameError
 from opt.placement.instance import Device
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.validator import validate_placement
 from solvers import solve
 
@@ -60,9 +66,10 @@ def _capacity_instance(capacity):
     devs = [Device("A", "npu", capacity), Device("B", "pim", capacity)]
     return build_instance(
         time_unit="unit", devices=devs, links=make_links(devs, "full", True, 1, 1.0),
-        task_ids=["t0", "t1"], cost=np.array([[3, 5], [4, 2]]), task_block=np.array([0, -1]),
-        edge_src=[0], edge_dst=[1], edge_bytes=[2], block_ids=["w"], block_bytes=[100],
-        block_load={"linear": np.array([[6, 9]])})
+        tasks=TaskColumns(["t0", "t1"], np.array([[3, 5], [4, 2]])),
+        edges=EdgeColumns([0], [1], [2]),
+        blocks=BlockColumns(["w"], [100], load={"linear": np.array([[6, 9]])},
+                            task_block=np.array([0, -1])))
 
 
 def test_capacity_infeasible_instance():

@@ -14,7 +14,13 @@ from models.options import SolveOptions
 from models.placement.milp import build_placement_milp, solve_placement_milp
 from opt.common.errors import InputError
 from opt.placement.instance import Device, Layout, PlacementInstance
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.io import read_instance
 from opt.placement.validator import validate_placement
 from solvers.certify import certify
@@ -84,11 +90,12 @@ def random_instance(seed: int, *, n_tasks: int = 5, n_devices: int = 3, contenti
     load = rng.integers(0, 7, (n_blocks, n_devices))
     if identical and n_blocks:
         load[:, 1] = load[:, 0]
-    return build_instance(time_unit="unit", devices=devices, links=links,
-                          task_ids=[f"t{t}" for t in range(n_tasks)], cost=cost,
-                          task_block=task_block, edge_src=src, edge_dst=dst, edge_bytes=nbytes,
-                          block_ids=block_ids, block_bytes=block_bytes,
-                          block_load={"linear": load}, layout=Layout())
+    return build_instance(
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns([f"t{t}" for t in range(n_tasks)], cost),
+        edges=EdgeColumns(src, dst, nbytes),
+        blocks=BlockColumns(block_ids, block_bytes, load={"linear": load}, task_block=task_block,
+                            layout=Layout()))
 
 
 def brute_force(inst: PlacementInstance) -> int | None:
@@ -252,10 +259,11 @@ def check_no_schedule_when_block_exceeds_capacity() -> None:
     (shared with tests/placement/test_milp_time.py)."""
     devices = [Device("A", "npu", 10), Device("B", "pim", 5)]
     links = make_links(devices, "full", True, 1, 1.0)
-    inst = build_instance(time_unit="unit", devices=devices, links=links,
-                          task_ids=["a", "b"], cost=[[3, 4], [2, 2]], task_block=[0, -1],
-                          edge_src=[0], edge_dst=[1], edge_bytes=[4], block_ids=["W"],
-                          block_bytes=[11], block_load={"linear": [[2, 3]]})
+    inst = build_instance(
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns(["a", "b"], [[3, 4], [2, 2]]),
+        edges=EdgeColumns([0], [1], [4]),
+        blocks=BlockColumns(["W"], [11], load={"linear": [[2, 3]]}, task_block=[0, -1]))
     result = solve_placement_milp(inst, OPTS)
     assert result.status == "INFEASIBLE"
     assert result.solution is None and result.objective is None
@@ -271,10 +279,11 @@ def test_capacity_forces_split_devices():
     """Two blocks that do not fit together on the fast device: the optimum must split them."""
     devices = [Device("fast", "npu", 6), Device("slow", "pim", None)]
     links = make_links(devices, "full", False, 0, 1.0)
-    inst = build_instance(time_unit="unit", devices=devices, links=links,
-                          task_ids=["a", "b"], cost=[[2, 10], [2, 10]], task_block=[0, 1],
-                          block_ids=["W0", "W1"], block_bytes=[4, 4],
-                          block_load={"linear": [[1, 1], [1, 1]]})
+    inst = build_instance(
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns(["a", "b"], [[2, 10], [2, 10]]),
+        blocks=BlockColumns(["W0", "W1"], [4, 4], load={"linear": [[1, 1], [1, 1]]},
+                            task_block=[0, 1]))
     result, certified = _check(inst)
     assert result.status == "OPTIMAL"
     assert certified.objective == brute_force(inst) == 11

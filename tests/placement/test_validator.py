@@ -24,7 +24,13 @@ from opt.common.result import Result
 from opt.placement.build_options import BuildOptions, Workload
 from opt.placement.builder import build_placement
 from opt.placement.instance import Device, PlacementInstance
-from opt.placement.instance_checks import build_instance, make_links
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
 from opt.placement.schedule_error import ScheduleError
 from opt.placement.validator import validate_placement
 from solvers.api import solve
@@ -102,11 +108,12 @@ def placement_instances(draw, *, contention: bool | None = None, min_devices: in
             overrides.append((names[a], names[b], draw(st.integers(0, 3)),
                               draw(st.sampled_from(BANDWIDTHS))))
     links = make_links(devices, topology, cont, latency, bandwidth, overrides)
-    return build_instance(time_unit="unit", devices=devices, links=links,
-                          task_ids=[f"t{t}" for t in range(n)], cost=cost, task_block=task_block,
-                          edge_src=src, edge_dst=dst, edge_bytes=nbytes, block_ids=block_ids,
-                          block_bytes=block_bytes, block_load={"linear": load},
-                          meta={"generator": "hypothesis"})
+    return build_instance(
+        time_unit="unit", devices=devices, links=links,
+        tasks=TaskColumns([f"t{t}" for t in range(n)], cost),
+        edges=EdgeColumns(src, dst, nbytes),
+        blocks=BlockColumns(block_ids, block_bytes, load={"linear": load}, task_block=task_block),
+        meta={"generator": "hypothesis"})
 
 
 def heft_or_skip(inst: PlacementInstance) -> dict:
