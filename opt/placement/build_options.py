@@ -70,7 +70,7 @@ class BuildOptions:
     kv_memory: the KV cache takes its share of each KV home's memory (default, problems.md §1.4
     "KV against memory"); False = the former model, where only weights use device memory;
     load_timing: the instance's load rule (problems.md §1.2 rule 5): ``at_use`` (default, DOPS
-    Eq. 1) or ``prefetch``."""
+    Eq. 1), ``overlap`` (DOPS §6.1, the load runs while its task computes) or ``prefetch``."""
 
     layers: int | None = None
     tp: int = 1

@@ -54,9 +54,10 @@ DEVICE_CLASSES = ("npu", "pim", "gpu", "cpu")
 PHASES = ("prefill", "decode")
 LAYOUT_FORMATS = ("linear", "npu_opt", "pim_opt", "dual")
 #: when a weight load may run (problems.md §1.2 rule 5): ``prefetch`` (any time, e.g. from 0 on
-#: an idle load port; the value of an instance that does not say) or ``at_use`` (DOPS Eq. 1: not
-#: before the task it serves is dispatched, its time inside that task's completion)
-LOAD_TIMINGS = ("prefetch", "at_use")
+#: an idle load port; the value of an instance that does not say), ``at_use`` (DOPS Eq. 1: not
+#: before the task it serves is dispatched, its time inside that task's completion) or
+#: ``overlap`` (DOPS §6.1: from that dispatch, running while the task computes, ending by its end)
+LOAD_TIMINGS = ("prefetch", "at_use", "overlap")
 DEFAULT_STORAGE = {"linear": 1.0, "npu_opt": 1.0, "pim_opt": 1.0, "dual": 2.0}
 #: largest duration, load duration or link latency (ticks; opt.common.units.MAX_TICKS, where
 #: seconds become ticks): 2**53 ≈ 9.0e15, 104 days in ns

@@ -142,14 +142,18 @@ def residencies(inst: PlacementInstance, solution: Mapping[str, Any], loads: _Lo
 
 
 def check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
-                           start: np.ndarray) -> None:
-    """A task with a block starts while the block is resident (loaded, not yet evicted)."""
-    if _all_resident(inst, resid, task_dev, start):
+                           start: np.ndarray, ready_by: np.ndarray | None = None) -> None:
+    """A task with a block starts while the block is resident (not yet evicted) and its load
+    has ended by the task's time in ``ready_by`` (default its start; under ``load_timing:
+    overlap`` its end)."""
+    ready_by = start if ready_by is None else ready_by
+    if _all_resident(inst, resid, task_dev, start, ready_by):
         return
     names = device_names(inst)
     for t in np.flatnonzero(inst.task_block >= 0).tolist():
         b, d, s = int(inst.task_block[t]), int(task_dev[t]), int(start[t])
-        ok = any(le <= s < stop for _, le, stop in resid.get((b, d), ()))
+        r = int(ready_by[t])
+        ok = any(le <= r and s < stop for _, le, stop in resid.get((b, d), ()))
         if not ok:
             spans = [(ls, le, stop) for ls, le, stop in resid.get((b, d), ())]
             raise ScheduleError(f"rule 5: task '{inst.task_ids[t]}' starts at {s} on "
@@ -159,11 +163,12 @@ def check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev:
 
 
 def _all_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndarray,
-                  start: np.ndarray) -> bool:
+                  start: np.ndarray, ready_by: np.ndarray) -> bool:
     """Vectorised :func:`check_blocks_resident` (False: some task is not covered; the loop
     names it). The residencies of one (block, device) are disjoint and in time order, so the
-    one that can cover a start s is the last whose ready time is ≤ s: residencies and starts
-    are merged in (key, time) order, residencies first at equal times."""
+    one that can cover a task is the last whose ready time is ≤ its ``ready_by`` time r:
+    residencies and tasks are merged in (key, time) order, residencies first at equal times,
+    and that residency must still be open at the task's start."""
     tasks = np.flatnonzero(inst.task_block >= 0)
     if len(tasks) == 0:
         return True
@@ -175,7 +180,8 @@ def _all_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndar
     r_ready = np.array([le for _, le, _ in spans], dtype=np.int64)
     r_stop = np.array([stop for _, _, stop in spans], dtype=np.float64)
     q_key = inst.task_block[tasks] * nd + task_dev[tasks]
-    q_time = start[tasks]
+    q_time = ready_by[tasks]
+    q_start = start[tasks]
     m = len(spans)
     key = np.concatenate([r_key, q_key])
     when = np.concatenate([r_ready, q_time])
@@ -188,7 +194,7 @@ def _all_resident(inst: PlacementInstance, resid: Residencies, task_dev: np.ndar
     q = order[~is_res] - m
     ok = pos >= 0
     cand = np.where(ok, order[np.maximum(pos, 0)], 0)  # its index (0 when there is none)
-    ok &= (r_key[cand] == q_key[q]) & (q_time[q] < r_stop[cand])
+    ok &= (r_key[cand] == q_key[q]) & (q_start[q] < r_stop[cand])
     return bool(ok.all())
 
 

@@ -5,8 +5,9 @@ raises :class:`ScheduleError` on the first violation with the rule, the task/edg
 times. Imports nothing from ``models``, ``solvers`` or ``heuristics``.
 
 Residency of a block on a device runs from its load's start to its eviction (or the end); a task
-using the block needs a load on its device that ended by the task's start and a residency still
-open at the start (eviction strictly after the start).
+using the block needs a load on its device that ended by the task's start (under ``load_timing:
+overlap`` by the task's end) and a residency still open at the start (eviction strictly after
+the start).
 
 This module holds the entry point, the columnar path and the metrics; the rules live in
 :mod:`opt.placement.compute_transfer_checks` (rules 1–4) and
@@ -33,7 +34,7 @@ from opt.placement.compute_transfer_checks import (
     transfer_arrays,
 )
 from opt.placement.instance import PlacementInstance
-from opt.placement.load_timing import at_use_violation
+from opt.placement.load_timing import at_use_violation, overlap_violation
 from opt.placement.residency_checks import (
     check_blocks_resident,
     check_capacity,
@@ -156,13 +157,15 @@ def _check_blocks(inst: PlacementInstance, solution: Mapping[str, Any], task_dev
     check_channels(inst, channel_use)
     fmt_of = check_formats(inst, solution)
     loads = check_loads(inst, solution, fmt_of)
-    if inst.load_timing == "at_use":
-        msg = at_use_violation(inst, task_dev, start, end, channel_use.edge, channel_use.end,
-                               loads.block, loads.device, loads.start, loads.end)
+    check = {"at_use": at_use_violation, "overlap": overlap_violation}.get(inst.load_timing)
+    if check is not None:
+        msg = check(inst, task_dev, start, end, channel_use.edge, channel_use.end,
+                    loads.block, loads.device, loads.start, loads.end)
         if msg:
             raise ScheduleError(msg)
     resid = residencies(inst, solution, loads)
-    check_blocks_resident(inst, resid, task_dev, start)
+    ready_by = end if inst.load_timing == "overlap" else start
+    check_blocks_resident(inst, resid, task_dev, start, ready_by)
     check_capacity(inst, resid)
     return _metrics(inst, task_dev, start, end, len(solution.get("evictions", ())))
 

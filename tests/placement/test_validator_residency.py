@@ -43,7 +43,7 @@ def _both(inst, sol):
     task_dev, start, _ = compute_transfer_checks.check_compute(inst, sol)
     fmt_of = residency_checks.check_formats(inst, sol)
     resid = residency_checks.residencies(inst, sol, residency_checks.check_loads(inst, sol, fmt_of))
-    return residency_checks._all_resident(inst, resid, task_dev, start), _loop_ok(inst, resid, task_dev,
+    return residency_checks._all_resident(inst, resid, task_dev, start, start), _loop_ok(inst, resid, task_dev,
                                                                    start)
 
 
