@@ -10,6 +10,11 @@ a knapsack over loaded blocks (nothing is evicted, so loads stay resident). Unde
 user there, which starts when the load ends; the load starts after that user's inputs arrive
 (a per-task arrival variable takes the precedences), and the user's interval on the device
 runs from the load's start, so nothing else computes there in between (``_at_use_slots``).
+Under ``load_timing: overlap`` a loaded (block, device) serves exactly one user t there: the
+load starts after t's inputs arrive and ends by t's end (ls + t_load ≤ s_t + p_t), t's interval
+on the device runs from min(ls, s_t) to its end, and the other users start after the load's end
+(``_overlap_slots``); the bounds and redundant cuts come from the prefetch relaxation of
+``models.placement.overlap`` (each load shortened by its longest user), P2 refuses the rule.
 
 P2 (``formats`` given, problems.md §2): per block a format choice (exactly one of the allowed
 formats; fixed blocks keep theirs), each load interval's length the chosen format's load
@@ -48,6 +53,8 @@ from ortools.sat.python import cp_model
 from models.interrupt import interruptible
 from models.options import SolveOptions
 from models.placement.formats import add_storage_budget, format_literals, storage_milli
+from models.placement.overlap import overlap_relaxation
+from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.group_bound import group_bounds, identical_groups
@@ -67,14 +74,21 @@ class PlacementCpSat:
                  redundant: bool = True, formats: Sequence[str] | None = None,
                  group_cumulative: bool = True, group_energy: bool = True):
         self.inst = inst
-        # problems.md §1.2 rule 5 at_use: the served task's load sits in its slot on the device
+        # problems.md §1.2 rule 5 at_use: the served task's load sits in its slot on the device;
+        # overlap: the served task's slot runs from min(load start, start) to its end
         self.at_use = inst.load_timing == "at_use"
+        self.overlap = inst.load_timing == "overlap"
+        if self.overlap and formats is not None:
+            raise InputError("cpsat decides formats (P2) only under load_timing 'prefetch' or "
+                             "'at_use', not 'overlap'", source=inst.source, field="load_timing")
         self.model = cp_model.CpModel()
         self.constants: set[int] = set()
         # P1: the blocks' formats are given; P2: ``load_duration`` is the cheapest allowed load
         # per (block, device) (for the relaxations), the chosen format's duration is a variable
         self.formats = None if formats is None else allowed_formats(inst, formats)
-        bound_inst = inst if formats is None else relaxed_instance(inst, self.formats)
+        # overlap: the bounds come from its prefetch relaxation (models.placement.overlap)
+        bound_inst = overlap_relaxation(inst) if formats is None \
+            else relaxed_instance(inst, self.formats)
         self.load_duration: np.ndarray = bound_inst.load_duration
         head, tail_any = self._domains(bound_inst, redundant)
         self.horizon = self._serial_horizon()
@@ -109,7 +123,7 @@ class PlacementCpSat:
         the slowest transfer, every load at its longest format): a valid upper bound on an
         eviction-free optimum."""
         inst, links = self.inst, self.inst.links
-        load_max = self.load_duration if self.formats is None else np.max(
+        load_max = inst.load_duration if self.formats is None else np.max(
             [inst.block_load[f] for f in self.formats], axis=0)
         max_tr = int(links.latency.max() + math.ceil(float(inst.edge_bytes.max(initial=0))
                                                       / float(links.bandwidth.min())))
@@ -137,7 +151,7 @@ class PlacementCpSat:
         for t in range(n):
             legal = np.flatnonzero(cost[t] >= 0).tolist()
             lits = []
-            slot = self.at_use and inst.task_block[t] >= 0
+            slot = (self.at_use or self.overlap) and inst.task_block[t] >= 0
             if slot:
                 self.arrive[t] = m.new_int_var(0, horizon, f"a{t}")
                 m.add(self.start[t] >= self.arrive[t])
@@ -152,7 +166,7 @@ class PlacementCpSat:
             m.add_exactly_one(lits)
             m.add(self.end[t] == self.start[t] + sum(int(cost[t, d]) * self.pres[(t, d)]
                                                      for d in legal))
-        if not self.at_use:
+        if not (self.at_use or self.overlap):
             self._device_no_overlap()
         sinks = np.flatnonzero(np.bincount(inst.edge_src, minlength=n) == 0)
         for t in sinks.tolist():
@@ -209,6 +223,9 @@ class PlacementCpSat:
         loaded there (iff some user runs there) and the load's start and end, which precede
         every user on that device (P2: the format choice first; the load lasts the chosen
         format's duration). With ``redundant`` also start ≥ the load's (cheapest) duration.
+        Under ``overlap`` the users wait for the load's end in the prefetch relaxation
+        (``load_end`` = start + the shortened load, models.placement.overlap), the served one
+        for the load's real end only through its end (:meth:`_overlap_slots`).
         The load intervals go on the device's port (:meth:`add_port_and_capacity_constraints`)."""
         inst, m, horizon = self.inst, self.model, self.horizon
         users: dict[tuple[int, int], list[int]] = {}
@@ -229,7 +246,10 @@ class PlacementCpSat:
             ls = m.new_int_var(0, horizon, f"ls{b}_{d}")
             self.load_lit[(b, d)] = lit
             self.load_start[(b, d)] = ls
-            self.load_end[(b, d)] = self._load_interval(b, d, lit, ls, dur)
+            full = int(inst.load_duration[b, d]) if self.formats is None else dur
+            self.load_end[(b, d)] = self._load_interval(b, d, lit, ls, full)
+            if self.overlap:
+                self.load_end[(b, d)] = ls + dur  # the relaxation's (shortened) load
             for t in ts_:
                 m.add_implication(self.pres[(t, d)], lit)
                 m.add(self.start[t] >= self.load_end[(b, d)]).only_enforce_if(self.pres[(t, d)])
@@ -238,7 +258,9 @@ class PlacementCpSat:
             m.add_bool_or([self.pres[(t, d)] for t in ts_]).only_enforce_if(lit)
             if self.at_use:
                 self._at_use_slots(b, d, ts_)
-        if self.at_use:
+            if self.overlap:
+                self._overlap_slots(b, d, ts_, ls + full)
+        if self.at_use or self.overlap:
             self._device_no_overlap()
         self.users = users
         self.avail: dict[int, Any] = {}  # first copies' ready times (add_redundant_constraints)
@@ -269,6 +291,37 @@ class PlacementCpSat:
             size = m.new_int_var(0, horizon, f"os{t}_{d}")
             self.dev_intervals[d].append(m.new_optional_interval_var(
                 occ, size, self.start[t] + c, self.pres[(t, d)] if c > 0 else f, f"io{t}_{d}"))
+        m.add(sum(fs) == lit)
+
+    def _overlap_slots(self, b: int, d: int, ts_: list[int], finish: Any) -> None:
+        """problems.md §1.2 rule 5 overlap for block b on device d (P1), the load [ls,
+        ``finish``): when loaded, the load serves exactly one user t (``f``); it starts after
+        t's inputs arrive and ends by t's end; t's interval on d runs from min(ls, t's start)
+        (a variable at most both; lower only widens it) to t's end, so nothing else computes
+        on d between the load's start and t's end; the other users start after the load's
+        end (the no-overlap puts them after t's end)."""
+        inst, m, horizon = self.inst, self.model, self.horizon
+        ls, lit = self.load_start[(b, d)], self.load_lit[(b, d)]
+        p1_zero = int(inst.load_duration[b, d]) == 0
+        fs = []
+        for t in ts_:
+            f = m.new_bool_var(f"f{t}_{d}")
+            fs.append(f)
+            pres = self.pres[(t, d)]
+            m.add_implication(f, pres)
+            m.add(ls >= self.arrive[t]).only_enforce_if(f)
+            m.add(finish <= self.end[t]).only_enforce_if(f)
+            m.add(self.start[t] >= finish).only_enforce_if([pres, f.negated()])
+            c = int(inst.cost[t, d])
+            if c == 0 and p1_zero:
+                continue
+            occ = m.new_int_var(0, horizon, f"o{t}_{d}")
+            m.add(occ <= self.start[t])
+            m.add(occ <= ls).only_enforce_if(f)
+            m.add(occ == self.start[t]).only_enforce_if(f.negated())
+            size = m.new_int_var(0, horizon, f"os{t}_{d}")
+            self.dev_intervals[d].append(m.new_optional_interval_var(
+                occ, size, self.start[t] + c, pres if c > 0 else f, f"io{t}_{d}"))
         m.add(sum(fs) == lit)
 
     def _load_interval(self, b: int, d: int, lit: Any, ls: Any, dur: int) -> Any:
@@ -558,7 +611,7 @@ class PlacementCpSat:
             m.add(self.load_lit[key] == 1)
         if cap is not None:
             m.add(self.cmax <= cap)
-        node._bound_cuts(sub, base=False)
+        node._bound_cuts(overlap_relaxation(sub), base=False)
         return node
 
     def _format_choice(self, blocks: list[int], users: dict[tuple[int, int], list[int]]

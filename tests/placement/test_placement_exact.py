@@ -141,3 +141,87 @@ def test_solve_bad_input():
     bad["compute"][0]["end"] += 1
     with pytest.raises(InputError, match="initial solution"):
         solve(inst, "cpsat", initial_solution=bad)
+
+
+# ---- the load rules (problems.md §1.2 rule 5) in the CP-SAT model ----------------------------
+# the model is called directly: every schedule goes through the validator here
+
+def rule_example(load_timing: str):
+    """problems.md §1.2's worked example: a (NPU, 10) → v (PIM, 5; block W, load 20 on PIM),
+    a transfer of 3 ticks (latency, 0 bytes) between them."""
+    devices = [Device("NPU", "npu", None), Device("PIM", "pim", None)]
+    return build_instance(
+        time_unit="ns", devices=devices, links=make_links(devices, "full", True, 3, 1e9),
+        tasks=TaskColumns(["a", "v"], [[10, -1], [-1, 5]]),
+        edges=EdgeColumns([0], [1], [0]),
+        blocks=BlockColumns(["W"], [100], load={"linear": [[-1, 20]]}, task_block=[-1, 0]),
+        load_timing=load_timing)
+
+
+def positive_durations(inst, load_timing: str):
+    """``inst`` under ``load_timing`` with every zero duration made 1 (the brute force's
+    at_use and overlap need positive durations)."""
+    import dataclasses
+
+    return dataclasses.replace(inst, cost=np.where(inst.cost == 0, 1, inst.cost),
+                               load_timing=load_timing)
+
+
+def _cpsat_validated(inst, **params):
+    from models.options import SolveOptions
+    from models.placement.cpsat import solve_placement_cpsat
+
+    res = solve_placement_cpsat(inst, SolveOptions(time_limit=20, deterministic=True,
+                                                   num_workers=1, seed=0, params=params))
+    assert res.status == "OPTIMAL" and res.lower_bound == res.objective
+    assert validate_placement(inst, res.solution).makespan == res.objective
+    return res
+
+
+@pytest.mark.parametrize("rule,optimum", [("prefetch", 25), ("at_use", 38), ("overlap", 33)])
+def test_worked_example_optimum_under_each_rule(rule, optimum):
+    """overlap: v is dispatched at 13 and completes at 13 + max(20, 5) = 33."""
+    res = _cpsat_validated(rule_example(rule))
+    assert res.objective == optimum
+    if rule == "overlap":
+        load = res.solution["loads"][0]
+        assert (load["start"], load["end"]) == (13, 33)
+
+
+OVERLAP_CASES = [dict(seed=s, n_blocks=2) for s in range(4)] + \
+    [dict(seed=s, n_blocks=2, contention=True) for s in (0, 5)] + \
+    [dict(seed=s, n_blocks=3, capacities=True, topology="star", contention=True)
+     for s in (1, 3, 4)]
+
+
+@pytest.mark.parametrize("case", OVERLAP_CASES,
+                         ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_overlap_matches_brute_force(case):
+    """Under overlap the proven optimum is the enumerated one, with and without the
+    redundant constraints (their bounds come from the prefetch relaxation)."""
+    from test_placement_milp import brute_force, random_instance
+
+    inst = positive_durations(random_instance(**case), "overlap")
+    expected = brute_force(inst)
+    assert _cpsat_validated(inst).objective == expected
+    assert _cpsat_validated(inst, redundant=False, group_energy=False).objective == expected
+
+
+def test_overlap_changes_the_optimum():
+    """The rules give three different optima on one instance, overlap below prefetch here
+    (a load may end after its task starts)."""
+    from test_placement_milp import brute_force, random_instance
+
+    got = {}
+    for rule in ("prefetch", "at_use", "overlap"):
+        inst = positive_durations(random_instance(5, n_blocks=2), rule)
+        got[rule] = _cpsat_validated(inst).objective
+        assert got[rule] == brute_force(inst)
+    assert got == {"prefetch": 23, "at_use": 27, "overlap": 21}
+
+
+def test_overlap_refuses_a_format_choice():
+    from models.placement.cpsat import PlacementCpSat
+
+    with pytest.raises(InputError, match="load_timing"):
+        PlacementCpSat(rule_example("overlap"), formats=["linear"])

@@ -99,21 +99,19 @@ def random_instance(seed: int, *, n_tasks: int = 5, n_devices: int = 3, contenti
 
 
 def brute_force(inst: PlacementInstance) -> int | None:
-    """Optimal eviction-free makespan by enumeration (None: no eviction-free schedule).
+    """Optimal eviction-free makespan by enumeration (None: no eviction-free schedule), under
+    the instance's ``load_timing`` (problems.md §1.2 rule 5).
 
     For every assignment that fits the capacities and every order of the positive-length
     events on every resource (device, channel, load port), the earliest-start schedule is the
-    best one with those orders; every valid schedule induces such orders."""
+    best one with those orders; every valid schedule induces such orders. Under ``at_use`` and
+    ``overlap`` each load serves the first user of its block in its device's order (the others
+    start after that user ends); those rules need positive task durations."""
     n, nd = inst.n_tasks, inst.n_devices
-    cost, links = inst.cost.tolist(), inst.links
-    src, dst, nb = inst.edge_src.tolist(), inst.edge_dst.tolist(), inst.edge_bytes.tolist()
-    tblock, load = inst.task_block.tolist(), inst.load_duration.tolist()
+    cost, tblock = inst.cost.tolist(), inst.task_block.tolist()
     bbytes = inst.block_bytes.tolist()
-    reach = [set() for _ in range(n)]
-    for t in reversed(inst.topological_order.tolist()):
-        for u, v in zip(src, dst):
-            if u == t:
-                reach[t] |= {v} | reach[v]
+    rule = inst.load_timing
+    assert rule == "prefetch" or (inst.cost != 0).all(), "at_use/overlap: positive durations"
     legal = [[d for d in range(nd) if cost[t][d] >= 0] for t in range(n)]
     best = None
     for dev in itertools.product(*legal):
@@ -124,73 +122,134 @@ def brute_force(inst: PlacementInstance) -> int | None:
         if any(c.weight_capacity is not None and used[d] > c.weight_capacity
                for d, c in enumerate(inst.devices)):
             continue
-        # nodes: tasks, then cross transfers, then loads; lag = the node's duration
-        lag = [cost[t][dev[t]] for t in range(n)]
-        arcs: list[tuple[int, int]] = []
-        chans: dict[tuple, list[int]] = {}
-        xfer_edge = {}
-        for e, (u, v) in enumerate(zip(src, dst)):
-            if dev[u] == dev[v]:
-                arcs.append((u, v))
-                continue
-            k = len(lag)
-            lag.append(links.transfer(dev[u], dev[v], nb[e]))
-            xfer_edge[k] = e
-            arcs += [(u, k), (k, v)]
-            if links.contention and lag[k] > 0:
-                keys = ([("pair", dev[u], dev[v])] if links.topology == "full"
-                        else [("up", dev[u]), ("down", dev[v])])
-                for c in keys:
-                    chans.setdefault(c, []).append(k)
-        load_node = {}
-        for b, d in needed:
-            load_node[(b, d)] = len(lag)
-            lag.append(load[b][d])
-        for t in range(n):
-            if tblock[t] >= 0:
-                arcs.append((load_node[(tblock[t], dev[t])], t))
-        resources = [[t for t in range(n) if dev[t] == d and lag[t] > 0] for d in range(nd)]
-        resources += list(chans.values())
-        resources += [[load_node[(b, d)] for b, dd in needed if dd == d and load[b][d] > 0]
-                      for d in range(nd)]
-
-        def forced(a: int, b: int) -> bool:  # the DAG makes a precede b (pruning only)
-            if a < n and b < n:
-                return b in reach[a]
-            if a in xfer_edge and b in xfer_edge:
-                va, ub = dst[xfer_edge[a]], src[xfer_edge[b]]
-                return ub == va or ub in reach[va]
-            return False
-
-        choices = []
-        for res in resources:
-            perms = [p for p in itertools.permutations(res)
-                     if not any(forced(p[j], p[i]) for i in range(len(p))
-                                for j in range(i + 1, len(p)))]
-            choices.append(perms)
-        size = len(lag)
-        for combo in itertools.product(*choices):
-            succ = [[] for _ in range(size)]
-            indeg = [0] * size
-            for a, b in arcs + [(p[i], p[i + 1]) for p in combo for i in range(len(p) - 1)]:
-                succ[a].append(b)
-                indeg[b] += 1
-            time_of = [0] * size
-            stack = [a for a in range(size) if indeg[a] == 0]
-            seen = 0
-            while stack:
-                a = stack.pop()
-                seen += 1
-                for b in succ[a]:
-                    time_of[b] = max(time_of[b], time_of[a] + lag[a])
-                    indeg[b] -= 1
-                    if indeg[b] == 0:
-                        stack.append(b)
-            if seen < size:
-                continue  # cyclic orders
-            ms = max((time_of[t] + lag[t] for t in range(n)), default=0)
+        ms = _best_for_assignment(inst, dev, needed, rule)
+        if ms is not None:
             best = ms if best is None else min(best, ms)
     return best
+
+
+def _best_for_assignment(inst: PlacementInstance, dev: tuple[int, ...],
+                         needed: list[tuple[int, int]], rule: str) -> int | None:
+    """The best makespan of one assignment over every order of every resource (brute_force)."""
+    n, nd = inst.n_tasks, inst.n_devices
+    cost, links = inst.cost.tolist(), inst.links
+    src, dst, nb = inst.edge_src.tolist(), inst.edge_dst.tolist(), inst.edge_bytes.tolist()
+    load = inst.load_duration.tolist()
+    reach = [set() for _ in range(n)]
+    for t in reversed(inst.topological_order.tolist()):
+        for u, v in zip(src, dst):
+            if u == t:
+                reach[t] |= {v} | reach[v]
+    # nodes: tasks, then cross transfers, then loads; lag = the node's duration; arcs carry
+    # their own lag (a → b: b ≥ a + w)
+    lag = [cost[t][dev[t]] for t in range(n)]
+    arcs: list[tuple[int, int, int]] = []
+    inputs: list[list[int]] = [[] for _ in range(n)]  # nodes whose end is an input's arrival
+    chans: dict[tuple, list[int]] = {}
+    xfer_edge = {}
+    for e, (u, v) in enumerate(zip(src, dst)):
+        if dev[u] == dev[v]:
+            inputs[v].append(u)
+            continue
+        k = len(lag)
+        lag.append(links.transfer(dev[u], dev[v], nb[e]))
+        xfer_edge[k] = e
+        arcs.append((u, k, lag[u]))
+        inputs[v].append(k)
+        if links.contention and lag[k] > 0:
+            keys = ([("pair", dev[u], dev[v])] if links.topology == "full"
+                    else [("up", dev[u]), ("down", dev[v])])
+            for c in keys:
+                chans.setdefault(c, []).append(k)
+    for v in range(n):
+        arcs += [(a, v, lag[a]) for a in inputs[v]]
+    load_node = {}
+    for b, d in needed:
+        load_node[(b, d)] = len(lag)
+        lag.append(load[b][d])
+    resources = [[t for t in range(n) if dev[t] == d and lag[t] > 0] for d in range(nd)]
+    resources += list(chans.values())
+    resources += [[load_node[(b, d)] for b, dd in needed if dd == d and load[b][d] > 0]
+                  for d in range(nd)]
+
+    def forced(a: int, b: int) -> bool:  # the DAG makes a precede b (pruning only)
+        if a < n and b < n:
+            return b in reach[a]
+        if a in xfer_edge and b in xfer_edge:
+            va, ub = dst[xfer_edge[a]], src[xfer_edge[b]]
+            return ub == va or ub in reach[va]
+        return False
+
+    choices = []
+    for res in resources:
+        perms = [p for p in itertools.permutations(res)
+                 if not any(forced(p[j], p[i]) for i in range(len(p))
+                            for j in range(i + 1, len(p)))]
+        choices.append(perms)
+    best = None
+    for combo in itertools.product(*choices):
+        extra = [(p[i], p[i + 1], lag[p[i]]) for p in combo for i in range(len(p) - 1)]
+        extra += _load_arcs(inst, dev, combo[:nd], load_node, inputs, lag, rule)
+        ms = _longest_path(n, lag, arcs + extra)
+        if ms is not None:
+            best = ms if best is None else min(best, ms)
+    return best
+
+
+def _load_arcs(inst: PlacementInstance, dev: tuple[int, ...], dev_orders,
+               load_node: dict[tuple[int, int], int], inputs: list[list[int]], lag: list[int],
+               rule: str) -> list[tuple[int, int, int]]:
+    """The arcs of the loads under ``rule``: prefetch, every user after its load's end;
+    at_use / overlap, the served user (the first in its device's order) after the load's end
+    (overlap: its end after it) and the load after that user's inputs and device predecessor,
+    the other users after the load's end."""
+    tblock = inst.task_block.tolist()
+    out = []
+    served: dict[tuple[int, int], int] = {}
+    before: dict[int, int] = {}
+    for order in dev_orders:
+        for i, t in enumerate(order):
+            key = (tblock[t], dev[t])
+            if i:
+                before[t] = order[i - 1]
+            if tblock[t] >= 0 and key not in served:
+                served[key] = t
+    for t in range(inst.n_tasks):
+        if tblock[t] < 0:
+            continue
+        k = load_node[(tblock[t], dev[t])]
+        if rule == "prefetch" or served.get((tblock[t], dev[t])) != t:
+            out.append((k, t, lag[k]))
+            continue
+        out.append((k, t, lag[k] - lag[t] if rule == "overlap" else lag[k]))
+        out += [(a, k, lag[a]) for a in inputs[t]]
+        if t in before:
+            out.append((before[t], k, lag[before[t]]))
+    return out
+
+
+def _longest_path(n: int, lag: list[int], arcs: list[tuple[int, int, int]]) -> int | None:
+    """The makespan of the earliest-start schedule over ``arcs`` (None when they are cyclic)."""
+    size = len(lag)
+    succ: list[list[tuple[int, int]]] = [[] for _ in range(size)]
+    indeg = [0] * size
+    for a, b, w in arcs:
+        succ[a].append((b, w))
+        indeg[b] += 1
+    time_of = [0] * size
+    stack = [a for a in range(size) if indeg[a] == 0]
+    seen = 0
+    while stack:
+        a = stack.pop()
+        seen += 1
+        for b, w in succ[a]:
+            time_of[b] = max(time_of[b], time_of[a] + w)
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                stack.append(b)
+    if seen < size:
+        return None  # cyclic orders
+    return max((time_of[t] + lag[t] for t in range(n)), default=0)
 
 
 def _check(inst: PlacementInstance, options: SolveOptions = OPTS):
