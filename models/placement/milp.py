@@ -29,6 +29,13 @@ Constraints
   (Σ_t f = L, f ≤ x), S[t] = Ls + load when f, Ls ≥ A[t] when f, and in the device
   disjunctions a served task's interval starts at S[t] − load·f (its slot); the retiming pass
   puts each load in its first user's slot;
+- ``load_timing: overlap`` (problems.md §1.2 rule 5): the same A and f; a served task's slot
+  starts lead = max(0, load − p_t) before it and its load starts with the slot (Ls = S[t] −
+  lead when f: every overlap schedule has an equal one so, the load moved within its own slot),
+  so the load ends by the task's end; the other users start after the load's end. ``load`` in
+  the user, energy and delivery constraints and every head and tail is the prefetch
+  relaxation's (``models.placement.overlap``: each load shortened by its longest user), the
+  port disjunctions take the real loads;
 - Cmax ≥ S[t] + p_t(x) + tail'_t; per device (``opt.placement.lower_bounds.device_heads_tails``: forced
   transfers, per-device load releases, neighbours sharing a device)
   S[t] ≥ Σ_d head[t,d] x[t,d] and Cmax ≥ S[t] + Σ_d tail[t,d] x[t,d]; load-port delivery
@@ -78,6 +85,7 @@ from models.placement.milp_run import (
 )
 from models.placement.milp_time import refusal
 from models.placement.milp_time_solve import choose, list_start, solve_chosen
+from models.placement.overlap import overlap_relaxation
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.device_symmetry import interchangeable_devices
@@ -156,7 +164,8 @@ def add_task_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows) -> 
     m.assign = pyo.Constraint(range(n), rule=lambda _m, t: sum(m.x[t, d] for d in legal[t]) == 1)
     # problems.md §1.2 rule 5 at_use: A[t] the arrival of t's inputs, f[t,d] t is the task its
     # block's load on d serves (add_at_use_constraints)
-    users = [t for ts in prep.block_tasks.values() for t in ts] if prep.at_use else []
+    users = [t for ts in prep.block_tasks.values() for t in ts] \
+        if prep.at_use or prep.overlap else []
     m.A = pyo.Var(users, bounds=lambda _m, t: (0, win.hi[t]))
     m.f = pyo.Var([(t, d) for t in users for d in legal[t]], domain=pyo.Binary)
 
@@ -234,13 +243,15 @@ def add_no_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Window
 
 
 def _slot_loads(prep: MilpPrep) -> list[dict[int, int]]:
-    """Per task and device the load its slot may hold (at_use: its block's load there; else
-    none)."""
+    """Per task and device how long before the task its slot may start
+    (:meth:`~models.placement.milp_data.MilpPrep.slot_lead`: at_use its block's load there,
+    overlap the part of it the task does not cover; else none)."""
     out: list[dict[int, int]] = [{} for _ in prep.legal]
-    if prep.at_use:
+    if prep.at_use or prep.overlap:
         for b, ts in prep.block_tasks.items():
             for t in ts:
-                out[t] = {d: prep.load[b][d] for d in prep.legal[t] if prep.load[b][d] > 0}
+                lead = {d: prep.slot_lead(b, d, t) for d in prep.legal[t]}
+                out[t] = {d: v for d, v in lead.items() if v > 0}
     return out
 
 
@@ -261,6 +272,30 @@ def add_at_use_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows) -
             big = win.hi[t] + ld
             m.at_use.add(m.S[t] <= m.Ls[b, d] + ld + big * (1 - m.f[t, d]))
             m.at_use.add(m.Ls[b, d] >= m.A[t] - win.hi[t] * (1 - m.f[t, d]))
+
+
+def add_overlap_constraints(m: pyo.ConcreteModel, prep: MilpPrep, win: Windows) -> None:
+    """problems.md §1.2 rule 5 overlap: a loaded (b, d) serves exactly one user t there
+    (Σ f = L, f ≤ x); the load starts with t's slot, lead = max(0, load − p_t) before t
+    (Ls = S[t] − lead when f), so it ends by t's end, and after t's inputs arrive (A[t]);
+    every other user there starts after the load's end. The slot in the no-overlap
+    disjunctions keeps the device free from the load's start (add_no_overlap_constraints)."""
+    m.overlap = pyo.ConstraintList()
+    for t in m.A:
+        m.overlap.add(m.S[t] >= m.A[t])
+    for (b, d) in m.L:
+        users = [t for t in prep.block_tasks[b] if d in prep.legal[t]]
+        full, ls_hi = prep.port_load[b][d], m.Ls[b, d].ub
+        m.overlap.add(sum(m.f[t, d] for t in users) == m.L[b, d])
+        for t in users:
+            f = m.f[t, d]
+            lead = prep.slot_lead(b, d, t)
+            big = win.hi[t] + ls_hi + lead
+            m.overlap.add(f <= m.x[t, d])
+            m.overlap.add(m.Ls[b, d] <= m.S[t] - lead + big * (1 - f))
+            m.overlap.add(m.Ls[b, d] >= m.S[t] - lead - big * (1 - f))
+            m.overlap.add(m.Ls[b, d] >= m.A[t] - win.hi[t] * (1 - f))
+            m.overlap.add(m.S[t] >= m.Ls[b, d] + full - (ls_hi + full) * (1 - m.x[t, d] + f))
 
 
 def _channel_usage(inst: PlacementInstance, prep: MilpPrep, transfer_edges: list[int]
@@ -337,14 +372,14 @@ def add_load_constraints(m: pyo.ConcreteModel, inst: PlacementInstance, prep: Mi
     load_pairs: list[tuple[int, int, int]] = []
     by_dev: dict[int, list[int]] = defaultdict(list)
     for b, d in li:
-        if prep.load[b][d] > 0:
+        if prep.port_load[b][d] > 0:
             by_dev[d].append(b)
     for d, bs in by_dev.items():
         load_pairs += [(b1, b2, d) for k, b1 in enumerate(bs) for b2 in bs[k + 1:]]
     m.v = pyo.Var(load_pairs, domain=pyo.Binary)
     m.load_port = pyo.ConstraintList()
     for b1, b2, d in load_pairs:
-        l1, l2 = prep.load[b1][d], prep.load[b2][d]
+        l1, l2 = prep.port_load[b1][d], prep.port_load[b2][d]
         both = m.L[b1, d] + m.L[b2, d]
         m.load_port.add(m.Ls[b2, d] >= m.Ls[b1, d] + l1
                         - (ls_hi[(b1, d)] + l1) * (3 - m.v[b1, b2, d] - both))
@@ -466,7 +501,7 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
     ``clock``: the build stops with :class:`~models.options.TimeLimitReached` once it passes
     (checked between constraint families and inside the pair loops); ``group_energy``: the
     group energy bounds (:func:`lift_group_energy`: lifted heads/tails, Cmax ≥ the bound)."""
-    prep, group_lb = lift_group_energy(inst, prepare(inst)) if group_energy \
+    prep, group_lb = lift_group_energy(overlap_relaxation(inst), prepare(inst)) if group_energy \
         else (prepare(inst), None)
     H = serial_horizon(inst, prep)
     if horizon is not None:
@@ -482,6 +517,8 @@ def build_placement_milp(inst: PlacementInstance, horizon: int | None = None,
     load_pairs = add_load_constraints(m, inst, prep, win)
     if prep.at_use:
         add_at_use_constraints(m, prep, win)
+    if prep.overlap:
+        add_overlap_constraints(m, prep, win)
     clock.check("load constraints")
     add_redundant_constraints(m, inst, prep)
     groups = add_symmetry_breaking(m, inst, prep)

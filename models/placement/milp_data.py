@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from models.placement.overlap import overlap_relaxation
 from opt.placement.group_bound import group_bounds
 from opt.placement.instance import PlacementInstance
 from opt.placement.lower_bounds import device_heads_tails, heads_tails
@@ -46,9 +47,30 @@ class MilpPrep:
     dev_head: list[dict[int, int]]    # per task and legal device: head with placement
     dev_tail: list[dict[int, int]]    # per task and legal device: tail incl. t, transfers
     at_use: bool = False              # problems.md §1.2 rule 5 load_timing
+    overlap: bool = False             # load_timing overlap: ``load`` is the relaxation's
+    full_load: list[list[int]] | None = None  # overlap: the real load durations
+
+    @property
+    def port_load(self) -> list[list[int]]:
+        """The load durations on the ports (overlap: the real ones; ``load`` then holds the
+        shortened loads of ``models.placement.overlap``, which bound the users' starts)."""
+        return self.full_load if self.full_load is not None else self.load
+
+    def slot_lead(self, b: int, d: int, t: int) -> int:
+        """How long before task t's start its slot on d begins when t is the user the load
+        of block b there serves: at_use the load; overlap the part of the load t's compute
+        does not cover, max(0, t_load − p_t) (the load then starts with the slot and ends by
+        t's end); 0 under prefetch."""
+        if self.overlap:
+            return max(0, self.port_load[b][d] - self.dur[t][d])
+        return self.load[b][d] if self.at_use else 0
 
 
 def prepare(inst: PlacementInstance) -> MilpPrep:
+    """The model's data; under ``overlap`` the loads, heads and tails of its prefetch
+    relaxation (``models.placement.overlap``) and the real loads in ``full_load``."""
+    full_load = inst.load_duration.tolist() if inst.load_timing == "overlap" else None
+    inst = overlap_relaxation(inst)
     n = inst.n_tasks
     cost = inst.cost.tolist()
     legal = [[d for d, c in enumerate(row) if c >= 0] for row in cost]
@@ -94,12 +116,12 @@ def prepare(inst: PlacementInstance) -> MilpPrep:
     work = math.ceil(sum(pmin) / inst.n_devices) if n else 0
     return MilpPrep(legal, cost, pmin, head, tail, topo, topo_pos, reach, src, dst, nbytes, trans,
                  dict(block_tasks), load, load_devices, crit, work, dev_head, dev_tail,
-                 inst.load_timing == "at_use")
+                 inst.load_timing == "at_use", full_load is not None, full_load)
 
 
 def serial_horizon(inst: PlacementInstance, prep: MilpPrep) -> int:
     """Makespan bound of a serial schedule (all loads, then tasks and transfers one by one)."""
-    loads = sum(prep.load[b][d] for b, ds in prep.load_devices.items() for d in ds)
+    loads = sum(prep.port_load[b][d] for b, ds in prep.load_devices.items() for d in ds)
     work = sum(max(prep.dur[t][d] for d in prep.legal[t]) for t in range(inst.n_tasks))
     comm = sum(max(tr.values(), default=0) for tr in prep.trans)
     return int(loads + work + comm)
@@ -132,7 +154,7 @@ def retime(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: li
     """Left-justified integer schedule that keeps the given devices and the orders implied by
     the (possibly fractional) times on every device, channel and load port (at_use: each load
     in the slot of its first user, :func:`_retime_at_use`)."""
-    if prep.at_use:
+    if prep.at_use or prep.overlap:
         return _retime_at_use(inst, prep, device, start, transfer)
     n = inst.n_tasks
     tblock = inst.task_block.tolist()
@@ -195,9 +217,12 @@ def _chains(inst: PlacementInstance, prep: MilpPrep, device: list[int], start: l
 
 def _retime_at_use(inst: PlacementInstance, prep: MilpPrep, device: list[int],
                    start: list[float], transfer: dict[int, float]) -> Decisions:
-    """:func:`retime` under problems.md §1.2 rule 5 at_use: per (block, device) one load node
-    before the block's first user there (by the given starts), after that user's inputs and
-    after the previous task on the device; the device's order runs through it."""
+    """:func:`retime` under problems.md §1.2 rule 5 at_use and overlap: per (block, device)
+    one load node before the block's first user there (by the given starts), after that
+    user's inputs and after the previous task on the device; the device's order runs through
+    it. The node leads the user by :meth:`MilpPrep.slot_lead` (at_use: the load; overlap: the
+    part of the load the user's compute does not cover, so the load ends by its end); the
+    other users follow the load's end (overlap: the served user's end)."""
     n = inst.n_tasks
     tblock = inst.task_block.tolist()
     dur = [prep.dur[t][device[t]] for t in range(n)]
@@ -212,7 +237,7 @@ def _retime_at_use(inst: PlacementInstance, prep: MilpPrep, device: list[int],
     size = n + len(cross) + len(load_node)
     lag_of = dur + [0] * (size - n)
     for (b, d), k in load_node.items():
-        lag_of[k] = prep.load[b][d]
+        lag_of[k] = prep.slot_lead(b, d, served[(b, d)])
     arcs: list[list[int]] = [[] for _ in range(size)]
 
     def into(a: int, t: int) -> None:  # a precedes t, and t's load when t is served
@@ -229,7 +254,9 @@ def _retime_at_use(inst: PlacementInstance, prep: MilpPrep, device: list[int],
             into(u, v)
     for t in range(n):  # every user of a loaded block there after its load
         if tblock[t] >= 0:
-            arcs[load_node[(tblock[t], device[t])]].append(t)
+            key = (tblock[t], device[t])
+            after = served[key] if prep.overlap and served[key] != t else load_node[key]
+            arcs[after].append(t)
     chains = _chains(inst, prep, device, start, transfer, dur, cross, node_of, lag_of,
                      lambda t: dur[t] > 0 or lag_of[slot_of.get(t, t)] > 0)
     for key, items in chains.items():

@@ -48,7 +48,7 @@ def set_warm_start(m: pyo.ConcreteModel, inst: PlacementInstance, dec: Decisions
         m.Ls[b, d].set_value(dec.loads.get((b, d), 0) if (b, d) in needed else 0)
     for (b1, b2, d) in m.v:
         m.v[b1, b2, d].set_value(int(m.Ls[b1, d].value <= m.Ls[b2, d].value))
-    if prep.at_use:
+    if prep.at_use or prep.overlap:
         _warm_at_use(m, prep, dec, tstart, end, tblock)
     m.Cmax.set_value(dec.makespan(prep))
     return _violations(m, clock)
@@ -56,8 +56,10 @@ def set_warm_start(m: pyo.ConcreteModel, inst: PlacementInstance, dec: Decisions
 
 def _warm_at_use(m: pyo.ConcreteModel, prep: MilpPrep, dec: Decisions, tstart: dict[int, int],
                  end: list[int], tblock: list[int]) -> None:
-    """The at_use variables of a schedule: A[t] its inputs' arrival, f[t,d] whether t is the
-    first user of its block on d (problems.md §1.2 rule 5)."""
+    """The at_use / overlap variables of a schedule: A[t] its inputs' arrival, f[t,d] whether
+    t is the first user of its block on d (problems.md §1.2 rule 5); overlap: each load moved
+    to the start of its served task's slot, lead = max(0, load − p_t) before the task (the
+    model's form: the load stays within that slot, where the device computes nothing else)."""
     dev, st = dec.device, dec.start
     arrive = {t: 0 for t in m.A}
     for e, (u, v) in enumerate(zip(prep.src, prep.dst)):
@@ -73,6 +75,11 @@ def _warm_at_use(m: pyo.ConcreteModel, prep: MilpPrep, dec: Decisions, tstart: d
     served = set(first.values())
     for (t, d) in m.f:
         m.f[t, d].set_value(int(d == dev[t] and t in served))
+    if prep.overlap:
+        for (b, d), t in first.items():
+            m.Ls[b, d].set_value(st[t] - prep.slot_lead(b, d, t))
+        for (b1, b2, d) in m.v:
+            m.v[b1, b2, d].set_value(int(m.Ls[b1, d].value <= m.Ls[b2, d].value))
 
 
 def _violations(m: pyo.ConcreteModel, clock: Deadline) -> int:

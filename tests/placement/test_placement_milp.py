@@ -460,3 +460,50 @@ def test_entry_point_certifies_milp(heft, heft_result):
                   initial_solution=heft_result)
     assert again.status == "OPTIMAL" and again.objective == 73
     assert again.stats["mip_start"]["source"] == "initial_solution"
+
+
+# ---- the load rules (problems.md §1.2 rule 5) ------------------------------------------------
+
+@pytest.mark.parametrize("rule,optimum", [("prefetch", 25), ("at_use", 38), ("overlap", 33)])
+def test_worked_example_optimum_under_each_rule(rule, optimum):
+    from test_placement_exact import rule_example
+
+    inst = rule_example(rule)
+    result, certified = _check(inst)
+    assert result.status == "OPTIMAL" and result.objective == result.lower_bound == optimum
+    assert certified.objective == optimum
+
+
+OVERLAP_CASES = [dict(seed=s, n_blocks=2) for s in (0, 1, 5)] + \
+    [dict(seed=s, n_blocks=2, contention=True) for s in (3, 6)] + \
+    [dict(seed=s, n_blocks=3, capacities=True, topology="star", contention=True)
+     for s in (0, 2, 7)]
+
+
+@pytest.mark.parametrize("case", OVERLAP_CASES,
+                         ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_overlap_cpsat_equals_milp_equals_brute_force(case):
+    from test_placement_exact import _cpsat_validated, positive_durations
+
+    inst = positive_durations(random_instance(**case), "overlap")
+    expected = brute_force(inst)
+    result = solve_placement_milp(inst, OPTS)
+    assert result.status == "OPTIMAL" and result.objective == result.lower_bound == expected
+    assert validate_placement(inst, result.solution).makespan == expected
+    assert _cpsat_validated(inst).objective == expected
+
+
+def test_overlap_warm_start_moves_the_load_to_its_slot():
+    """A valid overlap schedule whose load does not start with its task's slot (load [13, 33),
+    v [30, 35)) is a MIP start once the load is moved there (Ls = 30 − (20 − 5) = 15)."""
+    from test_placement_exact import rule_example
+
+    from opt.placement.solution import make_solution
+
+    inst = rule_example("overlap")
+    start = make_solution(inst, [0, 1], [0, 30], {0: 10}, loads=[(0, 1, 13)])
+    assert validate_placement(inst, start).makespan == 35
+    result = solve_placement_milp(inst, SolveOptions(time_limit=HANG_GUARD_S, num_workers=1,
+                                                     initial_solution=start))
+    assert result.stats["mip_start"]["violated_constraints"] == 0
+    assert result.status == "OPTIMAL" and result.objective == 33
