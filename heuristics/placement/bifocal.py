@@ -614,10 +614,11 @@ def preferred_class(inst: PlacementInstance, dcls_l: list[int], K: int) -> list[
 
 def uses_horizon(inst: PlacementInstance, p: BifocalParams) -> bool:
     """Whether the token term amortises over the block's remaining uses (``token_horizon``;
-    ``auto``: under ``load_timing: at_use``, where a reload is paid in the task's own slot and a
-    block of several layers is used several times per step) rather than the remaining steps."""
+    ``auto``: under ``load_timing: at_use`` or ``overlap``, where a reload is paid in the task's
+    own slot and a block of several layers is used several times per step) rather than the
+    remaining steps."""
     if p.token_horizon == "auto":
-        return inst.load_timing == "at_use"
+        return inst.load_timing in ("at_use", "overlap")
     return p.token_horizon == "uses"
 
 

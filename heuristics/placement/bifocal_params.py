@@ -21,26 +21,28 @@ READY_SETS = ("score", "rank")
 FLIP_TERMS = ("window", "phase", "token", "evict", "copy")
 #: The token term's horizon R_i: ``steps`` (the remaining decode steps, i.e. L_out − i + 1),
 #: ``uses`` (the remaining uses of the task's block: the steps times the block's uses per step),
-#: ``auto`` (default) ``uses`` on ``load_timing: at_use`` instances, else ``steps``.
+#: ``auto`` (default) ``uses`` on ``load_timing: at_use`` and ``overlap`` instances, else ``steps``.
 TOKEN_HORIZONS = ("auto", "steps", "uses")
 #: λ of ``lam: auto`` per ``load_timing`` (problems.md §6; DOPS §5.1 gives no value): under
 #: ``at_use`` (Eq. 1) the reload a class change costs is already in the task's EFT, and λ = 3
 #: on top kept decode on the class that ran the prefill (dops-qwen-1.8b HP32 128/256/1: 1.94 ×
 #: PD's makespan, 1.008 × with λ = 0); under ``prefetch`` the penalty falls on the exposed part
 #: of a load only, where λ = 3 was calibrated.
-AUTO_LAM = {"at_use": 0.0, "prefetch": 3.0}
+AUTO_LAM = {"at_use": 0.0, "overlap": 0.0, "prefetch": 3.0}
 #: ``token_cap: auto`` per ``load_timing``: the cap (an extension) on under ``prefetch``, where it
 #: was introduced; off, DOPS Eq. 4 as written, under ``at_use`` (problems.md §6 "λ and the token cap under at_use":
 #: capped, the token credit of the block's first use scored — a task that saves little — kept
 #: decode GEMMs off the PIMs at batch 4: dops-qwen-1.8b HP32 128/128/4 1.064 × PD, 0.984 uncapped).
-AUTO_TOKEN_CAP = {"at_use": False, "prefetch": True}
+AUTO_TOKEN_CAP = {"at_use": False, "overlap": False, "prefetch": True}
 #: ρ of ``copy_cost: auto`` per ``load_timing`` (an extension beyond DOPS; problems.md §6 "The
 #: copy cost under at_use"): under ``at_use`` the copy's load already sits in the copying task's
 #: EFT (Eq. 3), and ρ = 1 on top kept a block on a busy PIM instead of copying it onto an idle
 #: one (llama-2-7b HP64 128/128/1: 1.028 × PD's makespan, 1.007 × with ρ = 0; over the
 #: dops-qwen-1.8b HP32 and llama-2-7b HP64 §6.2 grids ρ = 0 is never more than 1.1 % slower,
 #: geomean 0.998 × ρ = 1's makespan); under ``prefetch`` ρ = 1, where it was calibrated.
-AUTO_COPY_COST = {"at_use": 0.0, "prefetch": 1.0}
+AUTO_COPY_COST = {"at_use": 0.0, "overlap": 0.0, "prefetch": 1.0}
+#: ``overlap`` (problems.md §1.2 rule 5) takes the ``at_use`` values of every ``auto`` table
+#: (and ``token_horizon: auto`` = ``uses``): not calibrated under ``overlap``.
 #: The parameters whose value may be ``auto`` (resolved per ``load_timing`` by
 #: :func:`phase_weight`, :func:`capped` and :func:`copy_weight`).
 AUTO_PARAMS = ("lam", "token_cap", "copy_cost", "siblings", "insertion")

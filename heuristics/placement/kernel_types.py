@@ -33,8 +33,9 @@ State = namedtuple("State", "sched ev cnt dv rl chan lm tstart w victims tls tle
 Costs = namedtuple("Costs", "ttype type_dur")
 
 #: Configuration (ints): devices, links with contention, insertion into idle gaps, LRU
-#: eviction, loads at use (problems.md §1.2 rule 5).
-Config = namedtuple("Config", "nd contention insertion evict at_use")
+#: eviction, the load rule (problems.md §1.2 rule 5; 0 ``prefetch``, 1 ``at_use``, 2 ``overlap``:
+#: :data:`heuristics.placement.state_kernels.PREFETCH` …).
+Config = namedtuple("Config", "nd contention insertion evict load_rule")
 
 #: A candidates policy as arrays (:class:`heuristics.placement.list_scheduler.DeviceClasses`):
 #: each task's class (``task_class`` [n], −1 every legal device; empty: no narrowing), the

@@ -7,8 +7,9 @@ have arrived, its block is resident and the device is idle (insertion into idle 
 ordered device pair; ``star``: the source's uplink and the destination's downlink) when links
 have contention; weight loads are booked on the device's load port the first time a block is
 needed there (under ``load_timing: at_use``, problems.md §1.2 rule 5, in the task's own slot
-on the device from its dispatch on: load, then compute); a load that does not fit evicts the
-device's least-recently-used blocks (DOPS §6.1: "Loaded weight blocks remain resident while
+on the device from its dispatch on: load, then compute; under ``overlap`` a slot of
+max(t_load, p_v) from the dispatch, the load at its start, the compute at its end); a load
+that does not fit evicts the device's least-recently-used blocks (DOPS §6.1: "Loaded weight blocks remain resident while
 capacity permits; otherwise, they are evicted according to an LRU policy" — a platform rule,
 so every policy follows it); only a block larger than the device makes it ineligible. The
 result is a problems.md §1.2a solution dict.

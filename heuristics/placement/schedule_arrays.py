@@ -32,6 +32,9 @@ from opt.placement.solution import make_solution
 
 #: Initial capacity of each device's timeline arrays (doubled when full).
 _TIMELINE_START = 64
+#: the kernels' code of each ``load_timing`` (:class:`Config`'s ``load_rule``)
+LOAD_RULES = {"prefetch": state_kernels.PREFETCH, "at_use": state_kernels.AT_USE,
+              "overlap": state_kernels.OVERLAP}
 
 
 def as_int64(a: Any) -> np.ndarray:
@@ -116,7 +119,7 @@ def compiled_state(inst: PlacementInstance, cost_types: tuple[np.ndarray, np.nda
     blocks = Blocks(as_int64(inst.task_block), as_int64(inst.block_bytes),
                     as_int64(inst.load_duration).reshape(nb, nd))
     cf = Config(nd, int(bool(inst.links.contention)), int(insertion), int(evict),
-                int(inst.load_timing == "at_use"))
+                LOAD_RULES[inst.load_timing])
     costs = Costs(as_int64(inv).reshape(-1), as_int64(rows).reshape(len(rows), nd))
     return CompiledState(inst, costs, _graph(inst), blocks, _empty_state(inst), cf)
 

@@ -40,6 +40,7 @@ from numba.typed import List
 OK, TWICE, NOT_TOPOLOGICAL, NO_DEVICE, NO_CLASS_DEVICE = 0, 1, 2, 3, 4
 _BIG_SORT = 32  # pred_info: insertion sort up to this many inputs, stable argsort above
 PORT, RESIDENT, CAP, TLEN, TLAST = 0, 1, 2, 3, 4  # rows of dv
+PREFETCH, AT_USE, OVERLAP = 0, 1, 2  # Config.load_rule: the instance's load_timing
 
 
 # ---- timelines ------------------------------------------------------------------------------
@@ -246,10 +247,22 @@ def evicts(b, d, rl, dv, bbytes):
 
 
 @njit(cache=True)
+def slot_length(rule, ld, dur):
+    """Length (ns) of the device slot of a task of ``dur`` ns whose block loads in ``ld`` ns
+    from its dispatch: ld + dur under ``at_use`` (load, then compute), max(ld, dur) under
+    ``overlap`` (the load from the slot's start, the compute ending with the slot)."""
+    if rule == OVERLAP:
+        return ld if ld > dur else dur
+    return ld + dur
+
+
+@njit(cache=True)
 def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loadd, tls, tle,
              victims, cf):
     """(ok, start, finish, data ready, ready) of a task of block b (−1 none) on d, in ns; ok
-    False when d is not eligible (its block cannot be loaded there); ``cf``: :class:`Config`."""
+    False when d is not eligible (its block cannot be loaded there); ``cf``: :class:`Config`.
+    Under ``at_use`` and ``overlap`` a load runs in the task's slot, ``ready`` being the
+    compute start (the load's end under ``at_use``, slot end − p_v under ``overlap``)."""
     ready = transfers(d, k, w, etab, pchan, chan, lm, tstart, cf.nd, cf.contention != 0, False)
     data = ready
     if b >= 0:
@@ -258,10 +271,10 @@ def evaluate(d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, loa
             status, ls, _ = load_plan(b, d, rl, dv, bbytes, cf.evict != 0, victims)
             if status < 0:
                 return False, 0, 0, 0, 0
-            if cf.at_use != 0:  # at_use: load then compute, one slot from the dispatch on
-                ld = loadd[b, d]
-                s0 = earliest(tls, tle, dv, d, cf.insertion != 0, max(ls, data), ld + dur)
-                return True, s0 + ld, s0 + ld + dur, data, s0 + ld
+            if cf.load_rule != PREFETCH:  # one slot from the dispatch on (slot_length)
+                slot = slot_length(cf.load_rule, loadd[b, d], dur)
+                s0 = earliest(tls, tle, dv, d, cf.insertion != 0, max(ls, data), slot)
+                return True, s0 + slot - dur, s0 + slot, data, s0 + slot - dur
             r = ls + loadd[b, d]
         if r > ready:
             ready = r
@@ -284,7 +297,8 @@ def book_load(b, d, rl, dv, bbytes, loadd, evict, victims, ev, cnt):
 @njit(cache=True)
 def book_load_at(b, d, ls, nv, rl, dv, bbytes, loadd, victims, ev, cnt, at_use):
     """Book b's load onto d from ``ls`` (ns), evicting the first ``nv`` victims then; the time
-    it is ready. The port's free time becomes the load's end (at_use: its start)."""
+    it is ready. The port's free time becomes the load's end (``at_use``: its start, the load
+    lying in its task's slot on the device timeline, as under ``overlap``)."""
     for i in range(nv):
         v = victims[i]
         rl[0, d, v] = -1
@@ -312,24 +326,25 @@ def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, lo
     returns False when the block cannot be loaded (the caller raises)."""
     insertion = cf.insertion != 0
     ready = transfers(d, k, w, etab, pchan, chan, lm, tstart, cf.nd, cf.contention != 0, True)
-    slot = 0  # at_use: the load's length, booked with the compute as one slot
+    slot = -1  # at_use / overlap: the slot's length, load and compute booked as one slot
     if b >= 0:
-        if cf.at_use != 0 and rl[0, d, b] < 0:
+        if cf.load_rule != PREFETCH and rl[0, d, b] < 0:
             status, ls, nv = load_plan(b, d, rl, dv, bbytes, cf.evict != 0, victims)
             if status < 0:
                 return False
-            slot = loadd[b, d]
-            ls = earliest(tls, tle, dv, d, insertion, max(ls, ready), slot + dur)
-            r = book_load_at(b, d, ls, nv, rl, dv, bbytes, loadd, victims, ev, cnt, True)
+            slot = slot_length(cf.load_rule, loadd[b, d], dur)
+            ls = earliest(tls, tle, dv, d, insertion, max(ls, ready), slot)
+            book_load_at(b, d, ls, nv, rl, dv, bbytes, loadd, victims, ev, cnt, True)
+            ready = ls
         else:
             r = book_load(b, d, rl, dv, bbytes, loadd, cf.evict != 0, victims, ev, cnt)
-        if r < 0:
-            return False
-        if r > ready:
-            ready = r
-    if slot > 0:
-        s = ready
-        book(tls, tle, dv, d, insertion, s - slot, slot + dur)
+            if r < 0:
+                return False
+            if r > ready:
+                ready = r
+    if slot >= 0:
+        s = ready + slot - dur
+        book(tls, tle, dv, d, insertion, ready, slot)
     else:
         s = earliest(tls, tle, dv, d, insertion, ready, dur)
         book(tls, tle, dv, d, insertion, s, dur)

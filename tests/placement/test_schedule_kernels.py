@@ -1,6 +1,6 @@
 """The scheduling kernels' schedules: valid under every rule (the validator) on random small
 instances — contention ``full``/``star``/none, tight capacities that force eviction,
-insertion, both load rules — for Bifocal with several switches, HEFT, the list scheduler with
+insertion, every load rule — for Bifocal with several switches, HEFT, the list scheduler with
 and without device classes; statistics that agree with the solution; the same schedule from a
 list or an iterator; bad orders refused with one line. (The byte-identity of the schedules on
 fixed cases is tests/placement/test_schedule_identity.py.)"""
@@ -26,6 +26,7 @@ from heuristics.placement.list_scheduler import (
 )
 from heuristics.placement.static_policies import class_members
 from opt.common.errors import InputError
+from opt.placement.instance import LOAD_TIMINGS
 from opt.placement.io import instance_from_dict
 from opt.placement.validator import validate_placement
 
@@ -106,14 +107,14 @@ def check_bifocal(inst, params: dict[str, Any]) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), variant=st.sampled_from(range(len(VARIANTS))),
-       load_timing=st.sampled_from(["prefetch", "at_use"]))
+       load_timing=st.sampled_from(LOAD_TIMINGS))
 def test_bifocal_schedules_validate(seed, variant, load_timing):
     check_bifocal(random_instance(seed, load_timing), VARIANTS[variant])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), insertion=st.booleans(),
-       load_timing=st.sampled_from(["prefetch", "at_use"]))
+       load_timing=st.sampled_from(LOAD_TIMINGS))
 def test_heft_and_list_schedules_validate(seed, insertion, load_timing):
     """HEFT and the list scheduler in HEFT's order (with or without insertion) validate; HEFT
     is the list schedule of its order with insertion."""
@@ -136,7 +137,7 @@ def random_classes(inst, seed: int) -> DeviceClasses:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), insertion=st.booleans(),
-       load_timing=st.sampled_from(["prefetch", "at_use"]))
+       load_timing=st.sampled_from(LOAD_TIMINGS))
 def test_list_schedule_with_classes_keeps_each_task_in_its_class(seed, insertion, load_timing):
     """Each task runs on a device of its class when the class holds a legal device of it
     (else on any legal device), and the schedule validates; or the policy refuses."""
