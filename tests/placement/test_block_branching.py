@@ -500,3 +500,21 @@ def test_restricted_clone_proves_what_a_fresh_model_proves():
         spans.append(validate_placement(inst, sol).makespan)
         assert spans[-1] == solver.objective_value
     assert spans[0] == spans[1] <= validate_placement(inst, sched).makespan
+
+
+@pytest.mark.parametrize("case", SYMMETRIC, ids=_case_id)
+@pytest.mark.parametrize("branching", [True, False], ids=["leaves", "root"])
+def test_overlap_matches_brute_force_and_cpsat(case, branching):
+    """Under load_timing overlap the tree (forced to the leaves, or settled at the root) proves
+    the enumerated optimum, as the monolithic model does; every schedule is validated."""
+    from test_placement_exact import _cpsat_validated
+
+    inst = dataclasses.replace(random_instance(**case), load_timing="overlap")
+    assert not _has_zero_durations(inst)
+    expected = brute_force(inst)
+    params = FORCE_BRANCHING if branching else {"config_search": False, "portfolio": False}
+    res = solve_placement_blocks(inst, SolveOptions(num_workers=1, seed=0, **GUARDED,
+                                                    params=params))
+    assert res.status == "OPTIMAL" and res.objective == expected == res.lower_bound
+    _check_result(inst, res)
+    assert _cpsat_validated(inst).objective == expected
