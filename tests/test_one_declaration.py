@@ -72,7 +72,7 @@ def test_build_options_default_as_the_core_options():
     grid, cost = ServingGrid(), GpuCost()
     for name in ("max_gpus", "max_owners", "max_replicas", "max_microbatches"):
         assert serve[name] == getattr(grid, name), name
-    assert serve["batches"] == ",".join(map(str, grid.batches))
+    assert serve["batches"] is grid.batches is None   # both: derived from memory
     assert serve["tp"] == ",".join(map(str, DEFAULT_TP))
     assert serve["memory_fraction"] == ServingRequest.memory_fraction
     assert (not serve["no_ep"]) is ServingRequest.expert_parallel

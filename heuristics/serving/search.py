@@ -244,7 +244,7 @@ def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, fro
     """Memory-feasible choices (config, batch) of one owner, in batch then configuration
     order, on the frontier when ``frontier`` (:func:`_frontier_mask`), cheapest-looking first;
     returns them and the raw count (vectorised over batches and configurations)."""
-    bs = [b for b in inst.grid.batches if not b % mu and (b // mu) in inst.microbatch_sizes]
+    bs = [b for b in inst.batches if not b % mu and (b // mu) in inst.microbatch_sizes]
     raw = len(bs) * len(inst.configs)
     if not bs:
         empty = np.zeros(0, dtype=np.int64)
@@ -334,7 +334,7 @@ def _chunk_cost_bounds(inst: ServingInstance, sequences: Sequence[np.ndarray],
     unit = price[:, None] / mb[None, :]                        # [c, b] $/s per request
     best = np.full(len(owner), np.inf)
     for mu in mus:
-        valid = np.array([mu * b in inst.grid.batches for b in inst.microbatch_sizes])
+        valid = np.array([mu * b in inst.batches for b in inst.microbatch_sizes])
         if not valid.any():
             continue
         fits = (weights[:, :, None, None] + mu * mb[None, None, None, :] * kv[:, :, None, None]

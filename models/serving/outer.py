@@ -39,7 +39,7 @@ def outer_choices(inst: ServingInstance, owners: list[int], mus: list[int]
     out: list[Outer] = []
     skipped = 0
     for mu in mus:
-        batches = sorted({b for b in grid.batches
+        batches = sorted({b for b in inst.batches
                           if b % mu == 0 and (b // mu) in inst.microbatch_sizes})
         totals = sorted({b * r for b in batches for r in range(1, grid.max_replicas + 1)})
         for total in totals:

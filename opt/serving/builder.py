@@ -351,8 +351,13 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
         " (measured send/recv between nodes)" if coster.calibrations and network is None
         else ""))
     configs = _configs(card, gpus, tp_degrees, grid, expert_parallel)
-    mbs = microbatch_sizes_for(grid.batches, grid.max_microbatches)
     s = workload.context_tokens
+    limit = memory_batch_limit(card, configs, gpus, _block_ops(card, [1], s, p)[0],
+                               memory_fraction)
+    given = grid.batches is not None
+    batches = grid.batches if grid.batches is not None else limit.batches
+    grid = replace(grid, batches=batches)
+    mbs = microbatch_sizes_for(batches, grid.max_microbatches)
     ops, members_by_mb = _block_ops(card, mbs, s, p)
     dur_s, head_s = _durations(card, configs, gpus, coster, ops, members_by_mb, mbs, s, p,
                                kernels)
@@ -377,8 +382,77 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
               **({"network_override": network.to_dict()} if network is not None else {}),
               "gpu_networks": {k: link.to_dict() for k, link in own.items()},
               "crossing_rule": CROSSING_RULE, "unmeasured_gpu": unmeasured_gpu,
+              "batch_grid": limit.provenance(batches, given),
               **coster.provenance(),
               **({"measurements": coster.measurements_meta()} if measurements else {})}))
+
+
+#: Largest per-replica batch the memory-derived grid offers (requests): 2^16. It guards the
+#: build and search only — each doubling adds a microbatch size to every latency table and a
+#: batch value to every owner's candidates — and stays inside the grid's MAX_GRID_BATCH (2^20).
+MAX_MEMORY_BATCH = 1 << 16
+
+
+@dataclass(frozen=True)
+class BatchLimit:
+    """The largest per-replica resident batch b_m memory allows (OpWeave App. B.4 with μ = 1:
+    the μ microbatches of b̂_m requests hold μ·b̂_m = b_m requests' KV):
+    ``memory_batch = max over configurations c and KV-holding ops i of
+    ⌊(M_c − w_i) / kv_i⌋`` — the stage set of op i alone (the smallest weight share a stage set
+    holding KV can have: ``w_i`` its weights, ``kv_i`` its KV per request, both over every
+    block it runs in) on a replica of ``config`` (M_c = tp × GPU memory × memory fraction).
+    A stage set without KV (B.4's term is zero) is bounded by memory only through its weights;
+    the grid offers it the same batches. ``batches``: the grid's form, the powers of two
+    1, 2, 4, … up to ``min(memory_batch, MAX_MEMORY_BATCH)`` (1 alone when no configuration
+    holds one request)."""
+
+    memory_batch: int
+    config: str | None
+    op: str | None
+
+    @property
+    def largest(self) -> int:
+        """The grid's largest batch: the largest power of two ≤ memory_batch and ≤ the cap."""
+        return 1 << (max(1, min(self.memory_batch, MAX_MEMORY_BATCH)).bit_length() - 1)
+
+    @property
+    def batches(self) -> tuple[int, ...]:
+        return tuple(1 << k for k in range(self.largest.bit_length()))
+
+    def provenance(self, batches: Sequence[int], given: bool) -> dict[str, object]:
+        """``meta.batch_grid`` of an instance whose grid holds ``batches`` (``given``: the
+        caller's, else :attr:`batches`): the rule, which limit bound its largest batch
+        (``memory``, ``cap`` = MAX_MEMORY_BATCH, or ``given``), and the memory limit with the
+        configuration and op defining it."""
+        bound = "given" if given else (
+            "cap" if self.memory_batch > MAX_MEMORY_BATCH else "memory")
+        return {"rule": "given batches" if given else
+                "powers of two up to the largest batch memory allows (OpWeave App. B.4)",
+                "largest": max(batches), "bound": bound, "memory_batch": self.memory_batch,
+                "memory_config": self.config, "memory_op": self.op, "cap": MAX_MEMORY_BATCH}
+
+
+def memory_batch_limit(card: ModelCard, configs: Sequence[ServingConfig],
+                       gpus: Mapping[str, GpuType], ops: Sequence[ServingOp],
+                       memory_fraction: float) -> BatchLimit:
+    """The :class:`BatchLimit` of the block ``ops`` of ``card`` on ``configs``: every op's
+    weights and KV per request count once per block it runs in (full blocks + the truncated
+    one, as :attr:`ServingInstance.op_count`)."""
+    best = BatchLimit(0, None, None)
+    full, partial = divmod(card.layers, card.block_period)
+    for op in ops:
+        if op.kv_bytes_per_request <= 0:
+            continue
+        runs = full + (1 if op.layer < partial else 0)
+        w, kv = runs * op.weight_bytes, runs * op.kv_bytes_per_request
+        for cfg in configs:
+            cap = cfg.tp * gpus[cfg.gpu].memory_bytes * memory_fraction
+            b = max(0, math.floor((cap - w) / kv))
+            while b > 0 and w + b * kv > cap:   # float division rounding
+                b -= 1
+            if b > best.memory_batch:
+                best = BatchLimit(b, cfg.id, op.id)
+    return best
 
 
 def _check_choices(kernels: str, gpu_cost: str, unmeasured_gpu: str, memory_fraction: float,

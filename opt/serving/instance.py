@@ -108,6 +108,8 @@ class ServingOp:
 
 #: largest GPU / owner / replica / microbatch limit of a search grid
 MAX_GRID_LIMIT = 2 ** 31 - 1
+#: per-replica batches of an instance file whose grid names none: the powers of two 1..256
+FILE_BATCHES = tuple(2 ** k for k in range(9))
 #: largest per-replica batch value of a search grid (requests): durations of a microbatch stay
 #: far inside the latency tables' 2^48 ticks
 MAX_GRID_BATCH = 1 << 20
@@ -124,13 +126,15 @@ def _check_grid_int(name: str, value: Any, high: int) -> None:
 @dataclass(frozen=True)
 class ServingGrid:
     """Search limits (OpWeave §6): GPUs in total, owners (device-group types) K, replicas per
-    owner, microbatches μ, and the per-replica batch values b_m to consider."""
+    owner, microbatches μ, and the per-replica batch values b_m to consider (None: the
+    builder derives them from memory, OpWeave App. B.4 — ``opt.serving.builder.memory_batches``;
+    a built instance always holds the values)."""
 
     max_gpus: int = 32
     max_owners: int = 3
     max_replicas: int = 4
     max_microbatches: int = 4
-    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    batches: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         """Every limit an integer in 1..MAX_GRID_LIMIT, ``batches`` one or more integers in
@@ -139,6 +143,8 @@ class ServingGrid:
         for name in ("max_gpus", "max_owners", "max_replicas", "max_microbatches"):
             _check_grid_int(name, getattr(self, name), MAX_GRID_LIMIT)
         batches = self.batches
+        if batches is None:
+            return
         if isinstance(batches, (str, bytes)) or not hasattr(batches, "__len__") \
                 or not len(batches):
             raise InputError(f"batches must be one or more integers in 1..{MAX_GRID_BATCH:,}, "
@@ -150,7 +156,7 @@ class ServingGrid:
     def to_dict(self) -> dict[str, Any]:
         return {"max_gpus": self.max_gpus, "max_owners": self.max_owners,
                 "max_replicas": self.max_replicas, "max_microbatches": self.max_microbatches,
-                "batches": list(self.batches)}
+                "batches": None if self.batches is None else list(self.batches)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,9 +197,19 @@ class ServingInstance:
         (as :attr:`opt.placement.instance.PlacementInstance.fingerprint`)."""
         return instance_fingerprint(self)
 
+    @property
+    def batches(self) -> tuple[int, ...]:
+        """The per-replica batch values b_m of the grid (an instance's grid always holds them)."""
+        assert self.grid.batches is not None  # __post_init__ refused an instance without them
+        return self.grid.batches
+
     def __post_init__(self) -> None:
         """One network unless ``networks`` says otherwise: 2-D transfer tables become
-        ``[1, mb, i]`` and every crossing (an empty ``crossing_network``) takes network 0."""
+        ``[1, mb, i]`` and every crossing (an empty ``crossing_network``) takes network 0.
+        The grid holds its batch values (the builder derives them when none are given)."""
+        if self.grid.batches is None:
+            raise InputError("a serving instance's grid needs its batch values",
+                             field="grid.batches")
         nets = self.networks or (self.network,)
         g = len(self.gpus)
         cross = np.asarray(self.crossing_network, dtype=np.int64)
@@ -564,7 +580,7 @@ def _read_configs(f: Fields, gpus: dict[str, GpuType]) -> list[ServingConfig]:
 def _read_grid(g: Fields) -> ServingGrid:
     """The search grid (defaults of :class:`ServingGrid` for missing fields)."""
     g.check_keys({"max_gpus", "max_owners", "max_replicas", "max_microbatches", "batches"})
-    batches = _int_list(g, "batches", list(ServingGrid.batches))
+    batches = _int_list(g, "batches", list(FILE_BATCHES))
     if not batches or any(b < 1 for b in batches):
         raise g.error("batches", f"expected positive batch sizes, got {list(batches)}")
     try:  # the builder's rule (ServingGrid.__post_init__), errors naming this file's field
@@ -590,8 +606,10 @@ def microbatch_sizes_for(batches: tuple[int, ...], max_microbatches: int) -> tup
 
 def microbatch_counts(grid: ServingGrid) -> list[int]:
     """The microbatch counts μ a plan of ``grid`` can use: 1..max_microbatches, and no more
-    than the largest batch (μ divides the batch)."""
-    return list(range(1, min(grid.max_microbatches, max(grid.batches)) + 1))
+    than the largest batch (μ divides the batch; a grid without batch values: up to
+    max_microbatches)."""
+    largest = MAX_GRID_BATCH if grid.batches is None else max(grid.batches)
+    return list(range(1, min(grid.max_microbatches, largest) + 1))
 
 
 def lcm_all(values) -> int:

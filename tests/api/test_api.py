@@ -55,7 +55,7 @@ def test_status_and_problem_are_strings():
 
 #: each builder option's field → (its ``hetopt build`` option, how its value is read)
 _SAME = lambda v: v  # noqa: E731
-_CSV = lambda v: tuple(int(x) for x in v.split(","))  # noqa: E731
+_CSV = lambda v: None if v is None else tuple(int(x) for x in v.split(","))  # noqa: E731
 PLACEMENT_FIELDS = {
     "Workload": {"batch": ("batch", _SAME)},
     "BuildOptions": {name: (name, _SAME) for name in (

@@ -414,8 +414,9 @@ def add_gpu_cost_arg(p: argparse.ArgumentParser) -> None:
 
 def add_grid_args(p: argparse.ArgumentParser) -> None:
     """The plan grid of ``build serving-plan`` and ``sweep serving``."""
-    p.add_argument("--batches", default="1,2,4,8,16,32,64,128,256",
-                   help="per-replica batch values (default %(default)s)")
+    p.add_argument("--batches",
+                   help="per-replica batch values, comma-separated (default: powers of two up "
+                        "to the largest batch memory allows, OpWeave App. B.4)")
     p.add_argument("--max-gpus", type=COUNT, default=32)
     p.add_argument("--max-owners", type=COUNT, default=3, help="device-group types K")
     p.add_argument("--max-replicas", type=COUNT, default=4, help="replicas per owner")

@@ -23,7 +23,8 @@ def grid_from_args(args: argparse.Namespace) -> ServingGrid:
     """The ``ServingGrid`` of ``add_grid_args``' options."""
     return ServingGrid(max_gpus=args.max_gpus, max_owners=args.max_owners,
                        max_replicas=args.max_replicas, max_microbatches=args.max_microbatches,
-                       batches=int_csv(args.batches, "batches"))
+                       batches=None if args.batches is None else int_csv(args.batches,
+                                                                          "batches"))
 
 
 def serving_request(args: argparse.Namespace) -> ServingRequest:
