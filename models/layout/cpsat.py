@@ -22,7 +22,8 @@ Format-only for a fixed placement and orders (:func:`solve_format_only`)
     (loaded before its start, evicted strictly after it). Zero-length tasks and transfers
     occupy nothing (problems.md §1.2) and are left out of the orders. Under ``load_timing:
     at_use`` every load also starts after the dispatch of the task it serves in the base
-    (problems.md §1.2 rule 5).
+    (problems.md §1.2 rule 5). ``load_timing: overlap`` instances are refused (InputError
+    naming ``load_timing``): the residencies here start every task after its load's end.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ortools.sat.python import cp_model
 from models.options import SolveOptions
 from models.placement.cpsat import run_cpsat, solve_placement_cpsat
 from models.placement.formats import add_storage_budget, format_literals
+from models.placement.overlap import refuse_overlap
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
@@ -65,6 +67,7 @@ class FormatOnlyCpSat:
 
     def __init__(self, inst: PlacementInstance, base: dict[str, Any],
                  formats: tuple[str, ...]):
+        refuse_overlap(inst, "cpsat-formats")  # it keeps each load's task waiting for it
         validate_placement(inst, base)  # the base must be a valid schedule of inst
         self.inst = inst
         self.model = cp_model.CpModel()

@@ -14,7 +14,7 @@ Under ``load_timing: overlap`` a loaded (block, device) serves exactly one user 
 load starts after t's inputs arrive and ends by t's end (ls + t_load ≤ s_t + p_t), t's interval
 on the device runs from min(ls, s_t) to its end, and the other users start after the load's end
 (``_overlap_slots``); the bounds and redundant cuts come from the prefetch relaxation of
-``models.placement.overlap`` (each load shortened by its longest user), P2 refuses the rule.
+``models.placement.overlap`` (each load shortened by its longest user; P2: of its chosen format).
 
 P2 (``formats`` given, problems.md §2): per block a format choice (exactly one of the allowed
 formats; fixed blocks keep theirs), each load interval's length the chosen format's load
@@ -53,8 +53,7 @@ from ortools.sat.python import cp_model
 from models.interrupt import interruptible
 from models.options import SolveOptions
 from models.placement.formats import add_storage_budget, format_literals, storage_milli
-from models.placement.overlap import overlap_relaxation
-from opt.common.errors import InputError
+from models.placement.overlap import overlap_relaxation, shortened_loads
 from opt.common.result import Result
 from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.group_bound import group_bounds, identical_groups
@@ -78,17 +77,14 @@ class PlacementCpSat:
         # overlap: the served task's slot runs from min(load start, start) to its end
         self.at_use = inst.load_timing == "at_use"
         self.overlap = inst.load_timing == "overlap"
-        if self.overlap and formats is not None:
-            raise InputError("cpsat decides formats (P2) only under load_timing 'prefetch' or "
-                             "'at_use', not 'overlap'", source=inst.source, field="load_timing")
         self.model = cp_model.CpModel()
         self.constants: set[int] = set()
         # P1: the blocks' formats are given; P2: ``load_duration`` is the cheapest allowed load
         # per (block, device) (for the relaxations), the chosen format's duration is a variable
         self.formats = None if formats is None else allowed_formats(inst, formats)
         # overlap: the bounds come from its prefetch relaxation (models.placement.overlap)
-        bound_inst = overlap_relaxation(inst) if formats is None \
-            else relaxed_instance(inst, self.formats)
+        bound_inst = overlap_relaxation(inst if formats is None
+                                        else relaxed_instance(inst, self.formats))
         self.load_duration: np.ndarray = bound_inst.load_duration
         head, tail_any = self._domains(bound_inst, redundant)
         self.horizon = self._serial_horizon()
@@ -247,9 +243,9 @@ class PlacementCpSat:
             self.load_lit[(b, d)] = lit
             self.load_start[(b, d)] = ls
             full = int(inst.load_duration[b, d]) if self.formats is None else dur
-            self.load_end[(b, d)] = self._load_interval(b, d, lit, ls, full)
-            if self.overlap:
-                self.load_end[(b, d)] = ls + dur  # the relaxation's (shortened) load
+            finish = self.load_end[(b, d)] = self._load_interval(b, d, lit, ls, full)
+            if self.overlap:  # the relaxation's (shortened) load
+                self.load_end[(b, d)] = self._shortened_end(b, d, ls, dur)
             for t in ts_:
                 m.add_implication(self.pres[(t, d)], lit)
                 m.add(self.start[t] >= self.load_end[(b, d)]).only_enforce_if(self.pres[(t, d)])
@@ -259,7 +255,7 @@ class PlacementCpSat:
             if self.at_use:
                 self._at_use_slots(b, d, ts_)
             if self.overlap:
-                self._overlap_slots(b, d, ts_, ls + full)
+                self._overlap_slots(b, d, ts_, finish)
         if self.at_use or self.overlap:
             self._device_no_overlap()
         self.users = users
@@ -302,7 +298,7 @@ class PlacementCpSat:
         end (the no-overlap puts them after t's end)."""
         inst, m, horizon = self.inst, self.model, self.horizon
         ls, lit = self.load_start[(b, d)], self.load_lit[(b, d)]
-        p1_zero = int(inst.load_duration[b, d]) == 0
+        p1_zero = self.formats is None and int(inst.load_duration[b, d]) == 0
         fs = []
         for t in ts_:
             f = m.new_bool_var(f"f{t}_{d}")
@@ -323,6 +319,17 @@ class PlacementCpSat:
             self.dev_intervals[d].append(m.new_optional_interval_var(
                 occ, size, self.start[t] + c, pres if c > 0 else f, f"io{t}_{d}"))
         m.add(sum(fs) == lit)
+
+    def _shortened_end(self, b: int, d: int, ls: Any, dur: int) -> Any:
+        """Under ``overlap``, the end of the load of block b on d in the prefetch relaxation
+        (models.placement.overlap), which every user starts after: ls + ``dur`` (P1: the
+        shortened load), or ls + the chosen format's shortened load (P2)."""
+        if self.formats is None:
+            return ls + dur
+        inst = self.inst
+        short = {f: shortened_loads(inst, inst.block_load[f]) for _, f in self.fmt_lit}
+        return ls + sum(int(short[f][b, d]) * lit for (bb, f), lit in self.fmt_lit.items()
+                        if bb == b)
 
     def _load_interval(self, b: int, d: int, lit: Any, ls: Any, dur: int) -> Any:
         """The load interval of block b on device d (P1: ``dur`` long, none when 0; P2: the

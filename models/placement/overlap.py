@@ -54,5 +54,6 @@ def refuse_overlap(inst: PlacementInstance, model: str) -> None:
     ``model`` does not model (a refusal, never a schedule under another rule)."""
     if inst.load_timing == "overlap":
         raise InputError(f"{model} does not model load_timing 'overlap' (a load running "
-                         f"while its task computes); use cpsat or cpsat-blocks",
+                         f"while its task computes); cpsat, cpsat-layout, milp and cpsat-blocks "
+                         f"model it",
                          source=inst.source, field="load_timing")

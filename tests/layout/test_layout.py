@@ -297,3 +297,61 @@ def test_builder_formats_and_budget_round_trip(catalog, cards, tmp_path):
     # uniform views: all-pim_opt loads are pim_opt's durations
     view = with_formats(back, uniform(back, "pim_opt"))
     assert (view.load_duration == back.block_load["pim_opt"]).all()
+
+
+# ---- load_timing overlap -------------------------------------------------------------------
+
+def _two_format_instance(seed: int):
+    """A tiny random P1 instance (tests/placement) under overlap, with a ``dual`` format that
+    loads in half the ``linear`` time and stores twice the bytes, and a budget that holds one
+    block in ``dual``."""
+    import dataclasses
+
+    import numpy as np
+
+    from opt.placement.instance import Layout
+    from tests.placement.test_placement_exact import positive_durations
+    from tests.placement.test_placement_milp import random_instance
+
+    inst = positive_durations(random_instance(seed, n_blocks=2), "overlap")
+    lin = np.asarray(inst.block_load["linear"])
+    loads = {"linear": lin, "dual": np.where(lin >= 0, lin // 2, lin)}
+    budget = int(inst.block_bytes.sum() + inst.block_bytes.max())
+    return dataclasses.replace(inst, block_load=loads, layout=Layout(
+        formats=("linear", "dual"), default="linear", memory_budget=budget))
+
+
+@pytest.mark.parametrize("seed", [0, 3, 5])
+def test_overlap_joint_layout_is_the_best_fixed_format_optimum(seed):
+    """Under overlap the joint placement + format optimum is the least enumerated P1 optimum
+    over the format assignments within the budget; its schedule is validated."""
+    import dataclasses
+    import itertools
+
+    from models.layout.cpsat import solve_layout_cpsat
+    from models.options import SolveOptions
+    from opt.placement.instance import Layout
+    from tests.placement.test_placement_milp import brute_force
+
+    inst = _two_format_instance(seed)
+    best = None
+    for combo in itertools.product(("linear", "dual"), repeat=len(inst.block_ids)):
+        fixed = dict(zip(inst.block_ids, combo))
+        if storage_bytes(inst, fixed) > inst.layout.memory_budget:
+            continue
+        p1 = dataclasses.replace(inst, layout=Layout(formats=("linear", "dual"), fixed=fixed))
+        span = brute_force(p1)
+        best = span if best is None else min(best, span)
+    res = solve_layout_cpsat(inst, SolveOptions(time_limit=20, deterministic=True,
+                                                num_workers=1, seed=0))
+    assert res.status == "OPTIMAL" and res.objective == res.lower_bound == best
+    assert validate_placement(inst, res.solution).makespan == best
+
+
+def test_format_only_refuses_overlap():
+    from models.layout.cpsat import solve_format_only
+    from models.options import SolveOptions
+
+    inst = _two_format_instance(0)
+    with pytest.raises(InputError, match="load_timing"):
+        solve_format_only(inst, SolveOptions(time_limit=5), base={"compute": []})

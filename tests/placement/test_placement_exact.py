@@ -218,10 +218,3 @@ def test_overlap_changes_the_optimum():
         got[rule] = _cpsat_validated(inst).objective
         assert got[rule] == brute_force(inst)
     assert got == {"prefetch": 23, "at_use": 27, "overlap": 21}
-
-
-def test_overlap_refuses_a_format_choice():
-    from models.placement.cpsat import PlacementCpSat
-
-    with pytest.raises(InputError, match="load_timing"):
-        PlacementCpSat(rule_example("overlap"), formats=["linear"])
