@@ -97,6 +97,18 @@ def served_by_rule(inst: PlacementInstance, task_dev: np.ndarray, start: np.ndar
     return served_tasks(inst, task_dev, key, ld_block, ld_dev, ld_end)
 
 
+def overlap_ready_by(inst: PlacementInstance, task_dev: np.ndarray, start: np.ndarray,
+                     end: np.ndarray, ld_block: np.ndarray, ld_dev: np.ndarray,
+                     ld_end: np.ndarray) -> np.ndarray:
+    """int64 [n]: by when each task needs a load of its block ended under ``overlap``: its end
+    for a task some load serves, its start for every other task (a hit)."""
+    out = start.copy()
+    served = served_tasks(inst, task_dev, end, ld_block, ld_dev, ld_end)
+    served = served[served >= 0]
+    out[served] = end[served]
+    return out
+
+
 def overlap_violation(inst: PlacementInstance, task_dev: np.ndarray, start: np.ndarray,
                       end: np.ndarray, cross_edge: np.ndarray, cross_end: np.ndarray,
                       ld_block: np.ndarray, ld_dev: np.ndarray, ld_start: np.ndarray,

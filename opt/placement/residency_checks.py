@@ -145,7 +145,7 @@ def check_blocks_resident(inst: PlacementInstance, resid: Residencies, task_dev:
                            start: np.ndarray, ready_by: np.ndarray | None = None) -> None:
     """A task with a block starts while the block is resident (not yet evicted) and its load
     has ended by the task's time in ``ready_by`` (default its start; under ``load_timing:
-    overlap`` its end)."""
+    overlap`` the end of a task a load serves)."""
     ready_by = start if ready_by is None else ready_by
     if _all_resident(inst, resid, task_dev, start, ready_by):
         return

@@ -6,8 +6,8 @@ times. Imports nothing from ``models``, ``solvers`` or ``heuristics``.
 
 Residency of a block on a device runs from its load's start to its eviction (or the end); a task
 using the block needs a load on its device that ended by the task's start (under ``load_timing:
-overlap`` by the task's end) and a residency still open at the start (eviction strictly after
-the start).
+overlap`` by the task's end when a load serves the task) and a residency still open at the
+start (eviction strictly after the start).
 
 This module holds the entry point, the columnar path and the metrics; the rules live in
 :mod:`opt.placement.compute_transfer_checks` (rules 1–4) and
@@ -34,7 +34,7 @@ from opt.placement.compute_transfer_checks import (
     transfer_arrays,
 )
 from opt.placement.instance import PlacementInstance
-from opt.placement.load_timing import at_use_violation, overlap_violation
+from opt.placement.load_timing import at_use_violation, overlap_ready_by, overlap_violation
 from opt.placement.residency_checks import (
     check_blocks_resident,
     check_capacity,
@@ -164,7 +164,10 @@ def _check_blocks(inst: PlacementInstance, solution: Mapping[str, Any], task_dev
         if msg:
             raise ScheduleError(msg)
     resid = residencies(inst, solution, loads)
-    ready_by = end if inst.load_timing == "overlap" else start
+    ready_by = start
+    if inst.load_timing == "overlap":
+        ready_by = overlap_ready_by(inst, task_dev, start, end, loads.block, loads.device,
+                                    loads.end)
     check_blocks_resident(inst, resid, task_dev, start, ready_by)
     check_capacity(inst, resid)
     return _metrics(inst, task_dev, start, end, len(solution.get("evictions", ())))

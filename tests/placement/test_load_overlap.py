@@ -128,3 +128,21 @@ def test_heft_runs_the_task_at_the_load_end_minus_its_duration():
     assert rows["v"][1] == load["end"] == load["start"] + 20
     assert rows["v"][0] == rows["v"][1] - 5
     assert validate_placement(inst, sol).makespan == 24
+
+
+def test_a_hit_needs_the_load_ended_by_its_start():
+    """x (0 ticks, index 0) and w (5) use W (load 0) on one PIM, w [15, 20), x at 20, the load
+    [20, 20): both end at 20, so the load serves x (the lowest index) and w is a hit that
+    starts before the load ends: rejected. Only the served task may start before its load
+    ends."""
+    devices = [Device("PIM", "pim", None)]
+    inst = build_instance(
+        time_unit="ns", devices=devices, links=make_links(devices),
+        tasks=TaskColumns(["x", "w"], [[0], [5]]),
+        blocks=BlockColumns(["W"], [1], load={"linear": [[0]]}, task_block=[0, 0]),
+        load_timing="overlap")
+    bad = make_solution(inst, [0, 0], [20, 15], {}, loads=[(0, 0, 20)])
+    with pytest.raises(ScheduleError, match="task 'w' starts at 15.*not resident"):
+        validate_placement(inst, bad)
+    ok = make_solution(inst, [0, 0], [25, 15], {}, loads=[(0, 0, 15)])  # serves w; x a hit
+    assert validate_placement(inst, ok).makespan == 25
