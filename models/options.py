@@ -7,6 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+#: the time limit of a solve (seconds) unless one is given: ``solvers.solve``, ``opt.api.solve``
+#: and ``hetopt solve --time-limit`` share it
+DEFAULT_TIME_LIMIT_S = 60.0
+#: solver threads of a solve unless given (one: a run repeats under ``deterministic``):
+#: ``solvers.solve``, ``opt.api.solve`` and ``hetopt solve --num-workers`` share it
+DEFAULT_NUM_WORKERS = 1
+
 
 @dataclass(frozen=True)
 class SolveOptions:
@@ -17,8 +24,8 @@ class SolveOptions:
     runs repeatably (the time limit is its deterministic time, interleaved search with several
     workers); log: the solver streams its progress to stderr."""
 
-    time_limit: float | None = 60.0
-    num_workers: int = 1
+    time_limit: float | None = DEFAULT_TIME_LIMIT_S
+    num_workers: int = DEFAULT_NUM_WORKERS
     seed: int = 0
     initial_solution: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)

@@ -17,7 +17,7 @@ import numbers
 import time
 from typing import TYPE_CHECKING, Any
 
-from models.options import SolveOptions
+from models.options import DEFAULT_NUM_WORKERS, DEFAULT_TIME_LIMIT_S, SolveOptions
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.result import Result
 from opt.placement.bound_process import start_bound
@@ -44,9 +44,6 @@ MAX_SEED = 2**31 - 1
 #: most solver threads of one solve: far beyond the cores of any machine the tools run on
 #: (CP-SAT refuses some larger counts as MODEL_INVALID; HiGHS caps its own threads)
 MAX_WORKERS = 256
-#: the time limit of a solve (seconds) unless one is given: ``solve``, ``opt.api.solve`` and
-#: ``hetopt solve --time-limit`` share it
-DEFAULT_TIME_LIMIT_S = 60.0
 
 
 
@@ -108,7 +105,7 @@ def _given_start(problem: str, instance: Any, initial_solution: dict[str, Any] |
 
 
 def solve(instance: PlacementInstance | ServingInstance, method: str | None = None, *,
-          time_limit: float | None = DEFAULT_TIME_LIMIT_S, num_workers: int = 1, seed: int = 0,
+          time_limit: float | None = DEFAULT_TIME_LIMIT_S, num_workers: int = DEFAULT_NUM_WORKERS, seed: int = 0,
           initial_solution: dict[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | None = None,
           deterministic: bool = False, log: bool = False, **params: Any) -> Result:

@@ -52,6 +52,20 @@ def test_solve_has_one_default_time_limit():
     assert _parsed(["solve", "x.json"])["time_limit"] == DEFAULT_TIME_LIMIT_S
 
 
+def test_solve_has_one_default_worker_count():
+    """``solvers.solve``, ``opt.api.solve`` and ``hetopt solve`` use the same threads."""
+    import inspect
+
+    import opt.api as hetopt
+    from models.options import SolveOptions
+    from solvers.api import DEFAULT_NUM_WORKERS, solve
+
+    assert DEFAULT_NUM_WORKERS == SolveOptions().num_workers == 1
+    for fn in (solve, hetopt.solve):
+        assert inspect.signature(fn).parameters["num_workers"].default == DEFAULT_NUM_WORKERS
+    assert _parsed(["solve", "x.json"])["num_workers"] == DEFAULT_NUM_WORKERS
+
+
 def test_build_options_default_as_the_core_options():
     """The ``hetopt build`` options' defaults are those of the core options they become."""
     from opt.placement.build_options import BuildOptions, Workload

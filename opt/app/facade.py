@@ -47,7 +47,7 @@ from opt.serving.request import (
     gpu_names,
 )
 from opt.serving.simulator import ORDERS, SimReport, simulate_plan
-from solvers.api import DEFAULT_TIME_LIMIT_S
+from solvers.api import DEFAULT_NUM_WORKERS, DEFAULT_TIME_LIMIT_S
 from solvers.api import solve as _solve
 from solvers.certify import Validation
 from solvers.certify import validate as _validate
@@ -340,21 +340,22 @@ def _exists(path: str) -> bool:
 @checked
 def solve(instance: Instance, method: str | None = None, *,
           time_limit: float | None = DEFAULT_TIME_LIMIT_S,
-          num_workers: int | None = None, seed: int = 0,
+          num_workers: int = DEFAULT_NUM_WORKERS, seed: int = 0,
           initial_solution: Mapping[str, Any] | Result | None = None,
           warm_start: str | None = "best", export_path: str | Path | None = None,
           deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: its problem's default, :func:`methods`) and
     return the certified :class:`Result` (objective recomputed, status a :class:`Status`).
     time_limit: seconds (default 60, :data:`solvers.api.DEFAULT_TIME_LIMIT_S`, as ``hetopt
-    solve``; None: no limit); num_workers: solver threads (None: 1);
+    solve``; None: no limit); num_workers: solver threads (default 1,
+    :data:`solvers.api.DEFAULT_NUM_WORKERS`, as ``hetopt solve``);
     initial_solution: a solution (or a Result) to start from, checked first; warm_start: the
     heuristic seeding an exact placement method ("heft", "bifocal", "best", "policy-search"
     or None); export_path: the placement MILP's model file (.mps / .lp); deterministic: the
     same CP-SAT result on every run; log: stream the solver's progress to stderr; params: the
     method's parameters (``methods()``' ``params``)."""
     res = _solve(instance, method, time_limit=time_limit,
-                 num_workers=1 if num_workers is None else num_workers, seed=seed,
+                 num_workers=num_workers, seed=seed,
                  initial_solution=initial_solution if initial_solution is None
                  or isinstance(initial_solution, Result) else dict(initial_solution),
                  warm_start=warm_start,

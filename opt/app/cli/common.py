@@ -9,7 +9,6 @@ With :mod:`opt.app.cli.parser` this is all ``hetopt --help`` loads: no ``solvers
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from types import MappingProxyType
 
@@ -40,15 +39,13 @@ TABLES = MappingProxyType({"auto": None, "rows": False, "columns": True})
 
 # ---- argument groups shared by several commands ---------------------------------------------
 
-def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str,
-                   all_cores: bool = False) -> None:
-    """``--time-limit``, ``--num-workers`` (threads of each solve; ``all_cores``: default the
-    machine's cores, else 1, for commands that run several solves at once) and ``--seed``."""
+def add_solve_args(p: argparse.ArgumentParser, *, time_limit: float, time_help: str) -> None:
+    """``--time-limit``, ``--num-workers`` (threads of each solve, default 1:
+    ``models.options.DEFAULT_NUM_WORKERS``, not imported so that ``--help`` stays light) and
+    ``--seed``."""
     p.add_argument("--time-limit", type=float, default=time_limit, help=time_help)
-    cores = min(os.cpu_count() or 1, 256)  # solvers.api.MAX_WORKERS (not imported: --help)
-    p.add_argument("--num-workers", type=int, default=cores if all_cores else 1,
-                   help=(f"threads of each exact solve (default: this machine's cores, "
-                         f"{cores})" if all_cores else "threads of each exact solve (default 1)"))
+    p.add_argument("--num-workers", type=int, default=1,
+                   help="threads of each exact solve (default 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 

@@ -346,7 +346,7 @@ def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                         "instance); serving plans: bnb | milp | enum | col | afd | cad "
                         "(default bnb); a bundled instance named: the method its index "
                         "records as proving its optimum")
-    add_solve_args(s, time_limit=60.0, all_cores=True,
+    add_solve_args(s, time_limit=60.0,
                    time_help="seconds of wall clock for the whole solve, warm start and model "
                              "build included (default 60)")
     s.add_argument("--deterministic", action="store_true",
