@@ -104,6 +104,11 @@ All durations are integer ticks of the instance's ``time_unit``.
     Without any cut the whole instance is one segment, so the same machinery bounds small
     random instances (enumerating every assignment when there are few).
 
+Under ``load_timing: overlap`` (a load may end as late as its task's end) every component is
+computed on :func:`opt.placement.overlap_bound.bound_instance`, the ``prefetch`` relaxation
+with loads shortened by the longest user duration on the device, and ``work_lp`` takes those
+shortened loads as its rows (docs/lower_bounds.md "Bounds under overlap").
+
 :func:`certified_lower_bound` returns every component, its value and its compute time; results
 are cached per instance object (a sweep solves one instance with several methods).
 

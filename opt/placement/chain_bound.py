@@ -19,6 +19,7 @@ import numpy as np
 from opt.placement.bound_options import BoundOptions, jit_kernels
 from opt.placement.device_symmetry import interchangeable_devices
 from opt.placement.instance import PlacementInstance
+from opt.placement.overlap_bound import bound_instance
 from opt.placement.segment_bound import Segment, elementwise_min, evaluate_segment
 from opt.placement.segment_branch import branch_segment
 from opt.placement.work_bound import BIG
@@ -117,7 +118,9 @@ def chain_bound(inst: PlacementInstance, opts: BoundOptions, tail: np.ndarray | 
     """The ``chain`` component (module docstring), a summary of the decomposition and, when the
     cheapest tails ``tail`` are given, chain-strengthened tails (``makespan − start(t)`` bound
     for every task t; see :func:`_chain_tails`; ``dmin``: the cheapest durations
-    :func:`opt.placement.work_bound.cheapest`, when the caller has them)."""
+    :func:`opt.placement.work_bound.cheapest`, when the caller has them). Under
+    ``load_timing: overlap`` on :func:`opt.placement.overlap_bound.bound_instance`."""
+    inst = bound_instance(inst)
     ch = _decompose(inst)
     shapes = _shapes(inst, ch)
     groups = interchangeable_devices(inst)

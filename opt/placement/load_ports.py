@@ -10,11 +10,14 @@ import math
 import numpy as np
 
 from opt.placement.instance import PlacementInstance
+from opt.placement.overlap_bound import bound_instance
 from opt.placement.work_bound import BIG, lp_weights
 
 
 def load_port_bound(inst: PlacementInstance, tail: np.ndarray) -> tuple[int, int]:
-    """(bound, k): max over k of ⌈Σ top-k min loads / ports⌉ + k-th largest user tail."""
+    """(bound, k): max over k of ⌈Σ top-k min loads / ports⌉ + k-th largest user tail (under
+    ``load_timing: overlap`` on :func:`opt.placement.overlap_bound.bound_instance`)."""
+    inst = bound_instance(inst)
     users = np.flatnonzero(inst.task_block >= 0)
     if not len(users):
         return 0, 0

@@ -20,13 +20,16 @@ import numpy as np
 
 from opt.placement.bound_options import jit_kernels
 from opt.placement.instance import PlacementInstance
+from opt.placement.overlap_bound import bound_instance
 
 BIG = np.int64(2) ** 60  # "infinite" head/tail of an illegal (task, device) pair
 
 
 def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
     """head[t]: earliest start of t from the DAG and first-weight availability with cheapest
-    durations (excl. t); tail[t]: longest cheapest path from t to a sink (incl. t)."""
+    durations (excl. t); tail[t]: longest cheapest path from t to a sink (incl. t). Under
+    ``load_timing: overlap`` on :func:`opt.placement.overlap_bound.bound_instance`."""
+    inst = bound_instance(inst)
     big = np.iinfo(np.int64).max
     dmin = np.where(inst.cost >= 0, inst.cost, big).min(axis=1)
     release = np.zeros(inst.n_tasks, dtype=np.int64)
@@ -89,7 +92,9 @@ def device_heads_tails(inst: PlacementInstance, max_assignments: int = 0
     fed by one norm serialise if they share a device and pay transfers if they do not.
 
     Illegal (task, device) pairs hold ``BIG``; every schedule that runs t on d has
-    start ≥ head[t, d] and makespan ≥ start + tail[t, d]."""
+    start ≥ head[t, d] and makespan ≥ start + tail[t, d]. Under ``load_timing: overlap`` on
+    :func:`opt.placement.overlap_bound.bound_instance`."""
+    inst = bound_instance(inst)
     n, nd = inst.n_tasks, inst.n_devices
     legal = inst.cost >= 0
     cost = np.where(legal, inst.cost, 0)

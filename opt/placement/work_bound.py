@@ -17,6 +17,7 @@ import numpy as np
 
 from opt.common.rows import unique_rows
 from opt.placement.instance import PlacementInstance
+from opt.placement.overlap_bound import shortened_loads
 
 #: "Infinite" duration of an illegal (task, device) pair in the certified bounds.
 BIG = np.iinfo(np.int64).max // 4
@@ -46,17 +47,22 @@ def load_rows(inst: PlacementInstance) -> np.ndarray:
     block, its shortest load (over every format) on each device that may run one of its tasks
     (−1 elsewhere), else no rows. Valid as extra work: each used block is loaded at least once, onto a device that
     runs one of its tasks, and under at_use that load runs in its task's slot, when the device
-    computes nothing else and loads nothing else (so busy_d ≥ compute + loads on d)."""
+    computes nothing else and loads nothing else (so busy_d ≥ compute + loads on d). Under
+    ``overlap`` the rows hold the loads shortened by the longest user duration on the device
+    (:func:`opt.placement.overlap_bound.shortened_loads`): the load and its task's computation
+    cover ≥ max(load, p_v) ≥ p_v + max(0, load − P(b, d)) of the device's time, nothing else
+    computing there (docs/lower_bounds.md "Bounds under overlap")."""
     nd = inst.n_devices
-    if inst.load_timing != "at_use" or not len(inst.block_ids):
+    if inst.load_timing not in ("at_use", "overlap") or not len(inst.block_ids):
         return np.zeros((0, nd), dtype=np.int64)
+    block_load = shortened_loads(inst) if inst.load_timing == "overlap" else inst.block_load
     users = np.flatnonzero(inst.task_block >= 0)
     may = np.zeros((len(inst.block_ids), nd), dtype=bool)
     np.logical_or.at(may, inst.task_block[users], inst.cost[users] >= 0)
     # the shortest load over every format (a relaxation, so P2's format choice is covered)
     big = np.iinfo(np.int64).max
-    load = np.min([np.where(a >= 0, a, big) for a in inst.block_load.values()], axis=0) \
-        if inst.block_load else np.full(may.shape, big)
+    load = np.min([np.where(a >= 0, a, big) for a in block_load.values()], axis=0) \
+        if block_load else np.full(may.shape, big)
     out = np.where(may & (load < big), load, -1)
     return out[(out >= 0).any(axis=1)]
 
