@@ -146,3 +146,18 @@ def test_a_hit_needs_the_load_ended_by_its_start():
         validate_placement(inst, bad)
     ok = make_solution(inst, [0, 0], [25, 15], {}, loads=[(0, 0, 15)])  # serves w; x a hit
     assert validate_placement(inst, ok).makespan == 25
+
+
+def test_viewer_draws_a_load_beside_its_task():
+    """The overlap schedule renders: the load [13, 33) serves v, which computes [28, 33)."""
+    from opt.app.viewer.payload import decode, encode
+    from opt.app.viewer.placement import placement_payload
+
+    inst = worked_example("overlap")
+    head, blob = placement_payload(inst, _solution(inst, 13, 28))
+    head, cols = decode(*encode(head, blob))
+    assert head["load_timing"] == "overlap"
+    assert cols["l.task"].tolist() == [inst.task_index["v"]]
+    assert cols["l.start"].tolist() == [13] and cols["l.dur"].tolist() == [20]
+    v = cols["c.task"].tolist().index(inst.task_index["v"])
+    assert cols["c.start"][v] == 28 and head["metrics"]["makespan"] == 33

@@ -2,7 +2,8 @@
 
 Lanes, top to bottom: per device its compute lane, then (when it has any) its weight-load lane
 (loads as boxes, each with the task it serves — problems.md §1.2 rule 5, under ``load_timing:
-at_use`` drawn in that task's slot — and evictions as ticks); then one lane per link channel that carries a transfer
+at_use`` drawn in that task's slot before its compute, under ``overlap`` beside it — and
+evictions as ticks); then one lane per link channel that carries a transfer
 (problems.md §1.2 rule 4, :meth:`opt.placement.instance.Links.channels`: ``full`` one per
 ordered pair, ``star`` a source's uplink and a destination's downlink — a star transfer is drawn
 on both). Each event layer is stored sorted by (lane, start) with per-lane offsets, so the page
@@ -23,7 +24,7 @@ import numpy as np
 from opt.app.viewer.payload import Blob, segments
 from opt.common.units import TIME_UNITS
 from opt.placement.instance import PHASES, PlacementInstance
-from opt.placement.load_timing import served_tasks
+from opt.placement.load_timing import served_by_rule
 from opt.placement.utilisation import (
     PAIR,
     class_intervals,
@@ -129,9 +130,9 @@ def _write_transfers(blob: Blob, inst: PlacementInstance, tr: tuple[np.ndarray, 
 
 def _loads(blob: Blob, inst: PlacementInstance, solution: dict[str, Any],
            load_lane: np.ndarray, n_lanes: int, formats: list[str], task_dev: np.ndarray,
-           task_start: np.ndarray) -> tuple[int, int]:
-    """The load layer (block, format, start, duration, the task it serves or −1) and the
-    eviction layer; (loads, evictions)."""
+           task_start: np.ndarray, task_end: np.ndarray) -> tuple[int, int]:
+    """The load layer (block, format, start, duration, the task it serves under the
+    instance's ``load_timing`` or −1) and the eviction layer; (loads, evictions)."""
     bi, di = inst.block_index, inst.device_index
     fi = {f: i for i, f in enumerate(formats)}
     ld = solution.get("loads") or ()
@@ -144,8 +145,8 @@ def _loads(blob: Blob, inst: PlacementInstance, solution: dict[str, Any],
     blob.ints("l.fmt", a[order, 2])
     blob.times("l.start", a[order, 3], "l.off", off)
     blob.ints("l.dur", (a[:, 4] - a[:, 3])[order])
-    blob.ints("l.task", served_tasks(inst, task_dev, task_start, a[:, 0], a[:, 1],
-                                     a[:, 4])[order])
+    blob.ints("l.task", served_by_rule(inst, task_dev, task_start, task_end, a[:, 0], a[:, 1],
+                                       a[:, 4])[order])
     ev = solution.get("evictions") or ()
     e = np.array([(bi[x["block"]], di[x["device"]], x["time"]) for x in ev],
                  dtype=np.int64).reshape(-1, 3)
@@ -194,7 +195,10 @@ def placement_payload(inst: PlacementInstance, solution: dict[str, Any], *,
     formats = sorted(set(inst.layout.formats) | {e["format"] for e in solution.get("loads") or ()})
     task_start = np.empty(inst.n_tasks, dtype=np.int64)
     task_start[task] = start
-    n_ld, n_ev = _loads(blob, inst, solution, load_lane, n_lanes, formats, task_dev, task_start)
+    task_end = np.empty(inst.n_tasks, dtype=np.int64)
+    task_end[task] = end
+    n_ld, n_ev = _loads(blob, inst, solution, load_lane, n_lanes, formats, task_dev, task_start,
+                        task_end)
     blob.strings("block.ids", list(inst.block_ids))
     classes = class_intervals(inst, solution)
     for c, iv in classes.items():

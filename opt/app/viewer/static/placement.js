@@ -2,6 +2,9 @@
 "use strict";
 (function () {
   const HV = window.HV;
+  /* problems.md §1.2 rule 5: each load_timing value as the page names it */
+  const TIMING_LABEL = { at_use: "at use (DOPS Eq. 1)", overlap: "overlap (DOPS §6.1)",
+    prefetch: "prefetch" };
 
   HV.lighten = function (hex, f) {
     const n = parseInt(hex.slice(1), 16);
@@ -78,7 +81,7 @@
         (T.layer[X.dst[i]] >= 0 ? `, layer ${T.layer[X.dst[i]]}` : "")]].concat(span(X.start[i], X.end[i]));
     Ld.describe = (i) => [["weight load", blocks.get(Ld.block[i])], ["format", fmts[Ld.fmt[i]]],
       ["serves", Ld.task && Ld.task[i] >= 0 ? T.ids.get(Ld.task[i]) : "none"],
-      ["load timing", head.load_timing === "at_use" ? "at use (DOPS Eq. 1)" : "prefetch"]]
+      ["load timing", TIMING_LABEL[head.load_timing] || head.load_timing]]
       .concat(span(Ld.start[i], Ld.end[i]));
     E.describe = (i) => [["eviction", blocks.get(E.block[i])], ["time", fmt.full(E.start[i])]];
     M.layers = [C, X, Ld, E];
@@ -190,7 +193,7 @@
       return out.slice(0, cap);
     };
     M.subtitle = `${n.toLocaleString("en-US")} tasks · ${head.counts.transfers.toLocaleString("en-US")} transfers · ` +
-      `${head.counts.loads} loads (${head.load_timing === "at_use" ? "at use" : "prefetch"}) · ` +
+      `${head.counts.loads} loads (${(TIMING_LABEL[head.load_timing] || head.load_timing).split(" (")[0]}) · ` +
       `${head.counts.evictions} evictions · makespan ${fmt.full(head.metrics.makespan)}`;
     return M;
   };
