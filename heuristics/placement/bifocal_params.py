@@ -67,7 +67,8 @@ class BifocalParams:
     H: int = param(3, integer(0, 8), "lookahead depth: successors along the heaviest-payload "
                   "chain")
     lam: float | str = param("auto", auto_or(number()), "weight λ of B_phase's reload penalty, or "
-                             "auto (0 under load_timing at_use, 3 under prefetch)")
+                             "auto (0 under load_timing at_use and overlap, 3 under "
+                             "prefetch)")
     eta: float = param(0.0, number(), "weight η of B_phase's prefill gain")
     alpha: float = param(1.0, number(), "weight α of B_token")
     r_min: float = param(1.0, number(), "least reuse count r_eff of B_token")
@@ -76,13 +77,13 @@ class BifocalParams:
     evict_cost: float = param(0.0, number(), "weight of C_evict, the evicted blocks' future reloads")
     token_cap: bool | str = param("auto", auto_or(boolean), "token credit capped by the "
                                   "recurring saving, or auto (on under load_timing prefetch, "
-                                  "off under at_use)")
+                                  "off under at_use and overlap)")
     token_horizon: str = param("auto", choice(*TOKEN_HORIZONS), "token term's horizon: "
                                "remaining steps, the block's remaining uses, or auto (uses "
-                               "under load_timing at_use)")
+                               "under load_timing at_use and overlap)")
     copy_cost: float | str = param("auto", auto_or(number()), "weight ρ of a same-class "
                                    "copy's port time, or auto (1 under load_timing prefetch, "
-                                   "0 under at_use)")
+                                   "0 under at_use and overlap)")
     siblings: bool | str = param("auto", auto_or(boolean), "sibling groups kept together in "
                                  "the static order, or auto (on under ready_set rank; rank "
                                  "only)")
