@@ -353,7 +353,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     configs = _configs(card, gpus, tp_degrees, grid, expert_parallel)
     s = workload.context_tokens
     limit = memory_batch_limit(card, configs, gpus, _block_ops(card, [1], s, p)[0],
-                               memory_fraction)
+                               memory_fraction, grid.max_replicas)
     given = grid.batches is not None
     batches = grid.batches if grid.batches is not None else limit.batches
     grid = replace(grid, batches=batches)
@@ -395,25 +395,43 @@ MAX_MEMORY_BATCH = 1 << 16
 
 @dataclass(frozen=True)
 class BatchLimit:
-    """The largest per-replica resident batch b_m memory allows (OpWeave App. B.4 with μ = 1:
-    the μ microbatches of b̂_m requests hold μ·b̂_m = b_m requests' KV):
-    ``memory_batch = max over configurations c and KV-holding ops i of
-    ⌊(M_c − w_i) / kv_i⌋`` — the stage set of op i alone (the smallest weight share a stage set
-    holding KV can have: ``w_i`` its weights, ``kv_i`` its KV per request, both over every
-    block it runs in) on a replica of ``config`` (M_c = tp × GPU memory × memory fraction).
-    A stage set without KV (B.4's term is zero) is bounded by memory only through its weights;
-    the grid offers it the same batches. ``batches``: the grid's form, the powers of two
-    1, 2, 4, … up to ``min(memory_batch, MAX_MEMORY_BATCH)`` (1 alone when no configuration
-    holds one request)."""
+    """Per-replica batch limits from memory (OpWeave App. B.4 with μ = 1: the μ microbatches
+    of b̂_m requests hold μ·b̂_m = b_m requests' KV).
 
-    memory_batch: int
-    config: str | None
-    op: str | None
+    ``memory_batch`` (requests) = max over configurations c and KV-holding ops i of
+    ⌊(M_c − w_i) / kv_i⌋: the stage set of op i alone (the smallest weight share a stage set
+    holding KV can have; ``w_i`` its weights, ``kv_i`` its KV per request, both over every
+    block it runs in) on a replica of ``config`` (M_c = tp × GPU memory × memory fraction);
+    None when no op holds KV. Every plan has an owner holding KV, so its batch is at most
+    ``memory_batch``; every owner serves the same global batch B = n_m·b_m with at most
+    ``max_replicas`` replicas, so no owner's batch exceeds ``max_replicas`` times it (a stage
+    set without KV is bounded by memory only through its weights).
+
+    ``batches``, the grid's form: the powers of two 1, 2, 4, … up to P·R, P the largest power
+    of two ≤ ``memory_batch`` (the KV owners' largest) and R the largest ≤ ``max_replicas``,
+    and at most MAX_MEMORY_BATCH — every power-of-two batch a feasible plan can use below the
+    cap (1 alone when no configuration holds one request)."""
+
+    memory_batch: int | None
+    max_replicas: int
+    config: str | None = None
+    op: str | None = None
+
+    @property
+    def by_memory(self) -> int | None:
+        """P·R (requests), the largest power-of-two batch memory and replicas allow; None
+        when no op holds KV."""
+        if self.memory_batch is None:
+            return None
+        if self.memory_batch < 1:
+            return 1
+        return _floor_pow2(self.memory_batch) * _floor_pow2(self.max_replicas)
 
     @property
     def largest(self) -> int:
-        """The grid's largest batch: the largest power of two ≤ memory_batch and ≤ the cap."""
-        return 1 << (max(1, min(self.memory_batch, MAX_MEMORY_BATCH)).bit_length() - 1)
+        """The grid's largest batch: :attr:`by_memory`, at most MAX_MEMORY_BATCH."""
+        top = self.by_memory
+        return MAX_MEMORY_BATCH if top is None else min(top, _floor_pow2(MAX_MEMORY_BATCH))
 
     @property
     def batches(self) -> tuple[int, ...]:
@@ -424,21 +442,29 @@ class BatchLimit:
         caller's, else :attr:`batches`): the rule, which limit bound its largest batch
         (``memory``, ``cap`` = MAX_MEMORY_BATCH, or ``given``), and the memory limit with the
         configuration and op defining it."""
+        top = self.by_memory
         bound = "given" if given else (
-            "cap" if self.memory_batch > MAX_MEMORY_BATCH else "memory")
+            "cap" if top is None or top > MAX_MEMORY_BATCH else "memory")
         return {"rule": "given batches" if given else
-                "powers of two up to the largest batch memory allows (OpWeave App. B.4)",
+                "powers of two up to the largest KV-holding batch memory allows (OpWeave App. "
+                "B.4) times the replicas per owner",
                 "largest": max(batches), "bound": bound, "memory_batch": self.memory_batch,
-                "memory_config": self.config, "memory_op": self.op, "cap": MAX_MEMORY_BATCH}
+                "memory_config": self.config, "memory_op": self.op,
+                "max_replicas": self.max_replicas, "cap": MAX_MEMORY_BATCH}
+
+
+def _floor_pow2(n: int) -> int:
+    """The largest power of two ≤ ``n`` (n ≥ 1)."""
+    return 1 << (int(n).bit_length() - 1)
 
 
 def memory_batch_limit(card: ModelCard, configs: Sequence[ServingConfig],
                        gpus: Mapping[str, GpuType], ops: Sequence[ServingOp],
-                       memory_fraction: float) -> BatchLimit:
+                       memory_fraction: float, max_replicas: int) -> BatchLimit:
     """The :class:`BatchLimit` of the block ``ops`` of ``card`` on ``configs``: every op's
     weights and KV per request count once per block it runs in (full blocks + the truncated
     one, as :attr:`ServingInstance.op_count`)."""
-    best = BatchLimit(0, None, None)
+    best: BatchLimit | None = None
     full, partial = divmod(card.layers, card.block_period)
     for op in ops:
         if op.kv_bytes_per_request <= 0:
@@ -450,9 +476,9 @@ def memory_batch_limit(card: ModelCard, configs: Sequence[ServingConfig],
             b = max(0, math.floor((cap - w) / kv))
             while b > 0 and w + b * kv > cap:   # float division rounding
                 b -= 1
-            if b > best.memory_batch:
-                best = BatchLimit(b, cfg.id, op.id)
-    return best
+            if best is None or b > (best.memory_batch or 0):
+                best = BatchLimit(b, max_replicas, cfg.id, op.id)
+    return best or BatchLimit(None, max_replicas)
 
 
 def _check_choices(kernels: str, gpu_cost: str, unmeasured_gpu: str, memory_fraction: float,

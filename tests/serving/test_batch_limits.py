@@ -33,13 +33,19 @@ def _qwen(grid: ServingGrid | None = None) -> ServingInstance:
 
 
 def _one_layer(gpu: str = "L40S", context: int = 131072,
-               batches: tuple[int, ...] | None = None) -> ServingInstance:
+               batches: tuple[int, ...] | None = None, max_replicas: int = 4
+               ) -> ServingInstance:
     """A one-layer full-attention Gemma-3-27B cut: one KV op (``L0.attn``), KV 1 GiB per
     request at 128K, so an L40S holds well under 256 requests."""
     card = replace(CARDS["gemma-3-27b"], layers=1, layer_pattern=("full",))
     return build_serving_plan(card, CAT, [gpu], ServingWorkload(context, 0.02),
-                              grid=ServingGrid(**SMALL_GRID, batches=batches),
+                              grid=ServingGrid(**{**SMALL_GRID, "max_replicas": max_replicas},
+                                               batches=batches),
                               tp_degrees=(1, 2), gpu_cost="roofline")
+
+
+def _floor_pow2(n: int) -> int:
+    return 2 ** (n.bit_length() - 1)
 
 
 def _powers_of_two(largest: int) -> tuple[int, ...]:
@@ -61,23 +67,51 @@ def _memory_batch(inst: ServingInstance) -> int:
 
 
 def test_default_grid_reaches_what_memory_allows_beyond_256():
-    inst = _qwen()
+    """Gemma-3-27B 8K on H100: a sliding-window attention op alone holds 7629 requests on
+    H100×8; the grid runs to 4096 × 4 replicas."""
+    inst = build_serving_plan(CARDS["gemma-3-27b"], CAT, ["H100"], ServingWorkload(8192, 0.06))
     meta = inst.meta["batch_grid"]
     assert meta["memory_batch"] == _memory_batch(inst) > 256
     assert meta["bound"] == "memory" and meta["cap"] == MAX_MEMORY_BATCH
-    largest = inst.batches[-1]
-    assert largest == meta["largest"] > 256
-    assert largest <= meta["memory_batch"] < 2 * largest
-    assert inst.batches == _powers_of_two(largest)
+    kv_largest = _floor_pow2(meta["memory_batch"])
+    assert inst.batches == _powers_of_two(kv_largest * 4) and meta["largest"] == kv_largest * 4
 
 
 def test_a_grid_stops_where_memory_stops():
+    """One full-attention layer at 128K on L40S: under 256 requests fit; the grid stops at
+    the largest power of two that fits, times the replicas an owner may have."""
     inst = _one_layer()
     meta = inst.meta["batch_grid"]
     assert (meta["memory_config"], meta["memory_op"]) == ("L40Sx2", "L0.attn")
     assert meta["memory_batch"] == _memory_batch(inst) < 256
-    assert inst.batches == _powers_of_two(inst.batches[-1])
-    assert inst.batches[-1] <= meta["memory_batch"] < 2 * inst.batches[-1]
+    kv_largest = _floor_pow2(meta["memory_batch"])
+    assert inst.batches == _powers_of_two(kv_largest * SMALL_GRID["max_replicas"])
+    one = _one_layer(max_replicas=1)
+    assert one.batches == _powers_of_two(kv_largest) and kv_largest < 256
+
+
+def test_no_plan_needs_a_batch_beyond_the_grid():
+    """Brute force on the one-layer cut: over every configuration, owner count and template of
+    the block, the checker admits no plan with a power-of-two batch above the grid's largest
+    (the KV owner's memory and the replica cap bind), and one at the grid's largest."""
+    inst = _one_layer(batches=_powers_of_two(4 * _one_layer().batches[-1]))
+    top = _one_layer().batches[-1]
+    feasible = set()
+    cfgs = [c.id for c in inst.configs]
+    templates = [[q0, q1, q0 + 5] for q0 in range(5) for q1 in range(q0 + 1, q0 + 5)]
+    for t in templates:
+        for a in cfgs:
+            for b in cfgs:
+                for ba in inst.batches:
+                    for bb in inst.batches:
+                        plan = {"template": t, "microbatches": 1,
+                                "owners": [{"config": a, "batch": ba},
+                                           {"config": b, "batch": bb}]}
+                        met = evaluate_plan(inst, plan)
+                        if not [v for v in met.violations
+                                if v.startswith(("memory", "replicas"))]:
+                            feasible |= {ba, bb}
+    assert max(feasible) == top
 
 
 def test_the_memory_batch_is_the_checkers_boundary():
@@ -105,6 +139,11 @@ def test_given_batches_are_kept():
 
 
 def test_the_hard_cap_binds_above_it(monkeypatch):
+    """Qwen3-Next's linear-attention state (no context term) lets H100×8 hold 48 585 requests:
+    × 4 replicas is beyond the cap, which binds."""
+    meta = _qwen().meta["batch_grid"]
+    assert meta["memory_batch"] * 4 > MAX_MEMORY_BATCH == meta["largest"]
+    assert meta["bound"] == "cap"
     monkeypatch.setattr(builder, "MAX_MEMORY_BATCH", 64)
     inst = _qwen()
     assert inst.batches == _powers_of_two(64)
