@@ -20,24 +20,18 @@ import numpy as np
 
 from opt.placement.bound_options import jit_kernels
 from opt.placement.instance import PlacementInstance
-from opt.placement.overlap_bound import bound_instance
 
 BIG = np.int64(2) ** 60  # "infinite" head/tail of an illegal (task, device) pair
 
 
 def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
     """head[t]: earliest start of t from the DAG and first-weight availability with cheapest
-    durations (excl. t); tail[t]: longest cheapest path from t to a sink (incl. t). Under
-    ``load_timing: overlap`` on :func:`opt.placement.overlap_bound.bound_instance`."""
-    inst = bound_instance(inst)
+    durations (excl. t); tail[t]: longest cheapest path from t to a sink (incl. t). The
+    first-weight release is the least over t's legal devices of :func:`load_releases`."""
     big = np.iinfo(np.int64).max
     dmin = np.where(inst.cost >= 0, inst.cost, big).min(axis=1)
-    release = np.zeros(inst.n_tasks, dtype=np.int64)
-    has = np.flatnonzero(inst.task_block >= 0)
-    if len(has):
-        ld = inst.load_duration[inst.task_block[has]]
-        ok = (ld >= 0) & (inst.cost[has] >= 0)
-        release[has] = np.where(ok, ld, big).min(axis=1)
+    release = np.where(inst.cost >= 0, load_releases(inst), big).min(axis=1)
+    release[release >= BIG] = big  # the block loads on none of the task's devices
     p_off, p_idx = inst.predecessors
     s_off, s_idx = inst.successors
     jit = jit_kernels(inst.n_tasks)
@@ -69,6 +63,23 @@ def heads_tails(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
     return np.array(head, dtype=np.int64), np.array(tail, dtype=np.int64)
 
 
+def load_releases(inst: PlacementInstance) -> np.ndarray:
+    """int64 [n, D]: the earliest start (ticks) of each task on each device that its block's
+    load allows: 0 without a block, ``BIG`` where the block cannot be loaded; else the load's
+    duration, and under ``load_timing: overlap`` max(0, load − the task's duration there) —
+    the task a load serves starts no earlier than the load's end minus its own duration (the
+    load ends by the task's end), every other user no earlier than a load's end
+    (docs/lower_bounds.md "Bounds under overlap")."""
+    out = np.zeros((inst.n_tasks, inst.n_devices), dtype=np.int64)
+    has = np.flatnonzero(inst.task_block >= 0)
+    if len(has):
+        ld = inst.load_duration[inst.task_block[has]]
+        if inst.load_timing == "overlap":
+            ld = np.where(ld >= 0, np.maximum(ld - np.maximum(inst.cost[has], 0), 0), ld)
+        out[has] = np.where(ld >= 0, ld, BIG)
+    return out
+
+
 def _no_overflow(release: np.ndarray, dmin: np.ndarray) -> bool:
     """Every path sum of ``dmin`` after a release fits int64 (the compiled walk's int64 then
     equals the Python walk's integers; a task without a legal device fails here)."""
@@ -92,17 +103,11 @@ def device_heads_tails(inst: PlacementInstance, max_assignments: int = 0
     fed by one norm serialise if they share a device and pay transfers if they do not.
 
     Illegal (task, device) pairs hold ``BIG``; every schedule that runs t on d has
-    start ≥ head[t, d] and makespan ≥ start + tail[t, d]. Under ``load_timing: overlap`` on
-    :func:`opt.placement.overlap_bound.bound_instance`."""
-    inst = bound_instance(inst)
-    n, nd = inst.n_tasks, inst.n_devices
+    start ≥ head[t, d] and makespan ≥ start + tail[t, d]. Loads enter as releases
+    (:func:`load_releases`)."""
     legal = inst.cost >= 0
     cost = np.where(legal, inst.cost, 0)
-    head = np.zeros((n, nd), dtype=np.int64)
-    has = np.flatnonzero(inst.task_block >= 0)
-    if len(has):
-        ld = inst.load_duration[inst.task_block[has]]
-        head[has] = np.where(ld >= 0, ld, BIG)
+    head = load_releases(inst)
     head[~legal] = BIG
     tail = np.where(legal, cost, BIG)
     tr = inst.links.transfer_durations(inst.edge_bytes)  # [m, d, d]
