@@ -24,6 +24,9 @@ from heuristics.placement.state_kernels import (
     load_plan,
     pred_info,
 )
+from opt.common.numba_cache import use_kernel_cache
+
+use_kernel_cache()  # before the first @njit(cache=True): opt.common.numba_cache
 
 
 @njit(cache=True)

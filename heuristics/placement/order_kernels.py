@@ -11,6 +11,9 @@ import numpy as np
 from numba import njit
 
 from heuristics.placement.setup_kernels import sibling_groups
+from opt.common.numba_cache import use_kernel_cache
+
+use_kernel_cache()  # before the first @njit(cache=True): opt.common.numba_cache
 
 
 @njit(cache=True)

@@ -37,6 +37,10 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from opt.common.numba_cache import use_kernel_cache
+
+use_kernel_cache()  # before the first @njit(cache=True): opt.common.numba_cache
+
 OK, TWICE, NOT_TOPOLOGICAL, NO_DEVICE, NO_CLASS_DEVICE = 0, 1, 2, 3, 4
 _BIG_SORT = 32  # pred_info: insertion sort up to this many inputs, stable argsort above
 PORT, RESIDENT, CAP, TLEN, TLAST = 0, 1, 2, 3, 4  # rows of dv

@@ -18,6 +18,10 @@ from collections import namedtuple
 import numba
 import numpy as np
 
+from opt.common.numba_cache import use_kernel_cache
+
+use_kernel_cache()  # before the first @njit(cache=True): opt.common.numba_cache
+
 #: :func:`segment_below`'s per-segment tables (:func:`opt.placement.segment_bound.kernel_tables`
 #: in this order): durations [n, D] and their least per task, releases [n, D] and their least,
 #: transfers [E, D, D] and their least per source device, per destination device and overall
