@@ -107,6 +107,8 @@ TOKEN_ID_BYTES = 4
 
 #: longest TPOT SLO accepted (seconds): one day; the instance stores it in integer ticks
 MAX_TPOT_SLO_S = 86_400.0
+#: the longest mean context a serving instance takes (tokens; the CLI's integer limit)
+MAX_CONTEXT_TOKENS = 2 ** 31 - 1
 
 
 @dataclass(frozen=True)
@@ -119,11 +121,12 @@ class ServingWorkload:
 
     def __post_init__(self) -> None:
         ctx, slo = self.context_tokens, self.tpot_slo_s
-        if isinstance(ctx, bool) or not isinstance(ctx, (int, np.integer)) or ctx < 1:
-            raise InputError(f"context must be an integer ≥ 1 token, got {ctx!r}",
-                             field="context")
+        if isinstance(ctx, bool) or not isinstance(ctx, (int, np.integer)) \
+                or not 1 <= ctx <= MAX_CONTEXT_TOKENS:
+            raise InputError(f"context must be an integer in 1..{MAX_CONTEXT_TOKENS:,} tokens, "
+                             f"got {ctx!r}", field="context")
         if isinstance(slo, bool) or not isinstance(slo, (int, float, np.number)) \
-                or not math.isfinite(slo) or not 0 < slo <= MAX_TPOT_SLO_S:
+                or not 0 < slo <= MAX_TPOT_SLO_S or not math.isfinite(slo):
             raise InputError(f"TPOT SLO must be a finite number of seconds in (0, "
                              f"{MAX_TPOT_SLO_S:g}], got {slo!r} s", field="slo")
 
