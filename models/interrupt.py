@@ -18,7 +18,7 @@ solver call :func:`interruptible`
 Only the main thread receives signals: elsewhere the context does nothing (the main thread
 gets the interrupt and stops the solvers it started, e.g. the block search's whole-model
 thread, :mod:`solvers.placement.block_branching`). CP-SAT's own handler must be off
-(``catch_sigint_signal``, :func:`models.placement.cpsat.make_solver`).
+(``catch_sigint_signal``, :func:`models.placement.cpsat_run.make_solver`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ imported on first use), the others here. A spec with a back end's own parameter 
 (:class:`~opt.common.params.Native`) takes every other name of it:
 
 * :data:`CPSAT_NATIVE`: fields of OR-Tools' ``SatParameters``; a value is accepted when
-  :func:`models.placement.cpsat.make_solver` can apply it (the very call the back ends make);
+  :func:`models.placement.cpsat_run.make_solver` can apply it (the very call the back ends make);
 * :data:`HIGHS_NATIVE`: HiGHS option names; a value is accepted when
   ``highspy.Highs.setOptionValue`` takes it (the call Pyomo's appsi interface makes for each
   option).
@@ -66,7 +66,7 @@ def _check_cpsat(spec: ParamSpec, method: str, params: Mapping[str, Any]) -> Non
     from ortools.sat import sat_parameters_pb2
 
     from models.options import SolveOptions
-    from models.placement.cpsat import make_solver
+    from models.placement.cpsat_run import make_solver
 
     fields = sat_parameters_pb2.SatParameters.DESCRIPTOR.fields_by_name
     for name, value in params.items():

@@ -3,7 +3,7 @@ deterministic runs stopped by their deterministic time alone."""
 
 import pytest
 
-import models.placement.cpsat as cpsat_model
+import models.placement.cpsat_run as cpsat_model
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 

@@ -37,7 +37,8 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.options import SolveOptions
-from models.placement.cpsat import run_cpsat, solve_placement_cpsat
+from models.placement.cpsat import solve_placement_cpsat
+from models.placement.cpsat_run import run_cpsat
 from models.placement.formats import add_storage_budget, format_literals
 from models.placement.overlap import refuse_overlap
 from opt.common.errors import InputError

@@ -69,7 +69,8 @@ from ortools.sat.python import cp_model
 
 from models.interrupt import interruptible
 from models.options import SolveOptions
-from models.placement.cpsat import PlacementCpSat, make_solver, ortools_version
+from models.placement.cpsat import PlacementCpSat
+from models.placement.cpsat_run import make_solver, ortools_version
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.device_symmetry import interchangeable_devices

@@ -16,7 +16,7 @@ import pytest
 import instances
 from models.highs import LogCapture
 from models.interrupt import deferred, finishing, interruptible
-from models.placement import cpsat
+from models.placement import cpsat_run as cpsat
 from solvers.api import solve
 
 #: a bundled instance no exact method proves within its time limit here (CP-SAT, the MILP and

@@ -43,7 +43,7 @@ SUITE = "placement"
 BLOCKS_TIME_LIMIT_S = 300.0
 #: CP-SAT's limit in deterministic time (about seconds on a quiet machine, the same work on a
 #: loaded one): the proofs of the bench run single-worker under it, so they are repeatable; its
-#: wall-clock backstop (models.placement.cpsat.DETERMINISTIC_BACKSTOP times this) only stops a
+#: wall-clock backstop (models.placement.cpsat_run.DETERMINISTIC_BACKSTOP times this) only stops a
 #: run that hangs, and a run it stops is a note, not a failure
 CPSAT_DET_LIMIT = 30.0
 #: wall-clock seconds of the MILP: its outcome depends on the machine's load, so it is checked
