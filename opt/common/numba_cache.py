@@ -67,5 +67,5 @@ def kernel_cache_dir() -> str:
 def use_kernel_cache() -> str:
     """Point numba's cache at :func:`kernel_cache_dir` (idempotent); returns the directory."""
     path = kernel_cache_dir()
-    numba_config.CACHE_DIR = path
+    numba_config.CACHE_DIR = path  # type: ignore[attr-defined]
     return path
