@@ -161,8 +161,7 @@ def _refuses(call, field: str, *shown: str) -> hetopt.InputError:
     (lambda: hetopt.Budget(factor="2"), "budget_factor", "'2'"),
     (lambda: hetopt.ServingWorkload(1024, "0.06"), "slo", "'0.06'"),
     (lambda: hetopt.ServingGrid(batches=[1, "4"]), "batches[1]", "'4'"),
-    (lambda: hetopt.build_serving(SERVE[0], SERVE[1], hetopt.ServingWorkload(10 ** 30, 0.05),
-                                  grid=hetopt.ServingGrid(**GRID)), "duration", ""),
+    (lambda: hetopt.ServingWorkload(10 ** 30, 0.05), "context", "10000"),
 ])
 def test_a_wrong_option_value_is_an_input_error_naming_its_field(call, field, shown):
     """The typed options check their fields on construction (the command line's names)."""

@@ -113,11 +113,11 @@ def test_an_interrupted_case_is_not_cached_and_finished_ones_are_kept(tmp_path: 
 
 def test_cli_bench_interrupted_exits_130_with_one_line(tmp_path: Path, monkeypatch,
                                                        capsys) -> None:
-    from opt.app.bench import suites
     from opt.app.cli import main
+    from opt.app.cli import runs as cli_runs  # the bench command's module, which holds the name
 
     log: list[str] = []
-    monkeypatch.setattr(suites, "suite_cases", lambda name, out, jobs=1: [
+    monkeypatch.setattr(cli_runs, "suite_cases", lambda name, out, jobs=1: [
         _case("first", log), _raising("stopped", log, KeyboardInterrupt())])
     assert main(["bench", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err.splitlines()
