@@ -83,13 +83,18 @@ def test_kept_scores_match_full_rescoring_on_random_instances(seed, variant, loa
     check_same(random_instance(seed, load_timing), SCORE_VARIANTS[variant])
 
 
+#: the built identity cases left out: Llama-2-7B HP64 128/64/16 slices, 3,835 tasks each
+LARGE_BUILDS = "llama-2-7b-HP64-128-64-16"
+
+
 def small_cases() -> dict[str, Callable[[], Any]]:
-    """The bundled placement instances and the built identity cases (all under
-    :data:`MAX_TASKS` tasks but the largest builds, which the size check skips)."""
+    """The bundled placement instances and the built identity cases but :data:`LARGE_BUILDS`
+    (each under :data:`MAX_TASKS` tasks, which the test asserts)."""
     out: dict[str, Callable[[], Any]] = {
         name: (lambda name=name: instances.load(name)) for name in instances.names(("placement",))}
     for name, make in CASES.items():
-        out.setdefault(name, make)
+        if not name.startswith(LARGE_BUILDS):
+            out.setdefault(name, make)
     return out
 
 
@@ -100,8 +105,7 @@ SMALL = small_cases()
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_kept_scores_match_full_rescoring_on_bundled_instances(name, load_timing):
     inst = SMALL[name]()
-    if inst.n_tasks >= MAX_TASKS:
-        pytest.skip(f"{inst.n_tasks} tasks")
+    assert inst.n_tasks < MAX_TASKS
     inst = dataclasses.replace(inst, load_timing=load_timing)
     for params in SCORE_VARIANTS:
         check_same(inst, params)
