@@ -21,6 +21,8 @@ Definitions (hetopt's reading of OpWeave's figures; problems.md §3.2 for the pl
   token of each of its μ microbatches, ``busy_m`` ticks each (its ops' durations, heads and TP
   collectives included); the rest of the period it waits. ``f_m ≤ 1`` because ``T_rtt ≥ μ ·
   busy_m`` (a cycle of the event graph).
+- **GPUs per type** (GPUs): ``Σ replicas_m × tp_m`` over the owners m on each GPU type — whether
+  a heterogeneous plan uses both types, and how many of each (:func:`gpus_by_type`).
 - **Mean per-GPU batch** (requests): the GPU-weighted mean of the batch per GPU of each owner,
   ``Σ_m n_m b_m / Σ_m n_m tp_m`` — the requests whose tokens one GPU's kernels carry per
   period, b_m (all μ microbatches) over the tp_m GPUs sharing them. ``served_per_gpu`` is the
@@ -30,6 +32,7 @@ Definitions (hetopt's reading of OpWeave's figures; problems.md §3.2 for the pl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -107,3 +110,16 @@ def plan_figures(inst: ServingInstance, plan: ServingPlan | dict[str, Any],
                        busy_fraction=tuple(float(f) for f in busy_fractions(plan, met)),
                        occupancy=price_weighted_occupancy(inst, plan, met),
                        mean_gpu_batch=mean_batch, served_per_gpu=served)
+
+
+def gpus_by_type(plan: dict[str, Any]) -> dict[str, int]:
+    """GPUs of each type in a solution object (problems.md §3.2: owners with ``gpu``, ``tp``,
+    ``batch`` and ``replicas``): Σ replicas × tp per GPU type, in the owners' order. A missing
+    or zero replica count is derived as the checker derives it: lcm of the batches / batch."""
+    owners = plan["owners"]
+    global_batch = math.lcm(*(int(o["batch"]) for o in owners))
+    out: dict[str, int] = {}
+    for o in owners:
+        replicas = int(o.get("replicas") or 0) or global_batch // int(o["batch"])
+        out[o["gpu"]] = out.get(o["gpu"], 0) + replicas * int(o["tp"])
+    return out

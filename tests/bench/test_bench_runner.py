@@ -335,29 +335,41 @@ def test_bench_viewer_pages_are_written_and_linked(tmp_path: Path) -> None:
 
 def test_opweave_figures_from_cost_table_cells() -> None:
     """OpWeave Figs. 9/13 computed from cost-table cells: maxima of best baseline / B&B,
-    strictly-cheapest and infeasible counts, homogeneous / heterogeneous B&B."""
+    strictly-cheapest and infeasible counts, heterogeneous B&B against H100 B&B (a) and
+    against the best single type (b)."""
     from opt.app.bench.opweave_figures import opweave_checks
 
-    def cell(col, afd, cad, bnb):
-        return {m: {"cost_usd_per_mtok": c} for m, c in
+    def plan(*owners):
+        return {"owners": [{"gpu": g, "tp": 2, "batch": 8, "replicas": 1} for g in owners]}
+
+    def cell(col, afd, cad, bnb, gpus=("H100",)):
+        recs = {m: {"cost_usd_per_mtok": c} for m, c in
                 zip(("col", "afd", "cad", "bnb"), (col, afd, cad, bnb))}
+        recs["bnb"]["plan"] = plan(*gpus)
+        return recs
     cells = {}
     for model, slos in (("gemma-3-27b", (25.0, 60.0)), ("qwen3-next-80b-a3b", (40.0, 80.0))):
         for ctx in (8192, 32768, 131072):
             for slo in slos:
                 cells[(model, "H100", ctx, slo)] = cell(2.0, None, 3.0, 1.0)  # 2x cheaper
                 cells[(model, "H100+L40S", ctx, slo)] = cell(1.0, 1.5, 1.5, 1.0)  # a tie
-                cells[(model, "H100+A100", ctx, slo)] = cell(1.56, 2.0, 2.0, 0.78)  # 2x
+                # an A100-only plan: (a) H100 / het = 1 / 0.78, (b) = 1
+                cells[(model, "H100+A100", ctx, slo)] = cell(1.56, 2.0, 2.0, 0.78, ("A100",))
     got = {c.name.split(" (")[0]: c for c in opweave_checks(cells)}
     assert got["Fig. 9 Gemma-3-27B H100: max best baseline / B&B"].ours == 2.0
     assert got["Fig. 9 H100: settings where B&B is strictly cheapest"].ours == 12
     assert got["Fig. 9 H100: infeasible baseline configurations"].ours == 12  # AFD everywhere
     assert got["Fig. 13 Gemma-3-27B H100+L40S: max best baseline / B&B"].ours == 1.0
     assert got["Fig. 13: settings where heterogeneous B&B is strictly cheapest"].ours == 6
-    mean_l40s = got["Fig. 13 H100+L40S: homogeneous B&B / heterogeneous B&B, mean of 6"]
-    max_a100 = got["Fig. 13 H100+A100: homogeneous B&B / heterogeneous B&B, max of 6"]
+    mean_l40s = got["Fig. 13 H100+L40S: homogeneous H100 B&B / heterogeneous B&B"]
+    by_name = {c.name: c for c in opweave_checks(cells)}
+    a_max = by_name["Fig. 13 H100+A100: homogeneous H100 B&B / heterogeneous B&B (default), "
+                    "max of 6"]
+    b_max = by_name["Fig. 13 H100+A100: best single-type B&B / heterogeneous B&B (§3.3 G_het, "
+                    "beside), max of 6"]
     assert mean_l40s.ours == 1.0 and mean_l40s.verdict == "differs"  # 1.00 is not 1.04
-    assert max_a100.ours == pytest.approx(1 / 0.78) and max_a100.verdict == "reproduced"
+    assert a_max.ours == pytest.approx(1 / 0.78) and a_max.verdict == "reproduced"
+    assert b_max.ours == pytest.approx(1.0) and b_max.verdict == "differs"
     assert got["Fig. 13 Gemma-3-27B H100+A100: max best baseline / B&B"].ours == 2.0
 
 

@@ -49,14 +49,15 @@ def default_suite(out: Path, jobs: int = 1) -> list[BenchCase]:
 
 
 def _opweave_records(cache: Path, jobs: int = 1) -> list[dict]:
-    """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table (resumable sweep, ``jobs``
-    workers)."""
+    """The 36 cells × COL / AFD / CAD / B&B of OpWeave's cost table and the partner GPUs alone at
+    the relaxed SLOs (Fig. 13's best single type; resumable sweep, ``jobs`` workers)."""
 
     records = []
     with jobs_executor(jobs) as executor:  # one pool for both models
         for model, slos in (("gemma-3-27b", (25.0, 60.0)), ("qwen3-next-80b-a3b", (40.0, 80.0))):
             todo = cells([model], ["H100", "H100,L40S", "H100,A100"], [8192, 32768, 131072],
                          slos)
+            todo += cells([model], ["L40S", "A100"], [8192, 32768, 131072], slos[1:])
             done = run_serving_sweep(todo, ["col", "afd", "cad", "bnb"], cache / "serving",
                                      SolveCall(time_limit=600.0), catalog=bundled_catalog(),
                                      cards=bundled_cards(),
