@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from opt.app.reproduction.detailed_gains import verify_detailed
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
+from opt.serving.instance import ServingGrid
 
 
 @pytest.fixture(scope="module")
@@ -37,3 +40,23 @@ def test_rerun_resumes_from_the_cache(detailed):
                             models=["llama-2-7b"], gpus=["H100", "A100"],
                             contexts=[4096, 65536], out=out, progress=False)
     assert again["hom"] == res["hom"] and again["het"] == res["het"]
+
+
+def _plan_batches(out) -> set[int]:
+    """Every owner batch of the B&B and COL plans under ``out``."""
+    from opt.common.jsonio import read_json
+    return {int(o["batch"]) for p in Path(out).rglob("*.json")
+            if isinstance(rec := read_json(p), dict) and rec.get("plan")
+            for o in rec["plan"]["owners"]}
+
+
+def test_the_batch_grid_is_the_instances_unless_given(tmp_path: Path) -> None:
+    """By default each instance's batches come from memory (OpWeave App. B.4: Llama-2-7B at 32
+    tokens on H100: the best plan is one H100 at batch 2048); a given grid bounds every plan."""
+    kw = dict(catalog=bundled_catalog(), cards=bundled_cards(), models=["llama-2-7b"],
+              gpus=["H100"], contexts=[32], progress=False)
+    small = verify_detailed(out=tmp_path / "small", grid=ServingGrid(batches=(1, 2, 4)), **kw)
+    assert _plan_batches(tmp_path / "small") <= {1, 2, 4}
+    default = verify_detailed(out=tmp_path / "default", **kw)
+    assert max(_plan_batches(tmp_path / "default")) > 1024
+    assert default["hom"][0]["best"] < small["hom"][0]["best"]

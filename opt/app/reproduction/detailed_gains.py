@@ -1,10 +1,13 @@
 """OpWeave's Theorems 3.1/3.2 re-checked with the *detailed* cost model (problems.md §4).
 
-The closed forms (:mod:`opt.theory.verify`) idealise: continuous batches, peak roofline, no fixed
-costs, linear KV growth, memory never binding beyond b̄. Here the same gains are computed from
-P3 plans (:mod:`opt.serving.builder`, :mod:`heuristics.serving.search`): integer batches from
-the grid, the per-kernel GPU roofline with efficiencies and launch costs, TP collectives, real
-KV growth (sliding windows, linear-attention state), memory limits, and replicas / GPU limits.
+The closed forms (:mod:`opt.theory.verify`) idealise: continuous batches, peak roofline, no
+fixed costs, linear KV growth, memory never binding beyond b̄. Here the same gains are computed
+from P3 plans (:mod:`opt.serving.builder`, :mod:`heuristics.serving.search`): integer batches
+from the instance's grid (by default the powers of two up to the largest batch memory allows
+times the replicas per owner, OpWeave App. B.4, recorded in the instance's ``meta.batch_grid``:
+docs/serving.md "Batches"; ``grid`` overrides it), the per-kernel GPU roofline with
+efficiencies and launch costs, TP collectives, real KV growth (sliding windows,
+linear-attention state), memory limits, and replicas / GPU limits.
 
 - ``G_hom(model, GPU, s)`` = cost of the best colocated plan (COL: one owner runs everything)
   / cost of the best plan on that GPU type (B&B: K ≤ 3 owners, disaggregated or not).
@@ -56,7 +59,6 @@ DETAILED_CLAIMS: dict[str, str] = {
 }
 DEFAULT_GPUS = ("H100", "A100", "L40S")
 DEFAULT_CONTEXTS = (4096, 16384, 65536, 262144)
-DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 #: Relative tolerance of "= 1" in the detailed model (costs from the same integer tables).
 TOL = 1e-9
 
@@ -81,12 +83,13 @@ def verify_detailed(*, catalog, cards, models: Sequence[str] | None = None,
                     gpus: Sequence[str] = DEFAULT_GPUS,
                     contexts: Sequence[int] = DEFAULT_CONTEXTS, slo_s: float = 10.0,
                     out: str | Path = "results/verify-detailed", resume: bool = True,
-                    progress: bool = True) -> dict[str, Any]:
+                    progress: bool = True, grid: ServingGrid | None = None
+                    ) -> dict[str, Any]:
     """Solve every (model, GPU type or pair, context) and check the D-claims; returns
-    ``{"claims": [ClaimResult], "hom": [rows], "het": [rows]}``."""
+    ``{"claims": [ClaimResult], "hom": [rows], "het": [rows]}``. ``grid``: the planner's
+    search grid (None: the default limits, each instance's batches from memory)."""
 
     models = list(models) if models else cards.names()
-    grid = ServingGrid(batches=DEFAULT_BATCHES)
     slo_ms = slo_s * 1e3
     singles = [ServingCell(m, (g,), s, slo_ms) for m in models for g in gpus for s in contexts]
     pairs = [ServingCell(m, pair, s, slo_ms) for m in models
