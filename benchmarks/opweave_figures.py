@@ -4,6 +4,7 @@
                                                 [--ablation DIR]
     python benchmarks/opweave_figures.py fig14 [--out results/opweave-fig14] [--points all]
     python benchmarks/opweave_figures.py ablation [--out results/opweave-ablation]
+    python benchmarks/opweave_figures.py spread RECORDS_DIR... [--out results/opweave-spread]
 
 ``tables`` reads the records of ``hetopt sweep serving`` (one JSON per model, GPU mix,
 context, SLO and method), rebuilds each record's instance with the sweep's own builder
@@ -18,6 +19,10 @@ ablation's records, with ``--mu1`` AFD / CAD restricted to one microbatch on the
 
 ``ablation`` solves the Table 3 case (Gemma-3-27B, 32K, 60 ms) with B&B's frontier and bound
 pruning switched off (each, and both), resumably.
+
+``spread`` prints Fig. 9's step-time spread sensitivity (p95 = T_rtt × (1 + s), s ∈ {0, 0.05,
+0.1, 0.2}: :mod:`opt.app.reproduction.opweave_spread`) over the H100 records, re-solving
+(resumably, under ``--out``) each method whose plan no longer meets the SLO.
 
 ``fig14`` runs OpWeave's network sweep (Gemma-3-27B, 8K, 60 ms; COL / AFD / CAD / B&B),
 resumably: one folder per network point under ``--out``, records as ``hetopt sweep serving``
@@ -34,6 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from opt.app.reproduction import opweave_spread as sp
 from opt.app.reproduction.opweave_fig13 import DETAIL_HEADERS
 from opt.app.reproduction.opweave_summary import (
     HEADERS,
@@ -213,6 +219,20 @@ def print_fig14(fig14: str) -> None:
     print(_md(HEADERS, fig14_summary(points)))
 
 
+def print_spread(folders: Sequence[str], out: str, time_limit: float) -> None:
+    """Fig. 9's spread sensitivity over the H100 cells of the records (Markdown to stdout)."""
+    cells_: dict[tuple, dict[str, dict[str, Any]]] = {}
+    for rec in load_records(folders):
+        if rec["gpus"] == ["H100"] and rec["method"] in METHODS:
+            key = (rec["model"], "H100", int(rec["context"]), float(rec["slo_ms"]))
+            cells_.setdefault(key, {})[rec["method"]] = rec
+    points = sp.spread_points(cells_, sp.SPREADS, sp.sweep_resolver(out, time_limit))
+    print(_md(sp.SPREAD_HEADERS, sp.spread_rows(points)))
+    print()
+    print(_md(["cell", *(f"s = {p.spread:g}" for p in points), "baselines without a plan at "
+               f"s = {points[-1].spread:g}"], sp.ratio_grid(points)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -235,7 +255,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--mixes", nargs="+", default=["H100"])
     a.add_argument("--variants", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
     a.add_argument("--time-limit", type=float, default=300.0)
+    r = sub.add_parser("spread", help="Fig. 9's step-time spread sensitivity (re-solves)")
+    r.add_argument("records", nargs="+", help="folders of the H100 sweep records")
+    r.add_argument("--out", default="results/opweave-spread")
+    r.add_argument("--time-limit", type=float, default=600.0)
     args = p.parse_args(argv)
+    if args.cmd == "spread":
+        print_spread(args.records, args.out, args.time_limit)
+        return 0
     if args.cmd == "ablation":
         run_ablation(Path(args.out), args.mixes, args.variants, args.time_limit)
         return 0

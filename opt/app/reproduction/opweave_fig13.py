@@ -113,10 +113,11 @@ class Fig13Cell:
         (only,) = self.gpus
         other = self.partner if only == HOME else HOME
         costs = {HOME: self.hom, self.partner: self.alone}
-        if costs[other] is None or costs[only] is None:
+        mine, theirs = costs[only], costs[other]
+        if mine is None or theirs is None:
             return f"{only} only; {other} alone: no record"
-        return (f"{only} only: {other} is dominated at this SLO, alone {costs[other]:.4g} "
-                f"against {only} alone {costs[only]:.4g} $/M ({costs[other] / costs[only]:.3f}×)")
+        return (f"{only} only: {other} is dominated at this SLO, alone {theirs:.4g} "
+                f"against {only} alone {mine:.4g} $/M ({theirs / mine:.3f}×)")
 
 
 def fig13_cell(cells: RecordCells, model: str, partner: str, context: int,
