@@ -38,7 +38,8 @@ def _cells(bnb_cost_by_ctx: dict[int, float]) -> dict:
 
 def test_fig9_strict_and_tied_settings_and_infeasible_count():
     cells = _cells({8192: 1.0, 32768: 0.5, 131072: 0.8})   # 8K: B&B = COL's plan (a tie)
-    rows = {r[1]: r for r in osum.fig9_summary(cells)}
+    rows = {r[1].removesuffix(f" {osum.FIG9_KIND}"): r for r in osum.fig9_summary(cells)}
+    assert all(r[1].endswith(osum.FIG9_KIND) for r in rows.values())
     cheapest = rows["settings where OpWeave is cheapest (of 12)"]
     assert cheapest[4] == "8 strictly, 4 tied" and cheapest[6] == "differs"
     assert "gemma 8K/25" in cheapest[7]
