@@ -98,10 +98,10 @@ def cause_row(name: str, quantity: Quantity, base: RecordCells,
     def fmt(v: float | None) -> str:
         return "--" if v is None else f"{v:.{digits}f}" if v != int(v) else f"{v:g}"
 
-    movers = {n: abs(v - b) for n, v in vals.items() if v is not None and b is not None}
-    top = max(movers, key=lambda n: movers[n]) if movers else None
-    moved = ("--" if top is None else f"{top}: {fmt(b)} → {fmt(vals[top])} "
-             f"({vals[top] - b:+.{digits}f})" if movers[top] > 0 else "none moves it")
+    deltas = {n: v - b for n, v in vals.items() if v is not None and b is not None}
+    top = max(deltas, key=lambda n: abs(deltas[n])) if deltas else None
+    moved = ("--" if top is None else "none moves it" if deltas[top] == 0 else
+             f"{top}: {fmt(b)} → {fmt(vals[top])} ({deltas[top]:+.{digits}f})")
     return [name, fmt(b), *(fmt(vals[n]) for n in perturbed), moved]
 
 
