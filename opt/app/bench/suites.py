@@ -10,8 +10,9 @@ suite          cases
                (reference optima, exact models, heuristic gaps, full-size build, DOPS sweep
                sample), serving plans (exactness, planner ablation, cost sample)
 ``opweave``    the full OpWeave cost table (Gemma-3-27B 25/60 ms and Qwen3-Next-80B-A3B 40/80
-               ms × 8K/32K/128K × H100, H100+L40S, H100+A100 × COL/AFD/CAD/B&B), Figs. 10,
-               11, 13 and Table 3 from its records, and the detailed-cost-model theorem check
+               ms × 8K/32K/128K × H100, H100+L40S, H100+A100 × COL/AFD/CAD/B&B, and L40S,
+               A100 alone at the relaxed SLOs), Figs. 10, 11, 13 (both readings) and Table 3
+               from its records, and the detailed-cost-model theorem check
 ``dops``       DOPS' §6.2 grid (4 x 4 x 4) for its seven models on their platforms under
                ``at_use`` loads and LRU residency (Bifocal, HEFT, PD, 4 static policies),
                Fig. 7, Fig. 10, the per-workload CSV and the geomean verdicts beside the
