@@ -22,12 +22,16 @@ the durations, hence non-decreasing in each of them. Hence
 - **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
   same transfer sizes and replica counts) keep those not dominated in (every op's duration,
   price, GPUs, and the network tables of every crossing it takes part in: a crossing's
-  network follows both endpoints' GPU types, problems.md §3.1); dropping a dominated choice
-  never loses the optimum (swap it for its dominator: the period, the cost rate and the GPU
-  count stay or drop);
-- with several networks a candidate's transfer terms are their minimum over the partner's
-  GPU type (a lower bound, used by the bounds below) and are made exact at the leaves, once
-  every owner's GPU type is known;
+  network follows both endpoints' GPU types, problems.md §3.1) and, when crossings
+  redistribute (:mod:`opt.serving.crossing`), of the same TP degree with no larger
+  redistribution tables (whether a crossing redistributes depends on both TP degrees: OpWeave
+  §5.2 compares points of one TP degree only); dropping a dominated choice never loses the
+  optimum (swap it for its dominator: the period, the cost rate and the GPU count stay or
+  drop);
+- with several networks, or crossings that redistribute, a candidate's transfer terms are
+  their minimum over the partner's GPU type and TP degree (the send/recv alone, without
+  redistribution: a lower bound under every partner layout, used by the bounds below) and
+  are made exact at the leaves, once every owner's configuration is known;
 - **bounds** (OpWeave App. C.1 in this model): with owners 1..d chosen,
   ``T_rtt ≥ Σ_chosen (busy + sent transfers) + Σ_rest min(busy + sent)`` (compute + network
   along the path), ``T_rtt ≥ μ·busy`` and ``μ·NIC load`` of each chosen owner, and
@@ -159,12 +163,17 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
     shape = (k, inst.n_networks, len(inst.microbatch_sizes))
     send, out, inn = (np.zeros(shape, dtype=np.int64) for _ in range(3))
     tsend, tout, tin = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    rshape = (k, *inst.reshard_out.shape[:2])
+    r_out, r_in = np.zeros(rshape, dtype=np.int64), np.zeros(rshape, dtype=np.int64)
     if k > 1:
         for i, snd, rcv, occ in crossings(inst, owner):
             assert rcv == (snd + 1) % k  # round robin: changes go to the next owner
             send[snd] += occ * inst.transfer_duration[:, :, i]
             out[snd] += occ * inst.transfer_busy[:, :, i]
             inn[rcv] += occ * inst.transfer_busy[:, :, i]
+            if inst.has_reshard:
+                r_out[snd] += occ * inst.reshard_out[:, :, i]
+                r_in[rcv] += occ * inst.reshard_in[:, :, i]
         if last != first:
             tsend[last] += inst.token_transfer_duration
             tout[last] += inst.token_transfer_busy
@@ -181,7 +190,8 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
         if m == last:
             busy = busy + inst.head_duration[:, :, 1]
             times.append(inst.head_duration[:, :, 1:2])
-        net = NetTerms(send[m], out[m], tsend[m], tout[m], inn[m], tin[m])
+        net = NetTerms(send[m], out[m], tsend[m], tout[m], inn[m], tin[m],
+                       *((r_out[m], r_in[m]) if inst.has_reshard else (None, None)))
         lb_send, lb_out = net.optimistic(cross)
         roles.append(_Role(busy, lb_send, lb_out, float(weights[m]), float(kv[m]),
                            np.concatenate(times, axis=2), net))
@@ -224,7 +234,7 @@ class _Configs:
     earlier: np.ndarray
     gpu: np.ndarray       # [C] GPU type index
     net_le: np.ndarray    # [C, C] j's crossings never cost more than i's (problems.md §3.1)
-    static_le: np.ndarray  # [C, C] tp_le & net_le (the choice-independent part of ``le``)
+    static_le: np.ndarray  # [C, C] tp_le & net_le & reshard_le (choice-independent ``le``)
 
     @classmethod
     def of(cls, inst: ServingInstance) -> _Configs:
@@ -236,7 +246,22 @@ class _Configs:
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
                    np.array([inst.replica_memory_bytes(c) for c in inst.configs]), tp,
                    tp_le, tp[:, None] < tp[None, :], idx[:, None] < idx[None, :], g, net_le,
-                   tp_le & net_le)
+                   tp_le & net_le & _reshard_le(inst))
+
+
+def _reshard_le(inst: ServingInstance) -> np.ndarray:
+    """bool [C, C]: configuration j's crossings never redistribute more than i's against any
+    partner — same TP degree (whether a crossing redistributes depends on it, OpWeave §5.2's
+    "same tensor-parallel degree") and no larger redistribution table; all True when no
+    crossing redistributes."""
+    nc = len(inst.configs)
+    if not inst.has_reshard:
+        return np.ones((nc, nc), dtype=bool)
+    tp = np.array([c.tp for c in inst.configs])
+    tabs = np.concatenate([inst.reshard_out[:nc].reshape(nc, -1),
+                           inst.reshard_in[:nc].reshape(nc, -1)], axis=1)
+    le = (tabs[:, None, :] <= tabs[None, :, :]).all(axis=2)
+    return le & (tp[:, None] == tp[None, :])
 
 
 def _candidates(inst: ServingInstance, cfgs: _Configs, role: _Role, mu: int, frontier: bool
@@ -396,7 +421,8 @@ class _Searcher:
         self.stats = SearchStats()
         self.dur_cnt = inst.op_duration * inst.op_count[None, None, :]
         self.cfgs = _Configs.of(inst)
-        self.multi_net = inst.n_networks > 1
+        # exact network terms at the leaves: the candidates' are lower bounds over partners
+        self.multi_net = inst.n_networks > 1 or inst.has_reshard
         self.periods: dict[tuple, Fraction] = {}
 
     def _value(self, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -525,6 +551,7 @@ class _Searcher:
         out_max = np.maximum(out_max, last.out)
         rate += last.rate
         if self.multi_net:  # the candidates' network terms were lower bounds: make them exact
+            # (each crossing on its endpoints' network, redistributed when their TP differs)
             path, out_max = self._exact_network(seq, cands, chosen, path)
         t = np.maximum.reduce([path, mu * busy_max, mu * out_max])
         # replicas and GPUs with the global batch B = lcm of the owners' batches
@@ -575,16 +602,20 @@ class _Searcher:
         k = len(cands)
         last = cands[k - 1]
         gpu = self.cfgs.gpu
+        cfg = [int(cands[m].cfg[j]) for m, j in enumerate(chosen)] + [last.cfg]
         g = [int(gpu[cands[m].cfg[j]]) for m, j in enumerate(chosen)] + [gpu[last.cfg]]
         mb = [int(cands[m].mb[j]) for m, j in enumerate(chosen)] + [last.mb]
+        differ = self.inst.config_reshard
         lb_send = sum(int(cands[m].send[j]) for m, j in enumerate(chosen)) + last.send
         first, end = int(seq.owner[0]), int(seq.owner[self.inst.last_op])
         cross = self.inst.crossing_network
         send_sum = np.zeros(len(last), dtype=np.int64)
         nic = np.zeros(len(last), dtype=np.int64)
         for m, role in enumerate(seq.roles):
+            reshard = role.net.reshard_ticks(differ, cfg[m], cfg[(m + 1) % k],
+                                             cfg[(m - 1) % k], mb[m])
             send, busier = role.net.exact(cross, g[m], g[(m + 1) % k], g[(m - 1) % k],
-                                          g[first], g[end], mb[m])
+                                          g[first], g[end], mb[m], reshard)
             send_sum = send_sum + send
             nic = np.maximum(nic, busier)
         return path - lb_send + send_sum, nic

@@ -55,7 +55,10 @@ for at least one op, tp_j·B/b_j ≤ max GPUs). Times are the instance's integer
   receiving replica), and ``h[b]`` ≥ Σ_{j: b_j=b} x[0,0,j] − y[last_op,0] the token ids
   reaching owner 0 from another LM-head owner; with several networks (a crossing's network
   follows its endpoints' GPU types, problems.md §3.1) each mark also carries the two
-  endpoints' GPU types (:mod:`models.serving.milp_networks`);
+  endpoints' GPU types (:mod:`models.serving.milp_networks`); a crossing between owners of
+  different TP degrees adds its redistribution (the sender's all-gather on its path and
+  NIC-out, the receiver's scatter on its NIC-in; marks ``ro`` / ``ri``,
+  :func:`models.serving.milp_networks.add_reshard_terms`);
 - busy_m = Σ_j busy_mj, busy_mj = Σ_i op_count_i·op_duration[c_j, b_j/μ, i]·x[i,m,j] +
   embedding (owner 0, via z[0,j]) + LM head (via x[last_op, m, j]); the receiver of owner
   m's boundary transfers is m+1 mod K, the token ids go from the LM-head owner (m ≠ 0, via
@@ -89,7 +92,7 @@ import pyomo.environ as pyo
 
 from models.highs import count_binaries, run_highs
 from models.options import SolveOptions
-from models.serving.milp_networks import add_transfer_constraints_networks
+from models.serving.milp_networks import add_reshard_terms, add_transfer_constraints_networks
 from models.serving.outer import Outer, outer_choices
 from opt.common.result import Result
 from opt.serving.checker import REPORT_RTOL, PlanMetrics, evaluate_plan, plan_solution
@@ -382,7 +385,7 @@ def build_serving_milp(inst: ServingInstance, k: int, mu: int, total_batch: int,
     add_variables(md, co)
     add_owner_constraints(md, co)
     add_choice_constraints(md, co)
-    tr = add_transfer_constraints(md, co)
+    tr = add_reshard_terms(md, co, add_transfer_constraints(md, co))
     add_time_constraints(md, co, tr)
     add_resource_constraints(md, co)
     add_cost_constraints(md, co, tr)

@@ -1,6 +1,7 @@
 """The serving MILP's boundary transfers when crossings take different networks (problems.md
 §3.1 "Network model": a crossing's network follows the GPU types of its two endpoints, OpWeave
-App. B.3 Eq. 39).
+App. B.3 Eq. 39), and their redistribution between different TP degrees
+(:func:`add_reshard_terms`, :mod:`opt.serving.crossing`).
 
 With one network :func:`models.serving.milp.add_transfer_constraints` marks each transfer by
 (boundary i, sender m, sender's batch b). Here each mark also carries the GPU types of the two
@@ -96,4 +97,53 @@ def add_transfer_constraints_networks(md: pyo.ConcreteModel, co: Any, tr: Any) -
             * md.t[mm, b, a, g]
         tr.out_by_b[mm, b] = tr.out_by_b[mm, b] + ts * int(inst.token_transfer_busy[nn, mb]) \
             * md.t[mm, b, a, g]
+    return tr
+
+
+def add_reshard_terms(md: pyo.ConcreteModel, co: Any, tr: Any) -> Any:
+    """Add the crossings' redistribution (:mod:`opt.serving.crossing`) to ``tr`` (K ≥ 2): a
+    crossing between owners of different TP degrees costs the sender its all-gather
+    ``reshard_out[c, b̂, i]`` (on the path and its NIC-out) and the receiver its scatter
+    ``reshard_in[c, b̂, i]`` (its NIC-in). With ``Q[m, t] = Σ_{j: tp_j = t} z[m, j]`` (owner m
+    has TP degree t):
+
+    - ``ro[i,m,j] ≥ x[i,m,j] − y[i+1,m] − Q[m+1, tp_j]``: owner m on choice j sends boundary i
+      to an owner of another TP degree;
+    - ``ri[i,m,j] ≥ x[i+1,m,j] − y[i,m] − Q[m−1, tp_j]``: owner m on choice j receives it from
+      one.
+
+    Both only lower-bounded with non-negative coefficients in ``T ≥ …`` rows (as the transfer
+    marks), created only where the table is non-zero."""
+    inst, k, n, ts = co.inst, co.k, co.inst.n_ops, co.ts
+    if k < 2 or not inst.has_reshard:
+        return tr
+    J = range(len(co.bat))
+    cfg_idx = [inst.config_index(c.id) for c in co.cfg]
+    mb = [co.mb_of_b[b] for b in co.bat]
+    tp = [c.tp for c in co.cfg]
+    occ = [boundary_occurrences(inst, i) for i in range(n)]
+
+    def q(mod: pyo.ConcreteModel, mm: int, t: int) -> Any:
+        return sum(mod.z[mm % k, jj] for jj in J if tp[jj] == t)
+
+    out = {(i, mm, j): occ[i] * int(inst.reshard_out[cfg_idx[j], mb[j], i])
+           for i in range(n) for mm in range(k) for j in J}
+    inn = {(i, mm, j): occ[i] * int(inst.reshard_in[cfg_idx[j], mb[j], i])
+           for i in range(n) for mm in range(k) for j in J}
+    ro_idx = [key for key, v in out.items() if v > 0]
+    ri_idx = [key for key, v in inn.items() if v > 0]
+    md.ro = pyo.Var(ro_idx, bounds=(0, 1))
+    md.ro_def = pyo.Constraint(ro_idx, rule=lambda mod, i, mm, j:
+                               mod.ro[i, mm, j] >= mod.x[i, mm, j] - mod.y[(i + 1) % n, mm]
+                               - q(mod, mm + 1, tp[j]))
+    md.ri = pyo.Var(ri_idx, bounds=(0, 1))
+    md.ri_def = pyo.Constraint(ri_idx, rule=lambda mod, i, mm, j:
+                               mod.ri[i, mm, j] >= mod.x[(i + 1) % n, mm, j] - mod.y[i, mm]
+                               - q(mod, mm - 1, tp[j]))
+    for i, mm, j in ro_idx:
+        term = ts * out[i, mm, j] * md.ro[i, mm, j]
+        tr.send[mm] = tr.send[mm] + term
+        tr.out_by_b[mm, co.bat[j]] = tr.out_by_b[mm, co.bat[j]] + term
+    for i, mm, j in ri_idx:
+        tr.nic_in[mm] = tr.nic_in[mm] + ts * inn[i, mm, j] * md.ri[i, mm, j]
     return tr

@@ -33,7 +33,7 @@ import orjson
 PROVENANCE_FIELDS = frozenset({"meta", "source"})
 #: Fields added after fingerprints were first recorded, hashed only when they differ from the
 #: value every earlier instance had (so those fingerprints stand): field -> that value.
-LATER_FIELDS = {"load_timing": "prefetch"}
+LATER_FIELDS = {"load_timing": "prefetch", "reshard": None}
 #: The key of a record's digest.
 DIGEST_KEY = "digest"
 PREFIX = "sha256:"

@@ -64,6 +64,12 @@ from opt.costlib.latency import COLLECTIVE_OVERHEAD_S, EfficiencyRoofline, Link,
 from opt.costlib.measured import MeasuredTable
 from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import NORM_FLOPS, SOFTMAX_FLOPS, Op, Precision, layer_ops
+from opt.serving.crossing import (
+    CROSSING_PROVENANCE,
+    all_gather_s,
+    reshard_tables_s,
+    scatter_s,
+)
 from opt.serving.instance import (
     GpuType,
     ServingConfig,
@@ -365,6 +371,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
     dur_s, head_s = _durations(card, configs, gpus, coster, ops, members_by_mb, mbs, s, p,
                                kernels)
     busy, tok_busy, lat = _network_ticks(nets, mbs, ops, time_unit)
+    r_out, r_in = _reshard_s(configs, gpus, coster, ops, mbs)
     embed_w = card.vocab * card.hidden * p.w
     return as_read(ServingInstance(
         model=card.name, layers=card.layers, block_layers=card.block_period, ops=tuple(ops),
@@ -377,6 +384,7 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
         token_transfer_duration=tok_busy + lat[:, None], token_transfer_busy=tok_busy,
         memory_fraction=memory_fraction, time_unit=time_unit,
         networks=nets if len(nets) > 1 else (), crossing_network=cross,
+        reshard=(_ticks(r_out, time_unit), _ticks(r_in, time_unit)),
         meta={"builder": "opt.serving.builder", "model": card.name,
               "gpus": list(gpus), "context_tokens": s, "tpot_slo_s": workload.tpot_slo_s,
               "precision": {"weight": p.weight, "activation": p.activation, "kv": p.kv},
@@ -384,7 +392,8 @@ def build_serving_plan(card: ModelCard, catalog: Catalog, gpu_names: Sequence[st
               "network": slowest.to_dict(),
               **({"network_override": network.to_dict()} if network is not None else {}),
               "gpu_networks": {k: link.to_dict() for k, link in own.items()},
-              "crossing_rule": CROSSING_RULE, "unmeasured_gpu": unmeasured_gpu,
+              "crossing_rule": CROSSING_RULE, "crossing": CROSSING_PROVENANCE,
+              "unmeasured_gpu": unmeasured_gpu,
               "batch_grid": limit.provenance(batches, given),
               **coster.provenance(),
               **({"measurements": coster.measurements_meta()} if measurements else {})}))
@@ -515,6 +524,24 @@ def _network_ticks(nets: Sequence[Link], mbs: Sequence[int], ops: Sequence[Servi
     tok_busy = _ticks(mb_arr[None, :] * TOKEN_ID_BYTES / bw[:, None], time_unit)
     lat = _ticks(np.array([n.latency_s for n in nets]), time_unit)
     return busy, tok_busy, lat
+
+
+def _reshard_s(configs: Sequence[ServingConfig], gpus: Mapping[str, GpuType],
+               coster: KernelCoster, ops: Sequence[ServingOp], mbs: Sequence[int]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(all-gather [c, mb, i], scatter [c, mb, i]) seconds of the crossings that redistribute
+    (:func:`opt.serving.crossing.reshard_tables_s`): the all-gather as half the measured
+    all-reduce of the node (the ring formula on the intra-node link where it was not
+    measured), the scatter on the measured intra-node send/recv link (``gpus`` hold it)."""
+    def gather(cfg: ServingConfig, x: float) -> float:
+        link = gpus[cfg.gpu].intra_node
+        return all_gather_s(coster.all_reduce_s(cfg.gpu, x, cfg.tp,
+                                                float(ring_allreduce_s(x, cfg.tp, link))))
+
+    def scatter(cfg: ServingConfig, x: float) -> float:
+        return scatter_s(x, cfg.tp, gpus[cfg.gpu].intra_node)
+
+    return reshard_tables_s(ops, configs, mbs, gather, scatter)
 
 
 def as_read(inst: ServingInstance) -> ServingInstance:

@@ -8,8 +8,10 @@ transfer busies the sender's NIC-out for ``transfer_busy[n, b̂_sender, i]``, re
 receiver's NIC-in after the network latency (``transfer_duration − transfer_busy``), which is
 busy for ``transfer_busy`` at the *receiver's* b̂ (``nic="formula"``, the checker's
 accounting) or the sender's (``nic="sender"``); ``n`` is the network of the crossing,
-``inst.config_network[c_sender, c_receiver]`` (problems.md §3.1 "Network model"). Times in
-ticks of the instance's time unit.
+``inst.config_network[c_sender, c_receiver]`` (problems.md §3.1 "Network model"). A crossing
+between different TP degrees adds its redistribution (:mod:`opt.serving.crossing`): the
+sender's all-gather to its NIC-out work and the crossing's duration, the receiver's scatter to
+its NIC-in work. Times in ticks of the instance's time unit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from opt.serving.crossing import CrossingTicks, crossing_ticks, token_return_ticks
 from opt.serving.instance import ServingInstance
 from opt.serving.plan import PlanError, ServingPlan, owner_sequence
 
@@ -114,15 +117,15 @@ def owner_chain(inst: ServingInstance, owner: np.ndarray, cfg: np.ndarray, mb: n
     b_in: list[int] = []
     lat: list[int] = []
 
-    def add_transfer(a: int, b: int, busy_a: int, busy_b: int, total: int) -> None:
+    def add_transfer(a: int, b: int, x: CrossingTicks) -> None:
         kind.append(1)
         res.append(-1)
         durs.append(0)
         src.append(a)
         dst.append(b)
-        b_out.append(busy_a)
-        b_in.append(busy_a if nic == "sender" else busy_b)
-        lat.append(total - busy_a)
+        b_out.append(x.busy_out)
+        b_in.append((x.send if nic == "sender" else x.recv) + x.reshard_in)
+        lat.append(x.latency)
 
     def add_segment(m: int, d: int) -> None:
         kind.append(0)
@@ -134,7 +137,6 @@ def owner_chain(inst: ServingInstance, owner: np.ndarray, cfg: np.ndarray, mb: n
         b_in.append(0)
         lat.append(0)
 
-    net = inst.config_network  # the network of a crossing (problems.md §3.1)
     acc = int(inst.head_duration[cfg[first], mb[first], 0])
     for p in range(len(seq)):
         acc += int(dur[p])
@@ -143,17 +145,12 @@ def owner_chain(inst: ServingInstance, owner: np.ndarray, cfg: np.ndarray, mb: n
             add_segment(a, acc)
             acc = 0
             b = int(own[p + 1])
-            i = int(seq[p])
-            n_ = int(net[cfg[a], cfg[b]])
-            add_transfer(a, b, int(inst.transfer_busy[n_, mb[a], i]),
-                         int(inst.transfer_busy[n_, mb[b], i]),
-                         int(inst.transfer_duration[n_, mb[a], i]))
+            add_transfer(a, b, crossing_ticks(inst, int(seq[p]), int(cfg[a]), int(cfg[b]),
+                                              int(mb[a]), int(mb[b])))
     acc += int(inst.head_duration[cfg[last], mb[last], 1])
     add_segment(last, acc)
     if last != first:
-        n_ = int(net[cfg[last], cfg[first]])
-        add_transfer(last, first, int(inst.token_transfer_busy[n_, mb[last]]),
-                     int(inst.token_transfer_busy[n_, mb[first]]),
-                     int(inst.token_transfer_duration[n_, mb[last]]))
+        add_transfer(last, first, token_return_ticks(inst, int(cfg[last]), int(cfg[first]),
+                                                     int(mb[last]), int(mb[first])))
     return TokenChain(tuple(kind), tuple(res), tuple(durs), tuple(src), tuple(dst),
                       tuple(b_out), tuple(b_in), tuple(lat), k)

@@ -6,7 +6,8 @@ The formula terms (integers in the instance's ``time_unit``; per microbatch of o
 b̂_m = b_m/μ): ``busy[m]`` = Σ op durations owner m runs per token; ``path`` = Σ_m busy[m] + Σ
 transfer durations along the token (K > 1 only); ``net_out[m]``/``net_in[m]`` = serialisation
 time of the transfers leaving / entering one replica of owner m per token, at that replica's
-own b̂_m; ``formula = max(path, μ·max busy, μ·max net_out, μ·max net_in)`` ≤ T_rtt. Memory per
+own b̂_m, with a crossing's redistribution between different TP degrees (the sender's
+all-gather out, the receiver's scatter in; :mod:`opt.serving.crossing`); ``formula = max(path, μ·max busy, μ·max net_out, μ·max net_in)`` ≤ T_rtt. Memory per
 replica of owner m: its ops' weights (every block) + b_m · its ops' KV bytes;
 ``CPT = T_rtt · Σ_m c_m / b_m`` ($ per token), reported in $ per million tokens.
 """
@@ -20,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from opt.serving.chain import token_chain
+from opt.serving.crossing import crossing_ticks, token_return_ticks
 from opt.serving.instance import ServingInstance, lcm_all
 from opt.serving.period import chain_period
 from opt.serving.plan import (
@@ -161,19 +163,18 @@ def _token_terms(inst: ServingInstance, owner: np.ndarray, cfg_idx: list[int],
     path = int(busy.sum())
     net_out = np.zeros(k, dtype=np.int64)
     net_in = np.zeros(k, dtype=np.int64)
-    if k > 1:
-        net = inst.config_network  # the network of a crossing between two configurations
+    if k > 1:  # each crossing as opt.serving.crossing prices it (network and redistribution)
         for i, snd, rcv, occ in crossings(inst, owner):
-            n_ = int(net[cfg_idx[snd], cfg_idx[rcv]])
-            path += occ * int(inst.transfer_duration[n_, mb_idx[snd], i])
-            net_out[snd] += occ * int(inst.transfer_busy[n_, mb_idx[snd], i])
-            net_in[rcv] += occ * int(inst.transfer_busy[n_, mb_idx[rcv], i])
+            x = crossing_ticks(inst, i, cfg_idx[snd], cfg_idx[rcv], mb_idx[snd], mb_idx[rcv])
+            path += occ * x.duration
+            net_out[snd] += occ * x.busy_out
+            net_in[rcv] += occ * x.busy_in
         if last != first:
-            mb = mb_idx[last]
-            n_ = int(net[cfg_idx[last], cfg_idx[first]])
-            path += int(inst.token_transfer_duration[n_, mb])
-            net_out[last] += int(inst.token_transfer_busy[n_, mb])
-            net_in[first] += int(inst.token_transfer_busy[n_, mb_idx[first]])
+            x = token_return_ticks(inst, cfg_idx[last], cfg_idx[first], mb_idx[last],
+                                   mb_idx[first])
+            path += x.duration
+            net_out[last] += x.busy_out
+            net_in[first] += x.busy_in
     return _TokenTerms(path, busy, net_out, net_in)
 
 

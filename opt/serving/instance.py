@@ -17,7 +17,11 @@ Tables (``mb`` indexes ``microbatch_sizes``, ``c`` indexes ``configs``, ``i`` th
   ``transfer_busy[n, mb, i]``: its serialisation part ceil(bytes / bandwidth) only (what a NIC is
   busy for);
 - ``token_transfer_duration[n, mb]`` / ``token_transfer_busy[n, mb]``: the sampled token ids
-  returning from the LM-head owner to the embedding owner.
+  returning from the LM-head owner to the embedding owner;
+- ``reshard_out[c, mb, i]`` / ``reshard_in[c, mb, i]``: the all-gather a replica of config c
+  runs before sending the boundary after op i to a replica of another TP degree, and the
+  scatter it runs after receiving one (:mod:`opt.serving.crossing`; ``reshard`` None — every
+  file written before the rule — means zeros: crossings are the send/recv alone).
 
 Networks (problems.md §3.1 "Network model"): ``networks[n]`` are the links a stage-boundary
 crossing may take and ``crossing_network[a, b]`` the one a crossing from an owner on GPU type
@@ -43,6 +47,7 @@ from opt.common.jsonio import Fields, read_json, write_json
 from opt.common.outpath import JSON_SUFFIXES, check_suffix
 from opt.common.units import TIME_UNITS
 from opt.costlib.latency import Link
+from opt.serving.crossing import layouts_differ
 
 SCHEMA = 1
 
@@ -188,6 +193,7 @@ class ServingInstance:
     meta: dict[str, Any] = field(default_factory=dict)
     networks: tuple[Link, ...] = ()
     crossing_network: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    reshard: tuple[np.ndarray, np.ndarray] | None = None  # (reshard_out, reshard_in) ticks
 
     problem = "serving"  # P3 (problems.md §3); files written before say "serving_plan"
 
@@ -229,6 +235,55 @@ class ServingInstance:
                 raise InputError(f"{name}: expected one table per network ({len(nets)}), got "
                                  f"shape {list(arr.shape)}", field=f"latency.{name}")
             object.__setattr__(self, name, arr)
+        self._check_reshard()
+
+    def _check_reshard(self) -> None:
+        """``reshard`` is None or two int64 tables ``[configs, microbatch sizes, ops]`` (at
+        least one row per configuration, as ``op_duration``)."""
+        if self.reshard is None:
+            return
+        shape = (len(self.configs), len(self.microbatch_sizes), len(self.ops))
+        tabs = tuple(np.asarray(t, dtype=np.int64) for t in self.reshard)
+        if len(tabs) != 2 or any(t.ndim != 3 or t.shape[1:] != shape[1:] or t.shape[0] < shape[0]
+                                 for t in tabs):
+            raise InputError(f"reshard_out / reshard_in: expected two tables of shape "
+                             f"{list(shape)}", field="latency.reshard_out")
+        object.__setattr__(self, "reshard", tabs)
+
+    # ---- crossings (opt.serving.crossing) ---------------------------------------------------
+    @cached_property
+    def reshard_out(self) -> np.ndarray:
+        """int64 [c, mb, i]: the source-side all-gather of a crossing whose TP degrees differ
+        (zeros without ``reshard``)."""
+        return self._reshard_table(0)
+
+    @cached_property
+    def reshard_in(self) -> np.ndarray:
+        """int64 [c, mb, i]: the destination-side scatter of such a crossing."""
+        return self._reshard_table(1)
+
+    def _reshard_table(self, k: int) -> np.ndarray:
+        if self.reshard is None:
+            out = np.zeros((len(self.op_duration), len(self.microbatch_sizes), len(self.ops)),
+                           dtype=np.int64)
+        else:
+            out = np.array(self.reshard[k], dtype=np.int64)
+        out.setflags(write=False)
+        return out
+
+    @property
+    def has_reshard(self) -> bool:
+        """Whether some crossing redistributes (a non-zero reshard table)."""
+        return self.reshard is not None and bool(self.reshard_out.any() or self.reshard_in.any())
+
+    @cached_property
+    def config_reshard(self) -> np.ndarray:
+        """bool [c_sender, c_receiver]: a crossing between the two configurations
+        redistributes sharded activations (:func:`opt.serving.crossing.layouts_differ`)."""
+        out = np.array([[layouts_differ(a, b) for b in self.configs] for a in self.configs],
+                       dtype=bool).reshape(len(self.configs), len(self.configs))
+        out.setflags(write=False)
+        return out
 
     # ---- networks ---------------------------------------------------------------------------
     @property
@@ -350,6 +405,9 @@ class ServingInstance:
                      "token_transfer_busy"):
             arr = getattr(self, name)
             lat[name] = (arr[0] if one else arr).tolist()
+        if self.reshard is not None:
+            lat["reshard_out"] = self.reshard_out.tolist()
+            lat["reshard_in"] = self.reshard_in.tolist()
         hardware: dict[str, Any] = {"gpus": [g.to_dict() for g in self.gpus.values()],
                                     "network": self.network.to_dict()}
         if not one:
@@ -439,7 +497,8 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
     lat = f.sub("latency")
     assert lat is not None  # required: Fields.sub raised when it is missing
     lat.check_keys({"microbatch_sizes", "op_duration", "head_duration", "transfer_duration",
-                    "transfer_busy", "token_transfer_duration", "token_transfer_busy"})
+                    "transfer_busy", "token_transfer_duration", "token_transfer_busy",
+                    "reshard_out", "reshard_in"})
     mbs = _int_list(lat, "microbatch_sizes")
     if not mbs or any(x < 1 for x in mbs) or list(mbs) != sorted(set(mbs)):
         raise lat.error("microbatch_sizes", f"expected increasing positive sizes, got {list(mbs)}")
@@ -458,7 +517,20 @@ def serving_instance_from_dict(obj: Any, source: str | None = None) -> ServingIn
         token_transfer_duration=_table(lat, "token_transfer_duration", (*lead, nm)),
         token_transfer_busy=_table(lat, "token_transfer_busy", (*lead, nm)),
         memory_fraction=frac, time_unit=unit, meta=_meta(f), networks=networks,
-        crossing_network=cross)
+        crossing_network=cross, reshard=_read_reshard(lat, (nc, nm, n)))
+
+
+def _read_reshard(lat: Fields, shape: tuple[int, int, int]
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The crossing's redistribution tables (both or neither; None: a file written before
+    crossings redistributed)."""
+    have = [lat.get(k, None) is not None for k in ("reshard_out", "reshard_in")]
+    if not any(have):
+        return None
+    if not all(have):
+        raise lat.error("reshard_in" if have[0] else "reshard_out",
+                        "reshard_out and reshard_in come together")
+    return _table(lat, "reshard_out", shape), _table(lat, "reshard_in", shape)
 
 
 def _meta(f: Fields) -> dict[str, Any]:

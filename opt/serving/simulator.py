@@ -27,7 +27,9 @@ What is simulated
   (latency = ``transfer_duration − transfer_busy``), which is busy deserialising them from
   t1 = max(t0 + latency, endpoint free); the next segment is ready at
   max(t1 + busy_in, t0 + transfer_duration). Without contention a transfer takes exactly
-  ``transfer_duration``. Full duplex: out and in are separate endpoints; compute and NIC work
+  ``transfer_duration``. A crossing between different TP degrees also redistributes
+  (:mod:`opt.serving.crossing`): the sender's all-gather lengthens its NIC-out job, the
+  receiver's scatter its NIC-in job (the token chain's ``busy_out`` / ``busy_in``). Full duplex: out and in are separate endpoints; compute and NIC work
   of one owner overlap (DMA).
 - **Dispatch.** Every resource (owner replica, NIC-out, NIC-in endpoint) is a single server.
   ``order="static"``: it runs its actions in the fixed order of :mod:`opt.serving.period`
