@@ -33,6 +33,7 @@ from opt.serving.instance import (
     serving_instance_from_dict,
 )
 from opt.serving.plan import Owner, PlanError, ServingPlan
+from opt.serving.simulator import simulate_plan
 
 RTOL = 1e-6
 
@@ -226,3 +227,14 @@ def test_bnb_exhaustive_and_milp_agree_with_redistribution(seed: int) -> None:
         assert out.cost == pytest.approx(pruned.cost_usd_per_token, rel=RTOL)
     met = check_plan(inst, plan_solution(inst, out.plan))
     assert met.cost_usd_per_token == pytest.approx(out.cost, rel=1e-12)
+
+
+def test_simulator_settles_to_the_period_with_redistribution() -> None:
+    """The simulator runs the same token chain: with the static order it settles to the
+    checker's exact period, which the redistribution lengthens (μ = 2, TP 2 | TP 1)."""
+    inst = _random_instance(5)
+    plan = ServingPlan((0, 2, 6), (Owner("G2", 4), Owner("G1", 2)), 2)
+    rep = simulate_plan(inst, plan, tokens=40, warmup=20)
+    met = evaluate_plan(inst, plan)
+    assert rep.t_rtt_sim == pytest.approx(float(met.t_rtt_exact), rel=1e-9)
+    assert met.t_rtt > evaluate_plan(replace(inst, reshard=None), plan).t_rtt
