@@ -66,6 +66,7 @@ class Method:
 _PL = "solvers.placement.backends"
 _LA = "solvers.layout.strategies"
 _SE = "solvers.serving.methods"
+_GRID = "solvers.placement.grid_backend"
 _STATIC = {"pd": "prefill → NPU, decode → PIM",
            "af": "attention module → PIM in both phases, rest → NPU",
            "pd+linear": "prefill → NPU; decode linear projections → PIM",
@@ -90,6 +91,11 @@ _METHODS: tuple[Method, ...] = (
     Method("bifocal", "placement", False, _ref(f"{_PL}:bifocal"),
            "Bifocal list scheduling with weight-load lookahead (problems.md §6)",
            P.BIFOCAL, settings=f"{_PL}:bifocal_settings"),
+    Method("bifocal-grid", "placement", False, _ref(f"{_GRID}:bifocal_grid"),
+           "Bifocal at every member of a hyperparameter grid (default DOPS §6.2's), the "
+           "best validated schedule",
+           P.ParamSpec(("heuristics.placement.grid_params:BIFOCAL_GRID_PARAMS",)),
+           settings=f"{_GRID}:bifocal_grid_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
              f"static policy {name.upper()} (DOPS Table 1): {text}",
              P.DEVICE_CHOICE, settings=f"{_PL}:list_settings")
