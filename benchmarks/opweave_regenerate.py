@@ -2,7 +2,7 @@
 regenerated from ``hetopt sweep serving`` records, each verdict with its measured cause.
 
     python benchmarks/opweave_regenerate.py RECORDS_DIR... [--out results/opweave-causes]
-        [--fig14 DIR] [--time-limit 600] [--no-causes]
+        [--fig14 DIR] [--time-limit 600] [--cached | --no-causes]
 
 Prints Markdown: the Fig. 9 cell table (model T_rtt, a mean, against OpWeave's measured p95),
 Fig. 9's step-time spread sensitivity (:mod:`opt.app.reproduction.opweave_spread`), the verdict
@@ -105,23 +105,23 @@ def fig9_table(cells: Cells) -> list[list[Any]]:
     return out
 
 
-def causes(cells: Cells, out: Path, time_limit: float) -> list[list[Any]]:
-    """Each quantity on the records and under each perturbation (H100 cells)."""
+def causes(cells: Cells, out: Path, time_limit: float, cached: bool) -> list[list[Any]]:
+    """Each quantity on the records and under each perturbation (H100 cells; ``cached``: no
+    solving, a method not solved yet makes the perturbation's values n/a)."""
     h100 = _h100(cells)
-    solver = oc.sweep_solver(out, time_limit)
-    perturbed = {}
+    solver = oc.cached_solver(out) if cached else oc.sweep_solver(out, time_limit)
+    perturbed, missing = {}, {}
     for p in PERTURBATIONS:
         print(f"# {p.name}: {oc.solved_count(h100, p)} methods to solve", file=sys.stderr)
-        perturbed[p.name] = oc.as_cells(oc.perturbed_cells(h100, p, solver))
-    rows = [oc.cause_row(f"Fig. 9 {m.split('-')[0]} max best baseline / B&B", max_ratio(m),
-                         h100, perturbed) for m in MODELS]
-    rows.append(oc.cause_row("Fig. 9 baseline configurations infeasible", infeasible, h100,
-                             perturbed))
-    rows.append(oc.cause_row("Fig. 9 settings B&B strictly cheapest", strictly_cheapest, h100,
-                             perturbed))
-    rows += [oc.cause_row(f"Fig. 10 {m.split('-')[0]} B&B stages per token (mean)",
-                          bnb_mean_stages(m), h100, perturbed) for m in MODELS]
-    return rows
+        raw = oc.perturbed_cells(h100, p, solver)
+        perturbed[p.name], missing[p.name] = oc.as_cells(raw), oc.unsolved(raw)
+    quantities = [(f"Fig. 9 {m.split('-')[0]} max best baseline / B&B", max_ratio(m))
+                  for m in MODELS]
+    quantities += [("Fig. 9 baseline configurations infeasible", infeasible),
+                   ("Fig. 9 settings B&B strictly cheapest", strictly_cheapest)]
+    quantities += [(f"Fig. 10 {m.split('-')[0]} B&B stages per token (mean)",
+                    bnb_mean_stages(m)) for m in MODELS]
+    return [oc.cause_row(name, q, h100, perturbed, missing=missing) for name, q in quantities]
 
 
 def price_bound_rows(fig13: Sequence[f13.Fig13Cell], scale: float = 1.1) -> list[list[Any]]:
@@ -149,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="results/opweave-causes")
     p.add_argument("--fig14", default=None)
     p.add_argument("--time-limit", type=float, default=600.0)
+    p.add_argument("--cached", action="store_true",
+                   help="solve nothing: spread and causes from the records under --out so far")
     p.add_argument("--no-causes", action="store_true",
                    help="no solving: neither the spread sensitivity nor the causes")
     args = p.parse_args(argv)
@@ -160,8 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                "B&B stages/token", "B&B T_rtt ms", "B&B stopped at limit"], fig9_table(cells)))
     if not args.no_causes:
         print("\n### Fig. 9 spread sensitivity\n")
+        spread_out = Path(args.out) / "spread"
         pts = sp.spread_points(_h100(cells), sp.SPREADS,
-                               sp.sweep_resolver(Path(args.out) / "spread", args.time_limit))
+                               sp.cached_resolver(spread_out) if args.cached else
+                               sp.sweep_resolver(spread_out, args.time_limit))
         print(_md(sp.SPREAD_HEADERS, sp.spread_rows(pts)))
         print()
         print(_md(["cell", *(f"s = {x.spread:g}" for x in pts),
@@ -178,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_causes:
         print("\n### Causes: each quantity under one changed input\n")
         print(_md(["quantity", "records", *(x.name for x in PERTURBATIONS), "largest mover"],
-                  causes(cells, Path(args.out), args.time_limit)))
+                  causes(cells, Path(args.out), args.time_limit, args.cached)))
     if args.fig14:
         pts14 = fig14_rows(args.fig14)
         print("\n### Fig. 14\n")

@@ -49,3 +49,17 @@ def test_cause_row_names_the_largest_mover() -> None:
                                           "b": {"k": {"bnb": _rec(0.5)}}})
     assert row[:4] == ["total", "1", "1.200", "0.500"] and row[4].startswith("b: 1 → 0.500")
     assert oc.cause_row("total", q, base, {"a": base})[-1] == "none moves it"
+
+
+def test_unsolved_perturbations_are_not_named_as_the_mover(tmp_path) -> None:
+    cells = {("gemma-3-27b", "H100", 8192, 25.0): {"afd": {
+        **_rec(2.0, t=24.0, plan=SPLIT, method="afd"), "model": "gemma-3-27b",
+        "gpus": ["H100"], "context": 8192}}}
+    p = oc.Perturbation("SLO -10 %", slo_scale=0.9)
+    raw = oc.perturbed_cells(cells, p, oc.cached_solver(tmp_path))
+    assert oc.unsolved(raw) == 1 and oc.as_cells(raw) == {next(iter(cells)): {}}
+
+    def q(c):
+        return float(len(c))
+    row = oc.cause_row("q", q, cells, {p.name: oc.as_cells(raw)}, missing={p.name: 1})
+    assert row[2] == "n/a (1 unsolved)" and row[3] == "--"

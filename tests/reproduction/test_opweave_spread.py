@@ -99,3 +99,16 @@ def test_no_plan_stays_no_plan_and_fitting_plans_are_kept() -> None:
     assert got.resolved and got.cost == 3.0 and got.t_rtt_ms == pytest.approx(10 / 1.2)
     with pytest.raises(ValueError):
         sp.spread_cost(rec, -0.1, never)
+
+
+def test_an_unsolved_method_is_unknown_not_infeasible(tmp_path: Path) -> None:
+    """A re-solve without a record (the cached resolver before solving) is never counted as
+    infeasible, and the cell's ratio is unknown."""
+    key = ("gemma-3-27b", "H100", 8192, 25.0)
+    recs = {m: {"model": key[0], "gpus": ["H100"], "context": key[2], "slo_ms": key[3],
+                "method": m, "cost_usd_per_mtok": 1.0 + i, "t_rtt_ms": 24.0}
+            for i, m in enumerate(sp.METHODS)}
+    (p,) = sp.spread_points({key: recs}, [0.1], sp.cached_resolver(tmp_path))
+    assert p.infeasible() == [] and p.unknown() == 4 and p.ratio(key) is None
+    assert sp.spread_rows([p])[0][1] == "0 of 3 (4 methods not re-solved)"
+    assert sp.ratio_grid([p])[0][1] == "?"

@@ -88,12 +88,20 @@ def solved_count(cells: RecordCells, p: Perturbation) -> int:
                if m in METHODS)
 
 
+def unsolved(perturbed: Mapping[tuple, Mapping[str, Mapping[str, Any] | None]]) -> int:
+    """Methods without a record under the perturbation (a solver that returned None)."""
+    return sum(r is None for per in perturbed.values() for r in per.values())
+
+
 def cause_row(name: str, quantity: Quantity, base: RecordCells,
-              perturbed: Mapping[str, RecordCells], digits: int = 3) -> list[Any]:
+              perturbed: Mapping[str, RecordCells], digits: int = 3,
+              missing: Mapping[str, int] | None = None) -> list[Any]:
     """[quantity, base value, value under each perturbation, the largest mover "name: base →
-    value (Δ)"]; a perturbation the quantity is undefined under shows "--"."""
+    value (Δ)"]; a perturbation the quantity is undefined under shows "--", one with
+    ``missing[name]`` > 0 unsolved methods shows "n/a" and never names the mover."""
     b = quantity(base)
-    vals = {n: quantity(c) for n, c in perturbed.items()}
+    gaps = dict(missing or {})
+    vals = {n: None if gaps.get(n) else quantity(c) for n, c in perturbed.items()}
 
     def fmt(v: float | None) -> str:
         return "--" if v is None else f"{v:.{digits}f}" if v != int(v) else f"{v:g}"
@@ -102,7 +110,23 @@ def cause_row(name: str, quantity: Quantity, base: RecordCells,
     top = max(deltas, key=lambda n: abs(deltas[n])) if deltas else None
     moved = ("--" if top is None else "none moves it" if deltas[top] == 0 else
              f"{top}: {fmt(b)} → {fmt(vals[top])} ({deltas[top]:+.{digits}f})")
-    return [name, fmt(b), *(fmt(vals[n]) for n in perturbed), moved]
+    shown = [f"n/a ({gaps[n]} unsolved)" if gaps.get(n) else fmt(vals[n]) for n in perturbed]
+    return [name, fmt(b), *shown, moved]
+
+
+def cached_solver(out: str | Path) -> Solver:
+    """A :data:`Solver` that reads the records :func:`sweep_solver` wrote under ``out`` and
+    solves nothing (None: not solved yet)."""
+    from opt.app.runs.serving_sweep import ServingCell
+    from opt.common.jsonio import read_json
+
+    def solve(rec: Mapping[str, Any], p: Perturbation) -> Mapping[str, Any] | None:
+        cell = ServingCell(rec["model"], tuple(rec["gpus"]), int(rec["context"]),
+                           round(float(rec["slo_ms"]) * p.slo_scale, 6))
+        path = cell.folder(Path(out) / _slug(p.name)) / f"{rec['method']}.json"
+        return read_json(path) if path.exists() else None
+
+    return solve
 
 
 def sweep_solver(out: str | Path, time_limit: float = 600.0) -> Solver:
@@ -156,4 +180,4 @@ def as_cells(perturbed: Mapping[tuple, Mapping[str, Mapping[str, Any] | None]]) 
 
 
 __all__: Sequence[str] = ("Perturbation", "keeps", "perturbed_cells", "solved_count",
-                          "cause_row", "sweep_solver", "as_cells")
+                          "cause_row", "sweep_solver", "cached_solver", "as_cells", "unsolved")

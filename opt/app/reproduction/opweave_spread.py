@@ -11,8 +11,9 @@ optimum under the SLO SLO / (1 + s).
 Computed without re-solving where the answer is known: a method's plan at s = 0 whose
 T_rtt × (1 + s) still meets the SLO stays its optimum (the optimum over a superset that lies in
 the subset); a method with no plan at s = 0 has none at s > 0 (the feasible set shrinks).
-Otherwise ``resolve(record, slo_ms)`` solves the method again at the tightened SLO. So more
-spread never makes fewer configurations infeasible and never lowers a method's cost.
+Otherwise ``resolve(record, slo_ms)`` solves the method again at the tightened SLO (None: not
+solved — the method is *unknown* at that spread, never counted as infeasible). So more spread
+never makes fewer configurations infeasible and never lowers a method's cost.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ def _cost(rec: Mapping[str, Any] | None) -> float | None:
 @dataclass(frozen=True)
 class SpreadCost:
     """A method's optimum under spread ``spread``: its cost ($ per million output tokens; None:
-    no plan), its model T_rtt (ms) and whether it was re-solved (else it is the s = 0 plan or
-    the s = 0 infeasibility)."""
+    no plan), its model T_rtt (ms), whether it was re-solved (else it is the s = 0 plan or
+    the s = 0 infeasibility) and whether it is ``known`` (False: the re-solve has no record)."""
 
     spread: float
     cost: float | None
     t_rtt_ms: float | None
     resolved: bool
+    known: bool = True
 
 
 def spread_cost(rec: Mapping[str, Any], spread: float, resolve: Resolve) -> SpreadCost:
@@ -59,6 +61,8 @@ def spread_cost(rec: Mapping[str, Any], spread: float, resolve: Resolve) -> Spre
     if t is not None and float(t) <= limit * (1 + 1e-12):
         return SpreadCost(spread, cost, float(t), False)
     again = resolve(rec, limit)
+    if again is None:
+        return SpreadCost(spread, None, None, True, known=False)
     new = _cost(again)
     return SpreadCost(spread, new, None if new is None or again is None
                       else again.get("t_rtt_ms"), True)
@@ -74,11 +78,17 @@ class SpreadPoint:
     def infeasible(self) -> list[tuple[tuple, str]]:
         """(cell, baseline) pairs without a plan."""
         return [(k, m) for k, per in sorted(self.costs.items()) for m in BASELINES
-                if m in per and per[m].cost is None]
+                if m in per and per[m].cost is None and per[m].known]
+
+    def unknown(self) -> int:
+        """Methods whose re-solve has no record."""
+        return sum(not c.known for per in self.costs.values() for c in per.values())
 
     def ratio(self, key: tuple) -> float | None:
-        """Best feasible baseline / B&B in one cell."""
+        """Best feasible baseline / B&B in one cell (None when a method is unknown)."""
         per = self.costs[key]
+        if not all(c.known for c in per.values()):
+            return None
         base = [c.cost for m in BASELINES if m in per and (c := per[m]).cost is not None]
         bnb = per["bnb"].cost if "bnb" in per else None
         return min(base) / bnb if base and bnb else None
@@ -115,7 +125,9 @@ def spread_rows(points: Sequence[SpreadPoint]) -> list[list[Any]]:
         strict = sum(r > 1 + 1e-9 for r in ratios.values())
         tied = sum(abs(r - 1) <= 1e-9 for r in ratios.values())
         resolved = sum(c.resolved for per in p.costs.values() for c in per.values())
-        out.append([f"{p.spread:g}", f"{len(bad)} of {3 * len(p.costs)}",
+        unknown = p.unknown()
+        out.append([f"{p.spread:g}", f"{len(bad)} of {3 * len(p.costs)}"
+                    + (f" ({unknown} methods not re-solved)" if unknown else ""),
                     ", ".join(new) or "--", "; ".join(maxima),
                     f"{strict} strictly, {tied} tied", resolved])
     return out
@@ -134,12 +146,29 @@ def ratio_grid(points: Sequence[SpreadPoint]) -> list[list[Any]]:
         vals = []
         for p in points:
             r = p.ratio(k)
-            vals.append("✗" if p.costs[k].get("bnb") and p.costs[k]["bnb"].cost is None
+            b = p.costs[k].get("bnb")
+            vals.append("?" if any(not c.known for c in p.costs[k].values())
+                        else "✗" if b is not None and b.cost is None
                         else "--" if r is None else f"{r:.3f}")
         last = points[-1].costs[k]
         gone = [m for m in BASELINES if m in last and last[m].cost is None]
         out.append([_cell_name(k), *vals, ", ".join(gone) or "--"])
     return out
+
+
+def cached_resolver(out: str | Path) -> Resolve:
+    """A :data:`Resolve` that reads the records :func:`sweep_resolver` wrote under ``out`` and
+    solves nothing (None: not solved yet)."""
+    from opt.app.runs.serving_sweep import ServingCell
+    from opt.common.jsonio import read_json
+
+    def resolve(rec: Mapping[str, Any], slo_ms: float) -> Mapping[str, Any] | None:
+        cell = ServingCell(rec["model"], tuple(rec["gpus"]), int(rec["context"]),
+                           round(slo_ms, 6))
+        path = cell.folder(Path(out)) / f"{rec['method']}.json"
+        return read_json(path) if path.exists() else None
+
+    return resolve
 
 
 def sweep_resolver(out: str | Path, time_limit: float = 600.0) -> Resolve:
