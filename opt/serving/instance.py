@@ -271,7 +271,7 @@ class ServingInstance:
         out.setflags(write=False)
         return out
 
-    @property
+    @cached_property
     def has_reshard(self) -> bool:
         """Whether some crossing redistributes (a non-zero reshard table)."""
         return self.reshard is not None and bool(self.reshard_out.any() or self.reshard_in.any())

@@ -238,3 +238,30 @@ def test_simulator_settles_to_the_period_with_redistribution() -> None:
     met = evaluate_plan(inst, plan)
     assert rep.t_rtt_sim == pytest.approx(float(met.t_rtt_exact), rel=1e-9)
     assert met.t_rtt > evaluate_plan(replace(inst, reshard=None), plan).t_rtt
+
+
+def test_candidate_crossing_terms_bound_every_layout_pair() -> None:
+    """The search's per-candidate crossing terms (the send/recv alone) never exceed the exact
+    terms under any configuration of the owner and its partners, for every owner sequence
+    of K = 2 and 3 (the bound that prunes stays a bound)."""
+    from heuristics.serving.search import _sequence_data
+
+    inst = _random_instance(8)
+    dur_cnt = inst.op_duration * inst.op_count[None, None, :]
+    g, nc, nm = inst.config_gpu, len(inst.configs), len(inst.microbatch_sizes)
+    seqs = full_sequences(inst)
+    for k in (2, 3):
+        for owner in seqs[k]:
+            seq = _sequence_data(inst, owner, dur_cnt)
+            first, last = int(owner[0]), int(owner[inst.last_op])
+            for m, role in enumerate(seq.roles):
+                for combo in np.ndindex(*(nc,) * k):
+                    cfg = list(combo)
+                    for mb in range(nm):
+                        r = role.net.reshard_ticks(inst.config_reshard, cfg[m],
+                                                   cfg[(m + 1) % k], cfg[(m - 1) % k], mb)
+                        send, busier = role.net.exact(
+                            inst.crossing_network, g[cfg[m]], g[cfg[(m + 1) % k]],
+                            g[cfg[(m - 1) % k]], g[cfg[first]], g[cfg[last]], mb, r)
+                        assert role.send[g[cfg[m]], mb] <= send
+                        assert role.out[g[cfg[m]], mb] <= busier
