@@ -112,3 +112,15 @@ def test_an_unsolved_method_is_unknown_not_infeasible(tmp_path: Path) -> None:
     assert p.infeasible() == [] and p.unknown() == 4 and p.ratio(key) is None
     assert sp.spread_rows([p])[0][1] == "0 of 3 (4 methods not re-solved)"
     assert sp.ratio_grid([p])[0][1] == "?"
+
+
+def test_a_stopped_resolve_is_marked() -> None:
+    key = ("gemma-3-27b", "H100", 8192, 25.0)
+    recs = {m: {"slo_ms": 25.0, "method": m, "cost_usd_per_mtok": 1.0, "t_rtt_ms": 24.0}
+            for m in sp.METHODS}
+
+    def resolve(rec, slo):
+        return {"cost_usd_per_mtok": 2.0 if rec["method"] == "bnb" else 3.0, "t_rtt_ms": slo,
+                "search": {"timed_out": rec["method"] == "bnb"}}
+    (p,) = sp.spread_points({key: recs}, [0.1], resolve)
+    assert p.costs[key]["bnb"].stopped and sp.ratio_grid([p])[0][1] == "1.500*"

@@ -40,13 +40,15 @@ def _cost(rec: Mapping[str, Any] | None) -> float | None:
 class SpreadCost:
     """A method's optimum under spread ``spread``: its cost ($ per million output tokens; None:
     no plan), its model T_rtt (ms), whether it was re-solved (else it is the s = 0 plan or
-    the s = 0 infeasibility) and whether it is ``known`` (False: the re-solve has no record)."""
+    the s = 0 infeasibility), whether it is ``known`` (False: the re-solve has no record) and
+    whether the re-solve ``stopped`` at its time limit (its cost: the incumbent's)."""
 
     spread: float
     cost: float | None
     t_rtt_ms: float | None
     resolved: bool
     known: bool = True
+    stopped: bool = False
 
 
 def spread_cost(rec: Mapping[str, Any], spread: float, resolve: Resolve) -> SpreadCost:
@@ -64,8 +66,8 @@ def spread_cost(rec: Mapping[str, Any], spread: float, resolve: Resolve) -> Spre
     if again is None:
         return SpreadCost(spread, None, None, True, known=False)
     new = _cost(again)
-    return SpreadCost(spread, new, None if new is None or again is None
-                      else again.get("t_rtt_ms"), True)
+    return SpreadCost(spread, new, None if new is None else again.get("t_rtt_ms"), True,
+                      stopped=bool((again.get("search") or {}).get("timed_out")))
 
 
 @dataclass(frozen=True)
@@ -139,19 +141,21 @@ SPREAD_HEADERS = ["spread s (p95 = T_rtt (1 + s))", "baseline configurations inf
 
 
 def ratio_grid(points: Sequence[SpreadPoint]) -> list[list[Any]]:
-    """Per cell, best baseline / B&B at every spread ("✗" marks a cell whose B&B has no plan),
-    and the baselines infeasible at the largest spread."""
+    """Per cell, best baseline / B&B at every spread ("✗": the cell's B&B has no plan; "?": a
+    method not re-solved yet; "*": a re-solve stopped at its time limit), and the baselines
+    infeasible at the largest spread."""
     out = []
     for k in sorted(points[0].costs):
         vals = []
         for p in points:
             r = p.ratio(k)
             b = p.costs[k].get("bnb")
+            star = "*" if any(c.stopped for c in p.costs[k].values()) else ""
             vals.append("?" if any(not c.known for c in p.costs[k].values())
                         else "✗" if b is not None and b.cost is None
-                        else "--" if r is None else f"{r:.3f}")
+                        else "--" if r is None else f"{r:.3f}{star}")
         last = points[-1].costs[k]
-        gone = [m for m in BASELINES if m in last and last[m].cost is None]
+        gone = [m for m in BASELINES if m in last and last[m].cost is None and last[m].known]
         out.append([_cell_name(k), *vals, ", ".join(gone) or "--"])
     return out
 
