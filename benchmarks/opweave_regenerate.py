@@ -2,7 +2,7 @@
 regenerated from ``hetopt sweep serving`` records, each verdict with its measured cause.
 
     python benchmarks/opweave_regenerate.py RECORDS_DIR... [--out results/opweave-causes]
-        [--fig14 DIR] [--time-limit 600] [--cached | --no-causes]
+        [--fig14 DIR] [--compare DIR] [--time-limit 600] [--cached | --no-causes]
 
 Prints Markdown: the Fig. 9 cell table (model T_rtt, a mean, against OpWeave's measured p95),
 Fig. 9's step-time spread sensitivity (:mod:`opt.app.reproduction.opweave_spread`), the verdict
@@ -143,11 +143,44 @@ def price_bound_rows(fig13: Sequence[f13.Fig13Cell], scale: float = 1.1) -> list
     return out
 
 
+def _raw_cells(folder: str) -> Cells:
+    """Records under ``folder`` by cell and method, as read (not re-evaluated: they may come
+    from another revision of the cost model)."""
+    out: Cells = {}
+    for rec in load_records([folder]):
+        key = (rec["model"], "+".join(rec["gpus"]), int(rec["context"]), float(rec["slo_ms"]))
+        out.setdefault(key, {})[rec["method"]] = rec
+    return out
+
+
+def compare_rows(cells: Cells, other: Cells) -> list[list[Any]]:
+    """Per H100 cell and method present in ``other``: $/M here → there (✗: no plan), and the
+    infeasible baseline configurations on each side."""
+    out = []
+    for k in sorted(_h100(other)):
+        vals = []
+        for m in ("col", "afd", "cad", "bnb"):
+            if m not in other[k]:
+                vals.append("--")
+                continue
+            a, b = _cost((cells.get(k) or {}).get(m)), _cost(other[k][m])
+            vals.append(f"{'✗' if a is None else f'{a:.4g}'} → {'✗' if b is None else f'{b:.4g}'}")
+        out.append([k[0], f"{k[2] // 1024}K", f"{k[3]:g}", *vals])
+    n_here = infeasible({k: {m: r for m, r in cells.get(k, {}).items() if m in other[k]}
+                         for k in _h100(other)})
+    out.append(["infeasible baseline configurations", "", "", f"{n_here:g} → "
+                f"{infeasible(_h100(other)):g}", "", "", ""])
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("records", nargs="+")
     p.add_argument("--out", default="results/opweave-causes")
     p.add_argument("--fig14", default=None)
+    p.add_argument("--compare", default=None,
+                   help="records of another revision (e.g. another crossing rule): the H100 "
+                        "cells side by side, not re-evaluated")
     p.add_argument("--time-limit", type=float, default=600.0)
     p.add_argument("--cached", action="store_true",
                    help="solve nothing: spread and causes from the records under --out so far")
@@ -183,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n### Causes: each quantity under one changed input\n")
         print(_md(["quantity", "records", *(x.name for x in PERTURBATIONS), "largest mover"],
                   causes(cells, Path(args.out), args.time_limit, args.cached)))
+    if args.compare:
+        print(f"\n### H100 cells: these records → {args.compare}\n")
+        print(_md(["model", "ctx", "SLO ms", "COL", "AFD", "CAD", "B&B"],
+                  compare_rows(cells, _raw_cells(args.compare))))
     if args.fig14:
         pts14 = fig14_rows(args.fig14)
         print("\n### Fig. 14\n")
