@@ -43,16 +43,14 @@ from opt.app.reproduction.opweave_tables import (
 )
 
 Cells = dict[tuple, dict[str, Row]]
-#: Named causes (evidence in docs/serving.md "OpWeave's evaluation on the calibrated model").
+#: Where the measured cause of each Fig. 9 verdict is (the input that moves it most, by how
+#: much: ``benchmarks/opweave_regenerate.py``, docs/serving.md "Causes").
 CAUSES: dict[str, Any] = {
-    "fig9_max": {
-        "gemma-3-27b": "measured kernels make Gemma's colocated plans relatively cheaper "
-                       "and its sliding-window attention keeps decode attention short",
-        "qwen3-next-80b-a3b": "calibrated full / linear attention module 5.4x at 128K "
-                              "(roofline 1.9x): split plans absorb the imbalance"},
+    "fig9_max": {m: "measured cause: docs/serving.md \"Causes\""
+                 for m in ("gemma-3-27b", "qwen3-next-80b-a3b")},
     "fig9_infeasible": "measured H100 inter-node send/recv 18.5 us + b / 36.2 GB/s: AFD / "
                        "CAD's 124 / 96 crossings cost about 2.3 / 1.8 ms per token, inside "
-                       "25 / 40 ms",
+                       "25 / 40 ms; measured cause: docs/serving.md \"Causes\"",
 }
 BASELINES = ("col", "afd", "cad")
 METHODS = (*BASELINES, "bnb")
