@@ -25,17 +25,17 @@ SOURCE = "OpWeave §7.2/§7.4, {fig}"
 KIND = "(model T_rtt mean vs OpWeave's measured p95)"
 
 #: Why our gains over the best baseline are smaller.
-STRONG_BASELINES = ("docs/serving.md §Measured GPU costs (Fig. 9 on the calibrated model): "
+STRONG_BASELINES = ("docs/serving.md §OpWeave's evaluation on the calibrated model (Causes): "
                     "as in OpWeave §7.1 our baselines search the planner's configurations, "
                     "batches and μ under their disaggregation policy; the gap follows the "
                     "GPU cost model (colocated Gemma plans cheaper with measured kernels, "
                     "Qwen3-Next's full/linear attention imbalance larger)")
 #: Why B&B is strictly cheapest in fewer settings.
-COLOCATED_WINS = ("docs/serving.md §Measured (36-cell table): where the best plan is colocated "
+COLOCATED_WINS = ("docs/serving.md §OpWeave's evaluation on the calibrated model: where the best plan is colocated "
                   "(10.33 / 12 stages per token) COL already finds it, since our baselines "
                   "also choose configurations, batches and μ")
 #: Why no baseline configuration is infeasible.
-NO_INFEASIBLE = ("docs/serving.md §Measured GPU costs (Fig. 9 on the calibrated model): a "
+NO_INFEASIBLE = ("docs/serving.md §OpWeave's evaluation on the calibrated model (Causes): a "
                  "network crossing costs the measured H100 inter-node send/recv (18.5 us + "
                  "b / 36.2 GB/s), so AFD / CAD's 124 / 96 crossings per token fit every SLO")
 #: Why the L40S / A100 change the best plan's cost differently from OpWeave's Fig. 13.
@@ -45,11 +45,11 @@ MIX_REASON = {"H100+L40S": "docs/serving.md §OpWeave's evaluation on the calibr
                            "on the classes of its closest measured card, the A40: "
                            "problems.md §5.3b), and an H100-only plan crosses at the H100's "
                            "own link (problems.md §3.1), so the het optimum is the hom one",
-              "H100+A100": "docs/serving.md §Measured (Fig. 13 rows): a colocated A100 plan "
+              "H100+A100": "docs/serving.md §Fig. 13 both ways: a colocated A100 plan "
                            "(a baseline) already takes most of the A100's gain; and our "
                            "baselines search configurations, batches, μ"}
 #: Why adding the A100 lowers the best plan's cost more than in OpWeave.
-A100_BANDWIDTH = ("docs/serving.md §Measured (Fig. 9/13 rows): long-context decode is "
+A100_BANDWIDTH = ("docs/serving.md §Fig. 13 both ways: long-context decode is "
                   "KV-bandwidth bound in this cost model and the A100 has 1.22x the H100's "
                   "memory bandwidth per dollar (2039 GB/s at $1.74 vs 3350 GB/s at $3.49, "
                   "OpWeave Table 1), so plans on A100s gain more")
