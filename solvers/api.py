@@ -110,7 +110,7 @@ def solve(instance: PlacementInstance | ServingInstance, method: str | None = No
           warm_start: str | None = "best", export_path: str | None = None,
           deterministic: bool = False, log: bool = False, **params: Any) -> Result:
     """Solve ``instance`` with ``method`` (None: the default method of the instance's problem,
-    :data:`solvers.registry.DEFAULTS`: ``cpsat`` for placement, ``cpsat-layout`` for layout,
+    :data:`solvers.registry.DEFAULTS`: ``portfolio`` for placement, ``cpsat-layout`` for layout,
     ``bnb`` for serving instances; on a placement instance the exact default cannot build a
     model of within ``time_limit``, the best heuristic, :data:`solvers.registry.FALLBACKS`;
     ``stats["method_choice"]`` says which and why) and return a certified :class:`Result`. An

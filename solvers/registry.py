@@ -85,6 +85,11 @@ _METHODS: tuple[Method, ...] = (
            "MILP with HiGHS, no evictions: big-M (Pyomo) or time-indexed / bucketed "
            "(models.placement.milp_time), chosen per instance or by formulation=",
            P.MILP, warm_start=True, export=True, goals=True),
+    Method("portfolio", "placement", True, _ref("solvers.placement.portfolio:solve_portfolio"),
+           "CP-SAT and the MILP in geometric time slices on one worker, sharing the "
+           "validated incumbent and the best bound (solvers.placement.portfolio)",
+           P.ParamSpec(("solvers.placement.portfolio:PORTFOLIO_PARAMS",)), warm_start=True,
+           goals=True),
     Method("heft", "placement", False, _ref(f"{_PL}:heft"),
            "HEFT list scheduling (Topcuoglu et al. 2002)", P.DEVICE_CHOICE,
            settings=f"{_PL}:list_settings"),
@@ -150,7 +155,7 @@ _METHODS: tuple[Method, ...] = (
 )
 
 #: the method ``solve`` uses when none is given, per problem
-DEFAULTS = MappingProxyType({"placement": "cpsat", "layout": "cpsat-layout", "serving": "bnb"})
+DEFAULTS = MappingProxyType({"placement": "portfolio", "layout": "cpsat-layout", "serving": "bnb"})
 #: the method ``solve`` uses when none is given and the instance is beyond the default's
 #: size cap (:func:`size_error`): the best heuristic, with its certified bound
 FALLBACKS = MappingProxyType({"placement": "bifocal", "layout": "bifocal/wla"})
@@ -161,6 +166,7 @@ FALLBACKS = MappingProxyType({"placement": "bifocal", "layout": "bifocal/wla"})
 #: node), the MILP under 450 tasks/s; stated at twice that (a faster machine), so only an
 #: instance that cannot be built within its time limit anywhere is refused.
 BUILD_TASKS_PER_S = MappingProxyType({"cpsat": 500.0, "cpsat-blocks": 500.0, "milp": 800.0,
+                                      "portfolio": 500.0,
                                       "cpsat-layout": 500.0, "cpsat-formats": 500.0})
 #: The most tasks those methods build a model for at all, whatever the time limit (memory:
 #: CP-SAT held 438 MB at 4,059 tasks, about 100 KB per task; 50,000 tasks are about 5 GB).

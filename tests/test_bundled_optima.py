@@ -1,7 +1,7 @@
 """``hetopt solve NAME`` without ``--method`` reproduces every bundled optimum
 (instances/index.json and the STG graphs): it runs the method the index entry records as having
 proved the optimum (``provenance.best_by``; cpsat-blocks for the P1 Llama-2-7B slice), else the
-default of the instance's problem: cpsat for placement, cpsat-layout for layout, bnb for
+default of the instance's problem: portfolio for placement, cpsat-layout for layout, bnb for
 serving (docs/cli.md, "Default method"). Instances that take more than a few seconds are
 ``slow``; the limits are ceilings, each solve ends when its optimum is proven."""
 
@@ -64,4 +64,4 @@ def test_a_file_path_runs_the_problem_default(capsys):
     its problem's default (a 1 s limit: only the method is checked)."""
     path = Path(instances.__file__).parent / instances.info("p1-llama-2-7b-hp32-p64-d2-l2").file
     main(["solve", str(path), "--time-limit", "1", "--num-workers", "1", "--json", "--no-solution"])
-    assert json.loads(capsys.readouterr().out)["method"] == "cpsat"
+    assert json.loads(capsys.readouterr().out)["method"] == "portfolio"

@@ -22,8 +22,8 @@ from solvers.registry import DEFAULTS, PROBLEMS, BackendRef, names
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PLACEMENT = ("cpsat", "cpsat-blocks", "milp", "heft", "bifocal", "bifocal-grid", "pd", "af",
-             "pd+linear", "pd+attn", "pd+ffn", "policy-search")
+PLACEMENT = ("cpsat", "cpsat-blocks", "milp", "portfolio", "heft", "bifocal", "bifocal-grid",
+             "pd", "af", "pd+linear", "pd+attn", "pd+ffn", "policy-search")
 LAYOUT = ("pd/linear", "pd/dual", "bifocal/linear", "bifocal/dual", "bifocal/wla",
           "bifocal/wla+dual", "cpsat-layout", "cpsat-formats")
 SERVING = ("bnb", "enum", "milp", "col", "afd", "cad")
@@ -48,11 +48,13 @@ def test_registry_contents_and_defaults():
     assert len(methods()) == len(PLACEMENT) + len(LAYOUT) + len(SERVING)
     exact = {(m.problem, m.name) for m in methods() if m.exact}
     assert exact == {("placement", "cpsat"), ("placement", "cpsat-blocks"),
-                     ("placement", "milp"), ("layout", "cpsat-layout"), ("serving", "enum"),
-                     ("serving", "milp")}
-    assert {m.name for m in methods() if m.warm_start} == {"cpsat", "cpsat-blocks", "milp"}
+                     ("placement", "milp"), ("placement", "portfolio"),
+                     ("layout", "cpsat-layout"), ("serving", "enum"), ("serving", "milp")}
+    assert {m.name for m in methods() if m.warm_start} == {"cpsat", "cpsat-blocks", "milp",
+                                                           "portfolio"}
     assert [m.name for m in methods() if m.export] == ["milp"]
-    assert dict(DEFAULTS) == {"placement": "cpsat", "layout": "cpsat-layout", "serving": "bnb"}
+    assert dict(DEFAULTS) == {"placement": "portfolio", "layout": "cpsat-layout",
+                              "serving": "bnb"}
     for problem in PROBLEMS:
         assert default_method(problem).problem == problem
     for m in methods():
@@ -122,7 +124,7 @@ def test_solve_without_method_uses_the_problem_default(heft_paper, plan_instance
     assert res.method == "bnb" and res.status in ("OPTIMAL", "FEASIBLE")
     assert res.objective is not None and res.stats["checker"] == "valid"
     res = solve(heft_paper, time_limit=10, deterministic=True)
-    assert res.method == "cpsat" and res.status == "OPTIMAL" and res.objective == 73
+    assert res.method == "portfolio" and res.status == "OPTIMAL" and res.objective == 73
 
 
 def test_unknown_method_lists_the_instance_problems_methods(heft_paper, plan_instance):

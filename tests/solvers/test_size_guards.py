@@ -30,7 +30,8 @@ def small_caps(monkeypatch):
     monkeypatch.setattr(reg, "ALWAYS_BUILT_TASKS", 0)
 
 
-@pytest.mark.parametrize("method", ["cpsat", "milp", "cpsat-blocks", "cpsat-layout"])
+@pytest.mark.parametrize("method", ["cpsat", "milp", "cpsat-blocks", "portfolio",
+                                    "cpsat-layout"])
 def test_an_exact_method_refuses_an_instance_it_cannot_build_in_time(small_caps, method):
     inst = instances.load(SMALL)
     with pytest.raises(InputError, match=f"method '{method}' builds its model at about 1 "
@@ -46,7 +47,7 @@ def test_an_exact_method_refuses_an_instance_above_its_memory_cap(small_caps):
         solve(instances.load(LAYOUT), "cpsat", time_limit=None)
 
 
-@pytest.mark.parametrize("name, exact, fallback", [(SMALL, "cpsat", "bifocal"),
+@pytest.mark.parametrize("name, exact, fallback", [(SMALL, "portfolio", "bifocal"),
                                                    (LAYOUT, "cpsat-layout", "bifocal/wla")])
 def test_the_default_fits_the_size(small_caps, name, exact, fallback):
     inst = instances.load(name)
