@@ -37,6 +37,11 @@ from opt.placement.instance import PlacementInstance
 #: a device of the same class runs the task without evicting, then takes the earliest finish
 #: (the default); ``eft`` takes the earliest finish whatever it evicts
 DEVICE_CHOICES = ("fit_in_class", "eft")
+#: The static policies' device choices (problems.md §6, "Device inside the class"):
+#: ``least_available`` (their default, the DOPS authors' baseline scheduler) takes the
+#: eligible device of the task's class whose timeline ends first, whatever its finish (a task
+#: outside any class: ``fit_in_class``); then :data:`DEVICE_CHOICES`
+STATIC_DEVICE_CHOICES = ("least_available", *DEVICE_CHOICES)
 
 
 def upward_rank(inst: PlacementInstance) -> np.ndarray:
@@ -74,10 +79,11 @@ class DeviceClasses:
         return tcls, mem
 
 
-def check_device_choice(device_choice: str) -> bool:
-    """Whether ``device_choice`` (one of :data:`DEVICE_CHOICES`) is ``fit_in_class``."""
-    if device_choice not in DEVICE_CHOICES:
-        raise InputError(f"device_choice must be one of {', '.join(DEVICE_CHOICES)}, "
+def check_device_choice(device_choice: str,
+                        choices: tuple[str, ...] = DEVICE_CHOICES) -> bool:
+    """Whether ``device_choice`` (one of ``choices``) is ``fit_in_class``."""
+    if device_choice not in choices:
+        raise InputError(f"device_choice must be one of {', '.join(choices)}, "
                          f"not {device_choice!r}", field="device_choice")
     return device_choice == "fit_in_class"
 
@@ -94,17 +100,22 @@ def list_schedule(inst: PlacementInstance, order: Iterable[int], *, insertion: b
                   device_choice: str = "fit_in_class") -> dict:
     """Schedule tasks in ``order`` (topological), each on the candidate device with the earliest
     finish time, evicting LRU blocks where a load does not fit. ``device_choice``
-    (:data:`DEVICE_CHOICES`, problems.md §6 "Device choice under capacity"): ``fit_in_class``
-    passes over a device whose load would evict when a candidate of the same device class
-    runs the task without evicting; ``eft`` takes the earliest finish whatever it evicts.
+    (:data:`STATIC_DEVICE_CHOICES`, problems.md §6 "Device choice under capacity"):
+    ``fit_in_class`` passes over a device whose load would evict when a candidate of the same
+    device class runs the task without evicting; ``eft`` takes the earliest finish whatever
+    it evicts; ``least_available`` takes, for a task narrowed to its class (``classes``), the
+    candidate whose timeline ends first, and ``fit_in_class``'s choice for the others.
     ``classes`` narrows each task's candidates to its class (:class:`DeviceClasses`); when
     some are in the class but none is eligible (the block is larger than each), the policy
     cannot keep the task in its class: InputError."""
-    fit_cls = device_class_codes(inst) if check_device_choice(device_choice) else None
+    least = device_choice == "least_available"
+    fit = check_device_choice(device_choice, STATIC_DEVICE_CHOICES) or least
+    fit_cls = device_class_codes(inst) if fit else None
     arrays = classes.arrays(inst) if classes is not None else None
     name = classes.name if classes is not None else ""
     return _arrays.eft_schedule(inst, order, _arrays.unique_rows(inst.cost), insertion=insertion,
-                                classes=arrays, policy_name=name, fit_classes=fit_cls)
+                                classes=arrays, policy_name=name, fit_classes=fit_cls,
+                                least_available=least)
 
 
 def heft_priority_order(inst: PlacementInstance) -> np.ndarray:

@@ -180,20 +180,23 @@ def order_array(inst: PlacementInstance, order: Any) -> np.ndarray:
 
 def eft_schedule(inst: PlacementInstance, order: Any, cost_types: tuple[np.ndarray, np.ndarray],
                  *, insertion: bool, classes: tuple[np.ndarray, np.ndarray] | None = None,
-                 policy_name: str = "", fit_classes: np.ndarray | None = None) -> dict:
+                 policy_name: str = "", fit_classes: np.ndarray | None = None,
+                 least_available: bool = False) -> dict:
     """``list_schedule``'s loop (:func:`heuristics.placement.state_kernels.eft_loop`): each
     task of ``order`` on the candidate device of earliest finish (LRU eviction where a load
     does not fit; with ``fit_classes``, each device's class code, a device that would evict
     only when none of its class can take the task without: ``device_choice``
-    ``fit_in_class``); ``classes`` = (each task's class, −1 none: int64 [n]; class × device
-    membership: uint8 [K, nd]), checked by ``DeviceClasses.arrays`` (the kernel does not
-    check bounds), narrows the candidates."""
+    ``fit_in_class``; ``least_available``: the candidate whose timeline ends first instead,
+    ``device_choice`` ``least_available``); ``classes`` = (each task's class, −1 none: int64
+    [n]; class × device membership: uint8 [K, nd]), checked by ``DeviceClasses.arrays`` (the
+    kernel does not check bounds), narrows the candidates."""
     cs = compiled_state(inst, cost_types, insertion=insertion, evict=True)
     tcls, cmem = classes if classes is not None else \
         (np.zeros(0, np.int64), np.zeros((1, inst.n_devices), np.uint8))
     fit = np.zeros(0, np.int64) if fit_classes is None else as_int64(fit_classes)
     code, t = state_kernels.eft_loop(order_array(inst, order), cs.costs, cs.graph, cs.blocks,
-                                     cs.state, cs.cf, Candidates(tcls, cmem, fit))
+                                     cs.state, cs.cf, Candidates(tcls, cmem, fit),
+                                     int(least_available))
     raise_for(cs, int(code), int(t), policy_name)
     return compiled_solution(cs)
 

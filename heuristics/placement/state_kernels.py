@@ -364,7 +364,32 @@ def commit(t, d, dur, k, b, w, etab, pchan, chan, lm, tstart, rl, dv, bbytes, lo
 # ---- the EFT loop (HEFT, the static policies, policy search) -------------------------------------
 
 @njit(cache=True)
-def eft_loop(order, costs, graph, blocks, state, cf, cand):
+def earliest_finish(c_ok, c_ev, c_fit, c_f, fit_cls, nd):
+    """The eligible candidate of earliest finish ``c_f`` (lowest index on ties), passing over
+    one that would evict (``c_ev``) when its class code has a candidate that does not
+    (``c_fit``; only set under ``fit_in_class``); −1 when none is eligible."""
+    best_f = -1
+    best_d = -1
+    for d in range(nd):
+        if c_ok[d] and not (c_ev[d] and c_fit[fit_cls[d]]) and \
+                (best_d < 0 or c_f[d] < best_f):
+            best_f, best_d = c_f[d], d
+    return best_d
+
+
+@njit(cache=True)
+def least_available(c_ok, dv, nd):
+    """The eligible candidate whose timeline ends first (``dv[TLAST]``, ns; lowest index on
+    ties); −1 when none is eligible."""
+    best_d = -1
+    for d in range(nd):
+        if c_ok[d] and (best_d < 0 or dv[TLAST, d] < dv[TLAST, best_d]):
+            best_d = d
+    return best_d
+
+
+@njit(cache=True)
+def eft_loop(order, costs, graph, blocks, state, cf, cand, least=0):
     """``list_schedule``: each task in ``order`` on the legal, eligible device of earliest
     finish (lowest index on ties) among its candidates (code, task). ``costs``, ``graph``,
     ``blocks``, ``state``, ``cf`` (:class:`Config`) and ``cand``
@@ -373,7 +398,11 @@ def eft_loop(order, costs, graph, blocks, state, cf, cand):
     legal device) and its members; a class with no legal member falls back to every legal
     device. With ``cand.fit_class`` (each device's class code; empty: plain earliest finish)
     a candidate whose load would evict is passed over when a candidate of its class runs the
-    task without evicting (``device_choice: fit_in_class``)."""
+    task without evicting (``device_choice: fit_in_class``). With ``least`` = 1 a task narrowed
+    to its class takes the eligible candidate whose timeline ends first (``dv[TLAST]``, the
+    end of its last booked slot; lowest index on ties) whatever its finish (``device_choice:
+    least_available``, the static baselines of the DOPS authors' code); a task outside any
+    class keeps the earliest finish."""
     p_off, p_edge, esrc, etype = graph.p_off, graph.p_edge, graph.esrc, graph.etype
     etab, pchan = graph.etab, graph.pchan
     block, bbytes, loadd = blocks.block, blocks.bbytes, blocks.loadd
@@ -385,6 +414,7 @@ def eft_loop(order, costs, graph, blocks, state, cf, cand):
     n, nd = len(ttype), cf.nd
     narrowing = len(tcls) > 0
     fit = len(fit_cls) > 0
+    least_first = least != 0
     c_ok = np.zeros(nd, np.bool_)  # candidate d is eligible
     c_ev = np.zeros(nd, np.bool_)  # d would evict (fit_in_class only)
     c_fit = np.zeros(nd, np.bool_)  # some candidate of class code d runs it without evicting
@@ -418,12 +448,8 @@ def eft_loop(order, costs, graph, blocks, state, cf, cand):
             c_ev[d] = fit and ok and evicts(b, d, rl, dv, bbytes)
             if ok and fit and not c_ev[d]:
                 c_fit[fit_cls[d]] = True
-        best_f = -1
-        best_d = -1
-        for d in range(nd):
-            if c_ok[d] and not (c_ev[d] and c_fit[fit_cls[d]]) and \
-                    (best_d < 0 or c_f[d] < best_f):
-                best_f, best_d = c_f[d], d
+        best_d = least_available(c_ok, dv, nd) if least_first and c >= 0 else earliest_finish(
+            c_ok, c_ev, c_fit, c_f, fit_cls, nd)
         if best_d < 0:
             return (NO_CLASS_DEVICE if c >= 0 else NO_DEVICE), t
         commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart, rl,

@@ -1,5 +1,10 @@
 """Static placement policies (DOPS Table 1, problems.md §6): each task's device *class* is fixed by its
-operator kind and phase; the device within the class is chosen by EFT in HEFT order.
+operator kind and phase; tasks go in HEFT order, each to a device of its class chosen by
+``device_choice`` (problems.md §6 "Device choice under capacity"): ``fit_in_class`` (default)
+or ``eft`` (earliest finish, passing over a device that would evict or not), or
+``least_available`` (the DOPS authors' baselines: the device of the class whose last booked
+task ends first, lowest index on ties; a task outside any class as under ``fit_in_class``;
+:data:`heuristics.placement.list_scheduler.STATIC_DEVICE_CHOICES`).
 
 =============  ========================================  ========================================
 policy         prefill (phase 0)                         decode (phase 1)
@@ -166,10 +171,13 @@ def policy_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> list[
 
 def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy, *,
                     device_choice: str = "fit_in_class") -> dict:
-    """The schedule of ``policy``: HEFT order (upward rank), insertion-based EFT among the legal
-    devices of each task's policy class (all legal devices when the class has none), LRU
-    eviction where a load does not fit (problems.md §6; InputError when a block is larger
-    than every device of its task's class); ``device_choice``: ``list_schedule``'s."""
+    """The schedule of ``policy``: HEFT order (upward rank), each task on a legal device of its
+    policy class (all legal devices when the class has none) chosen by ``device_choice``
+    (:data:`heuristics.placement.list_scheduler.STATIC_DEVICE_CHOICES`: ``least_available``,
+    the one whose last booked task ends first, a task without a class as under
+    ``fit_in_class``; ``fit_in_class`` / ``eft``, the earliest finish), inserted into the first idle gap that fits, LRU eviction where a load does not
+    fit (problems.md §6; InputError when a block is larger than every device of its task's
+    class)."""
     classes = policy_device_classes(inst, policy)
     return list_schedule(inst, heft_priority_order(inst), insertion=True, classes=classes,
                          device_choice=device_choice)
