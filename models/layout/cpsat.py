@@ -22,8 +22,9 @@ Format-only for a fixed placement and orders (:func:`solve_format_only`)
     (loaded before its start, evicted strictly after it). Zero-length tasks and transfers
     occupy nothing (problems.md §1.2) and are left out of the orders. Under ``load_timing:
     at_use`` every load also starts after the dispatch of the task it serves in the base
-    (problems.md §1.2 rule 5). ``load_timing: overlap`` instances are refused (InputError
-    naming ``load_timing``): the residencies here start every task after its load's end.
+    (problems.md §1.2 rule 5); under ``load_timing: overlap`` too, and the task a load serves in
+    the base (the first user ending at or after the load's end) may compute while it loads: its
+    end, not its start, comes after the load's end (every other user, a hit, starts after it).
 """
 
 from __future__ import annotations
@@ -40,12 +41,11 @@ from models.options import SolveOptions
 from models.placement.cpsat import solve_placement_cpsat
 from models.placement.cpsat_run import run_cpsat
 from models.placement.formats import add_storage_budget, format_literals
-from models.placement.overlap import refuse_overlap
 from opt.common.errors import InputError
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
 from opt.placement.layout import allowed_formats, relaxed_instance
-from opt.placement.load_timing import served_tasks
+from opt.placement.load_timing import overlap_ready_by, served_by_rule
 from opt.placement.lower_bounds import placement_lower_bound
 from opt.placement.solution import make_solution
 from opt.placement.validator import validate_placement
@@ -68,7 +68,6 @@ class FormatOnlyCpSat:
 
     def __init__(self, inst: PlacementInstance, base: dict[str, Any],
                  formats: tuple[str, ...]):
-        refuse_overlap(inst, "cpsat-formats")  # it keeps each load's task waiting for it
         validate_placement(inst, base)  # the base must be a valid schedule of inst
         self.inst = inst
         self.model = cp_model.CpModel()
@@ -91,9 +90,10 @@ class FormatOnlyCpSat:
         self.add_format_constraints(base, formats)
         resid = self.add_load_constraints(base, formats)
         stops = self.add_eviction_constraints(base, resid)
-        self.add_residency_constraints(s0, resid, stops)
-        if inst.load_timing == "at_use":
-            self.add_at_use_constraints(s0, base)
+        served = self.base_served(s0, base)
+        self.add_residency_constraints(s0, resid, stops, served)
+        if inst.load_timing in ("at_use", "overlap"):
+            self.add_dispatch_constraints(served)
         self.set_objective()
         self.add_base_hint(s0, base)
 
@@ -185,19 +185,24 @@ class FormatOnlyCpSat:
                 m.add(lb >= la)  # one load port: the next load starts after this one ends
         return resid
 
-    def add_at_use_constraints(self, s0: np.ndarray, base: dict[str, Any]) -> None:
-        """problems.md §1.2 rule 5 at_use: every load starts after the dispatch of the task it
-        serves in the base (its inputs' arrival, the end of the task before it on the device);
-        the residency constraints already start that task after the load."""
-        inst, m, S, dur, dev = self.inst, self.model, self.start, self.dur, self.dev
+    def base_served(self, s0: np.ndarray, base: dict[str, Any]) -> np.ndarray:
+        """int64 [loads]: the task each load of the base serves under the instance's rule
+        (problems.md §1.2 rule 5; −1 for none), loads in :attr:`loads` order."""
+        inst = self.inst
+        order = sorted(base.get("loads", ()), key=lambda e: (int(e["start"]), e["block"]))
         ld_b = np.array([b for b, _, _ in self.loads], dtype=np.int64)
         ld_d = np.array([d for _, d, _ in self.loads], dtype=np.int64)
-        ends = {(inst.block_index[e["block"]], inst.device_index[e["device"]], int(e["start"])):
-                int(e["end"]) for e in base.get("loads", ())}
-        order = sorted(base.get("loads", ()), key=lambda e: (int(e["start"]), e["block"]))
-        ld_e = np.array([ends[(inst.block_index[e["block"]], inst.device_index[e["device"]],
-                               int(e["start"]))] for e in order], dtype=np.int64)
-        served = served_tasks(inst, dev, s0, ld_b, ld_d, ld_e)
+        ld_e = np.array([int(e["end"]) for e in order], dtype=np.int64)
+        self.base_ready = (overlap_ready_by(inst, self.dev, s0, s0 + self.dur, ld_b, ld_d, ld_e)
+                           if inst.load_timing == "overlap" else s0)
+        return served_by_rule(inst, self.dev, s0, s0 + self.dur, ld_b, ld_d, ld_e)
+
+    def add_dispatch_constraints(self, served: np.ndarray) -> None:
+        """problems.md §1.2 rule 5 (at_use, overlap): every load starts after the dispatch of
+        the task it serves in the base (its inputs' arrival, the end of the task before it on
+        the device); the residency constraints already end (overlap) or start (at_use) that
+        task after the load."""
+        inst, m, S, dur, dev = self.inst, self.model, self.start, self.dur, self.dev
         p_off, p_idx = inst.predecessors
         for (_, _, ls), v in zip(self.loads, served.tolist()):
             if v < 0:
@@ -250,18 +255,23 @@ class FormatOnlyCpSat:
 
     def add_residency_constraints(self, s0: np.ndarray,
                                   resid: dict[tuple[int, int], list[tuple[int, int, Any, Any]]],
-                                  stops: dict[tuple[int, int], list[Any]]) -> None:
+                                  stops: dict[tuple[int, int], list[Any]],
+                                  served: np.ndarray) -> None:
         """Each task with a block is served by the base residency that served it: after that
-        load ends, strictly before its eviction."""
-        inst, m, S = self.inst, self.model, self.start
+        load ends (under ``overlap`` the task the load serves only ends after it), strictly
+        before its eviction."""
+        inst, m, S, ready = self.inst, self.model, self.start, self.base_ready
+        serving = np.zeros(inst.n_tasks, dtype=bool)
+        if inst.load_timing == "overlap":
+            serving[served[served >= 0]] = True
         for t in np.flatnonzero(inst.task_block >= 0).tolist():
             key = (int(inst.task_block[t]), int(self.dev[t]))
             spans = resid[key]
-            i = bisect.bisect_right([sp[1] for sp in spans], int(s0[t])) - 1
-            while i >= 0 and spans[i][1] > s0[t]:
+            i = bisect.bisect_right([sp[1] for sp in spans], int(ready[t])) - 1
+            while i >= 0 and spans[i][1] > ready[t]:
                 i -= 1
             _, _, _, le = spans[i]
-            m.add(S[t] >= le)
+            m.add((S[t] + int(self.dur[t]) if serving[t] else S[t]) >= le)
             stop = stops[key][i]
             if stop is not None:
                 m.add(stop >= S[t] + 1)

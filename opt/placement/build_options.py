@@ -69,8 +69,9 @@ class BuildOptions:
     the model's task costs where they exist (None = the model everywhere);
     kv_memory: the KV cache takes its share of each KV home's memory (default, problems.md §1.4
     "KV against memory"); False = the former model, where only weights use device memory;
-    load_timing: the instance's load rule (problems.md §1.2 rule 5): ``at_use`` (default, DOPS
-    Eq. 1), ``overlap`` (DOPS §6.1, the load runs while its task computes) or ``prefetch``."""
+    load_timing: the instance's load rule (problems.md §1.2 rule 5): ``overlap`` (default, DOPS
+    §6.1 "maximal overlap between computation and weight loading": the load runs while its task
+    computes), ``at_use`` (DOPS Eq. 1 read as load then compute) or ``prefetch``."""
 
     layers: int | None = None
     tp: int = 1
@@ -85,7 +86,7 @@ class BuildOptions:
     kv_layout: str = "heads"
     measurements: MeasuredTable | None = None
     kv_memory: bool = True
-    load_timing: str = "at_use"
+    load_timing: str = "overlap"
 
     def __post_init__(self) -> None:
         """Each field of its annotated type (InputError naming it, e.g. ``tp`` or

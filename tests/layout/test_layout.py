@@ -348,10 +348,36 @@ def test_overlap_joint_layout_is_the_best_fixed_format_optimum(seed):
     assert validate_placement(inst, res.solution).makespan == best
 
 
-def test_format_only_refuses_overlap():
+def test_format_only_lets_the_served_task_compute_while_it_loads():
+    """Under overlap the format-only model keeps the base's placement and orders but lets the
+    task a load serves compute during the load: from the at_use-shaped base of problems.md
+    §1.2's example (W [13, 33), v [33, 38)) it reaches the overlap optimum 33 (v [28, 33));
+    the same base under at_use stays at Eq. 1's 38."""
     from models.layout.cpsat import solve_format_only
     from models.options import SolveOptions
+    from tests.placement.test_load_timing import _solution, worked_example
 
-    inst = _two_format_instance(0)
-    with pytest.raises(InputError, match="load_timing"):
-        solve_format_only(inst, SolveOptions(time_limit=5), base={"compute": []})
+    for rule, want in (("overlap", 33), ("at_use", 38)):
+        inst = worked_example(rule)
+        base = _solution(inst, 13, 33)
+        res = solve_format_only(inst, SolveOptions(time_limit=10, deterministic=True,
+                                                    num_workers=1, seed=0), base=base)
+        assert res.stats["fixed_placement_status"] == "OPTIMAL"
+        assert validate_placement(inst, res.solution).makespan == res.objective == want
+
+
+@pytest.mark.parametrize("seed", [0, 3, 5])
+def test_format_only_under_overlap_between_the_joint_optimum_and_its_base(seed):
+    """From HEFT's schedule on a random overlap instance: a valid schedule, never worse than
+    the base, never better than the joint placement + format optimum (CP-SAT, proven)."""
+    from models.layout.cpsat import solve_format_only, solve_layout_cpsat
+    from models.options import SolveOptions
+
+    inst = _two_format_instance(seed)
+    opts = SolveOptions(time_limit=20, deterministic=True, num_workers=1, seed=0)
+    base = solve(inst, "heft")
+    res = solve_format_only(inst, opts, base=base.solution)
+    joint = solve_layout_cpsat(inst, opts)
+    assert joint.status == "OPTIMAL"
+    made = validate_placement(inst, res.solution).makespan
+    assert joint.objective <= made == res.objective <= base.objective

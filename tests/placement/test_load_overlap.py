@@ -91,7 +91,7 @@ def test_field_round_trip_and_build_option():
     assert d["load_timing"] == "overlap"
     assert instance_from_dict(d).load_timing == "overlap"
     assert BuildOptions(load_timing="overlap").load_timing == "overlap"
-    assert BuildOptions().load_timing == "at_use"
+    assert BuildOptions().load_timing == "overlap"   # DOPS §6.1, the builder's default
 
 
 def test_build_cli_takes_overlap(tmp_path, capsys):

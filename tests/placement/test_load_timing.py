@@ -168,20 +168,25 @@ def test_at_use_changes_the_optimum_of_the_worked_example():
         assert solve(inst, "heft").objective == want
 
 
-def test_built_instances_default_to_at_use_and_heuristics_follow_it():
+def test_built_instances_default_to_overlap_and_heuristics_follow_every_rule():
+    """The builder's default is DOPS §6.1's overlap; every heuristic schedules the same graph
+    under each rule (each result validated by solve), and the proven optima order as the
+    rules' inclusions say: prefetch < at_use (Eq. 1 charges the loads) and overlap ≤ at_use
+    (every at_use schedule is an overlap schedule)."""
     from instances.generated import gap_case
     from solvers import solve
 
     inst = gap_case(1001).build()
-    assert inst.load_timing == "at_use"
-    pre = dataclasses.replace(inst, load_timing="prefetch")
+    assert inst.load_timing == "overlap"
+    rules = {r: dataclasses.replace(inst, load_timing=r) for r in ("at_use", "prefetch")}
     for method in ("heft", "bifocal", "pd", "af", "pd+linear", "pd+attn", "pd+ffn"):
-        a, p = solve(inst, method), solve(pre, method)  # both validated by solve
-        assert a.objective is not None and p.objective is not None
-    # the proven optima (CP-SAT) differ: at_use charges the loads Eq. 1's way
-    a = solve(inst, "cpsat", time_limit=60, deterministic=True, num_workers=1, seed=0)
-    p = solve(pre, "cpsat", time_limit=60, deterministic=True, num_workers=1, seed=0)
+        for case in (inst, *rules.values()):
+            assert solve(case, method).objective is not None
+    a, p = (solve(rules[r], "cpsat", time_limit=60, deterministic=True, num_workers=1, seed=0)
+            for r in ("at_use", "prefetch"))
     assert a.status == p.status == "OPTIMAL" and a.objective > p.objective
+    o = solve(inst, "cpsat", time_limit=60, deterministic=True, num_workers=1, seed=0)
+    assert o.lower_bound is not None and o.lower_bound <= a.objective
 
 
 def test_viewer_shows_the_rule_and_the_served_task():
@@ -200,7 +205,8 @@ def test_build_cli_takes_the_load_timing(tmp_path, capsys):
     from opt.app.cli import main
     from opt.placement.io import read_instance
 
-    for flag, want in (([], "at_use"), (["--load-timing", "prefetch"], "prefetch")):
+    for flag, want in (([], "overlap"), (["--load-timing", "prefetch"], "prefetch"),
+                       (["--load-timing", "at_use"], "at_use")):
         out = tmp_path / f"{want}.json"
         assert main(["build", "placement", "--model", "llama-2-7b", "--platform", "HP32",
                      "--prefill", "8", "--decode", "1", "--layers", "1", *flag,

@@ -264,11 +264,11 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
     pl.add_argument("--kv-layout", default="heads", choices=["heads", "single"],
                     help="KV cache: 'heads' = head groups over every PIM device (default, "
                          "problems.md 1.4); 'single' = one home per TP shard (the former layout)")
-    pl.add_argument("--load-timing", default="at_use", choices=["at_use", "overlap", "prefetch"],
-                    help="when weight loads run (problems.md 1.2 rule 5): 'at_use' = DOPS Eq. 1, "
-                         "from the dispatch of the task they serve (default); 'overlap' = DOPS "
-                         "6.1, from that dispatch while the task computes, ending by its end; "
-                         "'prefetch' = any time, e.g. from 0")
+    pl.add_argument("--load-timing", default="overlap", choices=["at_use", "overlap", "prefetch"],
+                    help="when weight loads run (problems.md 1.2 rule 5): 'overlap' = DOPS "
+                         "6.1 (default), from the dispatch of the task they serve while it "
+                         "computes, ending by its end; 'at_use' = DOPS Eq. 1 read as load then "
+                         "compute; 'prefetch' = any time, e.g. from 0")
     pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
     pl.add_argument("--weight-dtype", help="weight precision (overrides --dtype)")
     pl.add_argument("--act-dtype", help="activation precision (default fp16)")
