@@ -17,7 +17,6 @@ import dataclasses
 
 import numpy as np
 
-from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 
 
@@ -47,13 +46,3 @@ def overlap_relaxation(inst: PlacementInstance) -> PlacementInstance:
         return inst
     loads = {f: shortened_loads(inst, np.asarray(a)) for f, a in inst.block_load.items()}
     return dataclasses.replace(inst, block_load=loads, load_timing="prefetch")
-
-
-def refuse_overlap(inst: PlacementInstance, model: str) -> None:
-    """InputError naming ``load_timing`` when ``inst`` uses the ``overlap`` rule, which
-    ``model`` does not model (a refusal, never a schedule under another rule)."""
-    if inst.load_timing == "overlap":
-        raise InputError(f"{model} does not model load_timing 'overlap' (a load running "
-                         f"while its task computes); cpsat, cpsat-layout, milp and cpsat-blocks "
-                         f"model it",
-                         source=inst.source, field="load_timing")
