@@ -1,5 +1,5 @@
 """The ``overlap`` load rule (problems.md §1.2 rule 5) for the exact models: its prefetch
-relaxation and the refusal of the models that do not model it.
+relaxation, used by the bounds of the models.
 
 Under ``load_timing: overlap`` a load of block b on device d serving task v starts at or after
 v's dispatch, may run while v computes and ends by v's end: ls + t_load ≤ s_v + p_v; the other
