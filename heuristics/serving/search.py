@@ -22,10 +22,13 @@ the durations, hence non-decreasing in each of them. Hence
 - **network-safe Pareto frontier** per owner: among choices with the same b (same b̂, so the
   same transfer sizes and replica counts) keep those not dominated in (every op's duration,
   price, GPUs, and the network tables of every crossing it takes part in: a crossing's
-  network follows both endpoints' GPU types, problems.md §3.1) and, when crossings
-  redistribute (:mod:`opt.serving.crossing`), of the same TP degree with no larger
-  redistribution tables (whether a crossing redistributes depends on both TP degrees: OpWeave
-  §5.2 compares points of one TP degree only); dropping a dominated choice never loses the
+  network follows both endpoints' GPU types, problems.md §3.1) and, for an owner taking part
+  in a crossing that redistributes (:mod:`opt.serving.crossing`: a boundary whose
+  redistribution tables are not all zero), of the same TP degree with no larger
+  redistribution tables (whether such a crossing redistributes depends on both TP degrees:
+  OpWeave §5.2 compares points of one TP degree only; an owner whose crossings never
+  redistribute leaves every crossing's cost independent of its TP degree); dropping a
+  dominated choice never loses the
   optimum (swap it for its dominator: the period, the cost rate and the GPU count stay or
   drop);
 - with several networks, or crossings that redistribute, a candidate's transfer terms are
@@ -133,6 +136,7 @@ class _Role:
     kv: float             # KV bytes per request
     times: np.ndarray     # [C, MB, n] its ops' durations (block order), heads appended
     net: NetTerms             # its network terms per crossing network (exact at the leaves)
+    redistributes: bool = False  # some boundary it sends or receives has a redistribution
     _dominance: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def dominance(self) -> tuple[np.ndarray, np.ndarray]:
@@ -165,6 +169,7 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
     tsend, tout, tin = (np.zeros(shape, dtype=np.int64) for _ in range(3))
     rshape = (k, *inst.reshard_out.shape[:2])
     r_out, r_in = np.zeros(rshape, dtype=np.int64), np.zeros(rshape, dtype=np.int64)
+    redis = np.zeros(k, dtype=bool)   # owner m takes part in a crossing that redistributes
     if k > 1:
         for i, snd, rcv, occ in crossings(inst, owner):
             assert rcv == (snd + 1) % k  # round robin: changes go to the next owner
@@ -174,6 +179,8 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
             if inst.has_reshard:
                 r_out[snd] += occ * inst.reshard_out[:, :, i]
                 r_in[rcv] += occ * inst.reshard_in[:, :, i]
+                if inst.reshard_out[:, :, i].any() or inst.reshard_in[:, :, i].any():
+                    redis[[snd, rcv]] = True
         if last != first:
             tsend[last] += inst.token_transfer_duration
             tout[last] += inst.token_transfer_busy
@@ -194,7 +201,7 @@ def _sequence_data(inst: ServingInstance, owner: np.ndarray, dur_cnt: np.ndarray
                        *((r_out[m], r_in[m]) if inst.has_reshard else (None, None)))
         lb_send, lb_out = net.optimistic(cross)
         roles.append(_Role(busy, lb_send, lb_out, float(weights[m]), float(kv[m]),
-                           np.concatenate(times, axis=2), net))
+                           np.concatenate(times, axis=2), net, bool(redis[m])))
     return _Seq(owner, roles, owner.tobytes())
 
 
@@ -234,7 +241,9 @@ class _Configs:
     earlier: np.ndarray
     gpu: np.ndarray       # [C] GPU type index
     net_le: np.ndarray    # [C, C] j's crossings never cost more than i's (problems.md §3.1)
-    static_le: np.ndarray  # [C, C] tp_le & net_le & reshard_le (choice-independent ``le``)
+    static_le: np.ndarray  # [C, C] tp_le & net_le (choice-independent ``le``)
+    redis_le: np.ndarray  # [C, C] static_le & reshard_le: for an owner whose crossings
+    #                       redistribute
 
     @classmethod
     def of(cls, inst: ServingInstance) -> _Configs:
@@ -246,7 +255,7 @@ class _Configs:
         return cls(np.array([inst.replica_price_usd_per_s(c) for c in inst.configs]),
                    np.array([inst.replica_memory_bytes(c) for c in inst.configs]), tp,
                    tp_le, tp[:, None] < tp[None, :], idx[:, None] < idx[None, :], g, net_le,
-                   tp_le & net_le & _reshard_le(inst))
+                   tp_le & net_le, tp_le & net_le & _reshard_le(inst))
 
 
 def _reshard_le(inst: ServingInstance) -> np.ndarray:
@@ -307,7 +316,8 @@ def _frontier_mask(cfgs: _Configs, role: _Role, mb_arr: np.ndarray, rate_bc: np.
     t_le, t_lt = role.dominance()
     r_j, r_i = rate_bc[:, :, None], rate_bc[:, None, :]
     # le[b, j, i]: j at least as good as i; lt: strictly better somewhere
-    le = t_le[mb_arr] & (r_j <= r_i) & cfgs.static_le[None]
+    le = t_le[mb_arr] & (r_j <= r_i) & \
+        (cfgs.redis_le if role.redistributes else cfgs.static_le)[None]
     lt = t_lt[mb_arr] | (r_j < r_i) | cfgs.tp_lt[None]
     dominated = (le & (lt | cfgs.earlier[None]) & ok[:, :, None]).any(axis=1)
     return ok & ~dominated

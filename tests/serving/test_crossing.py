@@ -265,3 +265,17 @@ def test_candidate_crossing_terms_bound_every_layout_pair() -> None:
                             g[cfg[(m - 1) % k]], g[cfg[first]], g[cfg[last]], mb, r)
                         assert role.send[g[cfg[m]], mb] <= send
                         assert role.out[g[cfg[m]], mb] <= busier
+
+
+@pytest.mark.parametrize("seed", (0, 1, 14))
+def test_frontier_keeps_the_optimum_when_some_boundaries_never_redistribute(seed: int) -> None:
+    """Redistribution on some boundaries only (the others unsharded, as after o_proj): an
+    owner whose crossings never redistribute is compared across TP degrees, one that takes
+    part in a redistributing crossing within its TP degree; the pruned search finds the
+    optimum of the unpruned one."""
+    base = _random_instance(seed)
+    mask = np.array([1, 0, 0, 1, 0, 1])[None, None, :]
+    inst = replace(base, reshard=(base.reshard_out * mask, base.reshard_in * mask))
+    pruned = search(inst, full_sequences(inst))
+    plain = search(inst, full_sequences(inst), frontier=False, bounds=False)
+    assert pruned.cost_usd_per_token == pytest.approx(plain.cost_usd_per_token, rel=1e-12)
