@@ -1,35 +1,37 @@
 """Bifocal (DOPS §5.1): a list scheduler over the ready set whose device choice looks both
-*near* (the task's own earliest finish) and *far* (a lookahead over its successors and the
-reuse of weights over phases and tokens). A reimplementation from the paper's description (the
-authors' released code, YIAI-02/TriForm at 8a64b06, has no Bifocal). docs/problems.md §6
+*near* (the task's own earliest finish and a lookahead simulation over its successors) and
+*far* (the reuse of weights over phases and tokens). The paper's text is the definition; where
+it is silent, the authors' released ``BifocalScheduler`` decides (YIAI-02/TriForm
+``src/scheduler/scheduler_bifocal.py`` at d2c679fa9902a42f92f8e7592861322f52d402d3), and
+its defaults are their released configuration (:data:`AUTHORS_CONFIG`). docs/problems.md §6
 ("Bifocal") defines every term, default and extension; this module implements them.
 
 Rules implemented:
 
 - Ready-set order (``ready_set``): ``score`` (default) is DOPS §5.1.2 and Algorithm 1 — each
   iteration scores every ready task on each legal device under the current partial schedule
-  and commits the ready task whose best placement scores least (ties: HEFT's upward-rank
-  order); ``rank`` is HEFT's static order with the ``siblings`` extension
+  and commits the ready task whose best placement scores least (ties: the lower EFT, then
+  HEFT's upward-rank order); ``rank`` is HEFT's static order with the ``siblings`` extension
   (:func:`sibling_groups`, :func:`sibling_order`).
-- Device score (DOPS §5.1.2, Eq. 2–4), lowest wins (ties: the device of the task's hint
-  class, then the lowest index): ``(1 − γ)·EFT + γ·T̂_H + B_phase + B_token`` (+ the eviction
-  and copy costs). EFT has every rule of problems.md §1.2 (transfers on contended channels,
-  loads on the load port, LRU evictions) and starts a task no earlier than its device's free
-  time under the score order (Eq. 1 and 3, ``insertion: auto``); T̂_H is the DAG-window
-  lookahead over the heaviest-payload chain (:func:`pinned_inputs` for the KV a chain task
-  reads); B_phase the phase-reuse bias of the hint map θ; B_token the token amortisation
-  (Eq. 4).
-- ``auto`` parameters resolve per the instance's ``load_timing`` (:data:`AUTO_LAM`,
-  :data:`AUTO_TOKEN_CAP`, :data:`AUTO_COPY_COST`); :data:`EFT_ONLY` (every far-focus term
-  and extension off, HEFT's order) is HEFT's list schedule where no capacity binds.
+- Device score (DOPS Eq. 2–4), lowest wins (ties: the lower EFT, then the lowest index):
+  ``(1 − γ)·EFT + γ·T̂_H + B_phase + B_token`` (+ the eviction and copy costs, extensions
+  off by default). EFT has every rule of problems.md §1.2 under the instance's load rule and
+  starts a task no earlier than its device's free time under the score order (Eq. 1 and 3,
+  ``insertion: auto``); T̂_H is the lookahead simulation of the window (the task and its
+  heaviest-payload successors) from the partial schedule, with the near-future hints' consistency
+  penalty (:mod:`heuristics.placement.bifocal_window`); B_phase the reload penalty against
+  the hint map θ and the prefill gain; B_token Eq. 4's amortisation over R_i = L_out − i + 1.
+- :data:`EFT_ONLY` (every far-focus term and extension off, HEFT's order) is HEFT's list
+  schedule where no capacity binds.
 - ``stats["flipped_decisions"]`` counts, per term of :data:`FLIP_TERMS`, the tasks whose
   device would differ in the same partial schedule without that term.
 
 The algorithm is deterministic (``seed`` is accepted and reported). This module prepares the
-loop's data (the window per task type, θ, the per-class counts, the order) and runs the loop,
-the numba kernel :func:`heuristics.placement.bifocal_kernels.bifocal_loop`, which commits
-through the list scheduler's kernels (:mod:`heuristics.placement.state_kernels`; docs/speed.md,
-"Schedulers (Bifocal, HEFT)"; ``NUMBA_DISABLE_JIT=1`` runs it as plain Python).
+loop's data (θ, the per-class counts, the window's chains (:mod:`heuristics.placement.
+bifocal_setup`), the order) and runs the loop, the numba kernel
+:func:`heuristics.placement.bifocal_kernels.bifocal_loop`, which commits through the list
+scheduler's kernels (:mod:`heuristics.placement.state_kernels`; docs/speed.md, "Schedulers
+(Bifocal, HEFT)"; ``NUMBA_DISABLE_JIT=1`` runs it as plain Python).
 """
 
 from __future__ import annotations
@@ -44,10 +46,8 @@ import numpy as np
 from heuristics.placement import bifocal_kernels
 from heuristics.placement import schedule_arrays as _arrays
 from heuristics.placement.bifocal_params import (  # noqa: F401 (re-exported)
-    AUTO_COPY_COST,
-    AUTO_LAM,
+    AUTHORS_CONFIG,
     AUTO_PARAMS,
-    AUTO_TOKEN_CAP,
     EFT_ONLY,
     EXTENSIONS_OFF,
     FLIP_TERMS,
@@ -55,9 +55,9 @@ from heuristics.placement.bifocal_params import (  # noqa: F401 (re-exported)
     TOKEN_HORIZONS,
     BifocalParams,
 )
-from heuristics.placement.kernel_types import BifocalData, ReadySet, Terms, Window
+from heuristics.placement.bifocal_setup import window_arrays
+from heuristics.placement.kernel_types import BifocalData, ReadySet, Terms
 from heuristics.placement.schedule_arrays import as_int64
-from opt.common.errors import InputError
 from opt.common.rows import splitmix64
 from opt.placement.instance import PlacementInstance
 
@@ -65,28 +65,11 @@ from opt.placement.instance import PlacementInstance
 #: sweep record, :func:`solvers.placement.backends.bifocal_settings`): a record of another
 #: version is recomputed rather than trusted. Raised whenever a change of this module changes a
 #: schedule under the same parameters.
-BIFOCAL_VERSION = 7
+BIFOCAL_VERSION = 8
 
 
 # ---------------------------------------------------------------------------------------------
-# lookahead precomputation (vectorised over all tasks)
-
-def heaviest_successor(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray]:
-    """(successor, bytes) over each task's heaviest outgoing edge (ties: lowest edge index);
-    successor −1 for sinks."""
-    n, m = inst.n_tasks, inst.n_edges
-    hs = np.full(n, -1, dtype=np.int64)
-    hb = np.zeros(n, dtype=np.int64)
-    if m:
-        src, nb = inst.edge_src, inst.edge_bytes
-        order = np.lexsort((np.arange(m), -nb, src))
-        s = src[order]
-        first = np.concatenate([[True], s[1:] != s[:-1]])
-        sel = order[first]
-        hs[src[sel]] = inst.edge_dst[sel]
-        hb[src[sel]] = nb[sel]
-    return hs, hb
-
+# per-task durations by class
 
 def legal_durations(cost: np.ndarray) -> np.ndarray:
     """float copy of cost-matrix rows (−1 = illegal) with inf where a device is illegal."""
@@ -100,103 +83,6 @@ def class_durations(cost: np.ndarray, dev_cls: np.ndarray, K: int) -> np.ndarray
     has no legal device); ``cost`` rows of the instance's cost matrix (−1 = illegal)."""
     c = legal_durations(cost)
     return np.stack([c[:, dev_cls == k].min(axis=1) for k in range(K)], axis=1)
-
-
-def window_tails(inst: PlacementInstance, H: int, dev_cls: np.ndarray, n_cls: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(tail [n, K], best pattern [n, K], heaviest successor [n]).
-
-    tail[t, κ₀] = min over class patterns of the chain's transfer + compute time after t when
-    t runs on class κ₀ — each chain task's input arrival being the later of the chain edge's
-    transfer and its inputs from pinned tasks (:func:`pinned_inputs`); best = the index of the
-    first minimal pattern in ``itertools.product(range(K), repeat=H)`` order."""
-    n, K = inst.n_tasks, n_cls
-    hs, hb = heaviest_successor(inst)
-    tail = np.zeros((n, K))
-    best = np.zeros((n, K), dtype=np.int64)
-    if H == 0 or n == 0:
-        return tail, best, hs
-    dcl = class_durations(inst.cost, dev_cls, K)  # [n, K]
-    lat = inst.links.latency
-    bw = inst.links.bandwidth
-    members = [np.flatnonzero(dev_cls == c) for c in range(K)]
-
-    def xfer(nbytes: np.ndarray) -> np.ndarray:
-        """[K, K, len] shortest inter-class transfer time (0 within a class)."""
-        out = np.zeros((K, K, len(nbytes)))
-        nbf = nbytes.astype(np.float64)
-        for a in range(K):
-            for b in range(K):
-                if a == b:
-                    continue
-                cur = np.full(len(nbytes), np.inf)
-                for i in members[a]:
-                    for j in members[b]:
-                        cur = np.minimum(cur, lat[i, j] + np.ceil(nbf / bw[i, j]))
-                out[a, b] = cur
-        return out
-
-    pin_in = pinned_inputs(inst, dev_cls, K, xfer)
-    chain = []  # per position k: (D [n, K], X [K, K, n], pinned-input arrival P [n, K])
-    c = np.arange(n)
-    nbytes = np.zeros(n, dtype=np.int64)
-    for _ in range(H):
-        valid = c >= 0
-        nbytes = np.where(valid, hb[np.maximum(c, 0)], 0)
-        c = np.where(valid, hs[np.maximum(c, 0)], -1)
-        valid = c >= 0
-        if not valid.any():
-            break
-        D = np.where(valid[:, None], dcl[np.maximum(c, 0)], 0.0)
-        X = np.where(valid[None, None, :], xfer(nbytes), 0.0)
-        P = np.where(valid[:, None], pin_in[np.maximum(c, 0)], 0.0)
-        chain.append((D, X, P))
-    depth = len(chain)
-    if depth == 0:
-        return tail, best, hs
-    stride = [K ** (H - 1 - k) for k in range(H)]
-    for c0 in range(K):
-        best_val = np.full(n, np.inf)
-        best_idx = np.zeros(n, dtype=np.int64)
-
-        def rec(k: int, prev: int, partial: np.ndarray, idx: int) -> None:
-            if k == depth:
-                better = partial < best_val
-                best_val[better] = partial[better]
-                best_idx[better] = idx
-                return
-            D, X, P = chain[k]
-            for kappa in range(K):
-                arrive = np.maximum(X[prev, kappa], P[:, kappa])  # inputs arrive in parallel
-                rec(k + 1, kappa, partial + arrive + D[:, kappa], idx + kappa * stride[k])
-
-        rec(0, c0, np.zeros(n), 0)
-        tail[:, c0] = best_val
-        best[:, c0] = best_idx
-    return tail, best, hs
-
-
-def pinned_inputs(inst: PlacementInstance, dev_cls: np.ndarray, K: int, xfer) -> np.ndarray:
-    """[n, K]: for each task v and class κ, the longest transfer into v on κ from a predecessor
-    whose legal devices are all of one class (a *pinned* task: ``kv_write`` on its KV home,
-    ``embed`` on the NPU), over the shortest link between the two classes; 0 without one. This is
-    how the window sees the KV cache a ``qk``/``sv`` away from its home must fetch."""
-    n, m = inst.n_tasks, inst.n_edges
-    out = np.zeros((n, K))
-    if m == 0 or K < 2:
-        return out
-    legal = inst.cost >= 0
-    per_cls = np.stack([legal[:, dev_cls == c].any(axis=1) for c in range(K)], axis=1)
-    pinned = per_cls.sum(axis=1) == 1
-    src = inst.edge_src
-    sel = np.flatnonzero(pinned[src])
-    if len(sel) == 0:
-        return out
-    pcls = per_cls[src[sel]].argmax(axis=1)
-    x = xfer(inst.edge_bytes[sel])  # [K, K, len(sel)]
-    vals = x[pcls, :, np.arange(len(sel))]  # [len(sel), K]
-    np.maximum.at(out, inst.edge_dst[sel], vals)
-    return out
 
 
 def sibling_groups(inst: PlacementInstance) -> np.ndarray:
@@ -337,30 +223,27 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
         if dv.device_class not in classes:
             classes.append(dv.device_class)
     dcls_l = [classes.index(dv.device_class) for dv in inst.devices]
-    look = _lookahead(inst, p, dcls_l, len(classes))
     by_score = order is None and p.ready_set == "score"
     gaps = inserts(p, by_score)
-    cost_types = look.cost_types if look is not None else _arrays.unique_rows(inst.cost)
-    cs = _arrays.compiled_state(inst, cost_types, insertion=gaps, evict=True)
+    cs = _arrays.compiled_state(inst, _arrays.unique_rows(inst.cost), insertion=gaps,
+                                evict=True)
     t_pre = time.perf_counter()
-    prio = None  # by score: each task's position in HEFT's order (the ties' rule)
+    heft_pos = _positions(_arrays.heft_order(inst)) if by_score or window_on(p) else None
     order_a = None
-    if by_score:
-        prio = _positions(_arrays.heft_order(inst))
-    else:
+    if not by_score:
         order_a = _arrays.order_array(inst, order) if order is not None else \
             _static_order(inst, p)
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
-    ties_by_hint, flips = _run(inst, cs, order_a, prio, p, look, bias, dcls_l, len(classes),
-                               rescore_all)
+    ties_by_eft, flips = _run(inst, cs, order_a, heft_pos, p, bias, dcls_l, len(classes),
+                              rescore_all)
     t_loop = time.perf_counter()
     solution = _arrays.compiled_solution(cs)
     t_end = time.perf_counter()
     if stats is not None:
         stats.update(_stats(inst, p, cs, order is not None, gaps, bias, classes, dcls_l))
-        stats.update({"ties_broken_by_hint": ties_by_hint, "flipped_decisions": flips,
-                      "types": len(cost_types[0]),
+        stats.update({"ties_broken_by_eft": ties_by_eft, "flipped_decisions": flips,
+                      "types": int(cs.costs.type_dur.shape[0]),
                       "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
                                  "schedule": t_loop - t_order, "solution": t_end - t_loop,
                                  "total": t_end - t0}})
@@ -375,20 +258,12 @@ def _stats(inst: PlacementInstance, p: BifocalParams, cs: _arrays.CompiledState,
     n_loads, n_evictions, _ = cs.counts
     per_class = np.bincount(np.asarray(dcls_l, dtype=np.int64)[cs.device], minlength=len(classes))
     out: dict[str, Any] = {}
-    # token_horizon: recorded when set, and the horizon ``auto`` chose when it is not the
-    # steps; λ, token_cap, copy_cost, siblings, insertion: the values in effect
+    # siblings, insertion: the values in effect
     recorded = asdict(p)
-    recorded["lam"] = phase_weight(inst, p)
-    recorded["token_cap"] = capped(inst, p)
-    recorded["copy_cost"] = copy_weight(inst, p)
     recorded["siblings"] = sibling_moves(p)
     recorded["insertion"] = gaps
     if given_order:
         recorded["ready_set"] = "order"  # the caller's static order
-    if recorded["token_horizon"] == "auto":
-        del recorded["token_horizon"]
-        if uses_horizon(inst, p):
-            out["token_horizon"] = "uses"
     out.update({"params": recorded, "classes": classes, "l_out": bias.l_out,
                 "loads": n_loads, "evictions": n_evictions,
                 "tasks_per_class": dict(zip(classes, per_class.tolist()))})
@@ -425,35 +300,45 @@ def _static_order(inst: PlacementInstance, p: BifocalParams) -> np.ndarray:
     return _arrays.sibling_array(_arrays.heft_order(inst), *_sibling_data(inst))
 
 
+def window_on(p: BifocalParams) -> bool:
+    """Whether the DAG window runs: the switch on, a window of H ≥ 2 vertices and γ > 0 (the
+    authors' ``use_lookahead``; otherwise T̂_H = EFT and no hint is kept)."""
+    return p.window and p.H >= 2 and p.gamma > 0
+
+
 def _run(inst: PlacementInstance, cs: _arrays.CompiledState, order: np.ndarray | None,
-         prio: np.ndarray | None, p: BifocalParams, look: _Lookahead | None, bias: _Biases,
-         dcls_l: list[int], K: int, rescore_all: bool = False) -> tuple[int, dict[str, int]]:
+         heft_pos: np.ndarray | None, p: BifocalParams, bias: _Biases, dcls_l: list[int],
+         K: int, rescore_all: bool = False) -> tuple[int, dict[str, int]]:
     """Run the loop (:func:`heuristics.placement.bifocal_kernels.bifocal_loop`) in a static
-    ``order`` or, when it is None, by the score with ties to the lower ``prio``: per task the
-    device of lowest score EFT + γ·tail + B_phase + B_token (+ the eviction and copy costs;
-    problems.md §6), ties to the hinted class; ``rescore_all``: every ready task re-scored at
-    each iteration (:func:`bifocal_schedule`). Returns (ties broken by the hint, flipped
+    ``order`` or, when it is None, by the score with ties to the lower EFT, then the earlier
+    in HEFT's order (``heft_pos``, also the window chain's ties): per task the device of
+    lowest score (1 − γ)·EFT + γ·T̂_H + B_phase + B_token (+ the eviction and copy costs;
+    problems.md §6), ties to the lower EFT; ``rescore_all``: every ready task re-scored at
+    each iteration (:func:`bifocal_schedule`). Returns (ties broken by the EFT, flipped
     decisions per term of :data:`FLIP_TERMS`)."""
-    track_uses = p.evict_cost > 0 or bias.use_token or copy_weight(inst, p) > 0
-    terms = Terms(int(bias.use_phase), int(bias.use_token), int(capped(inst, p)),
-                  int(look is not None), look.H if look is not None else 0, bias.l_out or 0,
-                  int(track_uses), int(uses_horizon(inst, p)), int(rescore_all),
-                  float(phase_weight(inst, p)),
-                  float(p.eta), float(p.alpha), float(p.evict_cost), float(p.r_min),
-                  float(p.p_reuse), float(copy_weight(inst, p)))
+    by_uses = uses_horizon(p)
+    track_uses = p.evict_cost > 0 or (bias.use_token and by_uses) or p.copy_cost > 0
+    look = window_on(p)
+    terms = Terms(int(bias.use_phase), int(bias.use_token), int(p.token_cap), int(look),
+                  p.H if look else 0, min(p.hint_max, inst.n_tasks),
+                  int(p.window_patterns == "devices"), bias.l_out or 0,
+                  int(track_uses), int(by_uses), int(rescore_all), float(p.gamma),
+                  float(p.lam), float(p.consist), float(p.eta), float(p.alpha),
+                  float(p.evict_cost), float(p.r_min), float(p.p_reuse), float(p.copy_cost))
     data = _bias_arrays(inst, p, bias, dcls_l, K)
     none = _frozen(np.zeros(0, dtype=np.int64))
     if order is not None:
         ready = ReadySet(none, np.zeros(0, dtype=np.int64), none, none, none)
     else:
-        assert prio is not None
+        assert heft_pos is not None
         s_off, s_idx = inst.successors
-        ready = ReadySet(_frozen(prio), np.diff(inst.predecessors[0]).astype(np.int64),
+        ready = ReadySet(_frozen(heft_pos), np.diff(inst.predecessors[0]).astype(np.int64),
                          _frozen(as_int64(s_off)), _frozen(as_int64(s_idx)),
                          _frozen(as_int64(inst.edge_dst)))
+    window = window_arrays(inst, cs.graph.etype, heft_pos if look else None, p.hint_max, p.H)
     code, t, ties = bifocal_kernels.bifocal_loop(
         _frozen(order if order is not None else none), ready, cs.costs, cs.graph, cs.blocks,
-        cs.state, cs.cf, data, _look_arrays(inst, look, K), terms)
+        cs.state, cs.cf, data, window, terms)
     _arrays.raise_for(cs, int(code), int(t))
     return int(ties), dict(zip(FLIP_TERMS, data.flips.tolist()))
 
@@ -471,7 +356,7 @@ def _bias_arrays(inst: PlacementInstance, p: BifocalParams, bias: _Biases, dcls_
                  K: int) -> BifocalData:
     """The loop's per-class and per-block data (:class:`BifocalData`)."""
     i64, n, nd = np.int64, inst.n_tasks, inst.n_devices
-    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, copy_weight(inst, p))
+    pref, homeless = _homes(inst, bias.uses_left, dcls_l, K, p.copy_cost)
     class_devs = np.full((K, nd), -1, dtype=i64)
     class_n = np.zeros(K, dtype=i64)
     for d, c in enumerate(dcls_l):
@@ -486,59 +371,8 @@ def _bias_arrays(inst: PlacementInstance, p: BifocalParams, bias: _Biases, dcls_
             np.zeros(len(FLIP_TERMS), dtype=i64))
 
 
-def _look_arrays(inst: PlacementInstance, look: _Lookahead | None, K: int) -> Window:
-    """The loop's window (:class:`Window`; placeholders when the window is off)."""
-    i64, n, nd = np.int64, inst.n_tasks, inst.n_devices
-    if look is None:
-        return Window(np.zeros((1, nd)), np.zeros((1, K), dtype=i64), np.zeros(1, dtype=i64),
-                np.zeros(1, dtype=i64), np.zeros(1, dtype=i64), np.zeros((1, 1), dtype=i64))
-    return Window(np.ascontiguousarray(look.type_w, dtype=np.float64),
-            as_int64(look.type_best), as_int64(look.hs),
-            np.full(n, -1, dtype=i64), np.full(n, look.H + 1, dtype=i64),
-            as_int64(look.patterns))
-
-
 # ---------------------------------------------------------------------------------------------
-# state set-up: lookahead per cost type, phase / token / eviction-cost data
-
-@dataclass(frozen=True)
-class _Lookahead:
-    """The window term per task type (cost row + tail + best pattern): γ·tail per device
-    (``type_w``, float [types, nd], ns), the best pattern index per class (``type_best``, int
-    [types, K]); the heaviest successor of each task (``hs``, −1 none) and the class patterns
-    (int [K^H, H]). The hint map filled on commits is the loop's own."""
-
-    H: int
-    cost_types: tuple[np.ndarray, np.ndarray]
-    type_w: np.ndarray
-    type_best: np.ndarray
-    hs: np.ndarray
-    patterns: np.ndarray
-
-
-def _lookahead(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
-               ) -> _Lookahead | None:
-    """The window data (switch ``window``, depth H; None when off or H = 0)."""
-    H = p.H if p.window else 0
-    if H <= 0:
-        return None
-    nd = inst.n_devices
-    dcls = np.array(dcls_l, dtype=np.int64)
-    rows, inv, hs = _window_types(inst, H, dcls, K)
-    type_w = p.gamma * rows[:, nd + dcls].astype(np.float64)
-    pat = np.arange(K ** H)[:, None] // K ** np.arange(H - 1, -1, -1)[None, :] % K
-    return _Lookahead(H, (rows[:, :nd], inv), type_w, rows[:, nd + K:], hs, pat)
-
-
-def _window_types(inst: PlacementInstance, H: int, dcls: np.ndarray, K: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(distinct rows of cost + tail (int) + best pattern, each task's row, heaviest
-    successor): the task types of the window (:func:`window_tails`, from the kernels)."""
-    rows, inv, hs, finite = _arrays.window_types(inst, H, dcls, K)
-    if not finite:
-        raise InputError("lookahead found no feasible class pattern", field="window")
-    return rows, inv, hs
-
+# state set-up: phase / token / eviction-cost data
 
 @dataclass(frozen=True)
 class _Biases:
@@ -576,7 +410,7 @@ def _biases(inst: PlacementInstance, p: BifocalParams, dcls_l: list[int], K: int
         l_out = int(inst.step[inst.phase == 1].max())
     # eviction cost (extension): victims still needed later are charged their reload time
     uses_left = [0] * nb
-    if (p.evict_cost > 0 or p.token or copy_weight(inst, p) > 0) and nb:
+    if (p.evict_cost > 0 or p.token or p.copy_cost > 0) and nb:
         used = inst.task_block[inst.task_block >= 0]
         uses_left = np.bincount(used, minlength=nb).tolist()
     return _Biases(phase_l, step_l, theta, holds_all, l_out, p.phase,
@@ -612,27 +446,7 @@ def preferred_class(inst: PlacementInstance, dcls_l: list[int], K: int) -> list[
     return np.where(used, pref, -1).tolist()
 
 
-def uses_horizon(inst: PlacementInstance, p: BifocalParams) -> bool:
-    """Whether the token term amortises over the block's remaining uses (``token_horizon``;
-    ``auto``: under ``load_timing: at_use`` or ``overlap``, where a reload is paid in the task's
-    own slot and a block of several layers is used several times per step) rather than the
-    remaining steps."""
-    if p.token_horizon == "auto":
-        return inst.load_timing in ("at_use", "overlap")
+def uses_horizon(p: BifocalParams) -> bool:
+    """Whether the token term amortises over the block's remaining uses (``token_horizon:
+    uses``, an extension) rather than DOPS Eq. 4's remaining steps."""
     return p.token_horizon == "uses"
-
-
-def capped(inst: PlacementInstance, p: BifocalParams) -> bool:
-    """Whether the token credit is capped (``token_cap``; ``auto``: under ``prefetch`` only,
-    :data:`AUTO_TOKEN_CAP`)."""
-    return AUTO_TOKEN_CAP[inst.load_timing] if p.token_cap == "auto" else bool(p.token_cap)
-
-
-def copy_weight(inst: PlacementInstance, p: BifocalParams) -> float:
-    """ρ in effect: ``copy_cost``, or for ``auto`` :data:`AUTO_COPY_COST` of the load rule."""
-    return AUTO_COPY_COST[inst.load_timing] if p.copy_cost == "auto" else float(p.copy_cost)
-
-
-def phase_weight(inst: PlacementInstance, p: BifocalParams) -> float:
-    """λ in effect: ``lam``, or for ``auto`` :data:`AUTO_LAM` of the instance's load rule."""
-    return AUTO_LAM[inst.load_timing] if p.lam == "auto" else float(p.lam)

@@ -59,18 +59,24 @@ ReadySet = namedtuple("ReadySet", "prio indeg s_off s_idx edst")
 BifocalData = namedtuple("BifocalData", "dcls class_devs class_n phase step theta holds_all "
                                         "uses_left pref homeless res_count flips")
 
-#: Bifocal's lookahead window: γ·tail per task type and device (``type_w`` float
-#: [types, nd]), the best class pattern per type and class (``type_best``), each task's
-#: heaviest successor (``hs``), the hint class per task (−1 none; updated) and its distance
-#: (``hint_dist``; updated), the class patterns (``patterns`` [K^H, H]).
-Window = namedtuple("Window", "type_w type_best hs hint hint_dist patterns")
+#: Bifocal's lookahead window (DOPS §5.1.2, T̂_H): each task's heaviest-payload successor
+#: (``hs``, −1 none) and that edge's payload type (``hetype``), the payload type of each
+#: task's heaviest incident edge (``rtype``, −1 none: the consistency penalty's representative
+#: activation), the near-future hint per task (``hint``: a device, −1 none; updated), the
+#: iteration its hint last changed (``hstamp``; updated) and the hints in insertion order
+#: (``hq``: tasks, ``hq_len`` [1]: their count; updated).
+Window = namedtuple("Window", "hs hetype rtype hint hstamp hq hq_len")
 
 #: Bifocal's score settings: switches (ints) — the phase and token terms, the token cap, the
-#: window and its depth ``H``, L_out (decode steps), whether uses left are tracked, whether
-#: the token term amortises over the block's uses rather than the steps, whether the ready
-#: set by score re-scores every ready task on every device at each iteration
-#: (``rescore_all``: Algorithm 1 literally, the oracle of the kept scores; 0: only the scores
-#: the last commit can change) — and weights (floats) — λ (phase), η (prefill credit),
-#: α (token), κ (eviction cost), r_min and p_reuse (token reuse), ρ (copy cost).
-Terms = namedtuple("Terms", "phase token token_cap window H l_out track_uses by_uses "
-                            "rescore_all lam eta alpha kappa r_min p_reuse rho")
+#: window and its size ``H`` (vertices, the task included), the most hints kept
+#: (``hint_max``), whether the window enumerates devices rather than device classes
+#: (``by_device``), L_out (decode steps), whether uses left are tracked, whether the token term
+#: amortises over the block's uses rather than the steps, whether the ready set by score
+#: re-scores every ready task on every device at each iteration (``rescore_all``: Algorithm 1
+#: literally, the oracle of the kept scores; 0: only the scores the last commit can change)
+#: — and weights (floats) — γ (window), λ (phase), the consistency penalty's weight
+#: (``consist``), η (prefill gain), α (token), κ (eviction cost), r_min and p_reuse (token
+#: reuse), ρ (copy cost).
+Terms = namedtuple("Terms", "phase token token_cap window H hint_max by_device l_out track_uses "
+                            "by_uses rescore_all gamma lam consist eta alpha kappa r_min p_reuse "
+                            "rho")

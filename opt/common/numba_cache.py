@@ -29,6 +29,7 @@ from numba.core import config as numba_config
 KERNEL_MODULES = ("heuristics/placement/kernel_types.py",
                   "heuristics/placement/state_kernels.py",
                   "heuristics/placement/bifocal_kernels.py",
+                  "heuristics/placement/bifocal_window.py",
                   "heuristics/placement/order_kernels.py",
                   "heuristics/placement/setup_kernels.py",
                   "opt/placement/bound_jit.py")

@@ -3,7 +3,7 @@ ready task's per-device rows between iterations and recomputes only those the la
 change (:func:`heuristics.placement.bifocal_kernels._stale_columns`; problems.md §6
 "Ready-set order"). ``bifocal_schedule(..., rescore_all=True)`` re-scores every ready task on
 every device at each iteration — Algorithm 1 literally — and is the oracle: on random instances
-(both load rules) under every variant that uses the score order, and on the bundled placement
+(every load rule) under every variant that uses the score order, and on the bundled placement
 instances and the small built cases of tests/placement/test_schedule_identity.py, both give
 byte-identical solutions and identical statistics (but the timings). The oracle does not rely
 on the invalidation: with an invalidation that forgets every device, the kept rows give other
@@ -28,13 +28,14 @@ from heuristics.placement.bifocal import bifocal_schedule
 from opt.common.jsonio import json_default
 from opt.placement.instance import PlacementInstance
 
-#: The variants whose tasks come by the score: the defaults, each far-focus term off, λ > 0
-#: under both load rules (``lam: auto`` is 0 under ``at_use``), the eviction and copy costs.
+#: The variants whose tasks come by the score: the defaults, each far-focus term off, the
+#: eviction and copy costs, the token extensions, a longer window with one hint kept.
 SCORE_VARIANTS: list[dict[str, Any]] = [
-    {}, {"window": False}, {"token": False}, {"phase": True, "lam": 3.0},
+    {}, {"window": False}, {"token": False}, {"phase": False},
     {"evict_cost": 1.0}, {"copy_cost": 1.0}, {"copy_cost": 1.0, "evict_cost": 0.5, "lam": 1.0},
-    {"token_horizon": "uses"}, {"token_cap": False, "eta": 0.5}]
-LOAD_TIMINGS = ("prefetch", "at_use")
+    {"token_horizon": "uses"}, {"token_cap": True, "eta": 0.5},
+    {"H": 4, "hint_max": 1, "consist": 10.0}]
+LOAD_TIMINGS = ("prefetch", "at_use", "overlap")
 #: The built cases of the identity test small enough for every variant (tasks).
 MAX_TASKS = 2000
 
@@ -114,7 +115,8 @@ def test_kept_scores_match_full_rescoring_on_bundled_instances(name, load_timing
 def python_loop_run(monkeypatch: pytest.MonkeyPatch, inst: PlacementInstance,
                     rescore_all: bool, forgetful: bool) -> tuple[bytes, int]:
     """(solution bytes, device evaluations) of Bifocal's loop run as Python
-    (``bifocal_loop.py_func``); ``forgetful``: an invalidation that marks no device stale."""
+    (``bifocal_loop.py_func`` and its slot scoring ``_score_slot.py_func``); ``forgetful``: an
+    invalidation that marks no device stale and no window changed."""
     calls = [0]
     evaluate = bifocal_kernels.evaluate
 
@@ -127,9 +129,11 @@ def python_loop_run(monkeypatch: pytest.MonkeyPatch, inst: PlacementInstance,
 
     with monkeypatch.context() as m:
         m.setattr(bifocal_kernels, "bifocal_loop", bifocal_kernels.bifocal_loop.py_func)
+        m.setattr(bifocal_kernels, "_score_slot", bifocal_kernels._score_slot.py_func)
         m.setattr(bifocal_kernels, "evaluate", counted)
         if forgetful:
             m.setattr(bifocal_kernels, "_stale_columns", none_stale)
+            m.setattr(bifocal_kernels, "_window_stale", lambda *args: False)
         sol = bifocal_schedule(inst, rescore_all=rescore_all)
     return canonical(sol), calls[0]
 

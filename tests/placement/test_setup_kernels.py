@@ -1,6 +1,6 @@
 """The compiled set-up of the schedulers (docs/speed.md, "Schedulers (Bifocal, HEFT)") gives the
 numpy references' values exactly: the uniquing (``np.unique``,
-:func:`opt.common.rows.unique_rows`), Bifocal's window tails and task types, the sibling groups,
+:func:`opt.common.rows.unique_rows`), the sibling groups,
 HEFT's ranks and the task orders, on random inputs — and its fallbacks (hash collisions, many
 devices) take the references' path."""
 
@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from test_schedule_kernels import random_instance  # noqa: E402
 
 from heuristics.placement import bifocal as B  # noqa: E402
 from heuristics.placement import schedule_arrays as E  # noqa: E402
@@ -66,65 +65,6 @@ def test_unique_rows_falls_back_on_a_hash_collision():
     rows, inv = E.unique_rows(a)
     ref_rows, ref_inv = unique_rows(a)
     assert len(rows) == 2 and np.array_equal(rows, ref_rows) and np.array_equal(inv, ref_inv)
-
-
-# ---- Bifocal's window ------------------------------------------------------------------------------
-
-def _classes(inst) -> tuple[np.ndarray, int]:
-    names: list[str] = []
-    for dv in inst.devices:
-        if dv.device_class not in names:
-            names.append(dv.device_class)
-    return np.array([names.index(dv.device_class) for dv in inst.devices]), len(names)
-
-
-@_SLOW
-@given(seed=st.integers(0, 2**32 - 1), H=st.integers(1, 4))
-def test_window_types_are_the_numpy_ones(seed, H):
-    inst = random_instance(seed)
-    dcls, K = _classes(inst)
-    k = setup_kernels
-    src, dst, nb = (E.as_int64(a) for a in (inst.edge_src, inst.edge_dst, inst.edge_bytes))
-    hs, hb = k.heaviest_successor(inst.n_tasks, src, dst, nb)
-    ref_hs, ref_hb = B.heaviest_successor(inst)
-    assert np.array_equal(hs, ref_hs) and np.array_equal(hb, ref_hb)
-    xfer = _xfer_of(inst, dcls, K)
-    pin = k.pinned_inputs(E.as_int64(inst.cost), dcls, K, src, dst, nb,
-                          E.as_int64(inst.links.latency), inst.links.bandwidth)
-    assert np.array_equal(pin, B.pinned_inputs(inst, dcls, K, xfer))
-    got = E.window_types(inst, H, dcls, K)
-    rows, inv, ref_hs2 = B._window_types(inst, H, dcls, K)
-    assert got[3] and np.array_equal(got[0], rows) and np.array_equal(got[1], inv)
-    assert np.array_equal(got[2], ref_hs2)
-
-
-def _xfer_of(inst, dcls: np.ndarray, K: int):
-    """``window_tails``' inner ``xfer`` (shortest inter-class transfer per payload)."""
-    lat, bw = inst.links.latency, inst.links.bandwidth
-
-    def xfer(nbytes: np.ndarray) -> np.ndarray:
-        out = np.zeros((K, K, len(nbytes)))
-        for a in range(K):
-            for b in range(K):
-                if a != b:
-                    cur = np.full(len(nbytes), np.inf)
-                    for i in np.flatnonzero(dcls == a):
-                        for j in np.flatnonzero(dcls == b):
-                            cur = np.minimum(cur, lat[i, j] + np.ceil(nbytes / bw[i, j]))
-                    out[a, b] = cur
-        return out
-
-    return xfer
-
-
-def test_window_tails_of_the_kernel_on_a_layered_instance():
-    """A deeper instance than the random ones (chains longer than H, pinned KV inputs)."""
-    inst = layered_instance(7, width=6, depth=9, n_dev=5)
-    dcls, K = _classes(inst)
-    for H in (1, 3, 5):
-        got = E.window_types(inst, H, dcls, K)
-        ref = B._window_types(inst, H, dcls, K)
-        assert all(np.array_equal(x, y) for x, y in zip(got[:3], ref))
 
 
 # ---- sibling groups and the task orders -------------------------------------------------------------

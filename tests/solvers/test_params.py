@@ -141,7 +141,7 @@ def test_dataclass_parsing_refuses_what_its_declaration_refuses(cls_parse, spec)
 
 
 def test_from_dict_types_values_and_fills_defaults():
-    got = BifocalParams.from_dict({"gamma": 1, "H": 2, "lam": "auto", "siblings": False})
+    got = BifocalParams.from_dict({"gamma": 1, "H": 2, "lam": 3, "siblings": False})
     assert got == BifocalParams(gamma=1.0, H=2, siblings=False)
     assert type(got.gamma) is float
     wla, bif = WlaParams.split({"budget": 12, "share": 1, "token": False})
