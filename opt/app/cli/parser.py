@@ -342,7 +342,7 @@ def _add_solve_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("instance", help="instance file or bundled instance name")
     s.add_argument("--method", default=None, action=PlacementMethodsHelp,
-                   help="placement: {methods} (default cpsat; cpsat-layout for a layout "
+                   help="placement: {methods} (default portfolio; cpsat-layout for a layout "
                         "instance); serving plans: bnb | milp | enum | col | afd | cad "
                         "(default bnb); a bundled instance named: the method its index "
                         "records as proving its optimum")
