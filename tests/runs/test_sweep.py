@@ -133,16 +133,16 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
 
     first = sweep(SolveCall())
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
-    assert rec["settings"]["copy_cost"] == "auto" and rec["settings"]["window"] is True
+    assert rec["settings"]["copy_cost"] == 0 and rec["settings"]["window"] is True
     assert rec["settings"]["revision"] >= 5
     pd = read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
     assert pd["settings"] == {"device_choice": "fit_in_class"}
     assert set(pd["loads"]) <= {"NPU", "PIM"} and pd["evictions"] == {}
     assert not any(cached for _, cached in first)
     assert all(cached for _, cached in sweep(SolveCall()))
-    other = sweep(SolveCall(params=(("copy_cost", 0.0),), params_prefix="bifocal"))
+    other = sweep(SolveCall(params=(("copy_cost", 1.0),), params_prefix="bifocal"))
     assert [(r["method"], cached) for r, cached in other] == [("bifocal", False), ("pd", True)]
-    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["copy_cost"] == 0
+    assert read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")["settings"]["copy_cost"] == 1
 
 
 def test_method_params_on_the_command_line(tmp_path, capsys):
@@ -163,7 +163,7 @@ def test_method_params_on_the_command_line(tmp_path, capsys):
         {"bifocal": False, "pd": False}
     rec = read_json(out / "llama-2-7b/HP32/p8-d1-b1/bifocal.json")
     assert rec["settings"]["lam"] == 0 and rec["settings"]["token_horizon"] == "steps"
-    assert rec["settings"]["copy_cost"] == "auto" and rec["settings"]["gamma"] == 0.4  # defaults
+    assert rec["settings"]["copy_cost"] == 0 and rec["settings"]["gamma"] == 0.4  # defaults
     pd = read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
     assert pd["settings"] == {"device_choice": "fit_in_class"}
     assert set(pd["loads"]) <= {"NPU", "PIM"} and pd["evictions"] == {}
