@@ -32,6 +32,7 @@ class LlmCase:
     layers: int = 1
     tp: int = 1
     kv_layout: str = "heads"
+    load_timing: str = "overlap"   # the builder's default (problems.md §1.2 rule 5)
 
     def build(self, catalog: Catalog | None = None, cards: CardSet | None = None
               ) -> PlacementInstance:
@@ -40,7 +41,8 @@ class LlmCase:
         return build_placement(cards[self.model], catalog.platform(self.platform), catalog,
                                Workload(self.prefill, self.decode, self.batch),
                                BuildOptions(layers=self.layers, tp=self.tp,
-                                            kv_layout=self.kv_layout))
+                                            kv_layout=self.kv_layout,
+                                            load_timing=self.load_timing))
 
     def to_dict(self) -> dict:
         return asdict(self)

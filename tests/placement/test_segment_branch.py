@@ -118,7 +118,7 @@ HEAD_SHARDED = {"optimum": 52_716_600,
 def _head_sharded_slice():
     from instances.generated import LlmCase
 
-    return LlmCase("llama-2-7b", "HP64", 1024, 1, 16).build()
+    return LlmCase("llama-2-7b", "HP64", 1024, 1, 16, load_timing="at_use").build()
 
 
 def test_branching_bound_below_cpsat_optimum_of_a_head_sharded_slice():
