@@ -125,9 +125,13 @@ class Shared:
 
     def check(self, solution: dict[str, Any]) -> tuple[int | None, str | None]:
         """The objective value (ticks) of ``solution`` recomputed by the validator, or None
-        and why it cannot be an incumbent (invalid, evictions, an SLO broken, no value)."""
+        and why it cannot be an incumbent (evictions, formats other than the instance's,
+        invalid, an SLO broken, no value)."""
         if solution.get("evictions"):
             return None, "it evicts blocks (the back ends model no evictions)"
+        given = dict(zip(self.inst.block_ids, self.inst.block_format))
+        if any(given.get(b, f) != f for b, f in (solution.get("formats") or {}).items()):
+            return None, "it changes block formats (a layout solution, not a placement)"
         try:
             metrics = validate_placement(self.inst, solution)
         except ScheduleError as exc:

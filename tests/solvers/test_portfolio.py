@@ -133,6 +133,21 @@ def test_the_hint_opens_interchangeable_devices_in_order():
     assert parts(hint) == parts(turned)
 
 
+def test_no_incumbent_evicts_or_changes_formats():
+    inst = instances.load("p2-dops-qwen-1.8b-hp32-p8-l1-budget1.5")  # two or more formats
+    sol = heft(inst)
+    shared = pf.Shared(inst)
+    bid = inst.block_ids[0]
+    other = next(f for f in inst.layout.formats if f != inst.block_format[0])
+    changed = {**{k: sol[k] for k in sol}, "formats": {**sol["formats"], bid: other}}
+    assert "formats" in shared.offer_solution(changed, {"backend": "test"})
+    evicting = {**{k: sol[k] for k in sol}, "evictions": [{"block": bid, "device": "x",
+                                                           "time": 0}]}
+    assert "evicts" in shared.offer_solution(evicting, {"backend": "test"})
+    assert shared.value is None
+    assert shared.offer_solution(sol, {"backend": "test"}) is None and shared.value is not None
+
+
 # ---- the sharing protocol, with stand-in back ends -------------------------------------------
 
 #: the stand-ins' instance: optimum 94, certified bound 89 (so the stand-ins' bounds decide)
