@@ -14,7 +14,10 @@ one time slice each, sharing what they proved:
   ``opt.placement.certified_bounds`` (makespan objective; valid for every schedule); each
   CP-SAT slice starts with Cmax ≥ that bound (makespan objective), and the result's bound is
   that maximum. A warm start that meets the certified bound is proven optimal before either
-  back end runs.
+  back end runs. (The MILP keeps its own bound: the time-indexed model's — the certified and
+  the group bound — already equals the optimum on the STG instances where we handed it the
+  optimum as a bound, 50-rand0001-p4, 100-rand0000-p4 and 100-rand0007-p4, so handing it the
+  shared bound changed nothing there.)
 
 The run stops when the bound meets the incumbent (OPTIMAL), when a back end proves that no
 schedule exists (INFEASIBLE, no incumbent), or at the time limit (the best incumbent, FEASIBLE,
@@ -210,7 +213,8 @@ class CpSatTurns:
 
 
 class MilpTurns:
-    """The MILP's turns: ``models.placement.milp`` solved from the incumbent each turn."""
+    """The MILP's turns: ``models.placement.milp`` solved from the incumbent (its MIP start
+    and horizon) each turn."""
 
     def __init__(self, inst: PlacementInstance, formulation: str):
         self.inst = inst
