@@ -5,7 +5,8 @@ The machinery (checks, :class:`Param`, :class:`ParamSpec`, the error format) is
 :mod:`opt.common.params`; a heuristic's params are declared beside it
 (:data:`heuristics.placement.bifocal_params.BIFOCAL_PARAMS`,
 :data:`heuristics.layout.wla_params.WLA_PARAMS`,
-:data:`heuristics.placement.list_params.DEVICE_CHOICE_PARAMS`, included here by name and
+:data:`heuristics.placement.list_params.DEVICE_CHOICE_PARAMS` and ``STATIC_DEVICE_CHOICE_PARAMS``,
+included here by name and
 imported on first use), the others here. A spec with a back end's own parameter set
 (:class:`~opt.common.params.Native`) takes every other name of it:
 
@@ -131,6 +132,9 @@ BIFOCAL = _spec("heuristics.placement.bifocal_params:BIFOCAL_PARAMS")
 #: The list schedulers' device choice under capacity (heuristics.placement.list_params,
 #: problems.md §6 "Device choice under capacity"): part of a method's recorded settings
 DEVICE_CHOICE = _spec("heuristics.placement.list_params:DEVICE_CHOICE_PARAMS")
+#: The static policies' device inside the class (heuristics.placement.list_params, problems.md
+#: §6 "Device inside the class"): part of a method's recorded settings
+STATIC_DEVICE_CHOICE = _spec("heuristics.placement.list_params:STATIC_DEVICE_CHOICE_PARAMS")
 #: policy search's budget (heuristics.placement.policy_search.PolicySearchParams)
 POLICY_SEARCH = _spec(Param("max_evaluations", integer(1), "schedules evaluated",
                             default=200)) + DEVICE_CHOICE

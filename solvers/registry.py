@@ -103,7 +103,7 @@ _METHODS: tuple[Method, ...] = (
            settings=f"{_GRID}:bifocal_grid_settings"),
     *(Method(name, "placement", False, _ref(f"{_PL}:static", policy=name),
              f"static policy {name.upper()} (DOPS Table 1): {text}",
-             P.DEVICE_CHOICE, settings=f"{_PL}:list_settings")
+             P.STATIC_DEVICE_CHOICE, settings=f"{_PL}:static_settings")
       for name, text in _STATIC.items()),
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
            "search over static device-class policies, list-scheduled",

@@ -1,9 +1,9 @@
 """Static placement policies (DOPS Table 1, problems.md §6): each task's device *class* is fixed by its
 operator kind and phase; tasks go in HEFT order, each to a device of its class chosen by
-``device_choice`` (problems.md §6 "Device choice under capacity"): ``fit_in_class`` (default)
-or ``eft`` (earliest finish, passing over a device that would evict or not), or
-``least_available`` (the DOPS authors' baselines: the device of the class whose last booked
-task ends first, lowest index on ties; a task outside any class as under ``fit_in_class``;
+``device_choice`` (problems.md §6 "Device inside the class"): ``least_available`` (default, the
+DOPS authors' baselines: the device of the class whose last booked task ends first, lowest
+index on ties; a task outside any class as under ``fit_in_class``), ``fit_in_class`` or ``eft``
+(earliest finish, passing over a device that would evict or not;
 :data:`heuristics.placement.list_scheduler.STATIC_DEVICE_CHOICES`).
 
 =============  ========================================  ========================================
@@ -170,7 +170,7 @@ def policy_classes(inst: PlacementInstance, policy: str | StaticPolicy) -> list[
 
 
 def static_schedule(inst: PlacementInstance, policy: str | StaticPolicy, *,
-                    device_choice: str = "fit_in_class") -> dict:
+                    device_choice: str = "least_available") -> dict:
     """The schedule of ``policy``: HEFT order (upward rank), each task on a legal device of its
     policy class (all legal devices when the class has none) chosen by ``device_choice``
     (:data:`heuristics.placement.list_scheduler.STATIC_DEVICE_CHOICES`: ``least_available``,

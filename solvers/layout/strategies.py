@@ -43,7 +43,7 @@ from opt.placement.layout import (
     uniform,
     with_formats,
 )
-from solvers.placement.backends import bifocal_settings, list_settings
+from solvers.placement.backends import bifocal_settings, static_settings
 from solvers.registry import parsed_params
 
 
@@ -73,8 +73,8 @@ def bifocal_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 def pd_layout_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The effective settings of ``pd/linear`` and ``pd/dual``: the static policy's list
-    scheduler settings (:func:`solvers.placement.backends.list_settings`, defaults)."""
-    return list_settings(params)
+    scheduler settings (:func:`solvers.placement.backends.static_settings`, defaults)."""
+    return static_settings(params)
 
 
 def wla_settings(params: dict[str, Any]) -> dict[str, Any]:

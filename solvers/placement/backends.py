@@ -70,9 +70,15 @@ def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
 
 
 def list_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """HEFT's and the static policies' effective settings for ``params`` (typed): the list
-    scheduler's ``device_choice`` (default ``fit_in_class``)."""
+    """HEFT's effective settings for ``params`` (typed): the list scheduler's
+    ``device_choice`` (default ``fit_in_class``)."""
     return {"device_choice": params.get("device_choice", "fit_in_class")}
+
+
+def static_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The static policies' effective settings for ``params`` (typed): the device inside the
+    class, ``device_choice`` (default ``least_available``, problems.md §6)."""
+    return {"device_choice": params.get("device_choice", "least_available")}
 
 
 def bifocal_settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +123,7 @@ def static(inst: PlacementInstance, options: SolveOptions, *, policy: str) -> Re
     from heuristics.placement.static_policies import POLICIES, static_schedule
 
     given = parsed_params(policy, "placement", options.params)
-    typed = list_settings(given)
+    typed = static_settings(given)
     return heuristic_result(inst, policy, options,
                             lambda: static_schedule(inst, policy, **typed),
                             policy=POLICIES[policy].description)

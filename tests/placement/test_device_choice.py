@@ -49,12 +49,15 @@ def test_fit_in_class_stops_the_thrash(tight):
     assert ms_fit * 5 < ms_eft
 
 
-def test_default_is_fit_in_class(tight):
+def test_heft_default_is_fit_in_class(tight):
+    """HEFT's default; the static policies' is ``least_available``
+    (tests/placement/test_static_device_choice.py)."""
     assert DEVICE_CHOICES[0] == "fit_in_class"
-    default = solve(tight, "pd")
-    named = solve(tight, "pd", device_choice="fit_in_class")
+    default = solve(tight, "heft")
+    named = solve(tight, "heft", device_choice="fit_in_class")
     assert default.objective == named.objective
-    assert default.objective < solve(tight, "pd", device_choice="eft").objective
+    assert solve(tight, "pd", device_choice="fit_in_class").objective < \
+        solve(tight, "pd", device_choice="eft").objective
 
 
 @pytest.mark.parametrize("choice", DEVICE_CHOICES)

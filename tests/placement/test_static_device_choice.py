@@ -1,5 +1,5 @@
 """The static policies' device inside the class (problems.md §6 "Device inside the class"):
-``least_available`` (the DOPS authors' baselines) takes the device of the class whose
+``least_available`` (default; the DOPS authors' baselines) takes the device of the class whose
 last booked task ends first, lowest index on ties; ``fit_in_class`` and ``eft`` the earliest
 finish. A hand-sized case where the two give known, different makespans; a built instance
 where they give different schedules; every schedule validated."""
@@ -17,6 +17,8 @@ from opt.placement.builder import build_placement
 from opt.placement.instance import Device
 from opt.placement.instance_checks import EdgeColumns, TaskColumns, build_instance, make_links
 from opt.placement.validator import validate_placement
+from solvers import solve
+from solvers.placement.backends import static_settings
 
 LATENCY = 3  # ticks of a transfer between two distinct devices
 
@@ -38,7 +40,7 @@ def test_least_available_takes_the_device_free_first():
     PIM0 at 10, so y goes to PIM1 and waits for x's output (10 + 3) → 15. Earliest finish
     keeps y on PIM0 → 12. Neither leaves the PIM class for the faster NPU."""
     inst = chain()
-    least = static_schedule(inst, "pd", device_choice="least_available")
+    least = static_schedule(inst, "pd")
     assert least["assignment"] == {"x": "PIM0", "y": "PIM1"}
     assert validate_placement(inst, least).makespan == 10 + LATENCY + 2
     for choice in ("fit_in_class", "eft"):
@@ -47,11 +49,18 @@ def test_least_available_takes_the_device_free_first():
         assert validate_placement(inst, sol).makespan == 12
 
 
-def test_declaration():
+def test_default_and_declaration():
     assert STATIC_DEVICE_CHOICES[0] == "least_available"
     assert STATIC_DEVICE_CHOICE_PARAMS.defaults() == {"device_choice": "least_available"}
+    assert static_settings({}) == {"device_choice": "least_available"}
+    inst = chain()
+    assert solve(inst, "pd").objective == 15
+    assert solve(inst, "pd", device_choice="fit_in_class").objective == 12
+    assert solve(inst, "heft").objective == 2  # HEFT keeps earliest finish: both on the NPU
     with pytest.raises(InputError, match="device_choice"):
-        static_schedule(chain(), "pd", device_choice="lowest")
+        solve(inst, "heft", device_choice="least_available")
+    with pytest.raises(InputError, match="device_choice"):
+        solve(inst, "pd", device_choice="lowest")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +80,7 @@ def test_the_rules_differ_on_a_built_instance(llama):
     first under least_available and pay the transfers, follow their inputs under fit_in_class
     (66.8 against 61.9 ms for PD, 36.1 against 31.3 for AF when recorded)."""
     for policy in ("pd", "af"):
-        least = static_schedule(llama, policy, device_choice="least_available")
+        least = static_schedule(llama, policy)
         fit = static_schedule(llama, policy, device_choice="fit_in_class")
         assert least["assignment"] != fit["assignment"]
         assert validate_placement(llama, least).makespan > \

@@ -136,7 +136,7 @@ def test_a_record_of_other_method_settings_is_recomputed(tmp_path):
     assert rec["settings"]["copy_cost"] == 0 and rec["settings"]["window"] is True
     assert rec["settings"]["revision"] >= 5
     pd = read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
-    assert pd["settings"] == {"device_choice": "fit_in_class"}
+    assert pd["settings"] == {"device_choice": "least_available"}
     assert set(pd["loads"]) <= {"NPU", "PIM"} and pd["evictions"] == {}
     assert not any(cached for _, cached in first)
     assert all(cached for _, cached in sweep(SolveCall()))
@@ -165,7 +165,7 @@ def test_method_params_on_the_command_line(tmp_path, capsys):
     assert rec["settings"]["lam"] == 0 and rec["settings"]["token_horizon"] == "steps"
     assert rec["settings"]["copy_cost"] == 0 and rec["settings"]["gamma"] == 0.4  # defaults
     pd = read_json(out / "llama-2-7b/HP32/p8-d1-b1/pd.json")
-    assert pd["settings"] == {"device_choice": "fit_in_class"}
+    assert pd["settings"] == {"device_choice": "least_available"}
     assert set(pd["loads"]) <= {"NPU", "PIM"} and pd["evictions"] == {}
     assert cached("--param", "bifocal.token_horizon=steps", "--param", "bifocal.lam=0") == \
         {"bifocal": True, "pd": True}
@@ -226,15 +226,16 @@ def test_a_changed_default_is_recomputed(tmp_path, monkeypatch):
 def test_settings_of_methods_with_and_without_params():
     """Resolved settings: every default for the methods that declare them (Bifocal, its layout
     strategies, WLA, policy search, HEFT and the static policies: the list scheduler's
-    ``device_choice``); the given params for the exact solvers (their defaults are the back
-    end's)."""
+    ``device_choice``, the static policies' default ``least_available``); the given params
+    for the exact solvers (their defaults are the back end's)."""
     from solvers.registry import PROBLEMS, method_settings
 
     listed = {"device_choice": "fit_in_class"}
-    assert method_settings("pd", PROBLEMS, {}) == listed
+    static = {"device_choice": "least_available"}
+    assert method_settings("pd", PROBLEMS, {}) == static
     assert method_settings("heft", PROBLEMS, {}) == listed
     assert method_settings("heft", PROBLEMS, {"device_choice": "eft"}) == {"device_choice": "eft"}
-    assert method_settings("pd/linear", PROBLEMS, {}) == listed
+    assert method_settings("pd/linear", PROBLEMS, {}) == static
     assert method_settings("bifocal", PROBLEMS, {"H": 3}) == \
         method_settings("bifocal", PROBLEMS, {})
     assert method_settings("policy-search", PROBLEMS, {}) == {"max_evaluations": 200,
