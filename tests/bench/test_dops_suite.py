@@ -25,16 +25,18 @@ def _stand_in(speed: dict[str, float], drop: int = 0):
     return records
 
 
-def test_model_case_states_the_paper_value_and_the_two_percent_rule(monkeypatch):
+def test_model_case_states_the_paper_value_and_no_goal(monkeypatch):
+    """One check per model, the paper's geomean; the workloads where Bifocal is slower than
+    PD are reported in the notes, never checked (no goal departs from the paper's rules)."""
     monkeypatch.setattr(dops, "_records", _stand_in({"bifocal": 0.97, "heft": 1.1}))
     res = dops._model_case(Path("unused"), "mixtral-8x7b")
     assert len(res.rows) == 64  # the full 4 x 4 x 4 grid
-    paper, rule = res.checks
+    (paper,) = res.checks
     assert paper.paper == 1.72 and abs(paper.ours - 0.97) < 1e-9 and paper.verdict == "differs"
-    assert rule.verdict == "fail" and rule.ours == 64  # 0.97 < 1 / 1.02 everywhere
+    assert "not yet measured" in paper.reason and "slower than PD: 64" in res.notes
     monkeypatch.setattr(dops, "_records", _stand_in({"bifocal": 1.72}))
-    paper, rule = dops._model_case(Path("unused"), "mixtral-8x7b").checks
-    assert paper.verdict == "reproduced" and rule.verdict == "pass"
+    (paper,) = dops._model_case(Path("unused"), "mixtral-8x7b").checks
+    assert paper.verdict == "reproduced"
 
 
 def test_an_unfinished_grid_gives_no_verdict(monkeypatch):
@@ -52,7 +54,7 @@ def test_fig7_ranges_and_the_grid_table(monkeypatch, tmp_path):
     assert [c.ours for c in checks] == [2.0] * 4
     res = dops._grid_table_case(Path("unused"), tmp_path)
     csv = (tmp_path / res.artifacts["per-workload grid (CSV)"]).read_text()
-    assert csv.startswith("# rules: load_timing at_use")
+    assert csv.startswith("# rules: load_timing overlap")
     # the seven grids and Fig. 7's six Llama-7B HP32 workloads (Qwen's are in its grid)
     assert len([x for x in csv.splitlines() if not x.startswith("#")]) == 1 + (7 * 64 + 6) * 7
     assert [r[6] for r in res.rows] == ["differs"] * 6 + ["differs"]  # 2.0 vs every paper value

@@ -72,20 +72,20 @@ def test_geomean_differs_with_cause_and_counts_slower_workloads():
     assert row["max_bifocal"] == 1.5
 
 
-def test_cause_quotes_the_per_batch_geomeans_of_the_records():
-    """A cause's ``{batches}`` is filled from the records it explains, not a copied number:
-    Bifocal 1.5 × PD everywhere but batch 1, where it is 1.2 ×."""
-    from opt.app.reproduction.dops_tables import by_batch
+def test_a_differing_verdict_quotes_its_measured_cause():
+    """The cause of a differing geomean is the measured largest mover (a row of
+    dops_causes.cause_rows) with its change, else stated as not yet measured."""
+    from opt.app.reproduction.dops_tables import UNMEASURED
 
     recs = _grid("dops-qwen-1.8b", "HP32", {"bifocal": 1.5})
-    for r in recs:
-        if r["method"] == "bifocal" and r["batch"] == 1:
-            r["makespan"] = 1000 / 1.2
     row = {r["model"]: r for r in geomean_table(recs)}["dops-qwen-1.8b"]
-    per = by_batch(recs, "dops-qwen-1.8b", "HP32")
-    assert abs(per[1] - 1.2) < 1e-12 and abs(per[16] - 1.5) < 1e-12
-    assert "{batches}" not in row["cause"]
-    assert "geomean 1.20 / 1.50 / 1.50 / 1.50 at batch 1 / 4 / 8 / 16" in row["cause"]
+    assert (row["cause"], row["evidence"]) == UNMEASURED
+    measured = {"dops-qwen-1.8b": {"workloads": 8, "base": 1.5, "cause": "PIM compute x2",
+                                   "delta": 0.25, "under": {}}}
+    row = {r["model"]: r for r in geomean_table(recs, measured)}["dops-qwen-1.8b"]
+    assert row["cause"] == ("largest mover on the cause sample (8 workloads): PIM compute x2, "
+                            "geomean 1.500 -> 1.750 (+0.250)")
+    assert "dops_causes.py" in row["evidence"]
 
 
 def test_static_winners():

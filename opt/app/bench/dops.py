@@ -1,14 +1,13 @@
 """The ``dops`` bench suite: DOPS' §6.2 scheduling grid over its seven models on their platforms
-under the platform rules (loads at first use, ``load_timing:
-at_use``, the builder's default; LRU residency for every policy), with the paper's figures side
-by side (:mod:`opt.app.reproduction.dops_tables`).
+under the platform rules (the builder's defaults: ``load_timing: overlap``, DOPS §6.1; LRU
+residency for every policy), with the paper's figures side by side (:mod:`opt.app.reproduction.dops_tables`).
 
 Cases: one per model — the full 4 × 4 × 4 grid (prefill {128, 512, 1024, 2048} × decode {128,
 256, 512, 1024} × batch {1, 4, 8, 16}) with Bifocal, HEFT, PD and the four static policies of
 DOPS Table 1, each model in DOPS' precision; then Fig. 7 (HP32), Fig. 10 (Llama-2-7B's grid) and
 ``grid-table``, which writes the per-workload CSV (:func:`opt.app.reproduction.dops_tables.grid_csv`,
-the file committed as docs/data/dops_grid_at_use.csv) and the geomean verdict table from the
-records. The records live in ``<out>/dops/cache/dops-at-use`` (a folder only records of these
+docs/data/dops_grid.csv) and the geomean verdict table from the
+records. The records live in ``<out>/dops/cache/dops-paper-rules`` (a folder only records of these
 rules are written to); every finished record is kept, so a rerun continues, and a
 record of other method settings (e.g. a new Bifocal default) is recomputed. The grids are 3,136
 solves over 293 M tasks (wall time: docs/dops_analyses.md "Grid wall time and certified gaps"; the
@@ -21,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from opt.app.bench.checks import EXACT, RATIO, Check, invariant, paper_figure
+from opt.app.bench.checks import EXACT, RATIO, Check, paper_figure
 from opt.app.bench.runner import BenchCase, CaseResult
 from opt.app.reproduction.dops_tables import (
     GRID_AXES,
@@ -46,11 +45,14 @@ from opt.costlib.modelcard import bundled_cards
 METHODS = GRID_METHODS
 FULL = GRID_AXES
 #: The records' folder under the bench folder.
-CACHE = Path("dops") / "cache" / "dops-at-use"
+CACHE = Path("dops") / "cache" / "dops-paper-rules"
 #: The platform rules the records are made under (the builder's defaults).
-RULES = ("load_timing at_use (DOPS §5.1.1 Eq. 1, problems.md §1.2 rule 5), LRU residency for "
-         "every policy, static policies inside their Table 1 classes, Mixtral 8 experts with "
-         "per-token top-2 routing, each model in DOPS' precision (--paper-precision)")
+RULES = ("load_timing overlap (DOPS §6.1, problems.md §1.2 rule 5), LRU residency for every "
+         "policy, static policies inside their Table 1 classes on the least-available device "
+         "(the DOPS authors' baseline), Mixtral's tokens through experts 0 and 1 (the authors' "
+         "routing), Bifocal at the authors' released configuration, each model in DOPS' "
+         "precision (--paper-precision); docs/departures.md lists where these depart from the "
+         "paper or the authors' code")
 
 
 def _records(cache: Path, workloads, jobs: int = 1) -> list[dict]:
@@ -86,16 +88,13 @@ def _fig7_workloads() -> list:
 
 
 def geomean_checks(row: dict) -> list[Check]:
-    """The paper figure (full grid only) and the 2 % rule of one :func:`geomean_table` row."""
+    """The paper figure of one :func:`geomean_table` row (full grid only)."""
     if row["bifocal"] is None:
         return []
     reason = f"{row['cause']} (evidence: {row['evidence']})"
     return [paper_figure(f"{row['model']} {row['platform']}: Bifocal over PD, geomean of the "
                          f"{GRID_SIZE} grid workloads", row["bifocal"], row["paper"], RATIO,
-                         row["source"], reason),
-            invariant(f"{row['model']}: Bifocal never more than 2 % slower than PD "
-                      f"(workloads where it is)", row["slower_2pct"], 0,
-                      row["slower_2pct"] == 0, source="DOPS §6.2; docs/dops_analyses.md §5")]
+                         row["source"], reason)]
 
 
 def _model_case(cache: Path, model: str, jobs: int = 1) -> CaseResult:
@@ -105,7 +104,7 @@ def _model_case(cache: Path, model: str, jobs: int = 1) -> CaseResult:
     keys = sorted({workload_key(r) for r in records})
     rows = [[*k[2:], *(sp.get((k, m)) for m in METHODS)] for k in keys]
     (geo,) = [g for g in geomean_table(records) if g["model"] == model]
-    return CaseResult(f"DOPS grid: {model} on {platform}, speed-up over PD (at_use)",
+    return CaseResult(f"DOPS grid: {model} on {platform}, speed-up over PD (overlap)",
                       ["prefill", "decode", "batch", *METHODS], rows, geomean_checks(geo),
                       notes=f"verdict: {geo['verdict']}; Bifocal/PD max {geo['max_bifocal']}; "
                             f"workloads > 2 % slower than PD: {geo['slower_2pct']}")
@@ -154,7 +153,7 @@ def _fig10_case(cache: Path, jobs: int = 1) -> CaseResult:
 def _grid_table_case(cache: Path, out: Path, jobs: int = 1) -> CaseResult:
     """The per-workload CSV of every finished grid workload and the geomean verdicts."""
     records = _grid_records(cache, jobs)
-    path = out / "dops" / "dops_grid_at_use.csv"
+    path = out / "dops" / "dops_grid.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(grid_csv(records, {
         "rules": RULES, "records": str(cache),

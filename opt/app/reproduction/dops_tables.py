@@ -9,7 +9,7 @@ Nothing here is fitted to them: a verdict is ``reproduced`` when ours is within 
 tolerance, else ``differs`` — and only from a **full** grid: a model with fewer than the 64
 workloads of §6.2 finished (every method of :data:`GRID_METHODS` recorded, Bifocal and PD
 with a schedule) gets ``pending (n/64)``, never a verdict. Each verdict row names its source
-in the paper and, when ours differs, the cause found with its evidence (:data:`CAUSES`).
+in the paper and, when ours differs, the cause measured with its evidence (:func:`measured_cause`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import csv
 import io
 import itertools
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -49,92 +49,26 @@ GRID_AXES: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = (
 GRID_SIZE = len(GRID_AXES[0]) * len(GRID_AXES[1]) * len(GRID_AXES[2])
 #: Relative tolerance of a reproduced ratio (the bench's RATIO: stated, not tuned).
 TOLERANCE = RATIO.amount
-#: The goal checked per workload: Bifocal never more than 2 % slower than PD.
+#: Reported per model (information, not a goal: the paper's rules are the defaults whatever
+#: they give): the workloads where Bifocal is more than 2 % slower than PD.
 SLOWER_THAN_PD = 1.02
 SOURCE_GEOMEAN = "DOPS §6.2 text (geomean over the 4x4x4 grid)"
-#: Model → (named cause of a differing geomean, evidence: doc section and command). Written
-#: from measurements under the current rules (``load_timing: at_use``, LRU for every policy);
-#: a model without an entry shows "cause not yet established". ``{batches}`` is filled with the
-#: per-batch geomeans of the records the table is made from (:func:`by_batch`).
-CAUSES: dict[str, tuple[str, str]] = {
-    "dops-qwen-1.8b": (
-        "below the paper at every batch ({batches}): "
-        "the ratio is set by how fast PD's PIM decode is against the NPU, and on our AiM "
-        "roofline (problems.md §5.2, not Table 2's profiled operator model) a PIM decode GEMM is 6 x "
-        "faster than the NPU's at batch 1 and grows with the batch (PIM/NPU per layer 0.16 / "
-        "0.59 / 1.12 / 2.12), so at batches 1 and 4 PD's placement is already near the best and "
-        "at 8 and 16 Bifocal gains what the NPU decode saves; the paper's 2.23 needs a PIM "
-        "relatively slower at every batch (sensitivity, docs §6.2: PIM GEMV x 3 gives 2.11-2.31 at "
-        "Fig. 7's batch-8 shapes; the authors' released AiM table gives 2.84-3.03 at batch 1)",
-        "docs/dops_analyses.md §5 'Reading the verdicts', §6.2; benchmarks/dops_explain.py "
-        "ratios --model dops-qwen-1.8b --platform HP32"),
-    "llama-2-7b": (
-        "above the paper, from batch 8 on ({batches}): "
-        "PD runs every decode GEMM on PIM (Table 1), which our AiM roofline makes "
-        "compute-bound and linear in the batch (PIM/NPU per layer 2.39 at batch 16), while "
-        "Bifocal keeps large-batch decode on the NPU; the paper's 1.20 needs a PIM relatively "
-        "faster at large batch (a cost-model input: problems.md §5.2 roofline, not Table 2's "
-        "operator model)",
-        "docs/dops_analyses.md §5 'Reading the verdicts'; benchmarks/dops_explain.py ratios "
-        "--model llama-2-7b --platform HP64"),
-    "dops-qwen-7b": (
-        "below the paper ({batches}): as for "
-        "Qwen-1.8B, on our AiM roofline PD's PIM decode is near the best placement at batches 1 "
-        "and 4 and Bifocal's gain comes at 8 and 16, where the NPU decode saves; the paper's "
-        "1.36 is reached by the large batches alone here, the small ones give ~1.0",
-        "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV"),
-    "dops-qwen-14b": (
-        "below the paper ({batches}): the same "
-        "PIM cost input as Qwen-1.8B/7B; device_choice leaves PD's 64 records identical (it "
-        "changes PD+Linear on 27 workloads, 4.5-58 x faster); HEFT, 0.046 x PD, reloads on the "
-        "single NPU, where Eq. 3's reload in the EFT still favours the NPU over a PIM's slower "
-        "compute",
-        "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV"),
-    "llama-2-13b": (
-        "within the tolerance since device_choice fit_in_class ({batches}); "
-        "under plain EFT inside PD's class (device_choice=eft) PD kept "
-        "decode on PIM0 and PIM1, whose 12.4 GB each could not hold the 25.4 GB of blocks, and "
-        "LRU reloaded half of them every step (2048/128/8: 3,813 PIM evictions, 168.8 s against "
-        "9.43 s now): geomean 2.71",
-        "docs/problems.md §6 'Device choice under capacity'; docs/dops_analyses.md §5 'Reading "
-        "the verdicts'; the records' loads / evictions"),
-    "mixtral-8x7b": (
-        "below the paper ({batches}): with per-token top-2 routing over eight experts an "
-        "expert sees about batch / 4 tokens per step, so most decode GEMMs stay in the "
-        "small-batch regime where our AiM roofline's PIM is as fast as the NPU or faster and PD's "
-        "PIM decode is near the best (PD's decode time 0.81-1.99 x Bifocal's); and DOPS "
-        "Algorithm 1's ready-set order costs Mixtral most: its MoE layers make many tasks ready "
-        "at once (6.0 on average, up to 16, in HEFT's order on a 4-layer 1024/128/8 slice; "
-        "Llama-2-7B 2.5), and committing the quickest first leaves the longest chains for last - "
-        "in HEFT's order (ready_set rank) the geomean is 1.20 and one workload, not ten, is "
-        "more than 2 % slower than PD (by score up to 1.13 x PD at 1024/128/8)",
-        "docs/dops_analyses.md §4 'The ready set by score', §5 'Reading the verdicts'; the grid "
-        "CSV (ttft, decode_time)"),
-    "llama-2-70b": (
-        "below the paper by 7 % ({batches}; PD's TTFT "
-        "equals Bifocal's, its decode 1.00-1.27 x): PD's INT8 decode on HP128's eight PIMs is "
-        "near the best placement at small batch on our AiM roofline (the Qwen models' cost "
-        "input); under plain EFT inside PD's class (device_choice=eft) PD reloaded its PIM "
-        "blocks every step (128/128/1: 583 s against 9.71 s now) and the geomean was 37.1",
-        "docs/dops_analyses.md §5 'Reading the verdicts'; the grid CSV (ttft, decode_time)"),
-}
-#: Fig. 7 model → (cause, evidence) of a differing range (under the current rules).
-FIG7_CAUSES: dict[str, tuple[str, str]] = {
-    "dops-qwen-1.8b": (
-        "below the paper: at batch 8 a decode GEMM costs about the same on PIM as on the NPU in "
-        "our AiM roofline (PIM/NPU per layer 1.12), so PD's PIM decode is nearly as fast as "
-        "Bifocal's (whose makespan is 0.85-0.99 x HEFT's); the paper's 1.89-2.43 implies a PIM "
-        "relatively slower at batch 8 (sensitivity, docs §6.2: PIM GEMV x 3 gives 2.11-2.31)",
-        "docs/dops_analyses.md §5 'Fig. 7', §6.2; benchmarks/dops_explain.py ratios"),
-    "llama-2-7b": (
-        "above the paper: Bifocal is 0.5-3.4 % slower than HEFT on all six (equal to the tick in "
-        "HEFT's order, ready_set rank), and PD's batch-16 decode "
-        "(every GEMM on PIM, Table 1) takes 1.9-2.2 x Bifocal's because our AiM roofline makes a "
-        "PIM decode GEMM compute-bound and linear in the batch (PIM/NPU per layer 2.39 at batch "
-        "16), a cost-model input (problems.md §5.2 roofline, not Table 2's operator model)",
-        "docs/dops_analyses.md §5 'Fig. 7', benchmarks/dops_explain.py ratios --model "
-        "llama-2-7b --platform HP32"),
-}
+#: The cause of a differing verdict when no measured cause is given.
+UNMEASURED = ("cause not yet measured under the current rules",
+              "docs/departures.md (the inputs that differ from the paper; "
+              "benchmarks/dops_causes.py measures each)")
+
+
+def measured_cause(row: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(cause, evidence) from a row of :func:`opt.app.reproduction.dops_causes.cause_rows`:
+    the input that moves PD/Bifocal's geomean over the cause sample most, and by how much;
+    :data:`UNMEASURED` without a row or a mover."""
+    if not row or row.get("cause") is None:
+        return UNMEASURED
+    base, delta = row["base"], row["delta"]
+    return (f"largest mover on the cause sample ({row['workloads']} workloads): "
+            f"{row['cause']}, geomean {base:.3f} -> {base + delta:.3f} ({delta:+.3f})",
+            "benchmarks/dops_causes.py records (docs/dops_analyses.md §5)")
 
 
 @dataclass(frozen=True)
@@ -170,12 +104,6 @@ def pending(done: int, total: int = GRID_SIZE) -> str:
     return f"pending ({done}/{total})"
 
 
-def cause_of(model: str) -> tuple[str, str]:
-    """(cause, evidence) of ``model``'s differing geomean (:data:`CAUSES`)."""
-    return CAUSES.get(model, ("cause not yet established under the current rules",
-                              "docs/dops_analyses.md §5"))
-
-
 def grid_keys(model: str, platform: str,
               axes: tuple[Sequence[int], Sequence[int], Sequence[int]] = GRID_AXES
               ) -> list[tuple]:
@@ -206,13 +134,15 @@ def finished(index: dict[tuple, dict[str, dict[str, Any]]], key: tuple,
         usable(recs[m]) for m in PAIR if m in methods)
 
 
-def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def geomean_table(records: Sequence[dict[str, Any]],
+                  causes: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Per model on its DOPS platform (all seven, in :data:`PAPER_GEOMEAN`'s order): the grid
     workloads finished for Bifocal and PD, and over them the geomean Bifocal/PD (the verdict's
     figure); over the workloads finished for all seven methods (``all_methods``; a full grid
     only) the geomean speedup over PD of HEFT and of the best static policy per workload; Bifocal/PD min and max, the workloads where Bifocal is more
     than 2 % slower than PD; the paper's value, the verdict (``pending (n/64)`` on an
-    unfinished grid, the geomean then None) and the cause with its evidence."""
+    unfinished grid, the geomean then None) and the cause with its evidence (``causes``:
+    model → its :func:`opt.app.reproduction.dops_causes.cause_rows` row)."""
     index = by_workload(records)
     rows = []
     for model, (platform, paper) in PAPER_GEOMEAN.items():
@@ -225,12 +155,8 @@ def geomean_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         full = len(keys) == GRID_SIZE
         g = geomean(bif) if full else None
         verdict = verdict_value(model, paper, g).verdict if full else pending(len(keys))
-        cause, evidence = cause_of(model) if verdict == "differs" else ("", "")
-        if "{batches}" in cause:  # the per-batch geomeans of these records, not a copy
-            per = by_batch(records, model, platform)
-            cause = cause.replace("{batches}", "geomean " + " / ".join(
-                f"{per[b]:.2f}" if per[b] is not None else "–" for b in GRID_AXES[2])
-                + " at batch " + " / ".join(map(str, GRID_AXES[2])))
+        cause, evidence = (measured_cause((causes or {}).get(model))
+                           if verdict == "differs" else ("", ""))
         slower = [k for k, s in zip(keys, bif) if s < 1 / SLOWER_THAN_PD]
         every_full = len(every) == GRID_SIZE
         rows.append({"model": model, "platform": platform, "workloads": len(keys),
@@ -271,7 +197,8 @@ def static_winners(records: Sequence[dict[str, Any]]) -> dict[tuple, str]:
 
 def fig7(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """DOPS Fig. 7: Bifocal over PD per workload and the range against the paper's
-    (``pending (n/6)`` until every workload is finished)."""
+    (``pending (n/6)`` until every workload is finished); a differing range's cause is
+    :data:`UNMEASURED` until the cause sample covers Fig. 7's shapes."""
     index = by_workload(records)
     out = []
     for model, batch, prefills, decodes, paper in PAPER_FIG7:
@@ -285,9 +212,7 @@ def fig7(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         below = sorted({m for k in done for m in STATIC if (sp.get((k, m)) or 2.0) < 1.0})
         verdict = verdict_range(model, paper, rng).verdict if full else pending(
             len(done), len(keys))
-        cause, evidence = FIG7_CAUSES.get(model, (
-            "cause not yet established under the current rules", "docs/dops_analyses.md §5")
-        ) if verdict == "differs" else ("", "")
+        cause, evidence = UNMEASURED if verdict == "differs" else ("", "")
         out.append({"model": model, "batch": batch, "speedups": vals, "range": rng,
                     "paper": paper, "static_below_pd": below, "verdict": verdict,
                     "source": "DOPS §6.2 Fig. 7", "cause": cause, "evidence": evidence})
