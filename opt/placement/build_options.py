@@ -18,6 +18,9 @@ from opt.costlib.modelcard import ModelCard
 from opt.costlib.operators import Precision, Sparsity
 
 KV_LAYOUTS = ("heads", "single")
+#: MoE routing of the builder (problems.md §1.4 MoE): ``fixed`` (default, the DOPS authors'
+#: code) every token through the same experts, ``per_token`` each token its own top-k
+MOE_ROUTINGS = ("fixed", "per_token")
 
 #: most tokens of one sequence (prefill + decode): no bundled model card states a context
 #: length, and 10 M tokens is beyond every published one
@@ -57,9 +60,11 @@ class BuildOptions:
     when ``precision`` is None; precision: weight / activation / KV precision
     (:class:`opt.costlib.operators.Precision`; overrides ``dtype``, which must then be left at fp16 or
     agree with ``precision.weight``); sparsity: weight / per-phase activation / attention
-    sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; experts: None (default) = per-token top-k
-    routing over all E experts of an MoE layer (DOPS §6.1, problems.md §1.4 MoE), else the
-    former fixed rule: every token through the listed experts; formats: the P2 layout formats offered (default
+    sparsity ratios (:class:`opt.costlib.operators.Sparsity`, None = dense); time_unit: integer tick of the instance; moe_routing: the routing of an MoE layer
+    (:data:`MOE_ROUTINGS`, problems.md §1.4 MoE): ``fixed`` (default, the DOPS authors' code)
+    every token through the experts ``experts`` (None = the first top-k, 0..k−1),
+    ``per_token`` each token to its own top-k of the E experts (``experts`` must be None);
+    dense cards ignore both; formats: the P2 layout formats offered (default
     all of linear, npu_opt, pim_opt, dual; linear, the P1 default, must be among them);
     memory_budget: main-memory bytes for the stored blocks (P2; None = unlimited);
     kv_layout: ``heads`` (default, problems.md §1.4 revised: each layer's KV heads split into one
@@ -78,6 +83,7 @@ class BuildOptions:
     block_span: int = 4
     dtype: str = "fp16"
     time_unit: str = "ns"
+    moe_routing: str = "fixed"
     experts: tuple[int, ...] | None = None
     formats: tuple[str, ...] | None = None
     memory_budget: int | None = None
@@ -98,7 +104,7 @@ class BuildOptions:
         for name in ("layers", "memory_budget"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name))
-        for name in ("dtype", "time_unit", "kv_layout", "load_timing"):
+        for name in ("dtype", "time_unit", "kv_layout", "load_timing", "moe_routing"):
             if not isinstance(getattr(self, name), str):
                 raise InputError(f"{name} must be a string, got {getattr(self, name)!r}",
                                  field=name)
@@ -110,8 +116,25 @@ class BuildOptions:
                              f"{self.measurements!r}", field="measurements")
         self._store_tuple("formats", str, "format names")
         self._store_tuple("experts", (int, np.integer), "expert indices")
+        self._check_routing()
         _check_precision(self.precision)
         _check_sparsity(self.sparsity)
+
+    def _check_routing(self) -> None:
+        """``moe_routing`` one of :data:`MOE_ROUTINGS`; ``experts`` only with ``fixed``, each
+        listed once (InputError naming the field; the range is checked against the card at
+        build time)."""
+        if self.moe_routing not in MOE_ROUTINGS:
+            raise InputError(f"moe_routing must be one of {', '.join(MOE_ROUTINGS)}, got "
+                             f"'{self.moe_routing}'", field="moe_routing")
+        if self.experts is None:
+            return
+        if self.moe_routing != "fixed":
+            raise InputError(f"experts lists the experts of moe_routing 'fixed', not of "
+                             f"'{self.moe_routing}'", field="experts")
+        if not self.experts or len(set(self.experts)) != len(self.experts):
+            raise InputError(f"experts must list distinct expert indices, got "
+                             f"{list(self.experts)}", field="experts")
 
     def _store_tuple(self, name: str, kind: type | tuple[type, ...], what: str) -> None:
         """Field ``name`` (None or a list or tuple of ``kind``) stored as a tuple."""
@@ -231,6 +254,10 @@ def check_options(card: ModelCard, opt: BuildOptions
     if opt.kv_layout not in KV_LAYOUTS:
         raise InputError(f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got "
                          f"'{opt.kv_layout}'", field="kv_layout")
+    if card.moe is not None and opt.experts is not None and \
+            not all(0 <= e < card.moe.num_experts for e in opt.experts):
+        raise InputError(f"experts must be in 0..{card.moe.num_experts - 1} for model "
+                         f"'{card.name}', got {list(opt.experts)}", field="experts")
     prec = opt.resolved_precision()
     sparsity = opt.sparsity
     if sparsity is not None:

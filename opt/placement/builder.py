@@ -17,11 +17,14 @@ Modelling choices (documented; each is a switch or a clear default):
   context of the cell's heads as payload, so attention away from home pays the KV move.
 - Decode attention (T_q = 1) takes the latency class ``attention_decode`` (GEMV regime,
   problems.md §5.2) through :func:`opt.costlib.latency.regime_class`.
-- MoE (problems.md §1.4, MoE): per-token deterministic top-k routing over all E experts
+- MoE (problems.md §1.4, MoE; ``BuildOptions.moe_routing``): ``fixed`` (default, the DOPS
+  authors' code) routes every token through the same experts, ``BuildOptions.experts`` or the
+  first top-k (0..k−1): the template holds their tasks and blocks only. ``per_token`` routes
+  each token to its own deterministic top-k of the E experts
   (:func:`opt.costlib.operators.routed_experts`); the template holds every expert's tasks and
   a step keeps only the experts some token of that step routes to (:func:`_absent_tasks`);
-  every expert is a weight block whether or not a task uses it. ``BuildOptions.experts`` is
-  the former rule (every token through the listed experts).
+  every expert is a weight block whether or not a task uses it. ``meta.moe_routing`` records
+  the rule.
 - Weight blocks: one per weight family (wq, wk, wv, wo, w_gate, w_up, w_down, router, expert{e})
   per ``block_span`` consecutive layers (per shard when tp > 1). ``embed``/``lm_head`` weights are
   taken as resident on the NPU (they cannot run on PIM) and are not blocks.
@@ -112,7 +115,7 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
             "layer": np.tile(np.array(tpl.layer), n_steps),
             "shard": np.tile(np.array(tpl.shard), n_steps)}
     routing = _moe_routing(card, opt, workload)
-    if routing is not None:
+    if routing is not None and routing["rule"] == "per_token":
         ids, cols, (edge_src, edge_dst, edge_bytes) = _drop_tasks(
             _absent_tasks(tpl, routing, n_steps), ids, cols, (edge_src, edge_dst, edge_bytes))
     opt_meta = asdict(replace(opt, measurements=None))
@@ -148,13 +151,17 @@ def build_placement(card: ModelCard, platform: PlatformSpec, catalog: Catalog,
 
 def _moe_routing(card: ModelCard, opt: BuildOptions, workload: Workload
                  ) -> dict[str, Any] | None:
-    """The per-token routing record of an MoE card (None for dense cards and for the fixed
-    rule ``BuildOptions.experts``): rule, E, k and the tokens per expert of the prefill step
-    (N = B·L_in) and of every decode step (N = B; the routing depends on the token's index in
-    its step only, so every decode step routes alike)."""
-    if card.moe is None or opt.experts is not None:
+    """The routing record of an MoE card (None for dense cards): rule
+    (``BuildOptions.moe_routing``), E and k; under ``fixed`` the experts every token goes
+    through; under ``per_token`` the tokens per expert of the prefill step (N = B·L_in) and of
+    every decode step (N = B; the routing depends on the token's index in its step only, so
+    every decode step routes alike)."""
+    if card.moe is None:
         return None
     e, k = card.moe.num_experts, card.moe.top_k
+    if opt.moe_routing == "fixed":
+        chosen = list(range(k)) if opt.experts is None else [int(x) for x in opt.experts]
+        return {"rule": "fixed", "num_experts": e, "top_k": k, "experts": chosen}
     return {"rule": "per_token", "num_experts": e, "top_k": k,
             "prefill_tokens_per_expert":
                 expert_token_counts(workload.batch * workload.prefill, e, k).tolist(),

@@ -217,6 +217,9 @@ def _ffn_tasks(lay: _Layer, add_attn: int, moe: bool, tp: int) -> int:
 
 
 def routing_name(card: ModelCard, opt: BuildOptions) -> str:
-    """``per_token`` for an MoE card without ``BuildOptions.experts``, else ``deterministic``
-    (the fixed rule; dense cards ignore it)."""
-    return "per_token" if card.moe is not None and opt.experts is None else "deterministic"
+    """The cost library's routing (:func:`opt.costlib.operators.ffn_ops`) of
+    ``BuildOptions.moe_routing``: ``per_token`` for an MoE card under ``per_token``, else
+    ``deterministic`` (the fixed rule, every token through ``BuildOptions.experts``, default
+    the first top-k; dense cards ignore it)."""
+    return "per_token" if card.moe is not None and opt.moe_routing == "per_token" \
+        else "deterministic"

@@ -54,8 +54,8 @@ from solvers.placement.block_branching import (
 #: proof below no longer finishes within its 30 s on 2 shared cores)
 LLAMA = LlmCase(model="llama-2-7b", platform="HP32", prefill=16, decode=1, batch=1,
                 kv_layout="single")
-#: MoE, prefill only, on HP32 (the root settles it); one token, so per-token top-2 routing sends
-#: it to experts 0 and 1 (problems.md §1.4) and the other six experts are blocks without tasks
+#: MoE, prefill only, on HP32 (the root settles it); the fixed routing sends the token through
+#: experts 0 and 1 (problems.md §1.4 MoE)
 MIXTRAL = LlmCase(model="mixtral-8x7b", platform="HP32", prefill=1, decode=0, batch=1)
 #: + Qwen on HP32 and two agreement cases (seeds 4 and 8: the one-device HP0, 1–2 decode
 #: steps). Decode steps on HP32 cost CP-SAT 4–16 s with 2 workers (Mixtral up to 60 s).

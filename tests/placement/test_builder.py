@@ -133,7 +133,8 @@ def test_hp0_keeps_kv_on_npu(catalog, cards):
 
 
 def test_moe_tasks_and_pim_illegal_ops(catalog, cards):
-    inst = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1)
+    inst = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1,
+                 moe_routing="per_token")
     k = kinds_of(inst)
     assert "router" in k and "combine" in k
     # per-token top-2 routing: the 64 prefill tokens reach all 8 experts, the one decode token
@@ -161,7 +162,7 @@ def test_per_token_routing_rule():
 def test_moe_experts_in_play_grow_with_batch(catalog, cards):
     def decode_experts(batch):
         inst = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1, batch=batch,
-                     prefill=1)
+                     prefill=1, moe_routing="per_token")
         return {x.split("_")[0] for x in kinds_of(inst, 1) if x.startswith("expert")}, inst
     one, inst1 = decode_experts(1)
     many, inst16 = decode_experts(16)
@@ -171,18 +172,19 @@ def test_moe_experts_in_play_grow_with_batch(catalog, cards):
     assert inst1.meta["moe_routing"]["decode_tokens_per_expert"][:2] == [1, 1]
     comb = inst16.task_index["s1.L0.combine"]
     assert sum(inst16.edge_dst == comb) == 8 + 1  # eight down projections and the router
-    # the former rule (every token through experts 0 and 1) stays a named option
+    # the fixed rule (the default): every token through experts 0 and 1 whatever the batch
     fixed = build(catalog, cards, model="mixtral-8x7b", layers=1, decode=1, batch=16,
-                  prefill=1, experts=(0, 1))
+                  prefill=1)
     assert {x.split("_")[0] for x in kinds_of(fixed, 1) if x.startswith("expert")} == \
         {"expert0", "expert1"}
-    assert "moe_routing" not in fixed.meta
+    assert fixed.meta["moe_routing"] == {"rule": "fixed", "num_experts": 8, "top_k": 2,
+                                         "experts": [0, 1]}
 
 
 def test_mixtral_hp128_holds_all_eight_experts(catalog, cards):
     from opt.placement.build_options import paper_precision
     inst = build(catalog, cards, model="mixtral-8x7b", platform="HP128", prefill=128, decode=1,
-                 precision=paper_precision("mixtral-8x7b"))
+                 precision=paper_precision("mixtral-8x7b"), moe_routing="per_token")
     experts = [b for b in inst.block_ids if "_expert" in b]
     assert len(experts) == 8 * 32 // 4  # 8 experts × 8 spans of 4 layers
     assert {b.split("_")[1] for b in experts if b.startswith("L0-3")} == \

@@ -36,6 +36,7 @@ def placement_request(args: argparse.Namespace) -> PlacementRequest:
         options=BuildOptions(
             layers=args.layers, tp=args.tp, block_span=args.block_span, dtype=args.dtype,
             kv_layout=args.kv_layout, time_unit=args.time_unit, load_timing=args.load_timing,
+            moe_routing=args.moe_routing,
             formats=tuple(args.formats) if args.formats else None,
             precision=chosen_precision(args.model, args.dtype, weight=args.weight_dtype,
                                        activation=args.act_dtype, kv=args.kv_dtype,

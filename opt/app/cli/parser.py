@@ -269,6 +269,10 @@ def add_build_placement_parser(bsub: argparse._SubParsersAction,
                          "6.1 (default), from the dispatch of the task they serve while it "
                          "computes, ending by its end; 'at_use' = DOPS Eq. 1 read as load then "
                          "compute; 'prefetch' = any time, e.g. from 0")
+    pl.add_argument("--moe-routing", default="fixed", choices=["fixed", "per_token"],
+                    help="MoE routing (problems.md 1.4 MoE): 'fixed' = every token through "
+                         "the first top-k experts (default, the DOPS authors' code); "
+                         "'per_token' = each token its own top-k of the E experts")
     pl.add_argument("--dtype", default="fp16", help="weight precision (fp16, int8, int4)")
     pl.add_argument("--weight-dtype", help="weight precision (overrides --dtype)")
     pl.add_argument("--act-dtype", help="activation precision (default fp16)")
