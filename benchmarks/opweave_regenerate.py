@@ -226,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n### Fig. 14\n")
         print(_md(["latency µs", "GB/s", "COL", "AFD", "CAD", "B&B", "B&B cheapest",
                    "best baseline / B&B", "B&B stages/token", "mixes"], pts14))
+        print()
         print(_md(HEADERS, fig14_summary(pts14)))
     return 0
 
