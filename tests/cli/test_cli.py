@@ -176,9 +176,14 @@ def test_solve_bundled_instance_by_name_and_export(capsys, tmp_path):
 
 
 def test_solve_passes_params_and_reports_bad_ones(capsys):
-    code, out, _ = run(capsys, "solve", "sinnen-Nodes_7_OutTree-p2", "--param",
-                       "symmetry_breaking=false", "--param", "max_time_in_seconds=20", "--json")
+    code, out, _ = run(capsys, "solve", "sinnen-Nodes_7_OutTree-p2", "--method", "cpsat",
+                       "--param", "symmetry_breaking=false", "--param", "max_time_in_seconds=20",
+                       "--json")
     assert code == 0 and json.loads(out)["objective"] == 28
+    # the default (portfolio) names the params it takes
+    code, _, err = run(capsys, "solve", "sinnen-Nodes_7_OutTree-p2", "--param",
+                       "symmetry_breaking=false")
+    assert code == 2 and "portfolio" in err and "first_slice" in err
     code, _, err = run(capsys, "solve", "sinnen-Nodes_7_OutTree-p2", "--param", "oops")
     assert code == 2 and "KEY=VALUE" in err
     code, _, err = run(capsys, "solve", "no-such-instance")
