@@ -248,3 +248,20 @@ def test_settings_of_methods_with_and_without_params():
     assert method_settings("cpsat", PROBLEMS, {}) == {}
     assert method_settings("cpsat", PROBLEMS, {"symmetry_breaking": False}) == \
         {"symmetry_breaking": False}
+
+
+def test_a_record_of_another_load_rule_or_routing_is_rebuilt():
+    """A record is reused only under the builder's load rule and MoE routing (records of the
+    earlier at_use default, or of per-token routing, or that do not say, are rebuilt)."""
+    from opt.app.runs.sweep import _reusable
+
+    rec = {"layers": 1, "tp": 1, "kv_layout": "heads", "precision": "fp16/fp16/fp16",
+           "kv_reserved": True, "makespan": 10, "status": "FEASIBLE",
+           "load_timing": "overlap", "moe_routing": None}
+    assert _reusable(rec, 1, 1, "fp16/fp16/fp16")
+    assert _reusable({**rec, "moe_routing": "fixed"}, 1, 1, "fp16/fp16/fp16")
+    for change in ({"load_timing": "at_use"}, {"moe_routing": "per_token"}):
+        assert not _reusable({**rec, **change}, 1, 1, "fp16/fp16/fp16"), change
+    for key in ("load_timing", "moe_routing"):
+        assert not _reusable({k: v for k, v in rec.items() if k != key}, 1, 1,
+                             "fp16/fp16/fp16"), key

@@ -218,6 +218,7 @@ def make_record(wl: SweepWorkload, method: str, result: Any, inst: Any, *, layer
             "wall_s": wall_s, "time_unit": inst.time_unit, "tasks": inst.n_tasks,
             "layers": layers, "tp": tp,
             "kv_layout": (inst.meta or {}).get("kv_layout", "single"),
+            "load_timing": inst.load_timing, "moe_routing": _routing(inst),
             "precision": _precision_tag(inst), **_shares(inst, result), **_traffic(inst, result),
             "kv_reserved": "kv_reserved_bytes" in (inst.meta or {}),
             "instance_fingerprint": getattr(result, "instance_fingerprint", None)
@@ -298,13 +299,21 @@ def workload_precision(model: str, paper_precision: bool) -> Any:
     return dops_precision(model) if paper_precision else Precision()
 
 
+def _routing(inst: Any) -> str | None:
+    """The instance's MoE routing (``meta.moe_routing``; None for a dense model)."""
+    return (inst.meta or {}).get("moe_routing")
+
+
 def _reusable(rec: Any, layers: int | None, tp: int, precision: str) -> bool:
     """A finished record of the same build (ERROR records are retried; records from before the
     head-sharded KV layout, which carry no ``kv_layout``, or before the KV took its share of
-    memory, which carry no ``kv_reserved``, are rebuilt)."""
-
+    memory, which carry no ``kv_reserved``, are rebuilt, as are records of another load rule or
+    MoE routing than the builder's defaults, or that do not say theirs)."""
+    build = BuildOptions()
     return isinstance(rec, dict) and rec.get("layers") == layers and rec.get("tp", 1) == tp \
-        and rec.get("kv_layout", "single") == BuildOptions().kv_layout \
+        and rec.get("kv_layout", "single") == build.kv_layout \
+        and rec.get("load_timing") == build.load_timing \
+        and rec.get("moe_routing", "") in (None, build.moe_routing) \
         and rec.get("precision", "fp16/fp16/fp16") == precision and rec.get("kv_reserved") is True \
         and "makespan" in rec and rec.get("status") not in (None, "ERROR")
 
