@@ -144,7 +144,7 @@ def record_key(rec: Mapping[str, Any]) -> tuple:
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The records of a JSONL file written by :func:`append_record`; a line that is not a
     record with two positive makespans is an InputError naming the file and line."""
-    out = []
+    out: list[dict[str, Any]] = []
     if not path.exists():
         return out
     for i, line in enumerate(path.read_text().splitlines(), 1):
