@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_bifocal_terms import NPU, _instance, _run, _task, reload_after_eviction
+from test_bifocal_terms import (
+    NPU,
+    _instance,
+    _run,
+    _task,
+    reload_after_eviction,
+)
+from test_bifocal_terms import transient_advantage_between_equal_devices as transient_advantage
 from test_schedule_kernels import random_instance
 
 from heuristics.placement import bifocal_window
@@ -77,22 +84,6 @@ def test_prefill_gain_moves_the_prefill_to_the_class_that_holds_every_block():
     assert (span0, span1) == (19, 14)
     assert sol0["assignment"]["p"] == "NPU0" and sol1["assignment"]["p"] == "PIM0"
     assert flips1["phase"] >= 1
-
-
-def transient_advantage(steps: int = 30) -> PlacementInstance:
-    """Block b on PIM0 since the prefill p; a decode chain x1..x30 (5 on either PIM) and u
-    (PIM0 only, 20) holding PIM0 when x1 is ready; PIM1's copy of b loads in 100."""
-    pims = [{"name": f"PIM{i}", "class": "pim", "weight_capacity": None} for i in range(2)]
-    blocks = [{"id": "b", "bytes": 100, "load": {"NPU0": {"linear": 1}, "PIM0": {"linear": 30},
-                                                  "PIM1": {"linear": 100}}}]
-    tasks = [_task("p", {"PIM0": 5}, step=0, block="b"), _task("u", {"PIM0": 20}),
-             _task("v", {"NPU0": 170})]
-    edges, prev = [{"src": "p", "dst": "u", "bytes": 0}, {"src": "u", "dst": "v", "bytes": 0}], "p"
-    for i in range(1, steps + 1):
-        tasks.append(_task(f"x{i}", {"PIM0": 5, "PIM1": 5}, step=i, block="b"))
-        edges.append({"src": prev, "dst": f"x{i}", "bytes": 0})
-        prev = f"x{i}"
-    return _instance([NPU, *pims], tasks, edges, blocks, steps)
 
 
 def test_token_term_amortises_a_copy_over_the_remaining_steps():

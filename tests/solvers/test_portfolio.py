@@ -12,7 +12,6 @@ import functools
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 
 import instances
@@ -20,18 +19,11 @@ import solvers.placement.portfolio as pf
 from heuristics.placement.list_scheduler import heft
 from opt.common.errors import InputError
 from opt.common.result import Result
-from opt.placement.instance import Device
-from opt.placement.instance_checks import (
-    BlockColumns,
-    EdgeColumns,
-    TaskColumns,
-    build_instance,
-    make_links,
-)
 from opt.placement.validator import validate_placement
 from solvers import solve
 from solvers.certify import validate
 from solvers.registry import DEFAULTS
+from tests.placement.test_placement_exact import _capacity_instance
 
 HEFT = "heft-topcuoglu-2002"  # optimum 73; HEFT's schedule 80
 TINY = [HEFT, "sinnen-Nodes_7_OutTree-p2", "sinnen-Nodes_10_Random-p4", "stg-50-rand0000-p4"]
@@ -60,16 +52,6 @@ def test_the_default_placement_method_is_the_portfolio():
     assert res.stats["method_choice"] == {"method": "portfolio",
                                           "reason": "the default for placement instances"}
     assert res.status == "OPTIMAL" and res.objective == 73
-
-
-def _capacity_instance(capacity: int):
-    devs = [Device("A", "npu", capacity), Device("B", "pim", capacity)]
-    return build_instance(
-        time_unit="unit", devices=devs, links=make_links(devs, "full", True, 1, 1.0),
-        tasks=TaskColumns(["t0", "t1"], np.array([[3, 5], [4, 2]])),
-        edges=EdgeColumns([0], [1], [2]),
-        blocks=BlockColumns(["w"], [100], load={"linear": np.array([[6, 9]])},
-                            task_block=np.array([0, -1])))
 
 
 def test_an_infeasible_instance_is_infeasible():
