@@ -27,7 +27,6 @@ from heuristics.placement.state_kernels import (
     NOT_TOPOLOGICAL,
     OK,
     OVERLAP,
-    TLAST,
     TWICE,
     commit,
     evaluate,
@@ -276,8 +275,8 @@ def _push_ready(t, rows, cap, size):
 @njit(cache=True)
 def _grown_rows(rows, cap):
     """The ready slots' arrays (task, row valid, EFT, terms, window devices, representatives'
-    mask, window valid, the window's availability bounds) at twice the capacity."""
-    rt, cv, cfin, cx, cdv, srm, wv, wthr = rows
+    mask, window valid) at twice the capacity."""
+    rt, cv, cfin, cx, cdv, srm, wv = rows
     nd = cv.shape[1]
     c2 = 2 * cap
     rt2 = np.empty(c2, np.int64)
@@ -287,7 +286,6 @@ def _grown_rows(rows, cap):
     cdv2 = np.empty((c2 * nd, cdv.shape[1]), np.int64)
     srm2 = np.zeros(c2, np.int64)
     wv2 = np.zeros((c2, nd), np.bool_)
-    wthr2 = np.empty((c2 * nd, nd), np.int64)
     rt2[:cap] = rt
     cv2[:cap] = cv
     cf2[:cap] = cfin
@@ -295,21 +293,19 @@ def _grown_rows(rows, cap):
     cdv2[:len(cdv)] = cdv
     srm2[:cap] = srm
     wv2[:cap] = wv
-    wthr2[:len(wthr)] = wthr
-    return (rt2, cv2, cf2, cx2, cdv2, srm2, wv2, wthr2), c2
+    return (rt2, cv2, cf2, cx2, cdv2, srm2, wv2), c2
 
 
 @njit(cache=True)
 def _move_slot(rows, src, dst, nd):
     """Copy ready slot ``src`` over slot ``dst``."""
-    rt, cv, cfin, cx, cdv, srm, wv, wthr = rows
+    rt, cv, cfin, cx, cdv, srm, wv = rows
     rt[dst] = rt[src]
     wv[dst, :] = wv[src, :]
     cv[dst, :] = cv[src, :]
     cfin[dst, :] = cfin[src, :]
     cx[dst * nd:(dst + 1) * nd, :] = cx[src * nd:(src + 1) * nd, :]
     cdv[dst * nd:(dst + 1) * nd, :] = cdv[src * nd:(src + 1) * nd, :]
-    wthr[dst * nd:(dst + 1) * nd, :] = wthr[src * nd:(src + 1) * nd, :]
     srm[dst] = srm[src]
 
 
@@ -319,7 +315,7 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
     """Recompute the stale rows of ready slot i (per device: EFT, the terms, the window's best
     devices) and, on rows whose EFT and terms still hold, the stale windows; ``k``: the task's
     inputs in ``state.w`` unless ``by_score``, which reads them. The input count."""
-    rt, cv, cfin, cx, cdv, srm, wv, wthr = rows
+    rt, cv, cfin, cx, cdv, srm, wv = rows
     ttype, type_dur = costs.ttype, costs.type_dur
     block, bbytes, loadd = blocks.block, blocks.bbytes, blocks.loadd
     dv, rl, w, victims = state.dv, state.rl, state.w, state.victims
@@ -339,7 +335,7 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
             continue
         evaluated = cv[i, d]
         # the window holds over a stale row whose EFT comes out the same: it reads t, d, the
-        # EFT, the hints and the state within its bounds (the caller's invalidation)
+        # EFT, the hints and the state of devices the caller's invalidation watches
         w_held = wv[i, d] and not evaluated
         cv[i, d] = wv[i, d] = True
         if first:
@@ -359,7 +355,7 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
         if evaluated:  # EFT and terms hold: the window only
             if cfin[i, d] >= 0:
                 _window_row(t, d, cfin[i, d], j, chain, m, reps, costs, blocks, state, graph,
-                            bias, window, terms, cf, cx, cdv, wthr, pat, bestp, scratch)
+                            bias, window, terms, cf, cx, cdv, pat, bestp, scratch)
             continue
         if not have_k:
             have_k = True
@@ -382,7 +378,7 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
             cx[j, 0] = cw
         elif use_window:
             _window_row(t, d, f, j, chain, m, reps, costs, blocks, state, graph, bias,
-                        window, terms, cf, cx, cdv, wthr, pat, bestp, scratch)
+                        window, terms, cf, cx, cdv, pat, bestp, scratch)
         if b >= 0 and rl[0, d, b] < 0:
             cx[j, 1], cx[j, 2], cx[j, 3], cx[j, 4], cx[j, 5] = score_terms(
                 d, b, ph, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd, victims, dcls,
@@ -393,27 +389,25 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
 
 @njit(cache=True)
 def _window_row(t, d, f, j, chain, m, reps, costs, blocks, state, graph, bias, window, terms,
-                cf, cx, cdv, wthr, pat, bestp, scratch):
-    """Row j's window term γ·(T̂_H − EFT) (task t on d finishing at f), its best devices and
-    the bounds (ns) on each device's availability under which they hold (``wthr[j]``,
-    :func:`heuristics.placement.bifocal_window.simulate`)."""
+                cf, cx, cdv, pat, bestp, scratch):
+    """Row j's window term γ·(T̂_H − EFT) (task t on d finishing at f) and its best
+    devices."""
     bestp[:] = -1
-    wthr[j, :] = np.iinfo(np.int64).max
     th = window_estimate(t, d, f, chain, m, reps, costs.ttype, costs.type_dur, blocks.block,
                          blocks.loadd, bias.dcls, state.rl, state.dv, graph.etab,
                          window.hetype, window.rtype, window.hint, cf.load_rule, terms.consist,
-                         pat, bestp, scratch, terms.by_device != 0, wthr[j])
+                         pat, bestp, scratch, terms.by_device != 0)
     cx[j, 0] = terms.gamma * (th - float(f))
     cdv[j, :] = bestp
 
 
 @njit(cache=True)
-def _window_stale(tt, it, best_d, srm_i, moved, terms, window, chain, nd):
-    """Whether every window of ready task ``tt`` may have changed with the commit on
-    ``best_d`` at iteration ``it``: when it loaded or evicted a block (``moved``), best_d is
-    a legal device of a window vertex (the simulation reads their availability, residency and
-    port besides the root's); or, with any commit, a window vertex's hint changed."""
-    if moved and (srm_i & device_bit(best_d, nd)) != 0:
+def _window_stale(tt, it, best_d, srm_i, terms, window, chain, nd):
+    """Whether the window of ready task ``tt`` may have changed with the commit on ``best_d``
+    at iteration ``it``: best_d is a legal device of a window vertex (the simulation reads
+    their availability, residency and port besides the root's), or a window vertex's hint
+    changed."""
+    if (srm_i & device_bit(best_d, nd)) != 0:
         return True
     m = window_chain(tt, terms.H, window.hs, chain)
     for j in range(m):
@@ -439,12 +433,9 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     are kept between iterations, and a row is recomputed only when the last commit may have
     changed it (:func:`_stale_columns`: the committed device, the devices its transfers'
     channels lead to, every row of a task whose block was loaded, evicted or used;
-    :func:`_window_stale`: the window term of every row of a task whose window read a changed
-    hint, or the committed device when the commit loaded or evicted a block — else of every
-    row whose window's bound on the committed device's availability the commit exceeded
-    (:func:`heuristics.placement.bifocal_window.simulate`) —, recomputed alone on the kept
-    EFT; a row recomputed for its EFT keeps a window that is not stale when the EFT comes out
-    the same); no other input of a row changes with a commit, so the rows — and the
+    :func:`_window_stale`: the window term of every row of a task whose window read the
+    committed device or a changed hint, recomputed alone on the kept EFT; a row recomputed
+    for its EFT keeps a window not stale when the EFT comes out the same); no other input of a row changes with a commit, so the rows — and the
     choice — are those of a full re-scoring. ``terms.rescore_all`` makes every row stale after
     each commit: the full re-scoring itself, against which tests/placement/test_score_cache.py
     compares the kept rows."""
@@ -483,7 +474,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     rows = (np.empty(cap, np.int64), np.zeros((cap, nd), np.bool_),
             np.empty((cap, nd), np.int64), np.empty((cap * nd, 6)),
             np.empty((cap * nd, W), np.int64), np.zeros(cap, np.int64),
-            np.zeros((cap, nd), np.bool_), np.empty((cap * nd, nd), np.int64))
+            np.zeros((cap, nd), np.bool_))
     bstale = np.zeros(max(len(bbytes), 1), np.int64)  # block -> the iteration it changed
     homeless0 = homeless.copy()
     size = 0
@@ -576,11 +567,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             bstale[ev[0, j, 0]] = it
         for j in range(n_ev0, cnt[1]):
             bstale[ev[1, j, 0]] = it
-        rt, cv, wv, wthr = rows[0], rows[1], rows[6], rows[7]
-        # a commit without a load or eviction changes, of what a window reads, only best_d's
-        # availability (its port and residency stay: state_kernels.book_load_at)
-        moved = n_ld0 != cnt[0] or n_ev0 != cnt[1]
-        av_d = dv[TLAST, best_d]
+        rt, cv, wv = rows[0], rows[1], rows[6]
         for i in range(size):
             tt = rt[i]
             bt_ = block[tt]
@@ -591,14 +578,9 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             for d in range(nd):
                 if (mask >> d) & 1:
                     cv[i, d] = False
-            if use_window:
-                if _window_stale(tt, it, best_d, rows[5][i], moved, terms, window, chain,
-                                 nd):
-                    wv[i, :] = False
-                elif not moved:
-                    for d in range(nd):
-                        if av_d > wthr[i * nd + d, best_d]:
-                            wv[i, d] = False
+            if use_window and _window_stale(tt, it, best_d, rows[5][i], terms, window, chain,
+                                            nd):
+                wv[i, :] = False
         for j in range(s_off[t], s_off[t + 1]):
             v = edst[s_idx[j]]
             indeg[v] -= 1

@@ -57,45 +57,19 @@ def legal_classes(chain, m, ttype, type_dur, block, loadd, dcls, nd, reps):
 
 
 @njit(cache=True)
-def _representative(u, c, ttype, type_dur, block, loadd, dcls, sdev, sav, ns, dv, thr):
+def _representative(u, c, ttype, type_dur, block, loadd, dcls, sdev, sav, ns, dv):
     """The representative of class c for vertex u: its least-available legal device of the
     class in the simulation's shadow (earliest free, ties: lowest index; the authors'
-    ``_rep_device_by_type``), −1 none. When the winner's availability is its real one
-    (``dv[TLAST]``, not the shadow's), ``thr`` of the winner is lowered to the largest real
-    availability (ns) at which it still wins (:func:`simulate`'s bounds)."""
+    ``_rep_device_by_type``), −1 none."""
     ty, b = ttype[u], block[u]
     best, best_av = -1, 0
-    nd = dv.shape[1]
-    for x in range(nd):
+    for x in range(dv.shape[1]):
         if dcls[x] != c or type_dur[ty, x] < 0 or (b >= 0 and loadd[b, x] < 0):
             continue
         av = _shadow_avail(x, sdev, sav, ns, dv)
         if best < 0 or av < best_av:
             best, best_av = x, av
-    if best >= 0 and not _in_shadow(best, sdev, ns):
-        # the winner keeps winning at availability a' ≥ its own while a' < av(y) of every
-        # competitor y of lower index and a' ≤ av(y) of every one of higher index (the ties
-        # go to the lowest index); a loser whose availability rises keeps losing
-        bound = np.int64(np.iinfo(np.int64).max)
-        for x in range(nd):
-            if x == best or dcls[x] != c or type_dur[ty, x] < 0 or (b >= 0 and loadd[b, x] < 0):
-                continue
-            av = _shadow_avail(x, sdev, sav, ns, dv)
-            lim = av - 1 if x < best else av
-            if lim < bound:
-                bound = lim
-        if bound < thr[best]:
-            thr[best] = bound
     return best
-
-
-@njit(cache=True)
-def _in_shadow(x, sdev, ns):
-    """Whether the simulation's shadow holds an availability of device x."""
-    for i in range(ns):
-        if sdev[i] == x:
-            return True
-    return False
 
 
 @njit(cache=True)
@@ -132,7 +106,7 @@ def _cached(x, b, rl, cdev, cblk, nc):
 
 @njit(cache=True)
 def simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, rl, dv, etab,
-             hetype, rtype, hint, rule, consist, scratch, by_device, thr):
+             hetype, rtype, hint, rule, consist, scratch, by_device):
     """The simulated completion (float ns) of t's window with t on d finishing at ``f0`` and
     window vertex j on class ``pat[j]`` — on its near-future hint when the hint is of that
     class (the hints are consistency hints), else on the class's representative
@@ -145,24 +119,10 @@ def simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, 
     (``at_use`` t_load + p, ``overlap`` max(t_load, p), ``prefetch`` p once the port has
     loaded it); inputs from outside the chain are not simulated (the authors'
     ``_simulate_chain_finish``). A hinted vertex off its hint h adds ``consist`` × the transfer
-    time from h of its heaviest incident payload.
-
-    ``thr[x]`` is lowered to a bound (ns) on device x's real availability ``dv[TLAST, x]``
-    under which the simulation gives the same devices and times, the other state it reads
-    (ports, residency, hints, the other devices' availability) unchanged. Proof: the real
-    availability only rises with a commit (state_kernels: TLAST is raised, never lowered), and
-    the simulation reads it in three places. (1) The root's shadow max(avail(d), f0): bound
-    that max. (2) A representative's choice (:func:`_representative`): a rise of a loser
-    keeps it losing; the winner's bound is where it starts to lose. (3) A vertex's start
-    max(avail(x), ready) with x out of the shadow: with avail' ≥ avail and avail' ≤ that
-    start, the max is unchanged. By induction over the window's vertices every step of every
-    pattern is then the same, hence the least pattern, its value and its devices."""
+    time from h of its heaviest incident payload."""
     nd = dv.shape[1]
     sdev, sav, cdev, cblk = scratch[0], scratch[1], scratch[2], scratch[3]
-    r0 = max(dv[TLAST, d], f0)
-    if r0 < thr[d]:
-        thr[d] = r0
-    ns = _set_avail(d, r0, sdev, sav, 0)
+    ns = _set_avail(d, max(dv[TLAST, d], f0), sdev, sav, 0)
     nc = 0
     if block[t] >= 0:
         cdev[0], cblk[0] = d, block[t]
@@ -177,12 +137,10 @@ def simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, 
             x = h
         else:
             x = _representative(u, pat[j], ttype, type_dur, block, loadd, dcls, sdev, sav, ns,
-                                dv, thr)
+                                dv)
         out[j] = x
         ready = fin if x == prev else fin + etab[hetype[prev_node], prev * nd + x]
         st = max(_shadow_avail(x, sdev, sav, ns, dv), ready)
-        if st < thr[x] and not _in_shadow(x, sdev, ns):
-            thr[x] = st
         p = type_dur[ttype[u], x]
         serv = p
         b = block[u]
@@ -206,14 +164,12 @@ def simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, 
 
 @njit(cache=True)
 def window_estimate(t, d, f0, chain, m, reps, ttype, type_dur, block, loadd, dcls, rl, dv,
-                    etab, hetype, rtype, hint, rule, consist, pat, best, scratch, by_device, thr):
+                    etab, hetype, rtype, hint, rule, consist, pat, best, scratch, by_device):
     """T̂_H(t, d) (float ns): the least :func:`simulate` over every pattern of classes legal
     for the window vertices (``reps``: :func:`legal_classes`; the first least in odometer
     order, the first vertex's class the most significant; ``by_device``: every pattern of legal
     devices); ``best[:m]`` its devices. ``f0`` (no pattern, or m = 0): the window is t alone,
-    ``best`` untouched. ``thr``: lowered to the bounds on each device's real availability
-    under which the result holds (:func:`simulate`; untouched when m = 0: the window then
-    reads no state)."""
+    ``best`` untouched."""
     K = dv.shape[1] if by_device else reps.shape[1]
     if m == 0:
         return float(f0)
@@ -234,7 +190,7 @@ def window_estimate(t, d, f0, chain, m, reps, ttype, type_dur, block, loadd, dcl
                 break
         if ok:
             v = simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, rl,
-                         dv, etab, hetype, rtype, hint, rule, consist, scratch, by_device, thr)
+                         dv, etab, hetype, rtype, hint, rule, consist, scratch, by_device)
             if v < best_v:
                 best_v = v
                 best[:m] = out[:m]
