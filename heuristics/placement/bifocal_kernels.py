@@ -334,9 +334,6 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
         if cv[i, d] and wv[i, d]:
             continue
         evaluated = cv[i, d]
-        # the window holds over a stale row whose EFT comes out the same: it reads t, d, the
-        # EFT, the hints and the state of devices the caller's invalidation watches
-        w_held = wv[i, d] and not evaluated
         cv[i, d] = wv[i, d] = True
         if first:
             first = False
@@ -362,7 +359,6 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
             k = pred_info(t, graph.p_off, graph.p_edge, graph.esrc, graph.etype,
                           state.sched, w)
         dur = type_dur[ty, d]
-        f_old = cfin[i, d]
         cfin[i, d] = -1
         if dur < 0:
             continue
@@ -372,11 +368,8 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
         if not ok:
             continue
         cfin[i, d] = f
-        cw = cx[j, 0]
         cx[j, :] = 0.0
-        if use_window and w_held and f == f_old:
-            cx[j, 0] = cw
-        elif use_window:
+        if use_window:
             _window_row(t, d, f, j, chain, m, reps, costs, blocks, state, graph, bias,
                         window, terms, cf, cx, cdv, pat, bestp, scratch)
         if b >= 0 and rl[0, d, b] < 0:
@@ -434,8 +427,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     changed it (:func:`_stale_columns`: the committed device, the devices its transfers'
     channels lead to, every row of a task whose block was loaded, evicted or used;
     :func:`_window_stale`: the window term of every row of a task whose window read the
-    committed device or a changed hint, recomputed alone on the kept EFT; a row recomputed
-    for its EFT keeps a window not stale when the EFT comes out the same); no other input of a row changes with a commit, so the rows — and the
+    committed device or a changed hint, recomputed alone on the kept EFT); no other input of a row changes with a commit, so the rows — and the
     choice — are those of a full re-scoring. ``terms.rescore_all`` makes every row stale after
     each commit: the full re-scoring itself, against which tests/placement/test_score_cache.py
     compares the kept rows."""
@@ -573,7 +565,6 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             bt_ = block[tt]
             if all_stale or (bt_ >= 0 and bstale[bt_] == it):
                 cv[i, :] = False
-                wv[i, :] = False
                 continue
             for d in range(nd):
                 if (mask >> d) & 1:

@@ -207,8 +207,8 @@ def window_estimate(t, d, f0, chain, m, reps, ttype, type_dur, block, loadd, dcl
 
 
 @njit(cache=True)
-def _unqueue(u, hq, hq_len):
-    """Remove u from the hints' queue (kept order of the others)."""
+def _drop_hint(u, hint, hstamp, hq, hq_len, it):
+    """Remove u's hint (kept order of the others)."""
     n = hq_len[0]
     k = 0
     for i in range(n):
@@ -216,12 +216,6 @@ def _unqueue(u, hq, hq_len):
             hq[k] = hq[i]
             k += 1
     hq_len[0] = k
-
-
-@njit(cache=True)
-def _drop_hint(u, hint, hstamp, hq, hq_len, it):
-    """Remove u's hint (kept order of the others), stamped with ``it``."""
-    _unqueue(u, hq, hq_len)
     hint[u] = -1
     hstamp[u] = it
 
@@ -231,9 +225,9 @@ def update_hints(t, chain, m, devs, hint, hstamp, hq, hq_len, hint_max, it):
     """After t's commit (iteration ``it``): t's own hint dropped (it is scheduled), then the
     committed placement's best pattern ``devs[:m]`` saved as the hints of its window vertices
     (each moved to the newest), then the oldest dropped down to ``hint_max`` (the authors'
-    ``_update_plan_hints``; none kept when ``hint_max`` ≤ 0). Every vertex whose hint changes
-    value (set, moved to another device, or dropped) is stamped with ``it``; a hint refreshed
-    to its own device only moves to the newest, which no simulation reads."""
+    ``_update_plan_hints``; none kept when ``hint_max`` ≤ 0). Every vertex whose hint is set
+    or dropped is stamped with ``it`` (a refreshed equal hint too: its rows are recomputed to
+    the same values)."""
     if hint_max <= 0:
         return
     if hint[t] >= 0:
@@ -241,10 +235,9 @@ def update_hints(t, chain, m, devs, hint, hstamp, hq, hq_len, hint_max, it):
     for j in range(m):
         u, x = chain[j], devs[j]
         if hint[u] >= 0:
-            _unqueue(u, hq, hq_len)
-        if hint[u] != x:
-            hint[u] = x
-            hstamp[u] = it
+            _drop_hint(u, hint, hstamp, hq, hq_len, it)
+        hint[u] = x
+        hstamp[u] = it
         hq[hq_len[0]] = u
         hq_len[0] += 1
     while hq_len[0] > hint_max:
