@@ -125,7 +125,7 @@ def _fig7_case(cache: Path, jobs: int = 1) -> CaseResult:
                                        "DOPS §6.2 Fig. 7",
                                        f"{f['cause']} (evidence: {f['evidence']})"
                                        if f["cause"] else "docs/dops_analyses.md §5 Fig. 7"))
-    return CaseResult("DOPS Fig. 7 (HP32): Bifocal over PD (at_use)",
+    return CaseResult("DOPS Fig. 7 (HP32): Bifocal over PD (overlap)",
                       ["model", "batch", "prefill", "decode", "Bifocal / PD"], rows, checks)
 
 
@@ -143,7 +143,7 @@ def _fig10_case(cache: Path, jobs: int = 1) -> CaseResult:
                            "docs/dops_analyses.md §5 Fig. 10: claims not holding: "
                            + ", ".join(k for k, ok in claims.items() if not ok))] if full else []
     return CaseResult("DOPS Fig. 10 (Llama-2-7B, HP64): speed-up over PD and NPU-PIM "
-                      "co-utilisation (Eq. 5), at_use",
+                      "co-utilisation (Eq. 5), overlap",
                       ["method", "workloads", "median speed-up", "p90 speed-up", "median U_npu",
                        "median U_pim", "median U_co"], rows, checks,
                       notes="DOPS: Bifocal highest median, p90 and U_co" + ("" if full else
@@ -162,7 +162,7 @@ def _grid_table_case(cache: Path, out: Path, jobs: int = 1) -> CaseResult:
     rows = [[g["model"], g["platform"], f"{g['workloads']}/{GRID_SIZE}", g["paper"], g["bifocal"],
              f"±{100 * g['tolerance']:g} %", g["verdict"], g["max_bifocal"], g["slower_2pct"],
              g["source"], g["cause"]] for g in geo]
-    return CaseResult("DOPS §6.2 grid: geomean Bifocal/PD per model beside the paper (at_use)",
+    return CaseResult("DOPS §6.2 grid: geomean Bifocal/PD per model beside the paper (overlap)",
                       ["model", "platform", "finished", "paper", "ours", "tolerance", "verdict",
                        "Bifocal/PD max", f"workloads > {100 * (SLOWER_THAN_PD - 1):g} % slower "
                        "than PD", "source", "cause"], rows,

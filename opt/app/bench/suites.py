@@ -14,7 +14,7 @@ suite          cases
                A100 alone at the relaxed SLOs), Figs. 10, 11, 13 (both readings) and Table 3
                from its records, and the detailed-cost-model theorem check
 ``dops``       DOPS' §6.2 grid (4 x 4 x 4) for its seven models on their platforms under
-               ``at_use`` loads and LRU residency (Bifocal, HEFT, PD, 4 static policies),
+               ``overlap`` loads and LRU residency (Bifocal, HEFT, PD, 4 static policies),
                Fig. 7, Fig. 10, the per-workload CSV and the geomean verdicts beside the
                paper (opt.app.bench.dops)
 =============  ==============================================================================

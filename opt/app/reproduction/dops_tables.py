@@ -449,11 +449,12 @@ PAPER_WLA: tuple[tuple[str, str, str, Any], ...] = (
     ("bifocal/linear", "bifocal/wla", "dops-qwen-7b", (1.28, 1.33)),
     ("bifocal/linear", "bifocal/wla", "dops-qwen-14b", (1.28, 1.33)),
 )
-#: The named cause of a differing WLA row (under the current rules), with its evidence.
-#: Why a WLA geomean differs (the model's own breakdown is put in front by :func:`wla_cause`).
+#: Why a WLA geomean differs (the model's own breakdown is put in front by :func:`wla_cause`):
+#: measured under the earlier ``at_use`` rules, and said so, until the §6.5 sweep is re-run.
 WLA_CAUSE = (
-    "a block's format changes only its loads and conversions (problems.md §2 / §5.4), which "
-    "under at_use a device pays once while the block stays resident, so WLA gains where decode "
+    "measured under the earlier at_use rules, not yet under overlap: a block's format changes "
+    "only its loads and conversions (problems.md §2 / §5.4), which under at_use a device pays "
+    "once while the block stays resident, so WLA gains where decode "
     "moves blocks onto PIM and little where Bifocal keeps decode on the NPU; a run that stops "
     "after two evaluations had a first dominance pass that was a fixed point (every block then "
     "loaded only by the side its format favours); over PD/Linear the gap adds our AiM "
