@@ -49,6 +49,16 @@ def heuristic_result(inst: PlacementInstance, method: str, options: SolveOptions
                   params=dict(options.params), solution=solution, stats=dict(stats))
 
 
+def heuristic_with_stats(inst: PlacementInstance, method: str, options: SolveOptions,
+                         schedule: Callable[[dict[str, Any]], dict[str, Any]]) -> Result:
+    """:func:`heuristic_result` for a heuristic that fills a stats dict as it runs:
+    ``schedule(stats)`` returns the solution; the stats it filled go into the Result's."""
+    stats: dict[str, Any] = {}
+    result = heuristic_result(inst, method, options, lambda: schedule(stats))
+    result.stats.update(stats)
+    return result
+
+
 def heft(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.list_scheduler import heft as heft_schedule
 
@@ -62,11 +72,8 @@ def bifocal(inst: PlacementInstance, options: SolveOptions) -> Result:
 
     typed = parsed_params("bifocal", "placement", options.params)
     params = BifocalParams(**typed)
-    stats: dict[str, Any] = {}
-    result = heuristic_result(inst, "bifocal", options,
-                              lambda: bifocal_schedule(inst, params, stats=stats))
-    result.stats.update(stats)
-    return result
+    return heuristic_with_stats(inst, "bifocal", options,
+                                lambda stats: bifocal_schedule(inst, params, stats=stats))
 
 
 def list_settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -110,12 +117,9 @@ def policy_search(inst: PlacementInstance, options: SolveOptions) -> Result:
 
     typed = parsed_params("policy-search", "placement", options.params)
     params = PolicySearchParams(**typed)
-    stats: dict[str, Any] = {}
-    result = heuristic_result(inst, "policy-search", options,
-                              lambda: search(inst, params, time_limit=options.time_limit,
-                                             stats=stats))
-    result.stats.update(stats)
-    return result
+    return heuristic_with_stats(inst, "policy-search", options,
+                                lambda stats: search(inst, params, time_limit=options.time_limit,
+                                                     stats=stats))
 
 
 def static(inst: PlacementInstance, options: SolveOptions, *, policy: str) -> Result:

@@ -9,7 +9,7 @@ from typing import Any
 from models.options import SolveOptions
 from opt.common.result import Result
 from opt.placement.instance import PlacementInstance
-from solvers.placement.backends import bifocal_settings, heuristic_result
+from solvers.placement.backends import bifocal_settings, heuristic_with_stats
 
 
 def bifocal_grid(inst: PlacementInstance, options: SolveOptions) -> Result:
@@ -20,12 +20,10 @@ def bifocal_grid(inst: PlacementInstance, options: SolveOptions) -> Result:
     from heuristics.placement.bifocal_grid import bifocal_grid as grid_schedule
 
     grid = GridParams.from_dict(options.params)
-    stats: dict[str, Any] = {}
-    result = heuristic_result(inst, "bifocal-grid", options,
-                              lambda: grid_schedule(inst, grid, time_limit=options.time_limit,
-                                                    stats=stats))
-    result.stats.update(stats)
-    return result
+    return heuristic_with_stats(inst, "bifocal-grid", options,
+                                lambda stats: grid_schedule(inst, grid,
+                                                            time_limit=options.time_limit,
+                                                            stats=stats))
 
 
 def bifocal_grid_settings(params: dict[str, Any]) -> dict[str, Any]:
