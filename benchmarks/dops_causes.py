@@ -29,6 +29,7 @@ from opt.app.reproduction.dops_causes import (
     run_case,
 )
 from opt.app.reproduction.dops_tables import PAPER_GEOMEAN
+from opt.common.outpath import output_error
 from opt.costlib.hardware import bundled_catalog
 from opt.costlib.modelcard import bundled_cards
 
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="prefill,decode,batch triples (default: the sample's corners)")
     ap.add_argument("--report", action="store_true", help="print the table of the records only")
     a = ap.parse_args(argv)
+    why = output_error(a.out)  # checked before any work
+    if why:
+        print(f"dops_causes.py: error: --out {a.out}: {why}", file=sys.stderr)
+        return 2
     catalog, cards = bundled_catalog(), bundled_cards()
     perts = (BASE, *by_name(a.perturbations))
     done = {record_key(r) for r in read_records(a.out)}
