@@ -112,18 +112,25 @@ def tiny_instance(seed: int, load_timing: str):
     cost = [[r.randint(1, 9), r.randint(1, 9)] for _ in range(n)]
     block = [r.choice([-1] + list(range(nb))) for _ in range(n)]
     block[0] = 0
+    return random_dag_instance(r, devices, links, cost, block, nb,
+                               lambda: [r.randint(1, 12), r.randint(1, 12)], load_timing)
+
+
+def random_dag_instance(r, devices, links, cost, block, nb: int, load_row, load_timing: str):
+    """The instance of ``cost`` and ``block`` (one block per row of ``load_row()``, drawn
+    after the DAG) on a random DAG drawn from ``r``: each task j > 0 takes up to two of the
+    earlier tasks as predecessors, edges of 0 bytes; durations in ticks (ns)."""
     src, dst = [], []
-    for j in range(1, n):
+    for j in range(1, len(cost)):
         for i in r.sample(range(j), r.randint(0, min(j, 2))):
             src.append(i)
             dst.append(j)
     return build_instance(
         time_unit="ns", devices=devices, links=links,
-        tasks=TaskColumns([f"t{i}" for i in range(n)], cost),
+        tasks=TaskColumns([f"t{i}" for i in range(len(cost))], cost),
         edges=EdgeColumns(src, dst, [0] * len(src)),
         blocks=BlockColumns([f"W{b}" for b in range(nb)], [1] * nb,
-                            load={"linear": [[r.randint(1, 12), r.randint(1, 12)]
-                                             for _ in range(nb)]},
+                            load={"linear": [load_row() for _ in range(nb)]},
                             task_block=block),
         load_timing=load_timing)
 

@@ -18,7 +18,6 @@ from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.instance import Device
 from opt.placement.instance_checks import (
     BlockColumns,
-    EdgeColumns,
     TaskColumns,
     build_instance,
     make_links,
@@ -26,7 +25,7 @@ from opt.placement.instance_checks import (
 from opt.placement.lower_bounds import device_heads_tails, heads_tails, placement_lower_bound
 from opt.placement.solution import make_solution
 from opt.placement.validator import validate_placement
-from tests.placement.test_load_timing import worked_example
+from tests.placement.test_load_timing import random_dag_instance, worked_example
 
 
 def tiny_overlap(seed: int):
@@ -43,20 +42,8 @@ def tiny_overlap(seed: int):
             row[r.randrange(nd)] = r.randint(1, 9)
     block = [r.choice([-1] + list(range(nb))) for _ in range(n)]
     block[r.randrange(n)] = 0
-    src, dst = [], []
-    for j in range(1, n):
-        for i in r.sample(range(j), r.randint(0, min(j, 2))):
-            src.append(i)
-            dst.append(j)
-    return build_instance(
-        time_unit="ns", devices=devices, links=links,
-        tasks=TaskColumns([f"t{i}" for i in range(n)], cost),
-        edges=EdgeColumns(src, dst, [0] * len(src)),
-        blocks=BlockColumns([f"W{b}" for b in range(nb)], [1] * nb,
-                            load={"linear": [[r.randint(0, 25) for _ in range(nd)]
-                                             for _ in range(nb)]},
-                            task_block=block),
-        load_timing="overlap")
+    return random_dag_instance(r, devices, links, cost, block, nb,
+                               lambda: [r.randint(0, 25) for _ in range(nd)], "overlap")
 
 
 def _schedule(inst, order, dev, tr):
