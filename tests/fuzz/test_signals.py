@@ -143,3 +143,33 @@ def test_sigint_at_many_seeded_moments_costs_no_output(tmp_path: Path) -> None:
     outcomes = _run(12, tmp_path)
     codes = {code for _, code in outcomes}
     assert 130 in codes and 0 in codes  # the moments covered both sides of the finish
+
+
+#: a command whose handler gets Ctrl-C inside a callback from C (as numba's compiler calls
+#: llvmlite's Python callbacks) and then works on for up to 20 s
+SWALLOWED = """
+import argparse, ctypes, ctypes.util, sys, time
+from opt.app.cli.run import run_command
+
+def handler(args):
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+    def interrupted(a, b):
+        raise KeyboardInterrupt  # as the signal handler raises it between two bytecodes
+
+    pair = (ctypes.c_int * 2)(2, 1)
+    libc.qsort(pair, 2, ctypes.sizeof(ctypes.c_int), compare(interrupted))
+    for _ in range(2000):
+        time.sleep(0.01)
+    return 0
+
+sys.exit(run_command(argparse.Namespace(func=handler)))
+"""
+
+
+def test_sigint_swallowed_by_a_callback_from_c_still_ends_the_command() -> None:
+    proc = subprocess.run([sys.executable, "-c", SWALLOWED], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 130 and proc.stderr.strip() == "hetopt: interrupted", proc.stderr

@@ -6,10 +6,13 @@ through its :class:`~opt.app.cli.parser.Handler` once the arguments are parsed, 
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import atexit
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from types import MappingProxyType
 
 from opt.common.errors import InputError
@@ -27,6 +30,9 @@ from opt.common.outpath import (
 OUTPUT_OPTIONS = MappingProxyType({"output": ("--output", "file"), "export": ("--export", "file"),
                                    "out": ("--out", "folder"), "plot": ("--plot", "folder")})
 PLOT_FILE = frozenset({"cmd_compare"})
+#: How long after a swallowed Ctrl-C it is delivered again (:func:`_redeliver_interrupt`):
+#: long enough for the callback that swallowed it to return; no outcome depends on it
+REDELIVERY_DELAY_S = 0.05
 #: What ``--output`` holds, by handler: (the document, "json" or "placement"); its name must
 #: end in a suffix its reader reads as that document (opt.common.outpath.JSON_SUFFIXES,
 #: PLACEMENT_SUFFIXES).
@@ -66,6 +72,18 @@ def run_command(args: argparse.Namespace) -> int:
     exits, Ctrl-C is ignored (:func:`_ignore_sigint`)."""
     atexit.unregister(_ignore_sigint)  # once per process, however many commands ran in it
     atexit.register(_ignore_sigint)
+    running = threading.Event()
+    running.set()
+    previous, sys.unraisablehook = sys.unraisablehook, _redeliverer(running)
+    try:
+        return _run_handler(args)
+    finally:
+        running.clear()
+        sys.unraisablehook = previous
+
+
+def _run_handler(args: argparse.Namespace) -> int:
+    """:func:`run_command` without its interrupt delivery."""
     try:
         check_output_args(args)
         return args.func(args)
@@ -93,6 +111,30 @@ def _ignore_sigint() -> None:
     an interrupt (130) for work that was done. (Python resets its own SIGINT handler to the
     system's default while it shuts down, but leaves an ignored signal ignored.)"""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _redeliverer(running: threading.Event) -> Callable[[sys.UnraisableHookArgs], None]:
+    """A ``sys.unraisablehook`` for a running command. A Ctrl-C that lands in a callback from
+    C (llvmlite calls Python back while numba compiles) cannot propagate: Python would print it
+    as "Exception ignored" with its traceback and carry on as if no key was pressed. The hook
+    delivers it again to the main thread, from a daemon thread a moment later (delivered at
+    once it would land in the hook itself) and only while ``running`` is set, where it ends
+    the command like any Ctrl-C. Anything else goes to Python's own hook."""
+
+    def deliver() -> None:
+        if running.is_set():
+            _thread.interrupt_main()
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type,
+                                                           KeyboardInterrupt):
+            timer = threading.Timer(REDELIVERY_DELAY_S, deliver)
+            timer.daemon = True
+            timer.start()
+            return
+        sys.__unraisablehook__(unraisable)
+
+    return hook
 
 
 def _interrupted(args: argparse.Namespace) -> int:
