@@ -104,8 +104,18 @@ All durations are integer ticks of the instance's ``time_unit``.
     Without any cut the whole instance is one segment, so the same machinery bounds small
     random instances (enumerating every assignment when there are few).
 
-Under ``load_timing: overlap`` (a load may end as late as its task's end) every component is
-computed on :func:`opt.placement.overlap_bound.bound_instance`, the ``prefetch`` relaxation
+``cut_loads`` — the cut chain with exposed first loads (``at_use`` and ``overlap`` only)
+    Loads cannot be prefetched there, so the first load of a block onto a device lies in the
+    slot ``[dispatch(v), end(v))`` of the task v it serves, which is then at least
+    ``max(load, p)`` (overlap) or ``load + p`` (at_use). Along the cuts
+    ``makespan ≥ Σ_j (dispatch(c_j) − end(c_{j−1})) + (end(c_j) − dispatch(c_j))``; for blocks
+    used only by cuts the first load onto d serves the first user on d in cut order, and its
+    exposure is shared out as integer weights whose suffix sums stay below the exposure of
+    the suffix's first user (``spread``: ⌊prefix-min / users⌋ each; ``first``: all on the first
+    user; the larger of the two programmes is kept). :mod:`opt.placement.capacity_bound`.
+
+Under ``load_timing: overlap`` (a load may end as late as its task's end) every component but
+``cut_loads`` (proven for the rule itself) is computed on :func:`opt.placement.overlap_bound.bound_instance`, the ``prefetch`` relaxation
 with loads shortened by the longest user duration on the device, and ``work_lp`` takes those
 shortened loads as its rows (docs/lower_bounds.md "Bounds under overlap").
 
@@ -128,6 +138,7 @@ from typing import Any
 import numpy as np
 
 from opt.placement.bound_options import BoundOptions
+from opt.placement.capacity_bound import cut_load_bound
 from opt.placement.chain_bound import chain_bound
 from opt.placement.instance import PlacementInstance
 from opt.placement.load_ports import load_port_bound
@@ -237,6 +248,14 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
     comps.append(Component("load_chain", value, t_chain + time.perf_counter() - t0,
                            {"blocks": k, "note": "load ports + chain tails (and device "
                                                  "tails when computed)"}))
+    if inst.load_timing in ("at_use", "overlap"):
+        t0 = time.perf_counter()
+        runs = {rule: cut_load_bound(inst, rule) for rule in ("spread", "first")}
+        rule = max(runs, key=lambda r: runs[r][0])
+        value, info = runs[rule]
+        comps.append(Component("cut_loads", value, time.perf_counter() - t0,
+                               {**info, "rule": rule, "note": "cut chain with the first "
+                                "loads of all-cut blocks in their served task's slot"}))
     best = max(comps, key=lambda c: c.value)
     res = CertifiedBound(best.value, best.name, inst.time_unit, tuple(comps),
                          time.perf_counter() - t_all)

@@ -1,0 +1,130 @@
+"""The ``cut_loads`` component of the certified P1 lower bound
+(:mod:`opt.placement.certified_bounds`; docs/lower_bounds.md "Exposed first loads on the cut
+chain"): under ``load_timing: at_use`` and ``overlap`` a load cannot be prefetched, so the first
+load of a block onto a device lies inside the slot of the task it serves. Durations in ticks.
+
+The cuts c_1 < c_2 < … (tasks comparable with every other task, :func:`cut_positions`) run one
+after the other: ``dispatch(c_j) ≥ end(c_{j−1})``. So
+``makespan ≥ Σ_j (dispatch(c_j) − end(c_{j−1})) + (end(c_j) − dispatch(c_j))``. The first term
+is bounded from below per pair of cut devices by a contention-free longest path through the
+tasks between the two cuts (each at its duration on its best device); the second is at least
+``p(c_j, σ(c_j))`` plus, when c_j is served by a load of its block b onto σ(c_j) of ``t``
+ticks, ``max(0, t − p)`` (overlap) or ``t`` (at_use). For a block whose users are all cuts
+the first load onto a device d serves the first user on d in cut order; its exposure is
+charged to the users as integer weights μ whose suffix sums never exceed the exposure of
+the suffix's first user, so the weights the schedule's users on d carry never exceed what the
+served one pays. A min-plus programme over the cut devices adds everything up.
+Capacities are not used (evictions only add loads), so the bound holds with any.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opt.placement.chain_bound import cut_positions
+from opt.placement.instance import PlacementInstance
+
+INF = np.int64(1) << np.int64(60)
+
+
+def min_loads(inst: PlacementInstance) -> np.ndarray:
+    """int64 [blocks, devices]: the shortest load of each block onto each device over every
+    format (−1 where no format loads)."""
+    nb, nd = len(inst.block_ids), inst.n_devices
+    out = np.full((nb, nd), -1, dtype=np.int64)
+    for a in inst.block_load.values():
+        a = np.asarray(a, dtype=np.int64)
+        ok = a >= 0
+        out = np.where(ok & ((out < 0) | (a < out)), a, out)
+    return out
+
+
+def exposure_weights(inst: PlacementInstance, cuts: np.ndarray, rule: str = "spread"
+                     ) -> np.ndarray:
+    """int64 [tasks, devices] μ: 0 except for users of blocks whose users are all ``cuts``
+    (in order). For such a block b, device d and its users u_1 < … < u_n legal on d with
+    exposures e_i (``max(0, t − p(u_i, d))`` under ``overlap``, ``t`` under ``at_use``, t the
+    shortest load of b onto d), ``μ_i = ⌊min_{k ≤ i} e_k / n⌋``: every suffix sum from i is at
+    most e_i."""
+    n, nd = inst.n_tasks, inst.n_devices
+    mu = np.zeros((n, nd), dtype=np.int64)
+    nb = len(inst.block_ids)
+    if nb == 0 or inst.load_timing not in ("at_use", "overlap"):
+        return mu
+    users = np.flatnonzero(inst.task_block >= 0)
+    is_cut = np.zeros(n, dtype=bool)
+    is_cut[cuts] = True
+    all_cut = np.ones(nb, dtype=bool)
+    np.logical_and.at(all_cut, inst.task_block[users], is_cut[users])
+    rank = np.full(n, -1, dtype=np.int64)
+    rank[cuts] = np.arange(len(cuts))
+    loads = min_loads(inst)
+    for b in np.flatnonzero(all_cut).tolist():
+        us = users[inst.task_block[users] == b]
+        us = us[np.argsort(rank[us], kind="stable")]
+        for d in range(nd):
+            t = int(loads[b, d])
+            u = us[inst.cost[us, d] >= 0]
+            if t <= 0 or not len(u):
+                continue
+            p = inst.cost[u, d]
+            e = np.maximum(t - p, 0) if inst.load_timing == "overlap" else np.full(len(u), t)
+            if rule == "spread":
+                mu[u, d] = np.minimum.accumulate(e) // len(u)
+            else:  # "first": the whole exposure on the first user legal on d
+                mu[u[0], d] = e[0]
+    return mu
+
+
+def cut_load_bound(inst: PlacementInstance, rule: str = "spread") -> tuple[int, dict[str, int]]:
+    """(bound, detail): the min-plus value of the module docstring; (0, …) when the instance
+    has no cut or loads may be prefetched (``load_timing: prefetch``)."""
+    if inst.n_tasks == 0 or inst.load_timing not in ("at_use", "overlap"):
+        return 0, {"cuts": 0}
+    order, cutpos = cut_positions(inst)
+    cuts = order[cutpos]
+    if not len(cuts):
+        return 0, {"cuts": 0}
+    mu = exposure_weights(inst, cuts, rule)
+    nd = inst.n_devices
+    cost = np.where(inst.cost >= 0, inst.cost, INF).astype(np.int64)
+    tr = inst.links.transfer_durations(inst.edge_bytes).astype(np.int64)  # [m, d, d]
+    pstart, pred_e = inst.predecessors
+    src = inst.edge_src
+    # earliest end per (previous cut's device p, own device d), relative to end(c_{j−1})
+    ends: dict[int, np.ndarray] = {}
+    v = np.zeros((1, 1), dtype=np.int64)  # V over the previous cut's devices (none: one row)
+    prev = -1
+    j = 0
+    pos = 0
+    n = inst.n_tasks
+    while pos < n:
+        t = int(order[pos])
+        rows = v.shape[1] if prev >= 0 else 1
+        arr = np.zeros((rows, nd), dtype=np.int64)
+        for k in range(int(pstart[t]), int(pstart[t + 1])):
+            e = int(pred_e[k])
+            u = int(src[e])
+            if u == prev:
+                a = tr[e]  # [p, d]
+            elif u in ends:
+                a = (ends[u][:, :, None] + tr[e][None, :, :]).min(axis=1)
+            else:
+                continue  # before the previous cut: dropped
+            np.maximum(arr, a, out=arr)
+        if j < len(cutpos) and pos == cutpos[j]:
+            # cut: V[e] = min_p V[p] + dispatch bound[p, e] + p(c, e) + μ(c, e)
+            val = (v[0][:, None] + arr).min(axis=0) if prev >= 0 else arr[0]
+            val = np.minimum(val + cost[t] + mu[t], INF)
+            v = val[None, :]
+            prev = t
+            ends = {}
+            j += 1
+        else:
+            ends[t] = np.minimum(arr + cost[t][None, :], INF)
+        pos += 1
+    last = v[0]
+    if ends:  # tasks after the last cut, per device of the last cut
+        last = last + np.max([e.min(axis=1) for e in ends.values()], axis=0)
+    value = int(min(int(last.min()), int(INF)))
+    return value, {"cuts": len(cuts), "weighted_users": int((mu > 0).any(axis=1).sum())}

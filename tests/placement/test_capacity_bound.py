@@ -1,0 +1,188 @@
+"""The ``cut_loads`` component (opt/placement/capacity_bound.py; docs/lower_bounds.md "Exposed
+first loads on the cut chain"): never above a proven optimum on random tiny chain-like
+instances under ``at_use`` and ``overlap`` (brute force over every assignment and task order;
+no contention, unlimited capacities — capacities only remove schedules, so the optimum with
+any capacity is at least this one), 0 under ``prefetch``, and strictly above every other
+component on an instance where the first loads cannot be hidden."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+
+from opt.placement.capacity_bound import cut_load_bound, exposure_weights
+from opt.placement.certified_bounds import certified_lower_bound
+from opt.placement.chain_bound import cut_positions
+from opt.placement.instance import Device
+from opt.placement.instance_checks import (
+    BlockColumns,
+    EdgeColumns,
+    TaskColumns,
+    build_instance,
+    make_links,
+)
+from opt.placement.solution import make_solution
+from opt.placement.validator import validate_placement
+
+
+def chain_instance(seed: int, load_timing: str):
+    """3–6 tasks on 2–3 devices: a spine of cut tasks with sometimes a side task between two
+    of them, 1–2 blocks used mostly by spine tasks, loads 0–25 against durations 1–9,
+    transfers of 0–4 ticks."""
+    r = random.Random(seed)
+    nd = r.randint(2, 3)
+    devices = [Device(f"D{d}", "npu" if d == 0 else "pim", None) for d in range(nd)]
+    links = make_links(devices, "full", False, r.randint(0, 4), 1e9)
+    n, nb = r.randint(3, 6), r.randint(1, 2)
+    cost = [[r.randint(1, 9) if r.random() < 0.8 else -1 for _ in range(nd)] for _ in range(n)]
+    for row in cost:
+        if max(row) < 0:
+            row[r.randrange(nd)] = r.randint(1, 9)
+    src, dst = [], []
+    spine = 0
+    for j in range(1, n):
+        if r.random() < 0.25 and j + 1 < n:  # a side task j beside the spine: spine → j → j+1
+            src += [spine, spine]
+            dst += [j, j + 1]
+            continue
+        if src and dst[-1] == j:  # j closes a side branch
+            src.append(j - 1)
+            dst.append(j)
+        else:
+            src.append(spine)
+            dst.append(j)
+        spine = j
+    block = [r.choice([-1] + list(range(nb))) if r.random() < 0.8 else -1 for _ in range(n)]
+    block[r.randrange(n)] = 0
+    return build_instance(
+        time_unit="ns", devices=devices, links=links,
+        tasks=TaskColumns([f"t{i}" for i in range(n)], cost),
+        edges=EdgeColumns(src, dst, [0] * len(src)),
+        blocks=BlockColumns([f"W{b}" for b in range(nb)], [1] * nb,
+                            load={"linear": [[r.randint(0, 25) for _ in range(nd)]
+                                             for _ in range(nb)]},
+                            task_block=block),
+        load_timing=load_timing)
+
+
+def _schedule(inst, order, dev, tr):
+    """(makespan, starts, loads): tasks in ``order`` at their dispatch; the first user of a
+    block on a device loads it from its dispatch and ends at dispatch + max(load, p)
+    (overlap) or dispatch + load + p (at_use)."""
+    n = inst.n_tasks
+    end, start = [0] * n, [0] * n
+    free = [0] * inst.n_devices
+    loaded: set[tuple[int, int]] = set()
+    loads = []
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for k, (u, v) in enumerate(zip(inst.edge_src.tolist(), inst.edge_dst.tolist())):
+        preds[v].append((u, k))
+    for t in order:
+        d = dev[t]
+        disp = max([free[d]] + [end[u] + int(tr[k, dev[u], d]) for u, k in preds[t]])
+        p = int(inst.cost[t, d])
+        b = int(inst.task_block[t])
+        slot = p
+        if b >= 0 and (b, d) not in loaded:
+            ld = int(inst.load_duration[b, d])
+            if ld < 0:
+                return None
+            loaded.add((b, d))
+            loads.append((b, d, disp))
+            slot = max(ld, p) if inst.load_timing == "overlap" else ld + p
+        end[t] = disp + slot
+        start[t] = end[t] - p
+        free[d] = end[t]
+    return max(end), start, loads
+
+
+def brute_force(inst):
+    """(optimum, an optimal solution) over every assignment and topological order."""
+    n, nd = inst.n_tasks, inst.n_devices
+    tr = inst.links.transfer_durations(inst.edge_bytes)
+    edges = list(zip(inst.edge_src.tolist(), inst.edge_dst.tolist()))
+    orders = [o for o in itertools.permutations(range(n))
+              if all(o.index(u) < o.index(v) for u, v in edges)]
+    legal = [[d for d in range(nd) if inst.cost[t, d] >= 0] for t in range(n)]
+    best = None
+    for dev in itertools.product(*legal):
+        for order in orders:
+            got = _schedule(inst, order, dev, tr)
+            if got is not None and (best is None or got[0] < best[0]):
+                best = (got[0], dev, got[1], got[2])
+    assert best is not None
+    value, dev, start, loads = best
+    transfers = {k: start[u] + int(inst.cost[u, dev[u]]) for k, (u, v) in enumerate(edges)
+                 if dev[u] != dev[v]}
+    return value, make_solution(inst, list(dev), start, transfers, loads=loads)
+
+
+@pytest.mark.parametrize("load_timing", ["at_use", "overlap"])
+@pytest.mark.parametrize("seed", range(40))
+def test_cut_loads_never_exceeds_the_proven_optimum(seed, load_timing):
+    inst = chain_instance(seed, load_timing)
+    opt, sol = brute_force(inst)
+    assert validate_placement(inst, sol).makespan == opt
+    for rule in ("spread", "first"):
+        assert cut_load_bound(inst, rule)[0] <= opt, (rule, opt)
+    assert certified_lower_bound(inst).value <= opt
+
+
+def test_suffix_sums_of_the_weights_stay_below_each_users_exposure():
+    """The property the proof uses, on the random instances: for every block, device and
+    user u_i (cut order), the weights of u_i and later users sum to at most u_i's exposure."""
+    checked = 0
+    for seed in range(40):
+        inst = chain_instance(seed, "overlap")
+        order, cutpos = cut_positions(inst)
+        cuts = order[cutpos]
+        rank = {int(c): i for i, c in enumerate(cuts)}
+        for rule in ("spread", "first"):
+            mu = exposure_weights(inst, cuts, rule)
+            for b in range(len(inst.block_ids)):
+                us = [t for t in range(inst.n_tasks) if inst.task_block[t] == b]
+                if not all(t in rank for t in us):
+                    assert not mu[us].any()
+                    continue
+                us.sort(key=rank.__getitem__)
+                for d in range(inst.n_devices):
+                    on = [t for t in us if inst.cost[t, d] >= 0]
+                    t_load = int(inst.load_duration[b, d])
+                    for i, u in enumerate(on):
+                        e = max(0, t_load - int(inst.cost[u, d]))
+                        assert sum(int(mu[w, d]) for w in on[i:]) <= e
+                        checked += 1
+    assert checked > 50
+
+
+def _exposed_chain(load_timing: str):
+    """Three cuts in a chain, each with its own block: on D0 25 ticks (load 5), on D1 1 tick
+    (load 20). Every first load is exposed; the optimum runs all on D1: 3 × 20 (overlap)."""
+    devices = [Device("D0", "npu", None), Device("D1", "pim", None)]
+    return build_instance(
+        time_unit="ns", devices=devices, links=make_links(devices),
+        tasks=TaskColumns(["a", "b", "c"], [[25, 1]] * 3),
+        edges=EdgeColumns([0, 1], [1, 2], [0, 0]),
+        blocks=BlockColumns(["W0", "W1", "W2"], [1] * 3,
+                            load={"linear": [[5, 20]] * 3}, task_block=[0, 1, 2]),
+        load_timing=load_timing)
+
+
+@pytest.mark.parametrize("load_timing,opt", [("overlap", 60), ("at_use", 63)])
+def test_cut_loads_is_strictly_the_strongest_component_when_loads_are_exposed(load_timing, opt):
+    inst = _exposed_chain(load_timing)
+    assert brute_force(inst)[0] == opt
+    bound = certified_lower_bound(inst)
+    assert bound.best == "cut_loads" and bound.value == opt
+    others = [c.value for c in bound.components if c.name != "cut_loads"]
+    assert max(others) < opt
+
+
+def test_cut_loads_is_absent_under_prefetch():
+    """Under prefetch loads may run before their task's dispatch, so nothing is exposed."""
+    inst = dataclasses.replace(_exposed_chain("overlap"), load_timing="prefetch")
+    assert cut_load_bound(inst) == (0, {"cuts": 0})
+    assert "cut_loads" not in [c.name for c in certified_lower_bound(inst).components]
