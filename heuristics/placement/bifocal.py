@@ -21,6 +21,11 @@ Rules implemented:
   heaviest-payload successors) from the partial schedule, with the near-future hints' consistency
   penalty (:mod:`heuristics.placement.bifocal_window`); B_phase the reload penalty against
   the hint map θ and the prefill gain; B_token Eq. 4's amortisation over R_i = L_out − i + 1.
+- Decode steps scored (``plan_refresh_stride`` r): 1 (default) scores every decode task, as
+  Algorithm 1 does; r > 1 or 0 is the authors' ``decode_plan_refresh_stride``: the decode
+  tasks of the steps it does not refresh replay the last refreshed step's devices and order
+  through the same list scheduler (:func:`replay_map`;
+  :data:`heuristics.placement.bifocal_params.PLAN_REFRESH_DEFAULT`).
 - :data:`EFT_ONLY` (every far-focus term and extension off, HEFT's order) is HEFT's list
   schedule where no capacity binds.
 - ``stats["flipped_decisions"]`` counts, per term of :data:`FLIP_TERMS`, the tasks whose
@@ -58,6 +63,7 @@ from heuristics.placement.bifocal_params import (  # noqa: F401 (re-exported)
 from heuristics.placement.bifocal_setup import window_arrays
 from heuristics.placement.kernel_types import BifocalData, ReadySet, Terms
 from heuristics.placement.schedule_arrays import as_int64
+from opt.common.errors import InputError
 from opt.common.rows import splitmix64
 from opt.placement.instance import PlacementInstance
 
@@ -235,14 +241,15 @@ def bifocal_schedule(inst: PlacementInstance, params: dict[str, Any] | BifocalPa
             _static_order(inst, p)
     t_order = time.perf_counter()
     bias = _biases(inst, p, dcls_l, len(classes))
-    ties_by_eft, flips = _run(inst, cs, order_a, heft_pos, p, bias, dcls_l, len(classes),
-                              rescore_all)
+    ties_by_eft, flips, n_replayed, n_refused = _run(inst, cs, order_a, heft_pos, p, bias,
+                                                     dcls_l, len(classes), rescore_all)
     t_loop = time.perf_counter()
     solution = _arrays.compiled_solution(cs)
     t_end = time.perf_counter()
     if stats is not None:
         stats.update(_stats(inst, p, cs, order is not None, gaps, bias, classes, dcls_l))
         stats.update({"ties_broken_by_eft": ties_by_eft, "flipped_decisions": flips,
+                      "replayed": n_replayed, "replays_refused": n_refused,
                       "types": int(cs.costs.type_dur.shape[0]),
                       "time_s": {"precompute": t_pre - t0, "order": t_order - t_pre,
                                  "schedule": t_loop - t_order, "solution": t_end - t_loop,
@@ -308,14 +315,16 @@ def window_on(p: BifocalParams) -> bool:
 
 def _run(inst: PlacementInstance, cs: _arrays.CompiledState, order: np.ndarray | None,
          heft_pos: np.ndarray | None, p: BifocalParams, bias: _Biases, dcls_l: list[int],
-         K: int, rescore_all: bool = False) -> tuple[int, dict[str, int]]:
+         K: int, rescore_all: bool = False) -> tuple[int, dict[str, int], int, int]:
     """Run the loop (:func:`heuristics.placement.bifocal_kernels.bifocal_loop`) in a static
     ``order`` or, when it is None, by the score with ties to the lower EFT, then the earlier
     in HEFT's order (``heft_pos``, also the window chain's ties): per task the device of
     lowest score (1 − γ)·EFT + γ·T̂_H + B_phase + B_token (+ the eviction and copy costs;
     problems.md §6), ties to the lower EFT; ``rescore_all``: every ready task re-scored at
-    each iteration (:func:`bifocal_schedule`). Returns (ties broken by the EFT, flipped
-    decisions per term of :data:`FLIP_TERMS`)."""
+    each iteration (:func:`bifocal_schedule`); the decode tasks of the steps
+    ``plan_refresh_stride`` does not score replayed (:func:`replay_map`). Returns (ties broken
+    by the EFT, flipped decisions per term of :data:`FLIP_TERMS`, tasks replayed, replays
+    refused: scored because the counterpart's device was not eligible)."""
     by_uses = uses_horizon(p)
     track_uses = p.evict_cost > 0 or (bias.use_token and by_uses) or p.copy_cost > 0
     look = window_on(p)
@@ -336,11 +345,71 @@ def _run(inst: PlacementInstance, cs: _arrays.CompiledState, order: np.ndarray |
                          _frozen(as_int64(s_off)), _frozen(as_int64(s_idx)),
                          _frozen(as_int64(inst.edge_dst)))
     window = window_arrays(inst, cs.graph.etype, heft_pos if look else None, p.hint_max, p.H)
-    code, t, ties = bifocal_kernels.bifocal_loop(
+    replay = replay_map(inst, p.plan_refresh_stride)
+    code, t, ties, n_replayed, n_refused = bifocal_kernels.bifocal_loop(
         _frozen(order if order is not None else none), ready, cs.costs, cs.graph, cs.blocks,
-        cs.state, cs.cf, data, window, terms)
+        cs.state, cs.cf, data, window, terms, replay)
     _arrays.raise_for(cs, int(code), int(t))
-    return int(ties), dict(zip(FLIP_TERMS, data.flips.tolist()))
+    return int(ties), dict(zip(FLIP_TERMS, data.flips.tolist())), int(n_replayed), \
+        int(n_refused)
+
+
+def refreshed_steps(steps: np.ndarray, r: int) -> np.ndarray:
+    """bool per decode step (1 … L_out) in ``steps``: whether Bifocal scores it under
+    ``plan_refresh_stride`` r — the authors' token t = step − 1 with t < 2 or (r > 0 and
+    t mod r = 0); every step when r = 1 (:data:`heuristics.placement.bifocal_params.
+    PLAN_REFRESH_DEFAULT`)."""
+    t = np.asarray(steps, dtype=np.int64) - 1
+    if r == 1:
+        return np.ones(len(t), dtype=bool)
+    return (t < 2) | ((t % r == 0) if r > 0 else np.zeros(len(t), dtype=bool))
+
+
+def replay_map(inst: PlacementInstance, r: int) -> np.ndarray:
+    """int64 [n]: per decode task of a step Bifocal does not score (:func:`refreshed_steps`),
+    its counterpart — the task at the same position (task index order) among the tasks of the
+    last scored step before it —, −1 for every other task (all −1 when r = 1 or the instance
+    has no decode steps). InputError when a replayed step's tasks do not match the scored
+    step's one to one (count, block, legal devices, predecessors within the step)."""
+    n = inst.n_tasks
+    out = np.full(n, -1, dtype=np.int64)
+    if r == 1 or inst.step is None or inst.phase is None:
+        return out
+    dec = np.flatnonzero((inst.phase == 1) & (inst.step >= 1))
+    if len(dec) == 0:
+        return out
+    st = inst.step[dec]
+    by_step = dec[np.argsort(st, kind="stable")]  # task index order within a step
+    steps, starts = np.unique(np.sort(st), return_index=True)
+    bounds = np.append(starts, len(by_step))
+    scored = refreshed_steps(steps, r)
+    legal = inst.cost >= 0
+    within = _within_step_indegree(inst)
+    ref: np.ndarray | None = None
+    for i, s in enumerate(steps.tolist()):
+        tasks = by_step[bounds[i]:bounds[i + 1]]
+        if scored[i] or ref is None:
+            ref = tasks
+            continue
+        if len(tasks) != len(ref) or not (
+                np.array_equal(inst.task_block[tasks], inst.task_block[ref])
+                and np.array_equal(legal[tasks], legal[ref])
+                and np.array_equal(within[tasks], within[ref])):
+            raise InputError(f"plan_refresh_stride {r}: decode step {s} does not match the "
+                             f"tasks of the scored step it would replay (count, blocks, "
+                             f"legal devices, predecessors within the step)",
+                             field="params.plan_refresh_stride")
+        out[tasks] = ref
+    return out
+
+
+def _within_step_indegree(inst: PlacementInstance) -> np.ndarray:
+    """int64 [n]: each task's predecessors of its own step and phase (the step template's
+    edges, counted)."""
+    assert inst.step is not None and inst.phase is not None
+    src, dst = inst.edge_src, inst.edge_dst
+    same = (inst.step[src] == inst.step[dst]) & (inst.phase[src] == inst.phase[dst])
+    return np.bincount(dst[same], minlength=inst.n_tasks).astype(np.int64)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -410,7 +410,43 @@ def _window_stale(tt, it, best_d, srm_i, terms, window, chain, nd):
 
 
 @njit(cache=True)
-def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, terms):
+def _replayed_slot(rows, size, by_score, k, replay, cpos, costs, graph, blocks, state, cf,
+                   n_refused):
+    """The ready slot to commit by replay and its device (``replay``: :func:`bifocal_loop`):
+    by the score, of the ready tasks with a counterpart the one whose counterpart was
+    committed earliest; in a static order, the one slot. The counterpart's device when the
+    task may start there (legal, its block loadable: :func:`evaluate`), else the task's
+    ``replay`` entry is set to −1 (refused) and the next is tried. Returns (slot, device, the
+    task's inputs in ``state.w`` (``k`` unchanged when none), refusals); device −1: none."""
+    rt = rows[0]
+    type_dur, ttype = costs.type_dur, costs.ttype
+    sched, w = state.sched, state.w
+    while True:
+        bi = -1
+        for i in range(size if by_score else 1):
+            c = replay[rt[i]]
+            if c >= 0 and (bi < 0 or cpos[c] < cpos[replay[rt[bi]]]):
+                bi = i
+        if bi < 0:
+            return -1, -1, k, n_refused
+        t = rt[bi]
+        d = sched[0, replay[t]]
+        dur = type_dur[ttype[t], d] if d >= 0 else -1
+        ok = False
+        if dur >= 0:
+            kk = pred_info(t, graph.p_off, graph.p_edge, graph.esrc, graph.etype, sched, w)
+            ok, _, _, _, _ = evaluate(d, dur, kk, blocks.block[t], w, graph.etab, graph.pchan,
+                                      state.chan, state.lm, state.tstart, state.rl, state.dv,
+                                      blocks.bbytes, blocks.loadd, state.tls, state.tle,
+                                      state.victims, cf)
+            if ok:
+                return bi, d, kk, n_refused
+        replay[t] = -1
+        n_refused += 1
+
+
+@njit(cache=True)
+def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, terms, replay):
     """Bifocal's loop: per committed task the legal eligible device of lowest score (ties to
     the lower EFT, then the lowest index); θ, the near-future hints and the copy counts
     updated. The tasks come from ``order`` (a static order, ``ready_set: rank``) when it is not
@@ -420,7 +456,16 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     in HEFT's order). The arguments are the named tuples of
     :mod:`heuristics.placement.kernel_types` (``ready``: ``ReadySet``, ``bias``:
     ``BifocalData``, ``window``: ``Window``, ``terms``: ``Terms``). Returns (code, task, ties
-    broken by the EFT); ``bias.flips`` counted.
+    broken by the EFT, tasks replayed, replays refused); ``bias.flips`` counted.
+
+    ``replay`` (int64 [n], written): per task its counterpart in the last refreshed decode step
+    (``plan_refresh_stride``), −1 for a scored task. A task with a counterpart is not scored:
+    it goes to its counterpart's device and, by the score, the ready task whose counterpart
+    was committed earliest goes first, before any scored task (the refreshed step's order).
+    It is committed by the same list-scheduler kernel as a scored task (its EFT under the
+    current timeline, ports, residency and evictions) and leaves θ and the hints as they are
+    (the authors' ``schedule_with_plan``). Where the counterpart's device is not eligible the
+    task is scored (its entry set to −1, counted as refused).
 
     By the score, each ready task's rows (per device: EFT, terms, the window's best devices)
     are kept between iterations, and a row is recomputed only when the last commit may have
@@ -469,6 +514,13 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             np.zeros((cap, nd), np.bool_))
     bstale = np.zeros(max(len(bbytes), 1), np.int64)  # block -> the iteration it changed
     homeless0 = homeless.copy()
+    cpos = np.full(n, -1, np.int64)  # task -> the iteration that committed it
+    replaying = False
+    for t in range(n):
+        if replay[t] >= 0:
+            replaying = True
+            break
+    n_replayed, n_refused = 0, 0
     size = 0
     if by_score:
         for t in range(n):
@@ -486,48 +538,59 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
                 break
             t = order[it]
             if seen[t]:
-                return TWICE, t, ties
+                return TWICE, t, ties, n_replayed, n_refused
             seen[t] = True
             k = pred_info(t, p_off, p_edge, esrc, etype, sched, w)
             if k < 0:
-                return NOT_TOPOLOGICAL, t, ties
+                return NOT_TOPOLOGICAL, t, ties, n_replayed, n_refused
             rows[0][0] = t
             rows[1][0, :] = False
             rows[6][0, :] = False
             size = 1
         it += 1
         bi, bs, bf = -1, 0.0, 0
-        for i in range(size):
-            k = _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias,
-                            window, terms, chain, reps, pat, bestp, scratch)
-            if not by_score:
-                bi = 0
-                break
-            nr = _compact(i, nd, rows[2], rows[3], rd, rf, rx)
-            s, d, f, _, _, _ = best_row(nr, rd, rf, rx)
-            t = rows[0][i]
-            if d < 0:
-                return NO_DEVICE, t, ties
-            if bi < 0 or s < bs or (s == bs and (f < bf or (f == bf and prio[t] <
-                                                              prio[rows[0][bi]]))):
-                bi, bs, bf = i, s, f
+        best_d = -1
+        if replaying:
+            bi, best_d, k, n_refused = _replayed_slot(rows, size, by_score, k, replay, cpos,
+                                                      costs, graph, blocks, state, cf,
+                                                      n_refused)
+        replayed = best_d >= 0
+        if not replayed:
+            bi = -1
+            for i in range(size):  # no ready task has a counterpart left
+                k = _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias,
+                                window, terms, chain, reps, pat, bestp, scratch)
+                if not by_score:
+                    bi = 0
+                    break
+                nr = _compact(i, nd, rows[2], rows[3], rd, rf, rx)
+                s, d, f, _, _, _ = best_row(nr, rd, rf, rx)
+                t = rows[0][i]
+                if d < 0:
+                    return NO_DEVICE, t, ties, n_replayed, n_refused
+                if bi < 0 or s < bs or (s == bs and (f < bf or (f == bf and prio[t] <
+                                                                  prio[rows[0][bi]]))):
+                    bi, bs, bf = i, s, f
         t = rows[0][bi]
         ty, b = ttype[t], block[t]
-        nr = _compact(bi, nd, rows[2], rows[3], rd, rf, rx)
-        _, best_d, _, nt, extra, eft_d = best_row(nr, rd, rf, rx)
-        if best_d < 0:
-            return NO_DEVICE, t, ties
-        ties += nt
-        if extra:
-            alternatives(nr, rd, rf, rx, alt)
+        if replayed:
+            n_replayed += 1
         else:
-            alt[0] = eft_d
-            alt[1:] = best_d
-        for j in range(5):
-            if alt[j] != best_d:
-                flips[j] += 1
-        if use_window:
-            bestp[:] = rows[4][bi * nd + best_d, :]
+            nr = _compact(bi, nd, rows[2], rows[3], rd, rf, rx)
+            _, best_d, _, nt, extra, eft_d = best_row(nr, rd, rf, rx)
+            if best_d < 0:
+                return NO_DEVICE, t, ties, n_replayed, n_refused
+            ties += nt
+            if extra:
+                alternatives(nr, rd, rf, rx, alt)
+            else:
+                alt[0] = eft_d
+                alt[1:] = best_d
+            for j in range(5):
+                if alt[j] != best_d:
+                    flips[j] += 1
+            if use_window:
+                bestp[:] = rows[4][bi * nd + best_d, :]
         size -= 1
         if bi != size:
             _move_slot(rows, size, bi, nd)
@@ -537,14 +600,15 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
         n_ev0, n_ld0 = cnt[1], cnt[0]
         if not commit(t, best_d, type_dur[ty, best_d], k, b, w, etab, pchan, chan, lm, tstart,
                       rl, dv, bbytes, loadd, tls, tle, victims, sched, ev, cnt, cf):
-            return NO_DEVICE, t, ties
+            return NO_DEVICE, t, ties, n_replayed, n_refused
+        cpos[t] = it
         if rho > 0 and b >= 0 and (n_ld0 != cnt[0] or n_ev0 != cnt[1] or uses_left[b] == 1):
             count_homes(n_ld0, n_ev0, b, ev, cnt, dcls, uses_left, pref, homeless, res_count)
         if track_uses and b >= 0:
             uses_left[b] -= 1
-        if b >= 0:
+        if b >= 0 and not replayed:
             theta[b] = dcls[best_d]
-        if use_window:
+        if use_window and not replayed:
             m = window_chain(t, terms.H, window.hs, chain)
             update_hints(t, chain, m, bestp, window.hint, window.hstamp, window.hq,
                          window.hq_len, terms.hint_max, it)
@@ -577,4 +641,4 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             indeg[v] -= 1
             if indeg[v] == 0:
                 rows, cap, size = _push_ready(v, rows, cap, size)
-    return OK, -1, ties
+    return OK, -1, ties, n_replayed, n_refused

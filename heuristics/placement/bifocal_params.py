@@ -27,6 +27,18 @@ TOKEN_HORIZONS = ("steps", "uses")
 #: legal NPU/PIM device-type assignments", each class played by its representative device) or
 #: ``devices`` (every legal device per window vertex, as the authors' released code enumerates).
 WINDOW_PATTERNS = ("types", "devices")
+#: ``plan_refresh_stride`` r: which decode steps Bifocal scores. 1 (default) scores every step:
+#: DOPS §5.1.2 / Algorithm 1 (paper text /work/shared/papers/000_88f71eee4405576d.txt, line
+#: 296: "At each iteration, the scheduler re-evaluates every ready task under the current
+#: partial schedule"). r > 1 and r = 0 are the authors' ``decode_plan_refresh_stride``
+#: (YIAI-02/TriForm ``src/mainlib/simulator.py`` at 86e4aae4089,
+#: ``simulate_decode_progressive``; docs/dops_reproduction.md §3): decode token t = step − 1 is
+#: scored when t < 2 or (r > 0 and t mod r = 0); every other decode task is *replayed* — it
+#: takes the device of its counterpart (the task at the same position) in the last scored
+#: step and is committed in that step's order by the same list scheduler, unscored
+#: (:func:`heuristics.placement.bifocal.replay_map`). r = 0 freezes the plan of t = 1. The
+#: authors' §6.2 runs use r = 2 (Qwen) and 8 (Llama, Mixtral).
+PLAN_REFRESH_DEFAULT = 1
 #: The authors' released configuration of Bifocal, the defaults of :class:`BifocalParams`:
 #: YIAI-02/TriForm ``src/config.py`` at d202d5a3b9edf0f3be19cf9f57ad21c527cc6322
 #: (``SCHED_JOINT_LK_H = 3``, ``SCHED_JOINT_LK_GAMMA = 0.4``,
@@ -91,6 +103,11 @@ class BifocalParams:
     insertion: bool | str = param("auto", auto_or(boolean), "a task may start in an idle gap "
                                   "before its device's free time (HEFT), or auto (off under "
                                   "ready_set score, DOPS Eq. 1 and 3; on in a static order)")
+    plan_refresh_stride: int = param(PLAN_REFRESH_DEFAULT, integer(0), "decode steps scored: every "
+                                     "step (1, DOPS Algorithm 1), or, as the authors' "
+                                     "decode_plan_refresh_stride r, steps t < 2 and t mod r = 0 "
+                                     "(t = step − 1; 0: t < 2 only), the others replaying the "
+                                     "last scored step's order and devices")
 
     @classmethod
     def from_dict(cls, params: Mapping[str, Any] | None, method: str = "bifocal"
