@@ -138,6 +138,8 @@ STATIC_DEVICE_CHOICE = _spec("heuristics.placement.list_params:STATIC_DEVICE_CHO
 #: policy search's budget (heuristics.placement.policy_search.PolicySearchParams)
 POLICY_SEARCH = _spec(Param("max_evaluations", integer(1), "schedules evaluated",
                             default=200)) + DEVICE_CHOICE
+#: local search's budget (heuristics.placement.local_search.LocalSearchParams)
+LOCAL_SEARCH = _spec(Param("max_evaluations", integer(1), "replays evaluated", default=1000))
 #: WLA's own knobs (heuristics.layout.wla_params.WlaParams); the WLA strategies take Bifocal's
 #: too
 WLA = _spec("heuristics.layout.wla_params:WLA_PARAMS")

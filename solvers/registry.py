@@ -108,6 +108,11 @@ _METHODS: tuple[Method, ...] = (
     Method("policy-search", "placement", False, _ref(f"{_PL}:policy_search"),
            "search over static device-class policies, list-scheduled",
            P.POLICY_SEARCH, settings=f"{_PL}:policy_search_settings"),
+    Method("local-search", "placement", False,
+           _ref("solvers.placement.local_search_backend:local_search"),
+           "the best of Bifocal, HEFT and the static policies, improved by replayed "
+           "assignment moves within the time limit (problems.md §6)", P.LOCAL_SEARCH,
+           settings="solvers.placement.local_search_backend:local_search_settings"),
     # P2 layout strategies on placement instances
     Method("pd/linear", "layout", False, _ref(f"{_LA}:fixed_format", method="pd/linear",
                                               scheduler="pd", fmt="linear"),
@@ -157,8 +162,9 @@ _METHODS: tuple[Method, ...] = (
 #: the method ``solve`` uses when none is given, per problem
 DEFAULTS = MappingProxyType({"placement": "portfolio", "layout": "cpsat-layout", "serving": "bnb"})
 #: the method ``solve`` uses when none is given and the instance is beyond the default's
-#: size cap (:func:`size_error`): the best heuristic, with its certified bound
-FALLBACKS = MappingProxyType({"placement": "bifocal", "layout": "bifocal/wla"})
+#: size cap (:func:`size_error`): for placement the best constructive heuristic's schedule
+#: improved within the time limit (``local-search``), with its certified bound
+FALLBACKS = MappingProxyType({"placement": "local-search", "layout": "bifocal/wla"})
 
 #: Tasks per second at which the methods that build one model of the whole placement instance
 #: build it. Measured on a loaded 2-core machine (llama-2-7b on HP64, 1,035 to 8,091 tasks):
