@@ -28,8 +28,11 @@ INF = np.int64(1) << np.int64(60)
 
 
 def min_loads(inst: PlacementInstance) -> np.ndarray:
-    """int64 [blocks, devices]: the shortest load of each block onto each device over every
-    format (−1 where no format loads)."""
+    """int64 [blocks, devices]: the load of each block onto each device in its format (P1:
+    ``load_duration``); for a layout instance (P2, the format is a decision) the shortest
+    over every format; −1 where none loads."""
+    if inst.problem == "placement":
+        return np.asarray(inst.load_duration, dtype=np.int64)
     nb, nd = len(inst.block_ids), inst.n_devices
     out = np.full((nb, nd), -1, dtype=np.int64)
     for a in inst.block_load.values():
@@ -44,7 +47,9 @@ def exposure_weights(inst: PlacementInstance, cuts: np.ndarray, rule: str = "spr
     """int64 [tasks, devices] μ: 0 except for users of blocks whose users are all ``cuts``
     (in order). For such a block b, device d and its users u_1 < … < u_n legal on d with
     exposures e_i (``max(0, t − p(u_i, d))`` under ``overlap``, ``t`` under ``at_use``, t the
-    shortest load of b onto d), ``μ_i = ⌊min_{k ≤ i} e_k / n⌋``: every suffix sum from i is at
+    load of b onto d, :func:`min_loads`), rule ``spread``: ``μ_i = ⌊min_{k ≤ i} e_k / n⌋``;
+    ``first``: ``μ_1 = e_1``, the rest 0; ``mixed``: ``first`` where d is a cheapest device of
+    b's first user (in cut order), ``spread`` elsewhere. Each way every suffix sum from i is at
     most e_i."""
     n, nd = inst.n_tasks, inst.n_devices
     mu = np.zeros((n, nd), dtype=np.int64)
@@ -59,6 +64,7 @@ def exposure_weights(inst: PlacementInstance, cuts: np.ndarray, rule: str = "spr
     rank = np.full(n, -1, dtype=np.int64)
     rank[cuts] = np.arange(len(cuts))
     loads = min_loads(inst)
+    cost = np.where(inst.cost >= 0, inst.cost, INF)
     for b in np.flatnonzero(all_cut).tolist():
         us = users[inst.task_block[users] == b]
         us = us[np.argsort(rank[us], kind="stable")]
@@ -69,10 +75,13 @@ def exposure_weights(inst: PlacementInstance, cuts: np.ndarray, rule: str = "spr
                 continue
             p = inst.cost[u, d]
             e = np.maximum(t - p, 0) if inst.load_timing == "overlap" else np.full(len(u), t)
-            if rule == "spread":
-                mu[u, d] = np.minimum.accumulate(e) // len(u)
-            else:  # "first": the whole exposure on the first user legal on d
+            first = rule == "first" or (
+                rule == "mixed" and inst.cost[us[0], d] >= 0
+                and inst.cost[us[0], d] == cost[us[0]].min())
+            if first:  # the whole exposure on the first user legal on d
                 mu[u[0], d] = e[0]
+            else:  # "spread"
+                mu[u, d] = np.minimum.accumulate(e) // len(u)
     return mu
 
 

@@ -112,7 +112,9 @@ All durations are integer ticks of the instance's ``time_unit``.
     used only by cuts the first load onto d serves the first user on d in cut order, and its
     exposure is shared out as integer weights whose suffix sums stay below the exposure of
     the suffix's first user (``spread``: ⌊prefix-min / users⌋ each; ``first``: all on the first
-    user; the larger of the two programmes is kept). :mod:`opt.placement.capacity_bound`.
+    user; ``mixed``: ``first`` on the devices where the block's first user is cheapest,
+    ``spread`` elsewhere; the largest of the three programmes is kept).
+    :mod:`opt.placement.capacity_bound`.
 
 Under ``load_timing: overlap`` (a load may end as late as its task's end) every component but
 ``cut_loads`` (proven for the rule itself) is computed on :func:`opt.placement.overlap_bound.bound_instance`, the ``prefetch`` relaxation
@@ -250,7 +252,7 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
                                                  "tails when computed)"}))
     if inst.load_timing in ("at_use", "overlap"):
         t0 = time.perf_counter()
-        runs = {rule: cut_load_bound(inst, rule) for rule in ("spread", "first")}
+        runs = {rule: cut_load_bound(inst, rule) for rule in ("spread", "first", "mixed")}
         rule = max(runs, key=lambda r: runs[r][0])
         value, info = runs[rule]
         comps.append(Component("cut_loads", value, time.perf_counter() - t0,

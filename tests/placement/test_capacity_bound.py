@@ -126,7 +126,7 @@ def test_cut_loads_never_exceeds_the_proven_optimum(seed, load_timing):
     inst = chain_instance(seed, load_timing)
     opt, sol = brute_force(inst)
     assert validate_placement(inst, sol).makespan == opt
-    for rule in ("spread", "first"):
+    for rule in ("spread", "first", "mixed"):
         assert cut_load_bound(inst, rule)[0] <= opt, (rule, opt)
     assert certified_lower_bound(inst).value <= opt
 
@@ -140,7 +140,7 @@ def test_suffix_sums_of_the_weights_stay_below_each_users_exposure():
         order, cutpos = cut_positions(inst)
         cuts = order[cutpos]
         rank = {int(c): i for i, c in enumerate(cuts)}
-        for rule in ("spread", "first"):
+        for rule in ("spread", "first", "mixed"):
             mu = exposure_weights(inst, cuts, rule)
             for b in range(len(inst.block_ids)):
                 us = [t for t in range(inst.n_tasks) if inst.task_block[t] == b]
