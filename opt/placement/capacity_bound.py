@@ -42,32 +42,41 @@ def min_loads(inst: PlacementInstance) -> np.ndarray:
     return out
 
 
-def exposure_weights(inst: PlacementInstance, cuts: np.ndarray, rule: str = "spread"
-                     ) -> np.ndarray:
-    """int64 [tasks, devices] μ: 0 except for users of blocks whose users are all ``cuts``
-    (in order). For such a block b, device d and its users u_1 < … < u_n legal on d with
-    exposures e_i (``max(0, t − p(u_i, d))`` under ``overlap``, ``t`` under ``at_use``, t the
-    load of b onto d, :func:`min_loads`), rule ``spread``: ``μ_i = ⌊min_{k ≤ i} e_k / n⌋``;
-    ``first``: ``μ_1 = e_1``, the rest 0; ``mixed``: ``first`` where d is a cheapest device of
-    b's first user (in cut order), ``spread`` elsewhere. Each way every suffix sum from i is at
-    most e_i."""
+def exposure_weights(inst: PlacementInstance, order: np.ndarray, cutpos: np.ndarray,
+                     rule: str = "spread") -> np.ndarray:
+    """int64 [tasks, devices] μ, what a task on a device is charged beyond its duration.
+
+    Segment j holds the tasks after cut c_{j−1} up to c_j (in ``order``, the cuts at
+    positions ``cutpos``); a user of block b in a later segment is dispatched after every
+    task of an earlier one ends. For b, a device d and the users of b legal on d in segment
+    order u_1, u_2, … with exposures e_i (``max(0, t − p(u_i, d))`` under ``overlap``, ``t``
+    under ``at_use``, t the load of b onto d, :func:`min_loads`):
+
+    - ``first`` (every block): when u_1 is alone in its segment among them, ``μ_1 = e_1``
+      (u_1 on d is the first user of b on d, so the first load of b onto d serves it);
+    - ``spread`` (blocks whose users are all cuts; others take ``first``):
+      ``μ_i = ⌊min_{k ≤ i} e_k / n⌋`` over the n users, so every suffix sum from i is at
+      most e_i;
+    - ``mixed``: ``first`` where d is a cheapest device of b's first user, ``spread``
+      elsewhere."""
     n, nd = inst.n_tasks, inst.n_devices
     mu = np.zeros((n, nd), dtype=np.int64)
     nb = len(inst.block_ids)
     if nb == 0 or inst.load_timing not in ("at_use", "overlap"):
         return mu
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    seg = np.searchsorted(cutpos, pos, side="left")  # a cut closes its own segment
     users = np.flatnonzero(inst.task_block >= 0)
     is_cut = np.zeros(n, dtype=bool)
-    is_cut[cuts] = True
+    is_cut[order[cutpos]] = True
     all_cut = np.ones(nb, dtype=bool)
     np.logical_and.at(all_cut, inst.task_block[users], is_cut[users])
-    rank = np.full(n, -1, dtype=np.int64)
-    rank[cuts] = np.arange(len(cuts))
     loads = min_loads(inst)
     cost = np.where(inst.cost >= 0, inst.cost, INF)
-    for b in np.flatnonzero(all_cut).tolist():
+    for b in np.unique(inst.task_block[users]).tolist():
         us = users[inst.task_block[users] == b]
-        us = us[np.argsort(rank[us], kind="stable")]
+        us = us[np.argsort(pos[us], kind="stable")]
         for d in range(nd):
             t = int(loads[b, d])
             u = us[inst.cost[us, d] >= 0]
@@ -75,12 +84,12 @@ def exposure_weights(inst: PlacementInstance, cuts: np.ndarray, rule: str = "spr
                 continue
             p = inst.cost[u, d]
             e = np.maximum(t - p, 0) if inst.load_timing == "overlap" else np.full(len(u), t)
-            first = rule == "first" or (
-                rule == "mixed" and inst.cost[us[0], d] >= 0
-                and inst.cost[us[0], d] == cost[us[0]].min())
-            if first:  # the whole exposure on the first user legal on d
-                mu[u[0], d] = e[0]
-            else:  # "spread"
+            first = not all_cut[b] or rule == "first" or (
+                rule == "mixed" and inst.cost[us[0], d] == cost[us[0]].min())
+            if first:  # the whole exposure on the first user legal on d, alone in its segment
+                if len(u) == 1 or seg[u[0]] < seg[u[1]]:
+                    mu[u[0], d] = e[0]
+            else:  # "spread" (cuts only: one user per segment)
                 mu[u, d] = np.minimum.accumulate(e) // len(u)
     return mu
 
@@ -94,7 +103,7 @@ def cut_load_bound(inst: PlacementInstance, rule: str = "spread") -> tuple[int, 
     cuts = order[cutpos]
     if not len(cuts):
         return 0, {"cuts": 0}
-    mu = exposure_weights(inst, cuts, rule)
+    mu = exposure_weights(inst, order, cutpos, rule)
     nd = inst.n_devices
     cost = np.where(inst.cost >= 0, inst.cost, INF).astype(np.int64)
     tr = inst.links.transfer_durations(inst.edge_bytes).astype(np.int64)  # [m, d, d]
@@ -130,7 +139,7 @@ def cut_load_bound(inst: PlacementInstance, rule: str = "spread") -> tuple[int, 
             ends = {}
             j += 1
         else:
-            ends[t] = np.minimum(arr + cost[t][None, :], INF)
+            ends[t] = np.minimum(arr + (cost[t] + mu[t])[None, :], INF)
         pos += 1
     last = v[0]
     if ends:  # tasks after the last cut, per device of the last cut
