@@ -94,9 +94,12 @@ def exposure_weights(inst: PlacementInstance, order: np.ndarray, cutpos: np.ndar
     return mu
 
 
-def cut_load_bound(inst: PlacementInstance, rule: str = "spread") -> tuple[int, dict[str, int]]:
+def cut_load_bound(inst: PlacementInstance, rule: str = "spread",
+                   trace: list[tuple[int, int]] | None = None) -> tuple[int, dict[str, int]]:
     """(bound, detail): the min-plus value of the module docstring; (0, …) when the instance
-    has no cut or loads may be prefetched (``load_timing: prefetch``)."""
+    has no cut or loads may be prefetched (``load_timing: prefetch``). ``trace``, when given,
+    receives (cut task, least value over its devices) for every cut, in order: a lower bound
+    on the cut's end (docs/lower_bounds.md, the per-step diagnosis)."""
     if inst.n_tasks == 0 or inst.load_timing not in ("at_use", "overlap"):
         return 0, {"cuts": 0}
     order, cutpos = cut_positions(inst)
@@ -135,6 +138,8 @@ def cut_load_bound(inst: PlacementInstance, rule: str = "spread") -> tuple[int, 
             val = (v[0][:, None] + arr).min(axis=0) if prev >= 0 else arr[0]
             val = np.minimum(val + cost[t] + mu[t], INF)
             v = val[None, :]
+            if trace is not None:
+                trace.append((t, int(val.min())))
             prev = t
             ends = {}
             j += 1
