@@ -6,8 +6,9 @@ its defaults), HEFT (its default ``fit_in_class``) and the five static policies 
 Table 1, each with its default device inside the class (``least_available``) and with
 ``fit_in_class`` (the capacity-aware choice, problems.md §6 "Device inside the class").
 Each is one list schedule, so the set costs about a dozen schedules — a small part of a time
-limit that :func:`solvers.registry.size_error` lets start at all. Once the time limit has
-passed no further start is built (the first always is).
+limit that :func:`solvers.registry.size_error` lets start at all. The first start is always
+built; a further start, or a replay, only while the time left exceeds the longest schedule
+(or, once replays run, the longest replay) measured so far, so the limit holds at every size.
 
 Moves: a *group* is the tasks of one (operator kind, phase) — routed/shared experts grouped
 by role as in policy search (:func:`heuristics.placement.policy_search.kind_group`) — and a
@@ -155,14 +156,18 @@ def local_search(inst: PlacementInstance, params: LocalSearchParams | None = Non
                  time_limit: float | None = None, stats: dict[str, Any] | None = None) -> dict:
     """The best schedule found (problems.md §1.2a solution dict); see the module docstring.
     ``stats`` (when given) receives ``start``, ``starts`` (label → makespan, or the reason it
-    failed), ``evaluations``, ``passes``, ``accepted`` (move labels), ``trajectory`` (the best
-    makespan after the start and after each accepted move), ``stopped`` and ``time_s``."""
+    failed), ``evaluations``, ``passes``, ``accepted`` (move labels) and ``accepted_at`` (the
+    evaluation that found each), ``trajectory`` (the best makespan after the start and after
+    each accepted move), ``stopped`` (``local optimum``, ``max_evaluations`` or ``time limit``)
+    and ``time_s``."""
     p = params or LocalSearchParams()
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
 
+    longest = 0.0  # the longest schedule or replay so far (s): the next one's estimate
+
     def out_of_time() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
+        return deadline is not None and time.perf_counter() + longest > deadline
 
     best: dict | None = None
     best_span = 0
@@ -172,12 +177,15 @@ def local_search(inst: PlacementInstance, params: LocalSearchParams | None = Non
         if best is not None and out_of_time():
             starts[label] = "skipped (time limit)"
             continue
+        t1 = time.perf_counter()
         try:
             sol = start_schedule(inst, method, choice)
             span = int(validate_placement(inst, sol).makespan)
         except (InputError, ScheduleError) as exc:
             starts[label] = f"failed: {exc}"
             continue
+        finally:
+            longest = max(longest, time.perf_counter() - t1)
         starts[label] = span
         if best is None or span < best_span:
             best, best_span, start_name = sol, span, label
@@ -192,7 +200,9 @@ def local_search(inst: PlacementInstance, params: LocalSearchParams | None = Non
     pats = patterns(inst, bool((head >= 0).any()))
     device = assignment(inst, best)
     evaluations, passes = 0, 0
+    replays = False
     accepted: list[str] = []
+    accepted_at: list[int] = []
     trajectory = [best_span]
     stopped = "local optimum"
     improved = True
@@ -211,18 +221,27 @@ def local_search(inst: PlacementInstance, params: LocalSearchParams | None = Non
                 if stopped != "local optimum":
                     break
                 evaluations += 1
+                t1 = time.perf_counter()
+                cand: dict | None = None
+                span = 0
                 try:
                     cand = replay(inst, best, cand_dev)
                     span = int(validate_placement(inst, cand).makespan)
                 except ScheduleError:
-                    continue
+                    cand = None
                 except InputError as exc:  # a block larger than its device
                     if exc.field != "policy":
                         raise
+                    cand = None
+                # from the first replay on, the estimate is the longest replay
+                longest = max(longest if replays else 0.0, time.perf_counter() - t1)
+                replays = True
+                if cand is None:
                     continue
                 if span < best_span:
                     best, best_span, device = cand, span, cand_dev
                     accepted.append(f"{glabel}->{pat.label(inst)}")
+                    accepted_at.append(evaluations)
                     trajectory.append(span)
                     improved = True
             if stopped != "local optimum":
@@ -231,7 +250,8 @@ def local_search(inst: PlacementInstance, params: LocalSearchParams | None = Non
             break
     if stats is not None:
         stats.update({"start": start_name, "starts": starts, "evaluations": evaluations,
-                      "passes": passes, "accepted": accepted, "trajectory": trajectory,
+                      "passes": passes, "accepted": accepted, "accepted_at": accepted_at,
+                      "trajectory": trajectory,
                       "stopped": stopped, "max_evaluations": p.max_evaluations,
                       "time_s": time.perf_counter() - t0})
     return best
