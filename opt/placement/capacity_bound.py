@@ -94,19 +94,31 @@ def exposure_weights(inst: PlacementInstance, order: np.ndarray, cutpos: np.ndar
     return mu
 
 
+RULES = ("spread", "first", "mixed")
+
+
 def cut_load_bound(inst: PlacementInstance, rule: str = "spread",
                    trace: list[tuple[int, int]] | None = None) -> tuple[int, dict[str, int]]:
     """(bound, detail): the min-plus value of the module docstring; (0, …) when the instance
     has no cut or loads may be prefetched (``load_timing: prefetch``). ``trace``, when given,
     receives (cut task, least value over its devices) for every cut, in order: a lower bound
     on the cut's end (docs/lower_bounds.md, the per-step diagnosis)."""
+    return cut_load_bounds(inst, (rule,), trace)[rule]
+
+
+def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
+                    trace: list[tuple[int, int]] | None = None
+                    ) -> dict[str, tuple[int, dict[str, int]]]:
+    """:func:`cut_load_bound` for each rule in one pass (the rules differ only in the
+    charges of cut tasks, so the paths between cuts are shared); ``trace`` for the first."""
     if inst.n_tasks == 0 or inst.load_timing not in ("at_use", "overlap"):
-        return 0, {"cuts": 0}
+        return {r: (0, {"cuts": 0}) for r in rules}
     order, cutpos = cut_positions(inst)
     cuts = order[cutpos]
     if not len(cuts):
-        return 0, {"cuts": 0}
-    mu = exposure_weights(inst, order, cutpos, rule)
+        return {r: (0, {"cuts": 0}) for r in rules}
+    mus = np.stack([exposure_weights(inst, order, cutpos, r) for r in rules])  # [R, n, d]
+    mu = mus[0]  # non-cut tasks carry the same (first-use) charges under every rule
     nd = inst.n_devices
     cost = np.where(inst.cost >= 0, inst.cost, INF).astype(np.int64)
     tr = inst.links.transfer_durations(inst.edge_bytes).astype(np.int64)  # [m, d, d]
@@ -114,7 +126,7 @@ def cut_load_bound(inst: PlacementInstance, rule: str = "spread",
     src = inst.edge_src
     # earliest end per (previous cut's device p, own device d), relative to end(c_{j−1})
     ends: dict[int, np.ndarray] = {}
-    v = np.zeros((1, 1), dtype=np.int64)  # V over the previous cut's devices (none: one row)
+    v = np.zeros((len(rules), 1), dtype=np.int64)  # per rule, over the previous cut's devices
     prev = -1
     j = 0
     pos = 0
@@ -135,19 +147,19 @@ def cut_load_bound(inst: PlacementInstance, rule: str = "spread",
             np.maximum(arr, a, out=arr)
         if j < len(cutpos) and pos == cutpos[j]:
             # cut: V[e] = min_p V[p] + dispatch bound[p, e] + p(c, e) + μ(c, e)
-            val = (v[0][:, None] + arr).min(axis=0) if prev >= 0 else arr[0]
-            val = np.minimum(val + cost[t] + mu[t], INF)
-            v = val[None, :]
+            val = (v[:, :, None] + arr[None, :, :]).min(axis=1) if prev >= 0 else arr[0][None]
+            v = np.minimum(val + cost[t][None, :] + mus[:, t, :], INF)
             if trace is not None:
-                trace.append((t, int(val.min())))
+                trace.append((t, int(v[0].min())))
             prev = t
             ends = {}
             j += 1
         else:
             ends[t] = np.minimum(arr + (cost[t] + mu[t])[None, :], INF)
         pos += 1
-    last = v[0]
+    last = v
     if ends:  # tasks after the last cut, per device of the last cut
-        last = last + np.max([e.min(axis=1) for e in ends.values()], axis=0)
-    value = int(min(int(last.min()), int(INF)))
-    return value, {"cuts": len(cuts), "weighted_users": int((mu > 0).any(axis=1).sum())}
+        last = last + np.max([e.min(axis=1) for e in ends.values()], axis=0)[None, :]
+    return {r: (int(min(int(last[i].min()), int(INF))),
+                {"cuts": len(cuts), "weighted_users": int((mus[i] > 0).any(axis=1).sum())})
+            for i, r in enumerate(rules)}

@@ -140,7 +140,7 @@ from typing import Any
 import numpy as np
 
 from opt.placement.bound_options import BoundOptions
-from opt.placement.capacity_bound import cut_load_bound
+from opt.placement.capacity_bound import cut_load_bounds
 from opt.placement.chain_bound import chain_bound
 from opt.placement.instance import PlacementInstance
 from opt.placement.load_ports import load_port_bound
@@ -252,7 +252,7 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
                                                  "tails when computed)"}))
     if inst.load_timing in ("at_use", "overlap"):
         t0 = time.perf_counter()
-        runs = {rule: cut_load_bound(inst, rule) for rule in ("spread", "first", "mixed")}
+        runs = cut_load_bounds(inst)
         rule = max(runs, key=lambda r: runs[r][0])
         value, info = runs[rule]
         comps.append(Component("cut_loads", value, time.perf_counter() - t0,

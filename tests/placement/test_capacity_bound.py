@@ -137,8 +137,12 @@ def test_suffix_sums_of_the_weights_stay_below_each_users_exposure():
         order, cutpos = cut_positions(inst)
         cuts = order[cutpos]
         rank = {int(c): i for i, c in enumerate(cuts)}
+        non_cut = [t for t in range(inst.n_tasks) if t not in rank]
+        first = exposure_weights(inst, order, cutpos, "first")
         for rule in ("spread", "first", "mixed"):
             mu = exposure_weights(inst, order, cutpos, rule)
+            # the one-pass programme shares the non-cut charges between the rules
+            assert (mu[non_cut] == first[non_cut]).all()
             for b in range(len(inst.block_ids)):
                 us = [t for t in range(inst.n_tasks) if inst.task_block[t] == b]
                 if not all(t in rank for t in us):  # only a lone first user is charged
