@@ -70,10 +70,10 @@ def test_the_time_limit_stops_after_the_first_start(catalog, cards):
     inst = _slice(catalog, cards, 16, 4, 1)
     stats: dict = {}
     sol = local_search(inst, time_limit=1e-9, stats=stats)
-    assert stats["start"] == "bifocal" and stats["evaluations"] == 0
+    assert stats["start"] == "heft" and stats["evaluations"] == 0
     assert stats["stopped"] == "time limit"
-    assert all(v == "skipped (time limit)" for k, v in stats["starts"].items() if k != "bifocal")
-    assert validate_placement(inst, sol).makespan == stats["starts"]["bifocal"]
+    assert all(v == "skipped (time limit)" for k, v in stats["starts"].items() if k != "heft")
+    assert validate_placement(inst, sol).makespan == stats["starts"]["heft"]
 
 
 def test_the_default_beyond_the_exact_cap_is_local_search(monkeypatch):
