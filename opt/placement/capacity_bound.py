@@ -19,6 +19,8 @@ Capacities are not used (evictions only add loads), so the bound holds with any.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from opt.placement.chain_bound import cut_positions
@@ -107,10 +109,16 @@ def cut_load_bound(inst: PlacementInstance, rule: str = "spread",
 
 
 def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
-                    trace: list[tuple[int, int]] | None = None
+                    trace: list[tuple[int, int]] | None = None, max_assignments: int = 256
                     ) -> dict[str, tuple[int, dict[str, int]]]:
     """:func:`cut_load_bound` for each rule in one pass (the rules differ only in the
-    charges of cut tasks, so the paths between cuts are shared); ``trace`` for the first."""
+    charges of cut tasks, so the paths between cuts are shared); ``trace`` for the first.
+
+    In a segment whose non-cut tasks carry charges (first uses), the devices of those tasks
+    are enumerated (at most ``max_assignments`` assignments): each assignment's value is the
+    larger of its longest path and, per device, the sum of the charged tasks' slots there
+    (they lie between end(c_{j−1}) and dispatch(c_j) and do not overlap), and the segment
+    takes the least value over the assignments when it is above the path bound."""
     if inst.n_tasks == 0 or inst.load_timing not in ("at_use", "overlap"):
         return {r: (0, {"cuts": 0}) for r in rules}
     order, cutpos = cut_positions(inst)
@@ -121,45 +129,77 @@ def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
     mu = mus[0]  # non-cut tasks carry the same (first-use) charges under every rule
     nd = inst.n_devices
     cost = np.where(inst.cost >= 0, inst.cost, INF).astype(np.int64)
+    slot = np.minimum(cost + mu, INF)  # a non-cut task's least time on each device
     tr = inst.links.transfer_durations(inst.edge_bytes).astype(np.int64)  # [m, d, d]
     pstart, pred_e = inst.predecessors
     src = inst.edge_src
-    # earliest end per (previous cut's device p, own device d), relative to end(c_{j−1})
-    ends: dict[int, np.ndarray] = {}
+
+    def gap(tasks: list[int], cut: int, prev: int, rows: int, slots: dict[int, np.ndarray]
+            ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """([p, e] lower bound on dispatch(cut) − end(prev) with prev on p and cut on e,
+        the tasks' earliest ends [p, d]); cut −1: no cut (the tail), prev −1: none."""
+        ends: dict[int, np.ndarray] = {}
+        out = np.zeros((rows, nd), dtype=np.int64)
+        for t in tasks + ([cut] if cut >= 0 else []):
+            arr = np.zeros((rows, nd), dtype=np.int64)
+            for k in range(int(pstart[t]), int(pstart[t + 1])):
+                e = int(pred_e[k])
+                u = int(src[e])
+                if u == prev:
+                    a = tr[e]  # [p, d]
+                elif u in ends:
+                    a = (ends[u][:, :, None] + tr[e][None, :, :]).min(axis=1)
+                else:
+                    continue  # before the previous cut: dropped
+                np.maximum(arr, a, out=arr)
+            if t == cut:
+                out = arr
+            else:
+                ends[t] = np.minimum(arr + slots.get(t, slot[t])[None, :], INF)
+        return out, ends
+
     v = np.zeros((len(rules), 1), dtype=np.int64)  # per rule, over the previous cut's devices
     prev = -1
+    seg: list[int] = []
+    enumerated = 0
     j = 0
-    pos = 0
-    n = inst.n_tasks
-    while pos < n:
+    for pos in range(inst.n_tasks):
         t = int(order[pos])
+        if j >= len(cutpos) or pos != cutpos[j]:
+            seg.append(t)
+            continue
         rows = v.shape[1] if prev >= 0 else 1
-        arr = np.zeros((rows, nd), dtype=np.int64)
-        for k in range(int(pstart[t]), int(pstart[t + 1])):
-            e = int(pred_e[k])
-            u = int(src[e])
-            if u == prev:
-                a = tr[e]  # [p, d]
-            elif u in ends:
-                a = (ends[u][:, :, None] + tr[e][None, :, :]).min(axis=1)
-            else:
-                continue  # before the previous cut: dropped
-            np.maximum(arr, a, out=arr)
-        if j < len(cutpos) and pos == cutpos[j]:
-            # cut: V[e] = min_p V[p] + dispatch bound[p, e] + p(c, e) + μ(c, e)
-            val = (v[:, :, None] + arr[None, :, :]).min(axis=1) if prev >= 0 else arr[0][None]
-            v = np.minimum(val + cost[t][None, :] + mus[:, t, :], INF)
-            if trace is not None:
-                trace.append((t, int(v[0].min())))
-            prev = t
-            ends = {}
-            j += 1
-        else:
-            ends[t] = np.minimum(arr + (cost[t] + mu[t])[None, :], INF)
-        pos += 1
+        arr, _ = gap(seg, t, prev, rows, {})
+        charged = [w for w in seg if mu[w].any()]
+        legal = [np.flatnonzero(cost[w] < INF) for w in charged]
+        n_assign = int(np.prod([len(x) for x in legal])) if charged else 0
+        if 0 < n_assign <= max_assignments:
+            best = np.full((rows, nd), INF, dtype=np.int64)
+            for devs in itertools.product(*legal):
+                fixed = {}
+                busy = np.zeros(nd, dtype=np.int64)
+                for w, d in zip(charged, devs):
+                    row = np.full(nd, INF, dtype=np.int64)
+                    row[d] = slot[w, d]
+                    fixed[w] = row
+                    busy[d] += slot[w, d]
+                a, _ = gap(seg, t, prev, rows, fixed)
+                np.minimum(best, np.maximum(a, busy.max()), out=best)
+            arr = np.maximum(arr, np.minimum(best, INF))
+            enumerated += 1
+        # cut: V[e] = min_p V[p] + dispatch bound[p, e] + p(c, e) + μ(c, e)
+        val = (v[:, :, None] + arr[None, :, :]).min(axis=1) if prev >= 0 else arr[0][None]
+        v = np.minimum(val + cost[t][None, :] + mus[:, t, :], INF)
+        if trace is not None:
+            trace.append((t, int(v[0].min())))
+        prev = t
+        seg = []
+        j += 1
     last = v
-    if ends:  # tasks after the last cut, per device of the last cut
+    if seg:  # tasks after the last cut, per device of the last cut
+        _, ends = gap(seg, -1, prev, v.shape[1], {})
         last = last + np.max([e.min(axis=1) for e in ends.values()], axis=0)[None, :]
     return {r: (int(min(int(last[i].min()), int(INF))),
-                {"cuts": len(cuts), "weighted_users": int((mus[i] > 0).any(axis=1).sum())})
+                {"cuts": len(cuts), "weighted_users": int((mus[i] > 0).any(axis=1).sum()),
+                 "enumerated_segments": enumerated})
             for i, r in enumerate(rules)}

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from opt.placement.capacity_bound import cut_load_bound, exposure_weights
+from opt.placement.capacity_bound import cut_load_bound, cut_load_bounds, exposure_weights
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.chain_bound import cut_positions
 from opt.placement.instance import Device
@@ -190,3 +190,27 @@ def test_cut_loads_is_absent_under_prefetch():
     inst = dataclasses.replace(_exposed_chain("overlap"), load_timing="prefetch")
     assert cut_load_bound(inst) == (0, {"cuts": 0})
     assert "cut_loads" not in [c.name for c in certified_lower_bound(inst).components]
+
+
+def _parallel_first_uses(load_timing: str):
+    """c0 → {a, b} → c1; a and b first use blocks W0 and W1 (1 tick on D0, 30 on D1, every
+    load 10): on D0 their slots follow one another, so the optimum is 1 + 20 + 1 (overlap)."""
+    devices = [Device("D0", "npu", None), Device("D1", "pim", None)]
+    return build_instance(
+        time_unit="ns", devices=devices, links=make_links(devices),
+        tasks=TaskColumns(["c0", "a", "b", "c1"], [[1, 1], [1, 30], [1, 30], [1, 1]]),
+        edges=EdgeColumns([0, 0, 1, 2], [1, 2, 3, 3], [0, 0, 0, 0]),
+        blocks=BlockColumns(["W0", "W1"], [1, 1], load={"linear": [[10, 10], [10, 10]]},
+                            task_block=[-1, 0, 1, -1]),
+        load_timing=load_timing)
+
+
+@pytest.mark.parametrize("load_timing,opt", [("overlap", 22), ("at_use", 24)])
+def test_parallel_first_uses_on_one_device_add_up(load_timing, opt):
+    """The enumeration of the charged tasks' devices: the path alone gives 1 + 10 + 1."""
+    inst = _parallel_first_uses(load_timing)
+    assert brute_force(inst)[0] == opt
+    assert cut_load_bounds(inst)["first"][0] == opt
+    assert cut_load_bounds(inst, max_assignments=0)["first"][0] < opt
+    bound = certified_lower_bound(inst)
+    assert bound.best == "cut_loads" and bound.value == opt
