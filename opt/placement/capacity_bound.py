@@ -96,6 +96,42 @@ def exposure_weights(inst: PlacementInstance, order: np.ndarray, cutpos: np.ndar
     return mu
 
 
+def first_use_groups(inst: PlacementInstance, order: np.ndarray, cutpos: np.ndarray
+                     ) -> dict[int, list[tuple[np.ndarray, int, int]]]:
+    """Segment → [(users, d, e)]: for a block b and device d whose earliest segment with users
+    of b legal on d holds several of them, none a cut, those users and their least exposure e
+    on d. If
+    the schedule runs any of them on d, the first load of b onto d serves one of them (users
+    in later segments are dispatched after they end), whose slot on d is ≥ p + e."""
+    out: dict[int, list[tuple[np.ndarray, int, int]]] = {}
+    if not len(inst.block_ids) or inst.load_timing not in ("at_use", "overlap"):
+        return out
+    n = inst.n_tasks
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    seg = np.searchsorted(cutpos, pos, side="left")
+    users = np.flatnonzero(inst.task_block >= 0)
+    is_cut = np.zeros(n, dtype=bool)
+    is_cut[order[cutpos]] = True
+    loads = min_loads(inst)
+    for b in np.unique(inst.task_block[users]).tolist():
+        us = users[inst.task_block[users] == b]
+        for d in range(inst.n_devices):
+            t = int(loads[b, d])
+            u = us[inst.cost[us, d] >= 0]
+            if t <= 0 or len(u) < 2:
+                continue
+            first = u[seg[u] == seg[u].min()]
+            if len(first) < 2 or is_cut[first].any():  # a cut's slot is not in the gap
+                continue
+            p = inst.cost[first, d]
+            e = int((np.maximum(t - p, 0) if inst.load_timing == "overlap"
+                     else np.full(len(first), t)).min())
+            if e > 0:
+                out.setdefault(int(seg[first[0]]), []).append((first, d, e))
+    return out
+
+
 RULES = ("spread", "first", "mixed")
 
 
@@ -158,6 +194,7 @@ def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
                 ends[t] = np.minimum(arr + slots.get(t, slot[t])[None, :], INF)
         return out, ends
 
+    group_of = first_use_groups(inst, order, cutpos)
     v = np.zeros((len(rules), 1), dtype=np.int64)  # per rule, over the previous cut's devices
     prev = -1
     seg: list[int] = []
@@ -170,19 +207,33 @@ def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
             continue
         rows = v.shape[1] if prev >= 0 else 1
         arr, _ = gap(seg, t, prev, rows, {})
-        charged = [w for w in seg if mu[w].any()]
-        legal = [np.flatnonzero(cost[w] < INF) for w in charged]
-        n_assign = int(np.prod([len(x) for x in legal])) if charged else 0
+        groups = group_of.get(j, [])
+        charged = sorted({w for w in seg if mu[w].any()}
+                         | {int(w) for g in groups for w in g[0]})
+        choices = [list(np.flatnonzero(cost[w] < INF)) for w in charged]
+        n_assign = int(np.prod([len(x) for x in choices])) if charged else 0
+        if n_assign > max_assignments:  # each on its cheapest device, or on another one
+            choices = [[int(np.argmin(slot[w])), -1] for w in charged]
+            n_assign = 2 ** len(charged)
         if 0 < n_assign <= max_assignments:
             best = np.full((rows, nd), INF, dtype=np.int64)
-            for devs in itertools.product(*legal):
+            for devs in itertools.product(*choices):
                 fixed = {}
                 busy = np.zeros(nd, dtype=np.int64)
+                placed: dict[int, int] = {}
                 for w, d in zip(charged, devs):
-                    row = np.full(nd, INF, dtype=np.int64)
-                    row[d] = slot[w, d]
+                    if d < 0:  # relaxed: the least over the other devices, no busy time
+                        row = slot[w].copy()
+                        row[int(np.argmin(slot[w]))] = INF
+                    else:
+                        row = np.full(nd, INF, dtype=np.int64)
+                        row[d] = slot[w, d]
+                        busy[d] += slot[w, d]
+                        placed[w] = int(d)
                     fixed[w] = row
-                    busy[d] += slot[w, d]
+                for members, d, e in groups:
+                    if any(placed.get(int(w)) == d for w in members):
+                        busy[d] += e
                 a, _ = gap(seg, t, prev, rows, fixed)
                 np.minimum(best, np.maximum(a, busy.max()), out=best)
             arr = np.maximum(arr, np.minimum(best, INF))

@@ -118,7 +118,7 @@ def brute_force(inst):
 
 
 @pytest.mark.parametrize("load_timing", ["at_use", "overlap"])
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(150))
 def test_cut_loads_never_exceeds_the_proven_optimum(seed, load_timing):
     inst = chain_instance(seed, load_timing)
     opt, sol = brute_force(inst)
