@@ -210,7 +210,8 @@ def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
         groups = group_of.get(j, [])
         charged = sorted({w for w in seg if mu[w].any()}
                          | {int(w) for g in groups for w in g[0]})
-        choices = [list(np.flatnonzero(cost[w] < INF)) for w in charged]
+        choices: list[list[int]] = [[int(x) for x in np.flatnonzero(cost[w] < INF)]
+                                    for w in charged]
         n_assign = int(np.prod([len(x) for x in choices])) if charged else 0
         if n_assign > max_assignments:  # each on its cheapest device, or on another one
             choices = [[int(np.argmin(slot[w])), -1] for w in charged]
