@@ -90,6 +90,27 @@ def test_stride_one_is_the_recorded_schedule(built, name):
     assert stats["params"]["plan_refresh_stride"] == 1 and stats["replayed"] == 0
 
 
+#: digests of deeper windows and the patterns of devices (the window's walk over shared
+#: prefixes and its per-row invalidation), recorded as :data:`PINNED`
+PINNED_WINDOWS = {
+    ("qwen-tight", "devices"): "c1d18d807b3396e0",
+    ("qwen-tight", "H5"): "77bba3dfe2890f87",
+    ("qwen-tight", "H4-devices"): "6599fdaccbc240c5",
+    ("llama7", "devices"): "cf2931833649d3ca",
+    ("llama7", "H5"): "1df7fe0f2bc4916b",
+    ("llama7", "H4-devices"): "d5b757bcba78fe42",
+}
+WINDOW_PARAMS: dict[str, dict[str, Any]] = {
+    "devices": {"window_patterns": "devices"}, "H5": {"H": 5},
+    "H4-devices": {"H": 4, "window_patterns": "devices", "hint_max": 8}}
+
+
+@pytest.mark.parametrize("key", sorted(PINNED_WINDOWS))
+def test_window_variants_are_the_recorded_schedules(built, key):
+    name, variant = key
+    assert digest(bifocal_schedule(built[name], WINDOW_PARAMS[variant])) == PINNED_WINDOWS[key]
+
+
 def test_refreshed_steps_are_the_authors():
     steps = np.arange(1, 19)  # decode tokens t = 0 … 17
     assert np.flatnonzero(refreshed_steps(steps, 8)).tolist() == [0, 1, 8, 16]
