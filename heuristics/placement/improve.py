@@ -25,6 +25,7 @@ import numpy as np
 from heuristics.placement.list_scheduler import DeviceClasses, list_schedule
 from opt.placement.instance import PlacementInstance
 from opt.placement.schedule_error import ScheduleError
+from opt.placement.solution_tables import ColumnarSolution
 from opt.placement.validator import validate_placement
 
 
@@ -42,13 +43,29 @@ class Move:
         return f"{self.kind}->{names}" + ("" if self.phase is None else f"@phase{self.phase}")
 
 
+def _columns(inst: PlacementInstance, solution: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, device index) int64 [n] of every task, read from a list schedule's columns
+    (:class:`opt.placement.solution_tables.ColumnarSolution` whose rows were never built, in
+    the instance's task order); None for any other solution (read its rows)."""
+    if not isinstance(solution, ColumnarSolution) or solution.rows_built \
+            or solution.task != inst.task_ids:
+        return None
+    idx = {d.name: i for i, d in enumerate(inst.devices)}
+    if any(name not in idx for name in solution.devices):
+        return None
+    code = np.array([idx[name] for name in solution.devices], dtype=np.int64)
+    return solution.start, code[solution.device]
+
+
 def replay(inst: PlacementInstance, solution: dict, device: Sequence[int] | np.ndarray
            ) -> dict:
     """The schedule of ``solution``'s task order (start times, ties by topological position)
     with each task t committed on ``device[t]``, a legal device of t (a solution dict, not yet
     validated): the list schedule of that order with one device class per device and task t
     in class ``device[t]``."""
-    start = np.array([c["start"] for c in solution["compute"]], dtype=np.int64)
+    cols = _columns(inst, solution)
+    start = cols[0] if cols is not None else \
+        np.array([c["start"] for c in solution["compute"]], dtype=np.int64)
     pos = np.empty(inst.n_tasks, dtype=np.int64)
     pos[np.asarray(inst.topological_order)] = np.arange(inst.n_tasks)
     order = np.lexsort((pos, start))
@@ -59,6 +76,9 @@ def replay(inst: PlacementInstance, solution: dict, device: Sequence[int] | np.n
 
 def assignment(inst: PlacementInstance, solution: dict) -> np.ndarray:
     """int64 [n]: the device index of every task in ``solution``."""
+    cols = _columns(inst, solution)
+    if cols is not None:
+        return cols[1].copy()
     idx = {d.name: i for i, d in enumerate(inst.devices)}
     return np.array([idx[c["device"]] for c in solution["compute"]], dtype=np.int64)
 

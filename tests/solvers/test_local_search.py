@@ -90,3 +90,20 @@ def test_the_default_beyond_the_exact_cap_is_local_search(monkeypatch):
     assert res.lower_bound is not None and validate(inst, res).valid
     assert res.objective >= OPTIMA["p1-llama-2-7b-hp32-p64-d2-l2"]
     assert res.stats["start"] and res.stats["evaluations"] <= 30
+
+
+def test_the_replay_reads_a_list_schedule_s_columns(catalog, cards):
+    """The replay reads start times and devices from a list schedule's columns without
+    building its rows, and gives what it gives from the rows."""
+    from heuristics.placement.improve import assignment, replay
+    from heuristics.placement.list_scheduler import heft
+
+    inst = _slice(catalog, cards, 16, 8, 1)
+    sol, rows = heft(inst), heft(inst)
+    dev = assignment(inst, sol)
+    fast = replay(inst, sol, dev)
+    assert not sol.rows_built
+    rows["compute"].rows()  # the rows built: read as rows
+    assert rows.rows_built and (assignment(inst, rows) == dev).all()
+    slow = replay(inst, rows, dev)
+    assert fast.rows() == slow.rows()
