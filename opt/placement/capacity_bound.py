@@ -217,15 +217,24 @@ def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
             choices = [[int(np.argmin(slot[w])), -1] for w in charged]
             n_assign = 2 ** len(charged)
         if 0 < n_assign <= max_assignments:
+            # a group member w on d' is there with the group's served member: ≥ p_w + e
+            ge = {w: slot[w].copy() for w in charged}
+            for members, d, e in groups:
+                for w in members.tolist():
+                    ge[w][d] = min(ge[w][d] + e, INF)
             best = np.full((rows, nd), INF, dtype=np.int64)
             for devs in itertools.product(*choices):
                 fixed = {}
                 busy = np.zeros(nd, dtype=np.int64)
                 placed: dict[int, int] = {}
+                alone = 0  # least busy time of the device of a task placed "elsewhere"
                 for w, d in zip(charged, devs):
-                    if d < 0:  # relaxed: the least over the other devices, no busy time
+                    if d < 0:  # relaxed: the least over the other devices
                         row = slot[w].copy()
                         row[int(np.argmin(slot[w]))] = INF
+                        other = ge[w].copy()
+                        other[int(np.argmin(slot[w]))] = INF
+                        alone = max(alone, int(other.min()))
                     else:
                         row = np.full(nd, INF, dtype=np.int64)
                         row[d] = slot[w, d]
@@ -236,7 +245,7 @@ def cut_load_bounds(inst: PlacementInstance, rules: tuple[str, ...] = RULES,
                     if any(placed.get(int(w)) == d for w in members):
                         busy[d] += e
                 a, _ = gap(seg, t, prev, rows, fixed)
-                np.minimum(best, np.maximum(a, busy.max()), out=best)
+                np.minimum(best, np.maximum(a, max(int(busy.max()), alone)), out=best)
             arr = np.maximum(arr, np.minimum(best, INF))
             enumerated += 1
         # cut: V[e] = min_p V[p] + dispatch bound[p, e] + p(c, e) + μ(c, e)

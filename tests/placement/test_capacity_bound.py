@@ -125,6 +125,9 @@ def test_cut_loads_never_exceeds_the_proven_optimum(seed, load_timing):
     assert validate_placement(inst, sol).makespan == opt
     for rule in ("spread", "first", "mixed"):
         assert cut_load_bound(inst, rule)[0] <= opt, (rule, opt)
+    # each charged task on its cheapest device or elsewhere (the large-segment fallback)
+    for cap in (1, 4):
+        assert max(v for v, _ in cut_load_bounds(inst, max_assignments=cap).values()) <= opt
     assert certified_lower_bound(inst).value <= opt
 
 
@@ -214,3 +217,28 @@ def test_parallel_first_uses_on_one_device_add_up(load_timing, opt):
     assert cut_load_bounds(inst, max_assignments=0)["first"][0] < opt
     bound = certified_lower_bound(inst)
     assert bound.best == "cut_loads" and bound.value == opt
+
+
+def _shared_block_pair(load_timing: str):
+    """c0 → {a, b} → c1, a and b both use W (1 tick and a load of 10 on any device): on
+    each device that runs one of them, one of them waits for W."""
+    devices = [Device("D0", "npu", None), Device("D1", "pim", None), Device("D2", "pim", None)]
+    return build_instance(
+        time_unit="ns", devices=devices, links=make_links(devices),
+        tasks=TaskColumns(["c0", "a", "b", "c1"], [[1, 1, 1]] * 4),
+        edges=EdgeColumns([0, 0, 1, 2], [1, 2, 3, 3], [0, 0, 0, 0]),
+        blocks=BlockColumns(["W"], [1], load={"linear": [[10, 10, 10]]},
+                            task_block=[-1, 0, 0, -1]),
+        load_timing=load_timing)
+
+
+@pytest.mark.parametrize("cap", [4, 256])
+def test_first_users_sharing_a_segment_pay_one_exposure_per_device(cap):
+    """Both on one device: 1 + (10 + 1) + 1; on two: 1 + 10 + 1. The optimum 12 is reached
+    by the group charge, with all 9 assignments enumerated and with each task on its
+    cheapest device or elsewhere (4 choices)."""
+    inst = _shared_block_pair("overlap")
+    assert brute_force(inst)[0] == 12
+    assert max(v for v, _ in cut_load_bounds(inst, max_assignments=cap).values()) == 12
+    others = [c.value for c in certified_lower_bound(inst).components if c.name != "cut_loads"]
+    assert max(others) < 12
