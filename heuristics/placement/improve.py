@@ -1,5 +1,6 @@
-"""Assignment-move post-pass for P1 schedules (used by
-``benchmarks/certified_bounds.py`` only, registered as no solver method).
+"""Assignment-move post-pass for P1 schedules: the replay that ``local-search``
+(:mod:`heuristics.placement.local_search`) evaluates its moves with, and the fixed moves
+``benchmarks/certified_bounds.py`` tries.
 
 Diagnosis it acts on: on head-sharded decode attention Bifocal in HEFT's order (``siblings``
 off) runs q_proj, k_proj and v_proj one after another on the NPU (each is locally the earliest
