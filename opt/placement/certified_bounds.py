@@ -113,7 +113,9 @@ All durations are integer ticks of the instance's ``time_unit``.
     exposure is shared out as integer weights whose suffix sums stay below the exposure of
     the suffix's first user (``spread``: ⌊prefix-min / users⌋ each; ``first``: all on the first
     user; ``mixed``: ``first`` on the devices where the block's first user is cheapest,
-    ``spread`` elsewhere; the largest of the three programmes is kept).
+    ``spread`` elsewhere; the largest of the three programmes is kept). In segments with
+    first uses the devices of those tasks are enumerated, so first uses on one device add up
+    (their slots do not overlap) and several first users of one block share one exposure.
     :mod:`opt.placement.capacity_bound`.
 
 Under ``load_timing: overlap`` (a load may end as late as its task's end) every component but
