@@ -107,3 +107,18 @@ def test_the_replay_reads_a_list_schedule_s_columns(catalog, cards):
     assert rows.rows_built and (assignment(inst, rows) == dev).all()
     slow = replay(inst, rows, dev)
     assert fast.rows() == slow.rows()
+
+
+@pytest.mark.parametrize("name", ["llm-llama-2-7b-hp64-p32-d2-b1-l1-overlap",
+                                  "llm-mixtral-8x7b-hp32-p32-d1-b4-l1-at_use",
+                                  "llm-dops-qwen-1.8b-hp128-p16-d0-b8-l1-prefetch"])
+def test_never_worse_than_its_start_on_library_slices(name):
+    from instances import llm
+
+    inst = llm.load(name)
+    stats: dict = {}
+    sol = local_search(inst, LocalSearchParams(max_evaluations=20), stats=stats)
+    span = validate_placement(inst, sol).makespan
+    assert span == stats["trajectory"][-1] <= stats["trajectory"][0] == min(
+        v for v in stats["starts"].values() if isinstance(v, int))
+    assert span >= certified_lower_bound(inst).value
