@@ -103,11 +103,11 @@ class BifocalParams:
     insertion: bool | str = param("auto", auto_or(boolean), "a task may start in an idle gap "
                                   "before its device's free time (HEFT), or auto (off under "
                                   "ready_set score, DOPS Eq. 1 and 3; on in a static order)")
-    plan_refresh_stride: int = param(PLAN_REFRESH_DEFAULT, integer(0), "decode steps scored: every "
-                                     "step (1, DOPS Algorithm 1), or, as the authors' "
-                                     "decode_plan_refresh_stride r, steps t < 2 and t mod r = 0 "
-                                     "(t = step − 1; 0: t < 2 only), the others replaying the "
-                                     "last scored step's order and devices")
+    plan_refresh_stride: int = param(PLAN_REFRESH_DEFAULT, integer(0), "decode steps scored: "
+                                     "every step (1, DOPS Algorithm 1), or, as the authors' "
+                                     "decode_plan_refresh_stride r, the first two and every "
+                                     "r-th (0: the first two), the others replaying the last "
+                                     "scored step's order and devices")
 
     @classmethod
     def from_dict(cls, params: Mapping[str, Any] | None, method: str = "bifocal"
