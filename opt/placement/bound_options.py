@@ -16,7 +16,8 @@ class BoundOptions:
     enumerated per (task, device) there (``device_heads_tails``' ``max_assignments``);
     branch: raise the tables of segments too large to enumerate by branch and bound
     (:mod:`opt.placement.segment_branch`), on at most max_branch_evaluations buckets per
-    shape."""
+    shape; cut_loads: compute the ``cut_loads`` component under ``load_timing`` ``at_use``
+    and ``overlap`` (:mod:`opt.placement.capacity_bound`; a Python pass over the tasks)."""
 
     max_assignments: int = 20_000
     max_evaluations: int = 128
@@ -26,6 +27,7 @@ class BoundOptions:
     device_path_assignments: int = 256
     branch: bool = True
     max_branch_evaluations: int = 16
+    cut_loads: bool = True
 
 
 #: Tasks from which the bound's sequential loops run compiled (:mod:`opt.placement.bound_jit`,

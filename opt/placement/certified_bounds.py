@@ -252,7 +252,7 @@ def certified_lower_bound(inst: PlacementInstance, options: BoundOptions | None 
     comps.append(Component("load_chain", value, t_chain + time.perf_counter() - t0,
                            {"blocks": k, "note": "load ports + chain tails (and device "
                                                  "tails when computed)"}))
-    if inst.load_timing in ("at_use", "overlap"):
+    if opts.cut_loads and inst.load_timing in ("at_use", "overlap"):
         t0 = time.perf_counter()
         runs = cut_load_bounds(inst)
         rule = max(runs, key=lambda r: runs[r][0])

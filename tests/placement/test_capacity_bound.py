@@ -242,3 +242,11 @@ def test_first_users_sharing_a_segment_pay_one_exposure_per_device(cap):
     assert max(v for v, _ in cut_load_bounds(inst, max_assignments=cap).values()) == 12
     others = [c.value for c in certified_lower_bound(inst).components if c.name != "cut_loads"]
     assert max(others) < 12
+
+
+def test_cut_loads_can_be_switched_off():
+    from opt.placement.bound_options import BoundOptions
+
+    inst = _exposed_chain("overlap")
+    names = [c.name for c in certified_lower_bound(inst, BoundOptions(cut_loads=False)).components]
+    assert "cut_loads" not in names
