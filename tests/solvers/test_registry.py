@@ -23,7 +23,8 @@ from solvers.registry import DEFAULTS, PROBLEMS, BackendRef, names
 ROOT = Path(__file__).resolve().parents[2]
 
 PLACEMENT = ("cpsat", "cpsat-blocks", "milp", "portfolio", "heft", "bifocal", "bifocal-grid",
-             "pd", "af", "pd+linear", "pd+attn", "pd+ffn", "policy-search")
+             "pd", "af", "pd+linear", "pd+attn", "pd+ffn", "policy-search",
+             "local-search")
 LAYOUT = ("pd/linear", "pd/dual", "bifocal/linear", "bifocal/dual", "bifocal/wla",
           "bifocal/wla+dual", "cpsat-layout", "cpsat-formats")
 SERVING = ("bnb", "enum", "milp", "col", "afd", "cad")

@@ -1,7 +1,7 @@
 """Exact placement methods refuse, in one line naming the method and the instance's size, an
 instance they cannot build a model of within the time limit (or at all: memory); without a
 method the default fits the size: the exact default when it can start, else the best heuristic
-with its certified bound, the choice and its reason in ``stats["method_choice"]``. The caps are
+schedule improved by local search, with its certified bound, the choice and its reason in ``stats["method_choice"]``. The caps are
 module constants, monkeypatched small here (no giant instance)."""
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def test_an_exact_method_refuses_an_instance_it_cannot_build_in_time(small_caps,
                                          f"the time limit of 5 s") as exc:
         solve(inst, method, time_limit=5)
     assert exc.value.field == "method"
-    assert solve(inst, method, time_limit=30).status == "OPTIMAL" or method == "cpsat-layout"
+    if method != "cpsat-layout":  # without a limit (no verdict on the clock): it proves
+        assert solve(inst, method, time_limit=None).status == "OPTIMAL"
 
 
 def test_an_exact_method_refuses_an_instance_above_its_memory_cap(small_caps):
@@ -47,7 +48,7 @@ def test_an_exact_method_refuses_an_instance_above_its_memory_cap(small_caps):
         solve(instances.load(LAYOUT), "cpsat", time_limit=None)
 
 
-@pytest.mark.parametrize("name, exact, fallback", [(SMALL, "portfolio", "bifocal"),
+@pytest.mark.parametrize("name, exact, fallback", [(SMALL, "portfolio", "local-search"),
                                                    (LAYOUT, "cpsat-layout", "bifocal/wla")])
 def test_the_default_fits_the_size(small_caps, name, exact, fallback):
     inst = instances.load(name)
@@ -70,7 +71,7 @@ def test_the_cli_refuses_in_one_line_and_records_the_choice(small_caps, tmp_path
     instances.load(SMALL).write(path)
     assert main(["solve", str(path), "--time-limit", "5", "--json", "--no-solution"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["method"] == "bifocal" and "cannot start" in out["stats"]["method_choice"]["reason"]
+    assert out["method"] == "local-search" and "cannot start" in out["stats"]["method_choice"]["reason"]
 
 
 def test_the_stated_caps_hold_the_measured_rates():
@@ -94,4 +95,4 @@ def test_the_default_refuses_when_neither_it_nor_its_fallback_fits(small_caps, m
     with pytest.raises(InputError, match="no method can start") as err:
         reg.choose_default("placement", 100, 10.0)
     assert err.value.field == "time_limit"
-    assert reg.choose_default("placement", 100, 200.0)[0].name == "bifocal"
+    assert reg.choose_default("placement", 100, 200.0)[0].name == "local-search"
