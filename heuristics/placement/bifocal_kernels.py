@@ -20,7 +20,6 @@ from heuristics.placement.bifocal_window import (
     update_hints,
     window_chain,
     window_estimate,
-    window_scratch,
 )
 from heuristics.placement.state_kernels import (
     AT_USE,
@@ -275,9 +274,9 @@ def _push_ready(t, rows, cap, size):
 
 @njit(cache=True)
 def _grown_rows(rows, cap):
-    """The ready slots' arrays (task, row valid, EFT, terms, window devices, window masks,
-    window valid) at twice the capacity."""
-    rt, cv, cfin, cx, cdv, wm, wv = rows
+    """The ready slots' arrays (task, row valid, EFT, terms, window devices, representatives'
+    mask, window valid) at twice the capacity."""
+    rt, cv, cfin, cx, cdv, srm, wv = rows
     nd = cv.shape[1]
     c2 = 2 * cap
     rt2 = np.empty(c2, np.int64)
@@ -285,38 +284,38 @@ def _grown_rows(rows, cap):
     cf2 = np.empty((c2, nd), np.int64)
     cx2 = np.empty((c2 * nd, 6))
     cdv2 = np.empty((c2 * nd, cdv.shape[1]), np.int64)
-    wm2 = np.zeros(c2 * nd, np.int64)
+    srm2 = np.zeros(c2, np.int64)
     wv2 = np.zeros((c2, nd), np.bool_)
     rt2[:cap] = rt
     cv2[:cap] = cv
     cf2[:cap] = cfin
     cx2[:len(cx)] = cx
     cdv2[:len(cdv)] = cdv
-    wm2[:len(wm)] = wm
+    srm2[:cap] = srm
     wv2[:cap] = wv
-    return (rt2, cv2, cf2, cx2, cdv2, wm2, wv2), c2
+    return (rt2, cv2, cf2, cx2, cdv2, srm2, wv2), c2
 
 
 @njit(cache=True)
 def _move_slot(rows, src, dst, nd):
     """Copy ready slot ``src`` over slot ``dst``."""
-    rt, cv, cfin, cx, cdv, wm, wv = rows
+    rt, cv, cfin, cx, cdv, srm, wv = rows
     rt[dst] = rt[src]
     wv[dst, :] = wv[src, :]
     cv[dst, :] = cv[src, :]
     cfin[dst, :] = cfin[src, :]
     cx[dst * nd:(dst + 1) * nd, :] = cx[src * nd:(src + 1) * nd, :]
     cdv[dst * nd:(dst + 1) * nd, :] = cdv[src * nd:(src + 1) * nd, :]
-    wm[dst * nd:(dst + 1) * nd] = wm[src * nd:(src + 1) * nd]
+    srm[dst] = srm[src]
 
 
 @njit(cache=True)
 def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, window, terms,
-                chain, reps, pat, bestp, scratch, fscratch):
+                chain, reps, pat, bestp, scratch):
     """Recompute the stale rows of ready slot i (per device: EFT, the terms, the window's best
     devices) and, on rows whose EFT and terms still hold, the stale windows; ``k``: the task's
     inputs in ``state.w`` unless ``by_score``, which reads them. The input count."""
-    rt, cv, cfin, cx, cdv, wm, wv = rows
+    rt, cv, cfin, cx, cdv, srm, wv = rows
     ttype, type_dur = costs.ttype, costs.type_dur
     block, bbytes, loadd = blocks.block, blocks.bbytes, blocks.loadd
     dv, rl, w, victims = state.dv, state.rl, state.w, state.victims
@@ -348,12 +347,12 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
                 warm_duration(b, ty, type_dur, rl)
             if use_window:
                 m = window_chain(t, terms.H, window.hs, chain)
-                legal_classes(chain, m, ttype, type_dur, block, loadd, dcls, nd, reps)
+                srm[i] = legal_classes(chain, m, ttype, type_dur, block, loadd, dcls, nd, reps)
         j = i * nd + d
         if evaluated:  # EFT and terms hold: the window only
             if cfin[i, d] >= 0:
                 _window_row(t, d, cfin[i, d], j, chain, m, reps, costs, blocks, state, graph,
-                            bias, window, terms, cf, cx, cdv, wm, pat, bestp, scratch, fscratch)
+                            bias, window, terms, cf, cx, cdv, pat, bestp, scratch)
             continue
         if not have_k:
             have_k = True
@@ -372,7 +371,7 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
         cx[j, :] = 0.0
         if use_window:
             _window_row(t, d, f, j, chain, m, reps, costs, blocks, state, graph, bias,
-                        window, terms, cf, cx, cdv, wm, pat, bestp, scratch, fscratch)
+                        window, terms, cf, cx, cdv, pat, bestp, scratch)
         if b >= 0 and rl[0, d, b] < 0:
             cx[j, 1], cx[j, 2], cx[j, 3], cx[j, 4], cx[j, 5] = score_terms(
                 d, b, ph, data, rdy, dur, inv_r, warm, rl, dv, bbytes, loadd, victims, dcls,
@@ -383,36 +382,31 @@ def _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias, win
 
 @njit(cache=True)
 def _window_row(t, d, f, j, chain, m, reps, costs, blocks, state, graph, bias, window, terms,
-                cf, cx, cdv, wm, pat, bestp, scratch, fscratch):
-    """Row j's window term γ·(T̂_H − EFT) (task t on d finishing at f), its best devices and
-    the mask of the devices its simulations placed a vertex on (``wm[j]``)."""
+                cf, cx, cdv, pat, bestp, scratch):
+    """Row j's window term γ·(T̂_H − EFT) (task t on d finishing at f) and its best
+    devices."""
     bestp[:] = -1
-    th, wm[j] = window_estimate(t, d, f, chain, m, reps, costs.ttype, costs.type_dur,
-                                blocks.block, blocks.loadd, bias.dcls, state.rl, state.dv,
-                                graph.etab, window.hetype, window.rtype, window.hint,
-                                cf.load_rule, terms.consist, pat, bestp, scratch,
-                                terms.by_device != 0, fscratch)
+    th = window_estimate(t, d, f, chain, m, reps, costs.ttype, costs.type_dur, blocks.block,
+                         blocks.loadd, bias.dcls, state.rl, state.dv, graph.etab,
+                         window.hetype, window.rtype, window.hint, cf.load_rule, terms.consist,
+                         pat, bestp, scratch, terms.by_device != 0)
     cx[j, 0] = terms.gamma * (th - float(f))
     cdv[j, :] = bestp
 
 
 @njit(cache=True)
-def _window_stale(tt, it, best_d, wm_i, terms, window, chain, nd):
-    """The bit mask of the devices d whose window row of ready task ``tt`` may have changed with
-    the commit on ``best_d`` at iteration ``it`` (every bit when there are more than 62
-    devices): those whose simulations placed a vertex on best_d (``wm_i[d]``; the others only
-    compared best_d's free time, which the commit can only push later), all when a window
-    vertex's hint changed."""
+def _window_stale(tt, it, best_d, srm_i, terms, window, chain, nd):
+    """Whether the window of ready task ``tt`` may have changed with the commit on ``best_d``
+    at iteration ``it``: best_d is a legal device of a window vertex (the simulation reads
+    their availability, residency and port besides the root's), or a window vertex's hint
+    changed."""
+    if (srm_i & device_bit(best_d, nd)) != 0:
+        return True
     m = window_chain(tt, terms.H, window.hs, chain)
     for j in range(m):
         if window.hstamp[chain[j]] == it:
-            return np.int64(-1)
-    bit = device_bit(best_d, nd)
-    out = np.int64(0)
-    for d in range(nd):
-        if (wm_i[d] & bit) != 0:
-            out |= device_bit(d, nd)
-    return out
+            return True
+    return False
 
 
 @njit(cache=True)
@@ -477,11 +471,9 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     are kept between iterations, and a row is recomputed only when the last commit may have
     changed it (:func:`_stale_columns`: the committed device, the devices its transfers'
     channels lead to, every row of a task whose block was loaded, evicted or used;
-    the window term alone, on the kept EFT, of every row whose simulations placed a vertex on
-    the committed device (:func:`heuristics.placement.bifocal_window.window_estimate`'s mask)
-    and of every row of a task one of whose window vertices' hint changed
-    (:func:`_window_stale`)); no other input of a row changes with a commit, so the rows —
-    and the choice — are those of a full re-scoring. ``terms.rescore_all`` makes every row stale after
+    :func:`_window_stale`: the window term of every row of a task whose window read the
+    committed device or a changed hint, recomputed alone on the kept EFT); no other input of a row changes with a commit, so the rows — and the
+    choice — are those of a full re-scoring. ``terms.rescore_all`` makes every row stale after
     each commit: the full re-scoring itself, against which tests/placement/test_score_cache.py
     compares the kept rows."""
     prio, indeg, s_off, s_idx, edst = ready.prio, ready.indeg, ready.s_off, ready.s_idx, ready.edst
@@ -510,15 +502,15 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
     reps = np.empty((W, K), np.int64)
     pat = np.empty(W, np.int64)
     bestp = np.empty(W, np.int64)
-    scratch, fscratch = window_scratch(W)  # the window's shadows and walk
+    scratch = np.empty((6, W + 2), np.int64)  # the window's shadows and odometer
     cap = 64
     # the ready slots: task (by the score; else the one task in order), row valid, EFT (−1:
     # not legal or not eligible), terms (row i·nd + d), the window's best devices per row,
-    # the devices each row's window simulations placed a vertex on, window valid (EFT and
-    # terms valid, the window stale: only the window recomputed)
+    # the representatives' mask, window valid (EFT and terms valid, the window stale: only the
+    # window recomputed)
     rows = (np.empty(cap, np.int64), np.zeros((cap, nd), np.bool_),
             np.empty((cap, nd), np.int64), np.empty((cap * nd, 6)),
-            np.empty((cap * nd, W), np.int64), np.zeros(cap * nd, np.int64),
+            np.empty((cap * nd, W), np.int64), np.zeros(cap, np.int64),
             np.zeros((cap, nd), np.bool_))
     bstale = np.zeros(max(len(bbytes), 1), np.int64)  # block -> the iteration it changed
     homeless0 = homeless.copy()
@@ -567,7 +559,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             bi = -1
             for i in range(size):  # no ready task has a counterpart left
                 k = _score_slot(i, rows, by_score, k, costs, graph, blocks, state, cf, bias,
-                                window, terms, chain, reps, pat, bestp, scratch, fscratch)
+                                window, terms, chain, reps, pat, bestp, scratch)
                 if not by_score:
                     bi = 0
                     break
@@ -631,7 +623,7 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             bstale[ev[0, j, 0]] = it
         for j in range(n_ev0, cnt[1]):
             bstale[ev[1, j, 0]] = it
-        rt, cv, wm, wv = rows[0], rows[1], rows[5], rows[6]
+        rt, cv, wv = rows[0], rows[1], rows[6]
         for i in range(size):
             tt = rt[i]
             bt_ = block[tt]
@@ -641,12 +633,9 @@ def bifocal_loop(order, ready, costs, graph, blocks, state, cf, bias, window, te
             for d in range(nd):
                 if (mask >> d) & 1:
                     cv[i, d] = False
-            if use_window:
-                wst = _window_stale(tt, it, best_d, wm[i * nd:(i + 1) * nd], terms, window,
-                                    chain, nd)
-                for d in range(nd):
-                    if (wst >> d) & 1:
-                        wv[i, d] = False
+            if use_window and _window_stale(tt, it, best_d, rows[5][i], terms, window, chain,
+                                            nd):
+                wv[i, :] = False
         for j in range(s_off[t], s_off[t + 1]):
             v = edst[s_idx[j]]
             indeg[v] -= 1

@@ -104,55 +104,6 @@ def _cached(x, b, rl, cdev, cblk, nc):
     return False
 
 
-@njit(cache=True, inline="always")
-def _vertex(u, c, prev, prev_node, fin, pen, sdev, sav, ns, cdev, cblk, nc, ttype, type_dur,
-            block, loadd, dcls, rl, dv, etab, hetype, rtype, hint, rule, consist, by_device):
-    """One step of the window's simulation (:func:`simulate`): window vertex u on class c (on
-    device c when ``by_device``) after ``prev_node`` on ``prev`` finishing at ``fin``, in the
-    shadows (``sdev``/``sav`` of length ``ns``: simulated device free times; ``cdev``/``cblk``
-    of length ``nc``: simulated loads, appended to). Returns (u's device, ns, nc, u's end, the
-    consistency penalty so far)."""
-    nd = dv.shape[1]
-    h = hint[u]
-    if by_device:
-        x = c
-    elif h >= 0 and dcls[h] == c:  # the hinted device plays its class
-        x = h
-    else:
-        x = _representative(u, c, ttype, type_dur, block, loadd, dcls, sdev, sav, ns, dv)
-    ready = fin if x == prev else fin + etab[hetype[prev_node], prev * nd + x]
-    st = max(_shadow_avail(x, sdev, sav, ns, dv), ready)
-    p = type_dur[ttype[u], x]
-    serv = p
-    b = block[u]
-    if b >= 0 and not _cached(x, b, rl, cdev, cblk, nc):
-        ld = loadd[b, x]
-        if rule == AT_USE:
-            serv = ld + p
-        elif rule == OVERLAP:
-            serv = max(ld, p)
-        else:
-            st = max(st, dv[PORT, x] + ld)
-        cdev[nc], cblk[nc] = x, b
-        nc += 1
-    end = st + serv
-    ns = _set_avail(x, end, sdev, sav, ns)
-    if h >= 0 and h != x and rtype[u] >= 0:
-        pen += consist * float(etab[rtype[u], h * nd + x])
-    return x, ns, nc, end, pen
-
-
-@njit(cache=True)
-def _root(t, d, f0, block, dv, sdev, sav, cdev, cblk):
-    """The shadows with t on d finishing at ``f0``: (ns, nc)."""
-    ns = _set_avail(d, max(dv[TLAST, d], f0), sdev, sav, 0)
-    nc = 0
-    if block[t] >= 0:
-        cdev[0], cblk[0] = d, block[t]
-        nc = 1
-    return ns, nc
-
-
 @njit(cache=True)
 def simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, rl, dv, etab,
              hetype, rtype, hint, rule, consist, scratch, by_device):
@@ -168,92 +119,91 @@ def simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, 
     (``at_use`` t_load + p, ``overlap`` max(t_load, p), ``prefetch`` p once the port has
     loaded it); inputs from outside the chain are not simulated (the authors'
     ``_simulate_chain_finish``). A hinted vertex off its hint h adds ``consist`` × the transfer
-    time from h of its heaviest incident payload. One pattern, vertex by vertex
-    (:func:`_vertex`); :func:`window_estimate` walks the patterns' shared prefixes once."""
+    time from h of its heaviest incident payload."""
+    nd = dv.shape[1]
     sdev, sav, cdev, cblk = scratch[0], scratch[1], scratch[2], scratch[3]
-    ns, nc = _root(t, d, f0, block, dv, sdev, sav, cdev, cblk)
+    ns = _set_avail(d, max(dv[TLAST, d], f0), sdev, sav, 0)
+    nc = 0
+    if block[t] >= 0:
+        cdev[0], cblk[0] = d, block[t]
+        nc = 1
     prev, prev_node, fin, pen = d, t, f0, 0.0
     for j in range(m):
         u = chain[j]
-        x, ns, nc, fin, pen = _vertex(u, pat[j], prev, prev_node, fin, pen, sdev, sav, ns,
-                                      cdev, cblk, nc, ttype, type_dur, block, loadd, dcls, rl,
-                                      dv, etab, hetype, rtype, hint, rule, consist, by_device)
+        h = hint[u]
+        if by_device:
+            x = pat[j]
+        elif h >= 0 and dcls[h] == pat[j]:  # the hinted device plays its class
+            x = h
+        else:
+            x = _representative(u, pat[j], ttype, type_dur, block, loadd, dcls, sdev, sav, ns,
+                                dv)
         out[j] = x
+        ready = fin if x == prev else fin + etab[hetype[prev_node], prev * nd + x]
+        st = max(_shadow_avail(x, sdev, sav, ns, dv), ready)
+        p = type_dur[ttype[u], x]
+        serv = p
+        b = block[u]
+        if b >= 0 and not _cached(x, b, rl, cdev, cblk, nc):
+            ld = loadd[b, x]
+            if rule == AT_USE:
+                serv = ld + p
+            elif rule == OVERLAP:
+                serv = max(ld, p)
+            else:
+                st = max(st, dv[PORT, x] + ld)
+            cdev[nc], cblk[nc] = x, b
+            nc += 1
+        fin = st + serv
+        ns = _set_avail(x, fin, sdev, sav, ns)
+        if h >= 0 and h != x and rtype[u] >= 0:
+            pen += consist * float(etab[rtype[u], h * nd + x])
         prev, prev_node = x, u
     return float(fin) + pen
 
 
 @njit(cache=True)
-def window_scratch(W):
-    """The scratch of :func:`window_estimate` for windows of up to W vertices after the task:
-    (int64 [2·(W + 1) + 9, W + 2], float [W + 1])."""
-    return np.empty((2 * (W + 1) + 9, W + 2), np.int64), np.empty(W + 1)
-
-
-@njit(cache=True)
 def window_estimate(t, d, f0, chain, m, reps, ttype, type_dur, block, loadd, dcls, rl, dv,
-                    etab, hetype, rtype, hint, rule, consist, pat, best, scratch, by_device,
-                    fscratch):
-    """(T̂_H(t, d) (float ns), the bit mask of the devices the simulations placed a vertex on,
-    t's own d included): the least :func:`simulate` over every pattern of classes legal for
-    the window vertices (``reps``: :func:`legal_classes`; the first least in odometer order,
-    the first vertex's class the most significant; ``by_device``: every pattern of legal
+                    etab, hetype, rtype, hint, rule, consist, pat, best, scratch, by_device):
+    """T̂_H(t, d) (float ns): the least :func:`simulate` over every pattern of classes legal
+    for the window vertices (``reps``: :func:`legal_classes`; the first least in odometer
+    order, the first vertex's class the most significant; ``by_device``: every pattern of legal
     devices); ``best[:m]`` its devices. ``f0`` (no pattern, or m = 0): the window is t alone,
-    ``best`` untouched. The patterns are walked depth first in that order, each prefix
-    simulated once (its shadows kept per depth), so every pattern's value is :func:`simulate`'s.
-    A commit on a device outside the mask leaves the estimate as it is: the simulations read the
-    state of the devices they place vertices on, and only compare the others' free times,
-    which a commit can only push later. ``scratch``, ``fscratch``: :func:`window_scratch`."""
-    nd = dv.shape[1]
-    K = nd if by_device else reps.shape[1]
-    mask = device_bit(d, nd)
+    ``best`` untouched."""
+    K = dv.shape[1] if by_device else reps.shape[1]
     if m == 0:
-        return float(f0), mask
-    base = scratch.shape[0] - 9  # rows: sdev per depth, sav per depth, then the rest
-    half = base // 2
-    cdev, cblk, out, idx = scratch[base], scratch[base + 1], scratch[base + 2], scratch[base + 3]
-    ns_l, nc_l, fin_l = scratch[base + 4], scratch[base + 5], scratch[base + 6]
-    prev_l, node_l = scratch[base + 7], scratch[base + 8]
-    pen_l = fscratch
-    ns_l[0], nc_l[0] = _root(t, d, f0, block, dv, scratch[0], scratch[half], cdev, cblk)
-    fin_l[0], prev_l[0], node_l[0] = f0, d, t
-    pen_l[0] = 0.0
+        return float(f0)
+    out, idx = scratch[4], scratch[5]  # the devices of a pattern, the odometer
+    idx[:m] = 0
     best_v = np.inf
-    j = 0
-    idx[0] = -1
-    while j >= 0:
-        idx[j] += 1
-        if idx[j] >= K:
-            j -= 1
-            continue
-        c = idx[j]
-        u = chain[j]
-        if by_device:
-            if type_dur[ttype[u], c] < 0 or (block[u] >= 0 and loadd[block[u], c] < 0):
-                continue
-        elif reps[j, c] < 0:
-            continue
-        ns = ns_l[j]
-        sdev, sav = scratch[j + 1], scratch[half + j + 1]
-        sdev[:ns] = scratch[j, :ns]
-        sav[:ns] = scratch[half + j, :ns]
-        x, ns, nc, fin, pen = _vertex(u, c, prev_l[j], node_l[j], fin_l[j], pen_l[j], sdev,
-                                      sav, ns, cdev, cblk, nc_l[j], ttype, type_dur, block,
-                                      loadd, dcls, rl, dv, etab, hetype, rtype, hint, rule,
-                                      consist, by_device)
-        out[j] = x
-        mask |= device_bit(x, nd)
-        if j == m - 1:
-            v = float(fin) + pen
+    while True:
+        ok = True
+        for j in range(m):
+            pat[j] = idx[j]
+            if by_device:
+                u, x = chain[j], idx[j]
+                legal = type_dur[ttype[u], x] >= 0 and (block[u] < 0 or loadd[block[u], x] >= 0)
+            else:
+                legal = reps[j, idx[j]] >= 0
+            if not legal:
+                ok = False
+                break
+        if ok:
+            v = simulate(t, d, f0, chain, m, pat, out, ttype, type_dur, block, loadd, dcls, rl,
+                         dv, etab, hetype, rtype, hint, rule, consist, scratch, by_device)
             if v < best_v:
                 best_v = v
                 best[:m] = out[:m]
-            continue
-        j += 1
-        ns_l[j], nc_l[j], fin_l[j], prev_l[j], node_l[j] = ns, nc, fin, x, u
-        pen_l[j] = pen
-        idx[j] = -1
-    return (float(f0) if best_v == np.inf else best_v), mask
+        j = m - 1
+        while j >= 0:
+            idx[j] += 1
+            if idx[j] < K:
+                break
+            idx[j] = 0
+            j -= 1
+        if j < 0:
+            break
+    return float(f0) if best_v == np.inf else best_v
 
 
 @njit(cache=True)

@@ -3,8 +3,8 @@ docs/dops_reproduction.md §3): r = 1 (default, DOPS Algorithm 1) scores every d
 leaves the schedules as recorded; r > 1 and r = 0 (the authors' ``decode_plan_refresh_stride``)
 replay the last scored step's device map and order on the other decode steps, through the same
 list scheduler, and their schedules validate. The pinned digests are those of the schedules
-before the option and before the window's speed work (they also pin that work: a changed
-schedule changes a digest)."""
+before the option existed; they also hold the window's kernels to the same schedules under
+speed work (docs/speed.md, "The window's walk")."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ CASES: dict[str, tuple[Any, ...]] = {
     "mixtral": ("mixtral-8x7b", "HP32", (64, 8, 2), 1, None, "overlap"),
 }
 #: the solution digests (score order, rank order) of the default parameters, recorded with the
-#: code before ``plan_refresh_stride`` existed and before the window's shared prefixes
+#: code before ``plan_refresh_stride`` existed
 PINNED = {
     "qwen-tight": ("76b844f2c8c55a86", "de0c7c5594426a16"),
     "llama13-tight": ("c12ff5af6b0c6623", "dff966d334a731a3"),
@@ -90,8 +90,7 @@ def test_stride_one_is_the_recorded_schedule(built, name):
     assert stats["params"]["plan_refresh_stride"] == 1 and stats["replayed"] == 0
 
 
-#: digests of deeper windows and the patterns of devices (the window's walk over shared
-#: prefixes and its per-row invalidation), recorded as :data:`PINNED`
+#: digests of deeper windows and the patterns of devices, recorded as :data:`PINNED`
 PINNED_WINDOWS = {
     ("qwen-tight", "devices"): "c1d18d807b3396e0",
     ("qwen-tight", "H5"): "77bba3dfe2890f87",
