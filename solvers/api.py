@@ -251,7 +251,8 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     certified lower bound and validate the schedule. The warm start counts against the time
     limit: the back end gets what is left of it (at least 1 ms). The bound is requested here
     once: for a placement heuristic it runs while the heuristic schedules (in ``bound_worker``
-    or a child of its own on a full-size instance, :mod:`opt.placement.bound_process`)."""
+    or a child of its own on a full-size instance, :mod:`opt.placement.bound_process`); one
+    computed in process comes first and its time out of the heuristic's limit."""
     from dataclasses import replace
 
     goal = instance.objective != "makespan" or instance.slo is not None
@@ -273,6 +274,14 @@ def _solve_placement(instance: PlacementInstance, spec: Method, options: SolveOp
     pending = (start_bound(instance, worker=bound_worker)
                if not spec.exact and spec.problem == "placement"
                and instance.objective == "makespan" else None)
+    if pending is not None and pending.process is None and options.time_limit is not None \
+            and not options.deterministic:
+        # computed here, not beside the schedule: first, so that a heuristic which uses its
+        # whole limit (local-search) gets what is left and the call ends within the limit
+        t0 = time.perf_counter()
+        pending.result()
+        options = replace(options, time_limit=max(1e-3, options.time_limit
+                                                  - (time.perf_counter() - t0)))
     try:  # Ctrl-C (KeyboardInterrupt, models.interrupt) while solving or waiting for the bound
         result = spec.backend(instance, options)
         if pending is not None:

@@ -122,3 +122,35 @@ def test_never_worse_than_its_start_on_library_slices(name):
     assert span == stats["trajectory"][-1] <= stats["trajectory"][0] == min(
         v for v in stats["starts"].values() if isinstance(v, int))
     assert span >= certified_lower_bound(inst).value
+
+
+def test_a_bound_computed_in_process_comes_out_of_the_heuristic_s_limit(monkeypatch):
+    """Below the child-process size the certified bound runs in this process: first, and the
+    heuristic gets the limit less the bound's time (so local search, which uses its whole
+    limit, ends within the caller's)."""
+    import time
+    from dataclasses import replace
+
+    import solvers.api as api
+    from opt.placement import bound_process
+
+    real = bound_process.certified_lower_bound
+    seen: dict = {}
+
+    def slow_bound(inst, options=None):
+        time.sleep(0.5)
+        seen.setdefault("bound_at", time.perf_counter())
+        return real(inst, options)
+
+    def backend(inst, options):
+        seen["limit"], seen["run_at"] = options.time_limit, time.perf_counter()
+        return real_backend(inst, options)
+
+    spec = reg.get_method("local-search", "placement")
+    real_backend = spec.backend
+    monkeypatch.setattr(bound_process, "certified_lower_bound", slow_bound)
+    monkeypatch.setattr(api, "get_method", lambda name, problems: replace(
+        spec, backend=backend) if name == "local-search" else reg.get_method(name, problems))
+    res = solve(instances.load("heft-topcuoglu-2002"), "local-search", time_limit=30)
+    assert seen["bound_at"] < seen["run_at"] and seen["limit"] <= 30 - 0.5
+    assert res.lower_bound is not None and res.stats["lower_bound_computed"] == "in process"
