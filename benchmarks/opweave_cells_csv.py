@@ -2,7 +2,8 @@
 check docs/serving.md's OpWeave tables without solving again.
 
     python benchmarks/opweave_cells_csv.py RECORDS_DIR... --rule eq39 --commit abc1234
-        [--command "hetopt sweep serving ..."]... [--out docs/data/opweave_cells_eq39.csv]
+        [--command "hetopt sweep serving ..."]... [--note TEXT]...
+        [--out docs/data/opweave_cells_eq39.csv]
 
 The records hold neither the crossing rule nor the code's commit, so both are given (the
 rule of the code the sweeps ran on, and its commit). The file starts with ``#`` lines naming
@@ -59,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--commit", required=True, help="commit of that code")
     p.add_argument("--command", action="append", default=[],
                    help="a command that produced the records (repeatable)")
+    p.add_argument("--note", action="append", default=[],
+                   help="a line of explanation for the header (repeatable)")
     p.add_argument("--out", default=None, help="CSV path (default: stdout)")
     args = p.parse_args(argv)
     rows = cell_rows(load_records(args.records), args.rule, args.commit)
@@ -67,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fh.write(f"# crossing rule {args.rule}, commit {args.commit}; commands:\n")
         for c in args.command:
             fh.write(f"# {c}\n")
+        for n in args.note:
+            fh.write(f"# {n}\n")
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(COLUMNS)
         w.writerows(rows)
