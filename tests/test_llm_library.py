@@ -5,6 +5,8 @@ certified bound and the heuristics respect every proven optimum."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 import instances
@@ -13,6 +15,8 @@ from opt.placement.certified_bounds import certified_lower_bound
 from solvers.api import solve
 
 ENTRIES = {r["name"]: r for r in llm.records()}
+#: one instance object per slice, so its certified bound is computed once (cached per instance)
+_load = functools.lru_cache(maxsize=None)(llm.load)
 PROVEN = sorted(n for n, r in ENTRIES.items() if r["optimum"] is not None)
 
 
@@ -49,17 +53,17 @@ def test_recorded_results_are_consistent(name: str) -> None:
         assert entry["optimum"] == entry["upper_bound"]
         assert any(m["status"] == "OPTIMAL" for m in methods) or \
             entry["lower_bound"] == entry["upper_bound"]
-    assert entry["provenance"]["instance_fingerprint"] == llm.load(name).fingerprint
+    assert entry["provenance"]["instance_fingerprint"] == _load(name).fingerprint
 
 
 @pytest.mark.parametrize("name", PROVEN)
 def test_the_certified_bound_never_exceeds_a_proven_optimum(name: str) -> None:
-    bound = certified_lower_bound(llm.load(name))
+    bound = certified_lower_bound(_load(name))
     assert bound.value <= ENTRIES[name]["optimum"], bound.best
 
 
 @pytest.mark.parametrize("name", PROVEN)
 @pytest.mark.parametrize("method", ["heft", "bifocal", "pd"])
 def test_heuristics_never_beat_a_proven_optimum(name: str, method: str) -> None:
-    res = solve(llm.load(name), method, seed=0)
+    res = solve(_load(name), method, seed=0)
     assert res.objective is not None and res.objective >= ENTRIES[name]["optimum"]
