@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,7 @@ def _entry(name: str, recs: dict[str, dict]) -> dict[str, Any]:
     objs = [r["objective"] for r in recs.values() if r["objective"] is not None]
     bounds = [r["lower_bound"] for r in recs.values() if r["lower_bound"] is not None]
     upper = min(objs) if objs else None
-    lower = max(bounds) if bounds else None
+    lower = math.ceil(max(bounds) - 1e-9) if bounds else None  # makespans are integers
     proven = [m for m, r in recs.items() if r["status"] == "OPTIMAL"]
     optimum = upper if (proven or (upper is not None and lower == upper)) else None
     best_by = proven[0] if proven else (min(recs, key=lambda m: recs[m]["objective"]
