@@ -28,9 +28,8 @@ TOKEN_HORIZONS = ("steps", "uses")
 #: ``devices`` (every legal device per window vertex, as the authors' released code enumerates).
 WINDOW_PATTERNS = ("types", "devices")
 #: ``plan_refresh_stride`` r: which decode steps Bifocal scores. 1 (default) scores every step:
-#: DOPS §5.1.2 / Algorithm 1 (paper text /work/shared/papers/000_88f71eee4405576d.txt, line
-#: 296: "At each iteration, the scheduler re-evaluates every ready task under the current
-#: partial schedule"). r > 1 and r = 0 are the authors' ``decode_plan_refresh_stride``
+#: DOPS §5.1.2 / Algorithm 1 (the paragraph that introduces it: "At each iteration, the
+#: scheduler re-evaluates every ready task under the current partial schedule"). r > 1 and r = 0 are the authors' ``decode_plan_refresh_stride``
 #: (YIAI-02/TriForm ``src/mainlib/simulator.py`` at 86e4aae4089,
 #: ``simulate_decode_progressive``; docs/dops_reproduction.md §3): decode token t = step − 1 is
 #: scored when t < 2 or (r > 0 and t mod r = 0); every other decode task is *replayed* — it
