@@ -17,7 +17,7 @@ class BoundOptions:
     branch: raise the tables of segments too large to enumerate by branch and bound
     (:mod:`opt.placement.segment_branch`), on at most max_branch_evaluations buckets per
     shape; cut_loads: compute the ``cut_loads`` component under ``load_timing`` ``at_use``
-    and ``overlap`` (:mod:`opt.placement.capacity_bound`; a Python pass over the tasks)."""
+    and ``overlap`` (:mod:`opt.placement.cut_load_bound`; a Python pass over the tasks)."""
 
     max_assignments: int = 20_000
     max_evaluations: int = 128

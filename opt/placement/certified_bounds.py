@@ -116,7 +116,7 @@ All durations are integer ticks of the instance's ``time_unit``.
     ``spread`` elsewhere; the largest of the three programmes is kept). In segments with
     first uses the devices of those tasks are enumerated, so first uses on one device add up
     (their slots do not overlap) and several first users of one block share one exposure.
-    :mod:`opt.placement.capacity_bound`.
+    :mod:`opt.placement.cut_load_bound`.
 
 Under ``load_timing: overlap`` (a load may end as late as its task's end) every component but
 ``cut_loads`` (proven for the rule itself) is computed on :func:`opt.placement.overlap_bound.bound_instance`, the ``prefetch`` relaxation
@@ -142,8 +142,8 @@ from typing import Any
 import numpy as np
 
 from opt.placement.bound_options import BoundOptions
-from opt.placement.capacity_bound import cut_load_bounds
 from opt.placement.chain_bound import chain_bound
+from opt.placement.cut_load_bound import cut_load_bounds
 from opt.placement.instance import PlacementInstance
 from opt.placement.load_ports import load_port_bound
 from opt.placement.lower_bounds import device_heads_tails, heads_tails

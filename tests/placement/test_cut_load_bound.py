@@ -1,4 +1,4 @@
-"""The ``cut_loads`` component (opt/placement/capacity_bound.py; docs/lower_bounds.md "Exposed
+"""The ``cut_loads`` component (opt/placement/cut_load_bound.py; docs/lower_bounds.md "Exposed
 first loads on the cut chain"): never above a proven optimum on random tiny chain-like
 instances under ``at_use`` and ``overlap`` (brute force over every assignment and task order;
 no contention, unlimited capacities — capacities only remove schedules, so the optimum with
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from opt.placement.capacity_bound import cut_load_bound, cut_load_bounds, exposure_weights
 from opt.placement.certified_bounds import certified_lower_bound
 from opt.placement.chain_bound import cut_positions
+from opt.placement.cut_load_bound import cut_load_bound, cut_load_bounds, exposure_weights
 from opt.placement.instance import Device
 from opt.placement.instance_checks import (
     BlockColumns,
