@@ -8,7 +8,6 @@ component on an instance where the first loads cannot be hidden."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
 from pathlib import Path
 
@@ -25,8 +24,8 @@ from opt.placement.instance_checks import (
     build_instance,
     make_links,
 )
-from opt.placement.solution import make_solution
 from opt.placement.validator import validate_placement
+from tests.placement.test_overlap_bounds import brute_force
 
 
 def chain_instance(seed: int, load_timing: str):
@@ -64,58 +63,6 @@ def chain_instance(seed: int, load_timing: str):
                                              for _ in range(nb)]},
                             task_block=block),
         load_timing=load_timing)
-
-
-def _schedule(inst, order, dev, tr):
-    """(makespan, starts, loads): tasks in ``order`` at their dispatch; the first user of a
-    block on a device loads it from its dispatch and ends at dispatch + max(load, p)
-    (overlap) or dispatch + load + p (at_use)."""
-    n = inst.n_tasks
-    end, start = [0] * n, [0] * n
-    free = [0] * inst.n_devices
-    loaded: set[tuple[int, int]] = set()
-    loads = []
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for k, (u, v) in enumerate(zip(inst.edge_src.tolist(), inst.edge_dst.tolist())):
-        preds[v].append((u, k))
-    for t in order:
-        d = dev[t]
-        disp = max([free[d]] + [end[u] + int(tr[k, dev[u], d]) for u, k in preds[t]])
-        p = int(inst.cost[t, d])
-        b = int(inst.task_block[t])
-        slot = p
-        if b >= 0 and (b, d) not in loaded:
-            ld = int(inst.load_duration[b, d])
-            if ld < 0:
-                return None
-            loaded.add((b, d))
-            loads.append((b, d, disp))
-            slot = max(ld, p) if inst.load_timing == "overlap" else ld + p
-        end[t] = disp + slot
-        start[t] = end[t] - p
-        free[d] = end[t]
-    return max(end), start, loads
-
-
-def brute_force(inst):
-    """(optimum, an optimal solution) over every assignment and topological order."""
-    n, nd = inst.n_tasks, inst.n_devices
-    tr = inst.links.transfer_durations(inst.edge_bytes)
-    edges = list(zip(inst.edge_src.tolist(), inst.edge_dst.tolist()))
-    orders = [o for o in itertools.permutations(range(n))
-              if all(o.index(u) < o.index(v) for u, v in edges)]
-    legal = [[d for d in range(nd) if inst.cost[t, d] >= 0] for t in range(n)]
-    best = None
-    for dev in itertools.product(*legal):
-        for order in orders:
-            got = _schedule(inst, order, dev, tr)
-            if got is not None and (best is None or got[0] < best[0]):
-                best = (got[0], dev, got[1], got[2])
-    assert best is not None
-    value, dev, start, loads = best
-    transfers = {k: start[u] + int(inst.cost[u, dev[u]]) for k, (u, v) in enumerate(edges)
-                 if dev[u] != dev[v]}
-    return value, make_solution(inst, list(dev), start, transfers, loads=loads)
 
 
 @pytest.mark.parametrize("load_timing", ["at_use", "overlap"])

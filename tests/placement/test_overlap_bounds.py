@@ -47,16 +47,15 @@ def tiny_overlap(seed: int):
 
 
 def _schedule(inst, order, dev, tr):
-    """(makespan, starts, loads) of the assignment ``dev`` with tasks in ``order`` each at its
-    dispatch (its inputs arrived, its device's previous task ended); the first task of a block
-    on a device loads it from its dispatch and ends at dispatch + max(load, duration)."""
+    """(makespan, starts, loads): tasks in ``order`` at their dispatch; the first user of a
+    block on a device loads it from its dispatch and ends at dispatch + max(load, p)
+    (overlap) or dispatch + load + p (at_use)."""
     n = inst.n_tasks
-    end = [0] * n
-    start = [0] * n
+    end, start = [0] * n, [0] * n
     free = [0] * inst.n_devices
     loaded: set[tuple[int, int]] = set()
     loads = []
-    preds = [[] for _ in range(n)]
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for k, (u, v) in enumerate(zip(inst.edge_src.tolist(), inst.edge_dst.tolist())):
         preds[v].append((u, k))
     for t in order:
@@ -71,7 +70,7 @@ def _schedule(inst, order, dev, tr):
                 return None
             loaded.add((b, d))
             loads.append((b, d, disp))
-            slot = max(ld, p)
+            slot = max(ld, p) if inst.load_timing == "overlap" else ld + p
         end[t] = disp + slot
         start[t] = end[t] - p
         free[d] = end[t]
