@@ -21,14 +21,12 @@ bundled instance), so this works from an installed wheel.
 
 from __future__ import annotations
 
-import gzip
-import json
-import pkgutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from instances import llm, stg
+from instances.resources import read_json as _read_json
 from opt.common.errors import InputError, UnknownNameError
 from opt.common.jsonio import Fields
 from opt.placement.instance import PlacementInstance
@@ -68,25 +66,6 @@ class InstanceInfo:
         if self.optimum is None:
             return None
         return (self.provenance or {}).get("best_by")
-
-
-def _read_json(relpath: str, missing: str = "file not found") -> Any:
-    """Parse a JSON (or ``.json.gz``) resource of this package; errors name the file."""
-    source = f"instances/{relpath}"
-    try:
-        data = pkgutil.get_data(__name__, relpath)
-        if data is None:  # a loader that cannot read files (none of Python's own)
-            raise OSError("the package's loader reads no files")
-        if relpath.endswith(".gz"):
-            data = gzip.decompress(data)
-        return json.loads(data.decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(missing, source=source) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                         source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", source=source) from None
 
 
 def _float_or_none(f: Fields):

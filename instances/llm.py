@@ -16,11 +16,9 @@ makespan, the best proven bound and the optimum when one is proven).
 
 from __future__ import annotations
 
-import gzip
-import json
-import pkgutil
 from typing import TYPE_CHECKING, Any
 
+from instances.resources import read_json
 from opt.common.errors import InputError
 from opt.placement.instance import PlacementInstance
 from opt.problems import instance_of
@@ -71,32 +69,17 @@ def load(name: str) -> PlacementInstance:
     if name not in library():
         raise InputError(f"unknown LLM library slice '{name}'", source=f"instances/{DIR}")
     relpath = file_of(name)
-    try:
-        data = pkgutil.get_data("instances", relpath)
-    except FileNotFoundError:
-        data = None
-    if data is None:
-        raise InputError("file not found (benchmarks/llm_library.py build writes it)",
-                         source=f"instances/{relpath}")
-    inst = instance_of(json.loads(gzip.decompress(data)), source=f"instances/{relpath}")
+    obj = read_json(relpath, missing="file not found (benchmarks/llm_library.py build writes it)")
+    inst = instance_of(obj, source=f"instances/{relpath}")
     assert isinstance(inst, PlacementInstance)
     return inst
 
 
 def records() -> list[dict[str, Any]]:
-    """``index.json``'s entries (empty when the library has not been solved): ``name``,
-    ``optimum`` (None if open), ``lower_bound``, ``upper_bound``, ``methods`` (per method:
-    ``status``, ``objective``, ``lower_bound``, ``time_limit_s``), ``provenance``."""
-    try:
-        data = pkgutil.get_data("instances", f"{DIR}/index.json")
-    except FileNotFoundError:
-        return []
-    if data is None:
-        return []
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"malformed JSON: {exc}", source=f"instances/{DIR}/index.json") from None
+    """``index.json``'s entries: ``name``, ``optimum`` (None if open), ``lower_bound``,
+    ``upper_bound``, ``methods`` (per method: ``status``, ``objective``, ``lower_bound``,
+    ``runtime_s``), ``provenance``."""
+    obj = read_json(f"{DIR}/index.json")
     if not isinstance(obj, list):
         raise InputError("expected a list of entries", source=f"instances/{DIR}/index.json")
     return obj
