@@ -17,9 +17,12 @@ import argparse
 import csv
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from opt.app.reproduction.opweave_tables import load_records
+from opt.common.errors import InputError
+from opt.common.outpath import FILE, check_output
 
 COLUMNS = ("model", "gpus", "ctx", "slo_ms", "method", "usd_per_mtok", "stages_per_token",
            "t_rtt_ms", "stopped_at_limit", "plan_gpus", "crossing_rule", "commit")
@@ -64,7 +67,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a line of explanation for the header (repeatable)")
     p.add_argument("--out", default=None, help="CSV path (default: stdout)")
     args = p.parse_args(argv)
-    rows = cell_rows(load_records(args.records), args.rule, args.commit)
+    try:
+        if args.out:
+            check_output(args.out, "--out", FILE)
+        missing = [r for r in args.records if not Path(r).is_dir()]
+        if missing:
+            raise InputError("not a folder of sweep records", source=missing[0])
+        rows = cell_rows(load_records(args.records), args.rule, args.commit)
+        if not rows:
+            raise InputError("no serving sweep records", source=", ".join(args.records))
+    except InputError as exc:
+        print(f"opweave_cells_csv: error: {exc}", file=sys.stderr)
+        return 2
     fh = open(args.out, "w", newline="") if args.out else sys.stdout
     try:
         fh.write(f"# crossing rule {args.rule}, commit {args.commit}; commands:\n")
