@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from instances import llm
+from opt.common.errors import InputError
 from opt.common.fingerprint import seal, seal_error
 from opt.common.jsonio import json_bytes, read_json, write_json_atomic
 from opt.common.outpath import FOLDER, check_output
@@ -121,6 +122,9 @@ def index(args: argparse.Namespace) -> None:
                     recs[method] = rec
         if len(recs) == len(args.methods):
             entries.append(_entry(name, recs))
+    if not entries:  # never replace the bundled index with an empty one
+        raise InputError(f"no slice has a sealed record of every method of "
+                         f"{', '.join(args.methods)}", source=str(out))
     write_json_atomic(entries, DATA / "index.json")
     print(f"{len(entries)} of {len(llm.names())} slices indexed", file=sys.stderr)
 
@@ -169,8 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command in ("solve", "index"):
         check_output(args.out, "--out", FOLDER)
-    {"build": lambda a: build(a.names or llm.names()), "solve": solve_all, "index": index,
-     "table": print_table}[args.command](args)
+    try:
+        {"build": lambda a: build(a.names or llm.names()), "solve": solve_all, "index": index,
+         "table": print_table}[args.command](args)
+    except InputError as exc:
+        print(f"llm_library: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
